@@ -1,0 +1,351 @@
+//! Reading the events table, read-only.
+//!
+//! The audit database belongs to the runtime that writes it: it is opened
+//! with `SQLITE_OPEN_READ_ONLY` and `query_only`, so nothing here can change
+//! it, not even its journal mode. Each page is its own short read
+//! transaction, so a writer appending in WAL mode is never held up and the
+//! WAL can be checkpointed while a long walk goes on.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+
+use crate::event::EventBatch;
+use crate::schema::{Schema, SchemaError};
+
+/// How to open an audit database.
+#[derive(Clone, Debug, Default)]
+pub struct OpenOptions {
+    pub schema: Schema,
+    /// Accept a path that is a symbolic link (refused by default, so a
+    /// swapped link cannot silently point the tool at another database).
+    pub allow_symlink: bool,
+}
+
+/// Everything that can go wrong reading the database. Each names the file,
+/// table, column or seq at fault in one line.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
+    #[error("{0}: no such file")]
+    Missing(PathBuf),
+    #[error("{0}: is a symbolic link; pass --allow-symlink to follow it")]
+    Symlink(PathBuf),
+    #[error("{0}: not a regular file")]
+    NotAFile(PathBuf),
+    #[error("{0}: not a SQLite database")]
+    NotSqlite(PathBuf),
+    #[error("{path}: cannot open: {reason}")]
+    Open { path: PathBuf, reason: String },
+    #[error("{path}: no table named {table:?}")]
+    NoTable { path: PathBuf, table: String },
+    #[error(
+        "{path}: {table:?} is a view, not a table; point --table at the table that holds the events"
+    )]
+    IsView { path: PathBuf, table: String },
+    #[error("{path}: table {table:?} has no column {column:?} (the {setting})")]
+    NoColumn {
+        path: PathBuf,
+        table: String,
+        column: String,
+        setting: &'static str,
+    },
+    #[error("{path}: seq {seq}: column {column:?} is {found}, not text")]
+    BadField {
+        path: PathBuf,
+        seq: u64,
+        column: String,
+        found: &'static str,
+    },
+    #[error(
+        "{path}: an event's seq column {column:?} holds {found}, not a positive integer (after seq {after})"
+    )]
+    BadSeq {
+        path: PathBuf,
+        column: String,
+        found: String,
+        after: u64,
+    },
+    #[error("{path}: read failed: {source}")]
+    Read {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+}
+
+/// A read-only handle on the events table.
+pub struct EventDb {
+    conn: Connection,
+    path: PathBuf,
+    schema: Schema,
+    page_sql: String,
+    head_sql: String,
+    hash_at_sql: String,
+    count_sql: String,
+}
+
+impl EventDb {
+    /// Opens `path` read-only after checking it is a regular SQLite file
+    /// whose events table (not a view) has all seven columns.
+    pub fn open(path: &Path, options: &OpenOptions) -> Result<EventDb, DbError> {
+        options.schema.validate()?;
+        check_file(path, options.allow_symlink)?;
+        let open_err = |e: rusqlite::Error| DbError::Open {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        };
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(open_err)?;
+        conn.busy_timeout(Duration::from_secs(5))
+            .map_err(open_err)?;
+        conn.pragma_update(None, "query_only", true)
+            .map_err(open_err)?;
+
+        let schema = options.schema.clone();
+        let table = schema.quoted_table();
+        let cols = schema.select_list();
+        let seq = crate::schema::Quoted(&schema.seq);
+        let hash = crate::schema::Quoted(&schema.hash);
+        let db = EventDb {
+            page_sql: format!(
+                "SELECT {cols} FROM {table} WHERE {seq} > ?1 ORDER BY {seq} LIMIT ?2"
+            ),
+            head_sql: format!("SELECT {seq}, {hash} FROM {table} ORDER BY {seq} DESC LIMIT 1"),
+            hash_at_sql: format!("SELECT {hash} FROM {table} WHERE {seq} = ?1"),
+            count_sql: format!("SELECT count(*) FROM {table} WHERE {seq} > ?1 AND {seq} <= ?2"),
+            conn,
+            path: path.to_owned(),
+            schema,
+        };
+        db.check_table()?;
+        Ok(db)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read_err(&self) -> impl Fn(rusqlite::Error) -> DbError + '_ {
+        |source| match source {
+            rusqlite::Error::SqliteFailure(ref e, _)
+                if e.code == rusqlite::ErrorCode::NotADatabase =>
+            {
+                DbError::NotSqlite(self.path.clone())
+            }
+            source => DbError::Read {
+                path: self.path.clone(),
+                source,
+            },
+        }
+    }
+
+    fn check_table(&self) -> Result<(), DbError> {
+        let kind: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT type FROM sqlite_schema WHERE lower(name) = lower(?1) AND type IN ('table', 'view')",
+                [&self.schema.table],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(self.read_err())?;
+        let table = self.schema.table.clone();
+        match kind.as_deref() {
+            None => {
+                return Err(DbError::NoTable {
+                    path: self.path.clone(),
+                    table,
+                });
+            }
+            Some("view") => {
+                return Err(DbError::IsView {
+                    path: self.path.clone(),
+                    table,
+                });
+            }
+            Some(_) => {}
+        }
+        let mut stmt = self
+            .conn
+            .prepare(&format!(
+                "PRAGMA table_info({})",
+                self.schema.quoted_table()
+            ))
+            .map_err(self.read_err())?;
+        let present: Vec<String> = stmt
+            .query_map([], |row| row.get::<_, String>(1))
+            .map_err(self.read_err())?
+            .collect::<Result<_, _>>()
+            .map_err(self.read_err())?;
+        for (setting, column) in self.schema.columns() {
+            if !present.iter().any(|p| p.eq_ignore_ascii_case(column)) {
+                return Err(DbError::NoColumn {
+                    path: self.path.clone(),
+                    table: self.schema.table.clone(),
+                    column: column.to_owned(),
+                    setting,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends to `out` the events with seq above `after`, in seq order, up
+    /// to `max_events`, stopping early once `max_bytes` of field data are
+    /// held. Returns how many were added. Events read before a bad field
+    /// stay in `out`.
+    pub fn read_page(
+        &self,
+        after: u64,
+        max_events: usize,
+        max_bytes: usize,
+        out: &mut EventBatch,
+    ) -> Result<usize, DbError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&self.page_sql)
+            .map_err(self.read_err())?;
+        let mut rows = stmt
+            .query((after as i64, max_events as i64))
+            .map_err(self.read_err())?;
+        let mut added = 0;
+        let mut last_seq = after;
+        let start_bytes = out.byte_len();
+        while let Some(row) = rows.next().map_err(self.read_err())? {
+            let seq = match row.get_ref(0).map_err(self.read_err())? {
+                ValueRef::Integer(i) if i >= 1 => i as u64,
+                other => {
+                    return Err(DbError::BadSeq {
+                        path: self.path.clone(),
+                        column: self.schema.seq.clone(),
+                        found: describe(other).to_owned(),
+                        after: last_seq,
+                    });
+                }
+            };
+            out.begin(seq);
+            for index in 1..7 {
+                match row.get_ref(index).map_err(self.read_err())? {
+                    ValueRef::Text(text) => out.push_field(index - 1, text),
+                    other => {
+                        out.abandon_last();
+                        return Err(DbError::BadField {
+                            path: self.path.clone(),
+                            seq,
+                            column: self.schema.columns()[index].1.to_owned(),
+                            found: describe(other),
+                        });
+                    }
+                }
+            }
+            added += 1;
+            last_seq = seq;
+            if out.byte_len() - start_bytes >= max_bytes {
+                break;
+            }
+        }
+        Ok(added)
+    }
+
+    /// The event with the highest seq, as `(seq, stored hash)`.
+    pub fn head(&self) -> Result<Option<(u64, Vec<u8>)>, DbError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&self.head_sql)
+            .map_err(self.read_err())?;
+        stmt.query_row([], |row| {
+            let seq: i64 = row.get(0)?;
+            let hash = match row.get_ref(1)? {
+                ValueRef::Text(t) => t.to_vec(),
+                _ => Vec::new(),
+            };
+            Ok((seq.max(0) as u64, hash))
+        })
+        .optional()
+        .map_err(self.read_err())
+    }
+
+    /// The hash stored with event `seq`, if there is such an event.
+    pub fn hash_at(&self, seq: u64) -> Result<Option<Vec<u8>>, DbError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&self.hash_at_sql)
+            .map_err(self.read_err())?;
+        stmt.query_row([seq as i64], |row| {
+            Ok(match row.get_ref(0)? {
+                ValueRef::Text(t) => t.to_vec(),
+                _ => Vec::new(),
+            })
+        })
+        .optional()
+        .map_err(self.read_err())
+    }
+
+    /// How many events have a seq in `(after, through]`.
+    pub fn count_between(&self, after: u64, through: u64) -> Result<u64, DbError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&self.count_sql)
+            .map_err(self.read_err())?;
+        stmt.query_row((after as i64, through as i64), |row| row.get::<_, i64>(0))
+            .map(|n| n.max(0) as u64)
+            .map_err(self.read_err())
+    }
+
+    /// SQLite's `PRAGMA data_version`: changes whenever another connection
+    /// commits, so an idle follower can poll for new events cheaply.
+    pub fn data_version(&self) -> Result<i64, DbError> {
+        self.conn
+            .query_row("PRAGMA data_version", [], |row| row.get(0))
+            .map_err(self.read_err())
+    }
+}
+
+fn describe(value: ValueRef<'_>) -> &'static str {
+    match value {
+        ValueRef::Null => "NULL",
+        ValueRef::Integer(_) => "an integer",
+        ValueRef::Real(_) => "a real number",
+        ValueRef::Text(_) => "text",
+        ValueRef::Blob(_) => "a blob",
+    }
+}
+
+/// Checks the path before SQLite sees it, so each problem gets its own
+/// message (SQLite would happily create a missing file or open a link).
+fn check_file(path: &Path, allow_symlink: bool) -> Result<(), DbError> {
+    let meta = std::fs::symlink_metadata(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => DbError::Missing(path.to_owned()),
+        _ => DbError::Open {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        },
+    })?;
+    let meta = if meta.file_type().is_symlink() {
+        if !allow_symlink {
+            return Err(DbError::Symlink(path.to_owned()));
+        }
+        std::fs::metadata(path).map_err(|_| DbError::Missing(path.to_owned()))?
+    } else {
+        meta
+    };
+    if !meta.is_file() {
+        return Err(DbError::NotAFile(path.to_owned()));
+    }
+    let mut header = [0u8; 16];
+    let mut file = std::fs::File::open(path).map_err(|e| DbError::Open {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })?;
+    match file.read_exact(&mut header) {
+        Ok(()) if &header == b"SQLite format 3\0" => Ok(()),
+        _ => Err(DbError::NotSqlite(path.to_owned())),
+    }
+}

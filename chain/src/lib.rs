@@ -1,0 +1,25 @@
+//! The audit chain itself, shared by every other crate.
+//!
+//! Owns the event format and its netstring SHA-256 hash ([`hash`]), heads
+//! (`SEQ:HASH`, [`head`]), the settable table and column names ([`schema`]),
+//! reading the events table read-only and in bounded pages ([`db`],
+//! [`read_ahead`]), the rule that decides where a chain breaks ([`walk`]) and
+//! the JSON record every sink ships ([`record`]). It never writes a database.
+
+pub mod db;
+pub mod event;
+pub mod hash;
+pub mod head;
+pub mod read_ahead;
+pub mod record;
+pub mod schema;
+pub mod verify;
+pub mod walk;
+
+pub use db::{DbError, EventDb, OpenOptions};
+pub use event::{EventBatch, EventRef};
+pub use hash::{HexHash, event_hash};
+pub use head::{Head, HeadParseError};
+pub use schema::{Schema, SchemaError};
+pub use verify::{HeadCheck, WalkPlan, WalkReport, walk_chain};
+pub use walk::{BreakKind, ChainBreak, ChainCheck};

@@ -1,0 +1,291 @@
+//! `chainship generate`: writes an agentrt-shaped audit database of chained
+//! events, and with `--follow-rate` keeps appending like a live runtime.
+//!
+//! This is the only code in chainship that writes an events table. It
+//! creates its own database and touches an existing one only with `--append`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use chainship_chain::event_hash;
+use clap::Args;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
+
+use crate::exit::{CliError, CmdResult, OK};
+
+/// Write a demo/test audit database of chained events.
+#[derive(Args, Debug, Clone)]
+#[command(after_help = "Examples:
+  chainship generate --db demo.db --events 100000
+  chainship generate --db demo.db --append --events 0 --follow-rate 200 --follow-for 30s")]
+pub struct GenerateArgs {
+    /// The database to create (refused if it exists, unless --append).
+    #[arg(long, env = "CHAINSHIP_DB", value_name = "PATH")]
+    pub db: PathBuf,
+    /// How many events to write at once.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub events: u64,
+    /// Add to an existing database instead of creating a new one.
+    #[arg(long)]
+    pub append: bool,
+    /// Then keep appending this many events per second, one transaction each.
+    #[arg(long, value_name = "R")]
+    pub follow_rate: Option<f64>,
+    /// Stop following after this long (default: until SIGINT/SIGTERM).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub follow_for: Option<Duration>,
+    /// Stop following after this many appended events.
+    #[arg(long, value_name = "N")]
+    pub follow_max: Option<u64>,
+    /// How many runs are interleaved.
+    #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub runs: u64,
+    /// Every Nth event carries a large payload (0: never).
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub large_every: u64,
+    /// Size of a large payload in bytes.
+    #[arg(long, default_value_t = 256 * 1024, value_name = "BYTES")]
+    pub large_bytes: usize,
+    /// Seed for the content (the same seed writes the same events).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub seed: u64,
+}
+
+pub fn run(args: &GenerateArgs) -> CmdResult {
+    if let Some(rate) = args.follow_rate
+        && !(rate > 0.0 && rate.is_finite())
+    {
+        return Err(CliError::usage(format!(
+            "--follow-rate {rate}: must be a positive number of events per second"
+        )));
+    }
+    let conn = open(&args.db, args.append)?;
+    let mut content = Generator::new(args);
+    let err =
+        |e: rusqlite::Error| CliError::usage(format!("{}: write failed: {e}", args.db.display()));
+
+    let (mut seq, mut prev) = current_head(&conn).map_err(err)?;
+    content.skip_to(seq);
+    let mut remaining = args.events;
+    while remaining > 0 {
+        let chunk = remaining.min(10_000);
+        let tx = conn.unchecked_transaction().map_err(err)?;
+        {
+            let mut insert = tx.prepare_cached(INSERT).map_err(err)?;
+            for _ in 0..chunk {
+                seq += 1;
+                prev = content.insert(&mut insert, seq, &prev).map_err(err)?;
+            }
+        }
+        tx.commit().map_err(err)?;
+        remaining -= chunk;
+    }
+    if let Some(rate) = args.follow_rate {
+        follow(&conn, &mut content, args, rate).map_err(err)?;
+    }
+    Ok(OK)
+}
+
+const SCHEMA: &str = "
+CREATE TABLE runs (run_id TEXT PRIMARY KEY, created_at TEXT NOT NULL);
+CREATE TABLE events (
+  seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id       TEXT NOT NULL,
+  step_id      TEXT NOT NULL DEFAULT '',
+  at           TEXT NOT NULL,
+  type         TEXT NOT NULL,
+  payload_json TEXT NOT NULL,
+  hash         TEXT NOT NULL DEFAULT ''
+);";
+
+const INSERT: &str = "INSERT INTO events (seq, run_id, step_id, at, type, payload_json, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+
+fn open(path: &Path, append: bool) -> Result<Connection, CliError> {
+    let exists = std::fs::symlink_metadata(path).is_ok();
+    let err = |e: rusqlite::Error| CliError::usage(format!("{}: {e}", path.display()));
+    match (exists, append) {
+        (true, false) => Err(CliError::usage(format!(
+            "{}: already exists; pass --append to add events to it",
+            path.display()
+        ))),
+        (false, true) => Err(CliError::usage(format!(
+            "{}: no such file to --append to",
+            path.display()
+        ))),
+        (true, true) => {
+            let conn = Connection::open(path).map_err(err)?;
+            conn.busy_timeout(Duration::from_secs(10)).map_err(err)?;
+            Ok(conn)
+        }
+        (false, false) => {
+            let conn = Connection::open(path).map_err(err)?;
+            conn.busy_timeout(Duration::from_secs(10)).map_err(err)?;
+            conn.pragma_update(None, "journal_mode", "wal")
+                .map_err(err)?;
+            conn.execute_batch(SCHEMA).map_err(err)?;
+            Ok(conn)
+        }
+    }
+}
+
+fn current_head(conn: &Connection) -> rusqlite::Result<(u64, String)> {
+    Ok(conn
+        .query_row(
+            "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, String>(1)?)),
+        )
+        .optional()?
+        .unwrap_or((0, String::new())))
+}
+
+/// Appends at `rate` events/s, each in its own write transaction that reads
+/// the head under the write lock, as a runtime writing one event at a time does.
+fn follow(
+    conn: &Connection,
+    content: &mut Generator,
+    args: &GenerateArgs,
+    rate: f64,
+) -> rusqlite::Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // Registration only fails for forbidden signals; these two are allowed.
+        let _ = signal_hook::flag::register(signal, Arc::clone(&stop));
+    }
+    let started = Instant::now();
+    let mut written: u64 = 0;
+    while !stop.load(Ordering::Relaxed)
+        && args.follow_for.is_none_or(|d| started.elapsed() < d)
+        && args.follow_max.is_none_or(|m| written < m)
+    {
+        let due = (started.elapsed().as_secs_f64() * rate) as u64;
+        if written >= due {
+            std::thread::sleep(Duration::from_millis(2).min(Duration::from_secs_f64(1.0 / rate)));
+            continue;
+        }
+        let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
+        let (seq, prev) = current_head(&tx)?;
+        content.skip_to(seq);
+        {
+            let mut insert = tx.prepare_cached(INSERT)?;
+            content.insert(&mut insert, seq + 1, &prev)?;
+        }
+        tx.commit()?;
+        written += 1;
+    }
+    Ok(())
+}
+
+/// Deterministic, varied event content: interleaved runs, run-level events
+/// with an empty step id, non-ASCII payloads, and now and then a large one.
+struct Generator {
+    rng: u64,
+    runs: Vec<RunState>,
+    large_every: u64,
+    large_bytes: usize,
+    base: SystemTime,
+}
+
+struct RunState {
+    id: String,
+    step: u64,
+}
+
+const STEP_TYPES: [&str; 6] = [
+    "step.started",
+    "step.policy",
+    "tool.called",
+    "tool.result",
+    "approval.decided",
+    "step.finished",
+];
+
+impl Generator {
+    fn new(args: &GenerateArgs) -> Self {
+        let mut content = Generator {
+            rng: args.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+            runs: Vec::new(),
+            large_every: args.large_every,
+            large_bytes: args.large_bytes,
+            base: SystemTime::UNIX_EPOCH + Duration::from_secs(1_786_953_600), // 2026-08-17T08:00:00Z
+        };
+        for _ in 0..args.runs {
+            let id = content.new_run_id();
+            content.runs.push(RunState { id, step: 0 });
+        }
+        content
+    }
+
+    fn next(&mut self) -> u64 {
+        // xorshift64*: plenty for test content, no dependency.
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn new_run_id(&mut self) -> String {
+        format!("run_{:012x}", self.next() >> 16)
+    }
+
+    /// Moves the content on as if `seq` events had been written, so an
+    /// appending generator keeps varying its content.
+    fn skip_to(&mut self, seq: u64) {
+        self.rng ^= seq.wrapping_mul(0xD6E8_FEB8_6659_FD93);
+    }
+
+    fn insert(
+        &mut self,
+        insert: &mut rusqlite::CachedStatement<'_>,
+        seq: u64,
+        prev: &str,
+    ) -> rusqlite::Result<String> {
+        let pick = (self.next() % self.runs.len() as u64) as usize;
+        let roll = self.next();
+        let run = &mut self.runs[pick];
+        let (kind, step_id) = if run.step == 0 {
+            ("run.created", String::new())
+        } else if run.step > 12 && roll % 8 == 0 {
+            ("run.finished", String::new())
+        } else {
+            (
+                STEP_TYPES[(roll % STEP_TYPES.len() as u64) as usize],
+                format!("step_{}", run.step / 3),
+            )
+        };
+        run.step += 1;
+        let run_id = run.id.clone();
+        if kind == "run.finished" {
+            let fresh = self.new_run_id();
+            self.runs[pick] = RunState { id: fresh, step: 0 };
+        }
+        let at = humantime::format_rfc3339_millis(self.base + Duration::from_millis(seq * 137))
+            .to_string();
+        let mut payload = format!(
+            r#"{{"n":{seq},"tool":"github.create_issue","args":{{"title":"Triage café ✓ 日本語 #{}","labels":["bug","p{}"],"body":"Ünïcödé — \"quoted\" \\ backslash"}},"decision":"allow","latency_ms":{}}}"#,
+            roll % 10_000,
+            roll % 4,
+            roll % 900
+        );
+        if self.large_every > 0 && seq % self.large_every == 0 {
+            payload = format!(
+                r#"{{"n":{seq},"blob":"{}"}}"#,
+                "x".repeat(self.large_bytes.saturating_sub(32))
+            );
+        }
+        let hash = event_hash(
+            prev.as_bytes(),
+            seq,
+            run_id.as_bytes(),
+            step_id.as_bytes(),
+            at.as_bytes(),
+            kind.as_bytes(),
+            payload.as_bytes(),
+        );
+        let hash = String::from_utf8_lossy(&hash).into_owned();
+        insert.execute((seq as i64, &run_id, &step_id, &at, kind, &payload, &hash))?;
+        Ok(hash)
+    }
+}

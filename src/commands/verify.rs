@@ -1,0 +1,161 @@
+//! `chainship verify`: walk the database and check every event against the
+//! chain, optionally against one head kept elsewhere.
+
+use chainship_chain::{EventDb, Head, HeadCheck, WalkPlan, WalkReport, walk_chain};
+use clap::Args;
+use serde_json::json;
+
+use crate::db_args::DbArgs;
+use crate::exit::{CliError, CmdResult, FAILED, OK};
+use crate::progress::events_bar;
+
+/// Check the hash chain of the audit database.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:
+  chainship verify --db /var/lib/agentrt/audit.db
+  chainship verify --db audit.db --head 1200:2d17715bc635406807722f1764c509105f5ac15ad430729545bc4d87055da291
+  CHAINSHIP_DB=audit.db chainship verify --from 1000 --to 2000 --json
+
+Exit codes: 0 intact, 1 broken (or --to / --head not matched), 2 usage or unreadable database.")]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// First seq to check; the event before it is trusted as stored.
+    #[arg(long, env = "CHAINSHIP_FROM", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub from: Option<u64>,
+    /// Last seq to check (default: the database's head when the walk starts).
+    #[arg(long, env = "CHAINSHIP_TO", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub to: Option<u64>,
+    /// A head kept elsewhere (SEQ:HASH) that the database must still match.
+    #[arg(long, env = "CHAINSHIP_HEAD", value_name = "SEQ:HASH")]
+    pub head: Option<Head>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: &VerifyArgs) -> CmdResult {
+    let options = args.db.open_options().map_err(CliError::usage)?;
+    if let (Some(from), Some(to)) = (args.from, args.to)
+        && to < from
+    {
+        return Err(CliError::usage(format!("--to {to} is below --from {from}")));
+    }
+    let db = EventDb::open(&args.db.db, &options)?;
+    let plan = WalkPlan {
+        from: args.from.unwrap_or(1),
+        to: args.to,
+        heads: args.head.into_iter().collect(),
+    };
+    let total = match (db.head()?, args.to) {
+        (Some((head, _)), to) => to.unwrap_or(head).min(head).saturating_sub(plan.from - 1),
+        (None, _) => 0,
+    };
+    let bar = events_bar(total, args.json);
+    bar.set_message("verifying");
+    let report = walk_chain(db, &plan, &mut |n| bar.set_position(n))?;
+    bar.finish_and_clear();
+
+    if args.json {
+        println!("{}", to_json(&report));
+    } else {
+        print!("{}", to_text(&report));
+    }
+    Ok(if report.ok() { OK } else { FAILED })
+}
+
+fn to_text(r: &WalkReport) -> String {
+    let mut out = String::new();
+    match &r.db_head {
+        Some((seq, hash)) => out += &format!("head: seq {seq} {hash}\n"),
+        None => out += "head: none (the events table is empty)\n",
+    }
+    if let Some(b) = &r.chain_break {
+        out += &format!("broken at seq {}: {}\n", b.seq, b.reason());
+        out += &format!("  expected: {}\n", b.expected_str());
+        out += &format!(
+            "  found:    {}\n",
+            if b.found.is_empty() {
+                "(empty)"
+            } else {
+                &b.found
+            }
+        );
+        match b.last_good {
+            Some(h) => out += &format!("last good: seq {} {}\n", h.seq, h.hash_str()),
+            None => out += "last good: none\n",
+        }
+    } else {
+        match (r.first_seq, r.last_good) {
+            (Some(first), Some(last)) => {
+                out += &format!(
+                    "intact: {} event(s), seq {first} to {}\n",
+                    r.checked, last.seq
+                );
+                out += &format!("last checked: seq {} {}\n", last.seq, last.hash_str());
+            }
+            _ => out += "intact: 0 event(s)\n",
+        }
+    }
+    if let Some(to) = r.to_not_reached {
+        let end = r.last_good.map_or(0, |h| h.seq);
+        out += &format!("not reached: --to {to}; the database ends at seq {end}\n");
+    }
+    for (head, check) in &r.heads {
+        out += &match check {
+            HeadCheck::Matched | HeadCheck::BeforeRange { matched: true } => {
+                format!("head matched: {head}\n")
+            }
+            HeadCheck::Differs { found } => format!(
+                "head not matched: seq {}: the database holds {}, the head says {}\n",
+                head.seq,
+                if found.is_empty() { "(empty)" } else { found },
+                head.hash_str()
+            ),
+            HeadCheck::BeforeRange { matched: false } => {
+                format!(
+                    "head not matched: seq {}: the database does not hold {}\n",
+                    head.seq,
+                    head.hash_str()
+                )
+            }
+            HeadCheck::AfterBreak => format!("head not checked: {head} lies past the break\n"),
+            HeadCheck::Beyond { db_end } => format!(
+                "head not reached: seq {} is past the database's last seq {} (events cut from the end?)\n",
+                head.seq,
+                db_end.unwrap_or(0)
+            ),
+        };
+    }
+    out
+}
+
+fn to_json(r: &WalkReport) -> serde_json::Value {
+    let head_json = |h: &Head| json!({"seq": h.seq, "hash": h.hash_str()});
+    json!({
+        "status": if r.ok() { "intact" } else { "broken" },
+        "head": r.db_head.as_ref().map(|(seq, hash)| json!({"seq": seq, "hash": hash})),
+        "checked": r.checked,
+        "first_seq": r.first_seq,
+        "last_checked": r.chain_break.is_none().then_some(()).and(r.last_good.as_ref().map(head_json)),
+        "last_good": r.last_good.as_ref().map(head_json),
+        "break": r.chain_break.as_ref().map(|b| json!({
+            "seq": b.seq,
+            "kind": b.kind_name(),
+            "reason": b.reason(),
+            "expected": b.expected_str(),
+            "found": b.found,
+        })),
+        "to_not_reached": r.to_not_reached,
+        "heads": r.heads.iter().map(|(h, c)| {
+            let (result, found) = match c {
+                HeadCheck::Matched | HeadCheck::BeforeRange { matched: true } => ("matched", None),
+                HeadCheck::Differs { found } => ("differs", Some(found.as_str())),
+                HeadCheck::BeforeRange { matched: false } => ("differs", None),
+                HeadCheck::AfterBreak => ("after-break", None),
+                HeadCheck::Beyond { .. } => ("not-reached", None),
+            };
+            json!({"seq": h.seq, "hash": h.hash_str(), "result": result, "found": found})
+        }).collect::<Vec<_>>(),
+    })
+}

@@ -1,0 +1,110 @@
+//! The flags that say which database and which table and columns to read,
+//! shared by every command that reads the audit database.
+
+use std::path::PathBuf;
+
+use chainship_chain::{OpenOptions, Schema};
+use clap::Args;
+
+#[derive(Args, Clone, Debug)]
+pub struct DbArgs {
+    /// The audit database (SQLite), opened read-only.
+    #[arg(long, env = "CHAINSHIP_DB", value_name = "PATH")]
+    pub db: PathBuf,
+    /// Follow the path even if it is a symbolic link.
+    #[arg(long, env = "CHAINSHIP_ALLOW_SYMLINK")]
+    pub allow_symlink: bool,
+    #[command(flatten)]
+    pub schema: SchemaArgs,
+}
+
+/// Table and column names (agentrt's by default).
+#[derive(Args, Clone, Debug)]
+pub struct SchemaArgs {
+    #[arg(
+        long,
+        env = "CHAINSHIP_TABLE",
+        default_value = "events",
+        value_name = "NAME",
+        help_heading = "Schema"
+    )]
+    pub table: String,
+    #[arg(
+        long,
+        env = "CHAINSHIP_SEQ_COLUMN",
+        default_value = "seq",
+        value_name = "NAME",
+        help_heading = "Schema"
+    )]
+    pub seq_column: String,
+    #[arg(
+        long,
+        env = "CHAINSHIP_RUN_ID_COLUMN",
+        default_value = "run_id",
+        value_name = "NAME",
+        help_heading = "Schema"
+    )]
+    pub run_id_column: String,
+    #[arg(
+        long,
+        env = "CHAINSHIP_STEP_ID_COLUMN",
+        default_value = "step_id",
+        value_name = "NAME",
+        help_heading = "Schema"
+    )]
+    pub step_id_column: String,
+    #[arg(
+        long,
+        env = "CHAINSHIP_AT_COLUMN",
+        default_value = "at",
+        value_name = "NAME",
+        help_heading = "Schema"
+    )]
+    pub at_column: String,
+    #[arg(
+        long,
+        env = "CHAINSHIP_TYPE_COLUMN",
+        default_value = "type",
+        value_name = "NAME",
+        help_heading = "Schema"
+    )]
+    pub type_column: String,
+    #[arg(
+        long,
+        env = "CHAINSHIP_PAYLOAD_COLUMN",
+        default_value = "payload_json",
+        value_name = "NAME",
+        help_heading = "Schema"
+    )]
+    pub payload_column: String,
+    #[arg(
+        long,
+        env = "CHAINSHIP_HASH_COLUMN",
+        default_value = "hash",
+        value_name = "NAME",
+        help_heading = "Schema"
+    )]
+    pub hash_column: String,
+}
+
+impl DbArgs {
+    /// The open options, with the names checked before anything is opened.
+    pub fn open_options(&self) -> Result<OpenOptions, chainship_chain::SchemaError> {
+        let s = &self.schema;
+        let schema = Schema {
+            table: s.table.clone(),
+            seq: s.seq_column.clone(),
+            run_id: s.run_id_column.clone(),
+            step_id: s.step_id_column.clone(),
+            at: s.at_column.clone(),
+            kind: s.type_column.clone(),
+            payload_json: s.payload_column.clone(),
+            hash: s.hash_column.clone(),
+        };
+        schema.validate()?;
+        Ok(OpenOptions {
+            schema,
+            allow_symlink: self.allow_symlink,
+        })
+    }
+}

@@ -1,0 +1,53 @@
+//! `chainship`: the command line. Each subcommand lives in `commands/`; this
+//! file parses arguments, sets up logging and maps results to exit codes.
+
+mod commands;
+mod db_args;
+mod exit;
+mod logging;
+mod progress;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::logging::LogFormat;
+
+/// Ship a hash-chained SQLite audit log to Kafka, S3 or files, anchor its
+/// head where its writer cannot reach, and verify it.
+#[derive(Parser, Debug)]
+#[command(name = "chainship", version, propagate_version = true)]
+#[command(after_help = "Examples:
+  chainship verify --db audit.db
+  chainship generate --db demo.db --events 10000
+
+Exit codes: 0 ok, 1 verification failed, 2 usage or setup error.")]
+struct Cli {
+    /// Log format on stderr.
+    #[arg(long, global = true, env = "CHAINSHIP_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    Verify(commands::verify::VerifyArgs),
+    Generate(commands::generate::GenerateArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    logging::init(cli.log_format);
+    let result = match &cli.command {
+        Command::Verify(args) => commands::verify::run(args),
+        Command::Generate(args) => commands::generate::run(args),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("chainship: {e}");
+            ExitCode::from(e.code)
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! A progress bar for long walks, shown only at a terminal and never in
+//! `--json` mode, so pipes and machines see clean output.
+
+use std::io::IsTerminal;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// A bar counting events towards `total`, or a hidden one.
+pub fn events_bar(total: u64, json: bool) -> ProgressBar {
+    if json || !std::io::stderr().is_terminal() || total == 0 {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} {msg} [{bar:30}] {human_pos}/{human_len} events ({per_sec}, {eta})",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    bar
+}
