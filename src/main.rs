@@ -31,13 +31,33 @@ struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
+#[allow(clippy::large_enum_variant)] // parsed once; boxing buys nothing
 enum Command {
     Verify(commands::verify::VerifyArgs),
     Generate(commands::generate::GenerateArgs),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            // --help and --version.
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            // One line, like every other error: clap's first line names the flag.
+            let text = e.render().to_string();
+            eprintln!(
+                "chainship: {}",
+                text.lines()
+                    .next()
+                    .unwrap_or("invalid arguments")
+                    .trim_start_matches("error: ")
+            );
+            return ExitCode::from(exit::USAGE);
+        }
+    };
     logging::init(cli.log_format);
     let result = match &cli.command {
         Command::Verify(args) => commands::verify::run(args),

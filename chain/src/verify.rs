@@ -122,7 +122,7 @@ pub fn walk_chain(
             first_seq.get_or_insert(event.seq);
             last_seen = Some(event.seq);
             if let Err(b) = check.check(&event) {
-                chain_break = Some(b);
+                chain_break = Some(*b);
                 break 'pages;
             }
             while let Some(head) = next_head.next_if(|h| h.seq == event.seq) {

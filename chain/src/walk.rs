@@ -139,7 +139,7 @@ impl ChainCheck {
     }
 
     /// Checks the next event. On success it becomes the last good head.
-    pub fn check(&mut self, event: &EventRef<'_>) -> Result<Head, ChainBreak> {
+    pub fn check(&mut self, event: &EventRef<'_>) -> Result<Head, Box<ChainBreak>> {
         let expected = event.expected_hash(&self.prev_hash);
         let expected_seq = self.next_seq();
         let kind = if event.seq != expected_seq {
@@ -150,13 +150,13 @@ impl ChainCheck {
             None
         };
         if let Some(kind) = kind {
-            return Err(ChainBreak {
+            return Err(Box::new(ChainBreak {
                 seq: event.seq,
                 kind,
                 expected,
                 found: String::from_utf8_lossy(event.hash).into_owned(),
                 last_good: self.last_good(),
-            });
+            }));
         }
         self.prev_seq = event.seq;
         self.prev_hash.clear();

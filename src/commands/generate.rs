@@ -247,7 +247,7 @@ impl Generator {
         let run = &mut self.runs[pick];
         let (kind, step_id) = if run.step == 0 {
             ("run.created", String::new())
-        } else if run.step > 12 && roll % 8 == 0 {
+        } else if run.step > 12 && roll.is_multiple_of(8) {
             ("run.finished", String::new())
         } else {
             (
@@ -269,7 +269,7 @@ impl Generator {
             roll % 4,
             roll % 900
         );
-        if self.large_every > 0 && seq % self.large_every == 0 {
+        if self.large_every > 0 && seq.is_multiple_of(self.large_every) {
             payload = format!(
                 r#"{{"n":{seq},"blob":"{}"}}"#,
                 "x".repeat(self.large_bytes.saturating_sub(32))

@@ -1,0 +1,130 @@
+//! Proof that the harness's real services work with the client libraries
+//! the sinks use: a record produced to and consumed from the Kafka-protocol
+//! broker with rdkafka, an object put to and got from the S3 server with
+//! aws-sdk-s3. These fail loudly when the services are not running.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use rdkafka::ClientConfig;
+use rdkafka::Message;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{Offset, TopicPartitionList};
+
+fn unique(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{name}-{}-{nanos}", std::process::id())
+}
+
+#[tokio::test]
+async fn kafka_broker_round_trips_a_record() {
+    let brokers = common::kafka_addr();
+    let topic = unique("smoke");
+    let admin: AdminClient<_> = ClientConfig::new()
+        .set("bootstrap.servers", &brokers)
+        .create()
+        .unwrap();
+    let created = admin
+        .create_topics(
+            &[NewTopic::new(&topic, 1, TopicReplication::Fixed(1))],
+            &AdminOptions::new(),
+        )
+        .await
+        .expect("the broker answers the admin API");
+    assert!(created[0].is_ok(), "{created:?}");
+
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &brokers)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .create()
+        .unwrap();
+    let delivery = producer
+        .send(
+            FutureRecord::to(&topic)
+                .key("origin")
+                .payload("hello chain"),
+            Duration::from_secs(10),
+        )
+        .await
+        .expect("delivery acknowledged");
+    assert_eq!(delivery.partition, 0);
+    let offset = delivery.offset;
+
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &brokers)
+        .set("group.id", unique("smoke-group"))
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(&topic, 0, Offset::Offset(offset))
+        .unwrap();
+    consumer.assign(&tpl).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "no record came back from {brokers} within 20 s"
+        );
+        if let Some(msg) = consumer.poll(Duration::from_millis(200)) {
+            let msg = msg.expect("consuming");
+            assert_eq!(msg.payload(), Some(&b"hello chain"[..]));
+            assert_eq!(msg.key(), Some(&b"origin"[..]));
+            break;
+        }
+    }
+}
+
+#[tokio::test]
+async fn s3_server_round_trips_an_object() {
+    let endpoint = common::s3_endpoint();
+    let config = aws_sdk_s3::config::Builder::new()
+        .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+        .endpoint_url(&endpoint)
+        .region(aws_sdk_s3::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_s3::config::Credentials::new(
+            "test", "test", None, None, "test",
+        ))
+        .force_path_style(true)
+        .build();
+    let s3 = aws_sdk_s3::Client::from_conf(config);
+    let bucket = unique("smoke").to_lowercase();
+    s3.create_bucket()
+        .bucket(&bucket)
+        .send()
+        .await
+        .expect("the S3 server creates a bucket");
+    s3.put_object()
+        .bucket(&bucket)
+        .key("a/b.txt")
+        .body(b"hello chain".to_vec().into())
+        .send()
+        .await
+        .unwrap();
+    let got = s3
+        .get_object()
+        .bucket(&bucket)
+        .key("a/b.txt")
+        .send()
+        .await
+        .unwrap();
+    let body = got.body.collect().await.unwrap().into_bytes();
+    assert_eq!(&body[..], b"hello chain");
+    // A second write of the same key with If-None-Match: * is refused by the server.
+    let again = s3
+        .put_object()
+        .bucket(&bucket)
+        .key("a/b.txt")
+        .if_none_match("*")
+        .body(b"other".to_vec().into())
+        .send()
+        .await;
+    assert!(again.is_err(), "the server must refuse to overwrite");
+}
