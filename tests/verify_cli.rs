@@ -136,7 +136,7 @@ fn a_head_with_another_hash_fails() {
     ]);
     assert_eq!(code(&out), 1);
     assert!(
-        stdout(&out).contains(&format!("head not matched: seq 20: the database holds")),
+        stdout(&out).contains("head not matched: seq 20: the database holds"),
         "{}",
         stdout(&out)
     );
