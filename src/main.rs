@@ -5,6 +5,8 @@ mod commands;
 mod db_args;
 mod exit;
 mod logging;
+mod metrics_server;
+mod origin;
 mod progress;
 
 use std::process::ExitCode;
@@ -35,6 +37,7 @@ struct Cli {
 enum Command {
     Verify(commands::verify::VerifyArgs),
     Generate(commands::generate::GenerateArgs),
+    Follow(commands::follow::FollowArgs),
 }
 
 fn main() -> ExitCode {
@@ -62,6 +65,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Verify(args) => commands::verify::run(args),
         Command::Generate(args) => commands::generate::run(args),
+        Command::Follow(args) => commands::follow::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -12,11 +12,9 @@ pub fn events_bar(total: u64, json: bool) -> ProgressBar {
     }
     let bar = ProgressBar::new(total);
     bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} {msg} [{bar:30}] {human_pos}/{human_len} events ({per_sec}, {eta})",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> "),
+        ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {human_pos}/{human_len} events ({per_sec}, {eta})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
     );
     bar
 }

@@ -34,11 +34,7 @@ fn walk(db: &Path, heads: Vec<Head>) -> chainship_chain::WalkReport {
 
 fn head_at(conn: &Connection, seq: u64) -> Head {
     let hash: String = conn
-        .query_row(
-            "SELECT hash FROM events WHERE seq = ?1",
-            [seq as i64],
-            |r| r.get(0),
-        )
+        .query_row("SELECT hash FROM events WHERE seq = ?1", [seq as i64], |r| r.get(0))
         .unwrap();
     Head::from_stored(seq, hash.as_bytes()).unwrap()
 }

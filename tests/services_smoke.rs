@@ -26,10 +26,7 @@ fn unique(name: &str) -> String {
 async fn kafka_broker_round_trips_a_record() {
     let brokers = common::kafka_addr();
     let topic = unique("smoke");
-    let admin: AdminClient<_> = ClientConfig::new()
-        .set("bootstrap.servers", &brokers)
-        .create()
-        .unwrap();
+    let admin: AdminClient<_> = ClientConfig::new().set("bootstrap.servers", &brokers).create().unwrap();
     let created = admin
         .create_topics(
             &[NewTopic::new(&topic, 1, TopicReplication::Fixed(1))],
@@ -47,9 +44,7 @@ async fn kafka_broker_round_trips_a_record() {
         .unwrap();
     let delivery = producer
         .send(
-            FutureRecord::to(&topic)
-                .key("origin")
-                .payload("hello chain"),
+            FutureRecord::to(&topic).key("origin").payload("hello chain"),
             Duration::from_secs(10),
         )
         .await
@@ -64,8 +59,7 @@ async fn kafka_broker_round_trips_a_record() {
         .create()
         .unwrap();
     let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(&topic, 0, Offset::Offset(offset))
-        .unwrap();
+    tpl.add_partition_offset(&topic, 0, Offset::Offset(offset)).unwrap();
     consumer.assign(&tpl).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -89,9 +83,7 @@ async fn s3_server_round_trips_an_object() {
         .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
         .endpoint_url(&endpoint)
         .region(aws_sdk_s3::config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_s3::config::Credentials::new(
-            "test", "test", None, None, "test",
-        ))
+        .credentials_provider(aws_sdk_s3::config::Credentials::new("test", "test", None, None, "test"))
         .force_path_style(true)
         .build();
     let s3 = aws_sdk_s3::Client::from_conf(config);
@@ -108,13 +100,7 @@ async fn s3_server_round_trips_an_object() {
         .send()
         .await
         .unwrap();
-    let got = s3
-        .get_object()
-        .bucket(&bucket)
-        .key("a/b.txt")
-        .send()
-        .await
-        .unwrap();
+    let got = s3.get_object().bucket(&bucket).key("a/b.txt").send().await.unwrap();
     let body = got.body.collect().await.unwrap().into_bytes();
     assert_eq!(&body[..], b"hello chain");
     // A second write of the same key with If-None-Match: * is refused by the server.

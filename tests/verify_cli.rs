@@ -36,18 +36,9 @@ fn worked_example_is_intact() {
     let text = stdout(&out);
     assert!(text.contains(&format!("head: seq 2 {H2}")), "{text}");
     assert!(text.contains("intact: 2 event(s), seq 1 to 2"), "{text}");
-    assert!(
-        text.contains(&format!("last checked: seq 2 {H2}")),
-        "{text}"
-    );
+    assert!(text.contains(&format!("last checked: seq 2 {H2}")), "{text}");
 
-    let out = run(&[
-        "verify",
-        "--db",
-        path_str(&db),
-        "--head",
-        &format!("1:{H1}"),
-    ]);
+    let out = run(&["verify", "--db", path_str(&db), "--head", &format!("1:{H1}")]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
 }
 
@@ -64,20 +55,10 @@ fn an_altered_event_is_named_with_both_hashes() {
     let out = run(&["verify", "--db", path_str(&db)]);
     assert_eq!(code(&out), 1);
     let text = stdout(&out);
-    assert!(
-        text.contains("broken at seq 1: stored hash does not match"),
-        "{text}"
-    );
+    assert!(text.contains("broken at seq 1: stored hash does not match"), "{text}");
     assert!(text.contains(&format!("found:    {H1}")), "{text}");
-    let expected = text
-        .lines()
-        .find(|l| l.trim_start().starts_with("expected:"))
-        .unwrap();
-    assert_eq!(
-        expected.split_whitespace().nth(1).unwrap().len(),
-        64,
-        "{text}"
-    );
+    let expected = text.lines().find(|l| l.trim_start().starts_with("expected:")).unwrap();
+    assert_eq!(expected.split_whitespace().nth(1).unwrap().len(), 64, "{text}");
 
     let out = run(&["verify", "--db", path_str(&db), "--json"]);
     assert_eq!(code(&out), 1);
@@ -93,17 +74,10 @@ fn a_cut_end_is_caught_only_by_a_kept_head() {
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "cut.db", 300);
     let head = db_head(&db);
-    tamper(&db)
-        .execute("DELETE FROM events WHERE seq > 250", [])
-        .unwrap();
+    tamper(&db).execute("DELETE FROM events WHERE seq > 250", []).unwrap();
 
     let out = run(&["verify", "--db", path_str(&db)]);
-    assert_eq!(
-        code(&out),
-        0,
-        "a cut end alone is not a break: {}",
-        stdout(&out)
-    );
+    assert_eq!(code(&out), 0, "a cut end alone is not a break: {}", stdout(&out));
     assert!(stdout(&out).contains("intact: 250 event(s), seq 1 to 250"));
 
     let out = run(&["verify", "--db", path_str(&db), "--head", &head]);
@@ -127,13 +101,7 @@ fn a_cut_end_is_caught_only_by_a_kept_head() {
 fn a_head_with_another_hash_fails() {
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "fork.db", 50);
-    let out = run(&[
-        "verify",
-        "--db",
-        path_str(&db),
-        "--head",
-        &format!("20:{H1}"),
-    ]);
+    let out = run(&["verify", "--db", path_str(&db), "--head", &format!("20:{H1}")]);
     assert_eq!(code(&out), 1);
     assert!(
         stdout(&out).contains("head not matched: seq 20: the database holds"),
@@ -149,15 +117,7 @@ fn from_and_to_bound_the_walk() {
     tamper(&db)
         .execute("UPDATE events SET at = 'x' WHERE seq = 10", [])
         .unwrap();
-    let out = run(&[
-        "verify",
-        "--db",
-        path_str(&db),
-        "--from",
-        "20",
-        "--to",
-        "60",
-    ]);
+    let out = run(&["verify", "--db", path_str(&db), "--from", "20", "--to", "60"]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     assert!(
         stdout(&out).contains("intact: 41 event(s), seq 20 to 60"),
@@ -166,20 +126,8 @@ fn from_and_to_bound_the_walk() {
     );
     let out = run(&["verify", "--db", path_str(&db), "--from", "5", "--to", "60"]);
     assert_eq!(code(&out), 1);
-    assert!(
-        stdout(&out).contains("broken at seq 10"),
-        "{}",
-        stdout(&out)
-    );
-    let out = run(&[
-        "verify",
-        "--db",
-        path_str(&db),
-        "--from",
-        "60",
-        "--to",
-        "20",
-    ]);
+    assert!(stdout(&out).contains("broken at seq 10"), "{}", stdout(&out));
+    let out = run(&["verify", "--db", path_str(&db), "--from", "60", "--to", "20"]);
     assert_eq!(code(&out), 2);
 }
 
@@ -188,14 +136,7 @@ fn verify_during_a_live_writer_reports_intact() {
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "live.db", 2000);
     let mut writer = bin()
-        .args([
-            "generate",
-            "--db",
-            path_str(&db),
-            "--append",
-            "--events",
-            "0",
-        ])
+        .args(["generate", "--db", path_str(&db), "--append", "--events", "0"])
         .args(["--follow-rate", "2000", "--follow-for", "20s"])
         .spawn()
         .unwrap();
@@ -251,20 +192,12 @@ fn verify_never_writes_the_database() {
     let before = std::fs::read(&db).unwrap();
     let out = run(&["verify", "--db", path_str(&db)]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
-    assert_eq!(
-        std::fs::read(&db).unwrap(),
-        before,
-        "the database file changed"
-    );
+    assert_eq!(std::fs::read(&db).unwrap(), before, "the database file changed");
     let leftovers: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
-    assert_eq!(
-        leftovers.len(),
-        1,
-        "files appeared beside the database: {leftovers:?}"
-    );
+    assert_eq!(leftovers.len(), 1, "files appeared beside the database: {leftovers:?}");
 }
 
 /// Each bad input: exit 2, exactly one line on stderr, naming the culprit.
@@ -277,10 +210,7 @@ fn assert_usage_error(args: &[&str], names: &str) {
         1,
         "one line expected for {args:?}: {err}"
     );
-    assert!(
-        err.contains(names),
-        "{args:?}: {err:?} should name {names:?}"
-    );
+    assert!(err.contains(names), "{args:?}: {err:?} should name {names:?}");
     assert!(!err.contains("panicked"), "{err}");
 }
 
@@ -289,24 +219,15 @@ fn bad_inputs_get_one_line_and_exit_2() {
     let dir = TempDir::new().unwrap();
     let p = |n: &str| dir.path().join(n).to_str().unwrap().to_owned();
 
-    assert_usage_error(
-        &["verify", "--db", &p("missing.db")],
-        "missing.db: no such file",
-    );
+    assert_usage_error(&["verify", "--db", &p("missing.db")], "missing.db: no such file");
 
     std::fs::write(p("text.db"), "not a database at all, just some text\n").unwrap();
-    assert_usage_error(
-        &["verify", "--db", &p("text.db")],
-        "text.db: not a SQLite database",
-    );
+    assert_usage_error(&["verify", "--db", &p("text.db")], "text.db: not a SQLite database");
 
     tamper(std::path::Path::new(&p("other.db")))
         .execute_batch("CREATE TABLE runs (id TEXT);")
         .unwrap();
-    assert_usage_error(
-        &["verify", "--db", &p("other.db")],
-        "no table named \"events\"",
-    );
+    assert_usage_error(&["verify", "--db", &p("other.db")], "no table named \"events\"");
 
     let view = tamper(std::path::Path::new(&p("view.db")));
     view.execute_batch(
@@ -323,10 +244,7 @@ fn bad_inputs_get_one_line_and_exit_2() {
              INSERT INTO events VALUES (1, 'r', NULL, 't', 'k', '{}', 'h');",
         )
         .unwrap();
-    assert_usage_error(
-        &["verify", "--db", &p("null.db")],
-        "seq 1: column \"step_id\" is NULL",
-    );
+    assert_usage_error(&["verify", "--db", &p("null.db")], "seq 1: column \"step_id\" is NULL");
 
     let ints = tamper(std::path::Path::new(&p("int.db")));
     ints.execute_batch(
@@ -341,14 +259,8 @@ fn bad_inputs_get_one_line_and_exit_2() {
 
     let good = generate(dir.path(), "good.db", 5);
     let good = path_str(&good);
-    assert_usage_error(
-        &["verify", "--db", good, "--head", "12"],
-        "a head is SEQ:HASH",
-    );
-    assert_usage_error(
-        &["verify", "--db", good, "--head", "3:zz"],
-        "not 64 lower-case hex",
-    );
+    assert_usage_error(&["verify", "--db", good, "--head", "12"], "a head is SEQ:HASH");
+    assert_usage_error(&["verify", "--db", good, "--head", "3:zz"], "not 64 lower-case hex");
     assert_usage_error(
         &["verify", "--db", good, "--payload-column", "payload;--"],
         "payload_json column \"payload;--\"",
@@ -408,14 +320,7 @@ fn generate_refuses_to_touch_an_existing_file_without_append() {
     assert_eq!(code(&out), 2);
     assert!(stderr(&out).contains("already exists; pass --append"));
     assert_eq!(std::fs::read(&db).unwrap(), before);
-    let out = run(&[
-        "generate",
-        "--db",
-        path_str(&db),
-        "--events",
-        "5",
-        "--append",
-    ]);
+    let out = run(&["generate", "--db", path_str(&db), "--events", "5", "--append"]);
     assert_eq!(code(&out), 0);
     assert!(db_head(&db).starts_with("15:"));
     let out = run(&["verify", "--db", path_str(&db)]);

@@ -43,9 +43,7 @@ pub enum DbError {
     Open { path: PathBuf, reason: String },
     #[error("{path}: no table named {table:?}")]
     NoTable { path: PathBuf, table: String },
-    #[error(
-        "{path}: {table:?} is a view, not a table; point --table at the table that holds the events"
-    )]
+    #[error("{path}: {table:?} is a view, not a table; point --table at the table that holds the events")]
     IsView { path: PathBuf, table: String },
     #[error("{path}: table {table:?} has no column {column:?} (the {setting})")]
     NoColumn {
@@ -61,9 +59,7 @@ pub enum DbError {
         column: String,
         found: &'static str,
     },
-    #[error(
-        "{path}: an event's seq column {column:?} holds {found}, not a positive integer (after seq {after})"
-    )]
+    #[error("{path}: an event's seq column {column:?} holds {found}, not a positive integer (after seq {after})")]
     BadSeq {
         path: PathBuf,
         column: String,
@@ -71,10 +67,7 @@ pub enum DbError {
         after: u64,
     },
     #[error("{path}: read failed: {source}")]
-    Read {
-        path: PathBuf,
-        source: rusqlite::Error,
-    },
+    Read { path: PathBuf, source: rusqlite::Error },
 }
 
 /// A read-only handle on the events table.
@@ -98,15 +91,11 @@ impl EventDb {
             path: path.to_owned(),
             reason: e.to_string(),
         };
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(open_err)?;
-        conn.busy_timeout(Duration::from_secs(5))
-            .map_err(open_err)?;
-        conn.pragma_update(None, "query_only", true)
-            .map_err(open_err)?;
+        let conn =
+            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+                .map_err(open_err)?;
+        conn.busy_timeout(Duration::from_secs(5)).map_err(open_err)?;
+        conn.pragma_update(None, "query_only", true).map_err(open_err)?;
 
         let schema = options.schema.clone();
         let table = schema.quoted_table();
@@ -114,9 +103,7 @@ impl EventDb {
         let seq = crate::schema::Quoted(&schema.seq);
         let hash = crate::schema::Quoted(&schema.hash);
         let db = EventDb {
-            page_sql: format!(
-                "SELECT {cols} FROM {table} WHERE {seq} > ?1 ORDER BY {seq} LIMIT ?2"
-            ),
+            page_sql: format!("SELECT {cols} FROM {table} WHERE {seq} > ?1 ORDER BY {seq} LIMIT ?2"),
             head_sql: format!("SELECT {seq}, {hash} FROM {table} ORDER BY {seq} DESC LIMIT 1"),
             hash_at_sql: format!("SELECT {hash} FROM {table} WHERE {seq} = ?1"),
             count_sql: format!("SELECT count(*) FROM {table} WHERE {seq} > ?1 AND {seq} <= ?2"),
@@ -134,9 +121,7 @@ impl EventDb {
 
     fn read_err(&self) -> impl Fn(rusqlite::Error) -> DbError + '_ {
         |source| match source {
-            rusqlite::Error::SqliteFailure(ref e, _)
-                if e.code == rusqlite::ErrorCode::NotADatabase =>
-            {
+            rusqlite::Error::SqliteFailure(ref e, _) if e.code == rusqlite::ErrorCode::NotADatabase => {
                 DbError::NotSqlite(self.path.clone())
             }
             source => DbError::Read {
@@ -174,10 +159,7 @@ impl EventDb {
         }
         let mut stmt = self
             .conn
-            .prepare(&format!(
-                "PRAGMA table_info({})",
-                self.schema.quoted_table()
-            ))
+            .prepare(&format!("PRAGMA table_info({})", self.schema.quoted_table()))
             .map_err(self.read_err())?;
         let present: Vec<String> = stmt
             .query_map([], |row| row.get::<_, String>(1))
@@ -208,13 +190,8 @@ impl EventDb {
         max_bytes: usize,
         out: &mut EventBatch,
     ) -> Result<usize, DbError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(&self.page_sql)
-            .map_err(self.read_err())?;
-        let mut rows = stmt
-            .query((after as i64, max_events as i64))
-            .map_err(self.read_err())?;
+        let mut stmt = self.conn.prepare_cached(&self.page_sql).map_err(self.read_err())?;
+        let mut rows = stmt.query((after as i64, max_events as i64)).map_err(self.read_err())?;
         let mut added = 0;
         let mut last_seq = after;
         let start_bytes = out.byte_len();
@@ -256,10 +233,7 @@ impl EventDb {
 
     /// The event with the highest seq, as `(seq, stored hash)`.
     pub fn head(&self) -> Result<Option<(u64, Vec<u8>)>, DbError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(&self.head_sql)
-            .map_err(self.read_err())?;
+        let mut stmt = self.conn.prepare_cached(&self.head_sql).map_err(self.read_err())?;
         stmt.query_row([], |row| {
             let seq: i64 = row.get(0)?;
             let hash = match row.get_ref(1)? {
@@ -274,10 +248,7 @@ impl EventDb {
 
     /// The hash stored with event `seq`, if there is such an event.
     pub fn hash_at(&self, seq: u64) -> Result<Option<Vec<u8>>, DbError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(&self.hash_at_sql)
-            .map_err(self.read_err())?;
+        let mut stmt = self.conn.prepare_cached(&self.hash_at_sql).map_err(self.read_err())?;
         stmt.query_row([seq as i64], |row| {
             Ok(match row.get_ref(0)? {
                 ValueRef::Text(t) => t.to_vec(),
@@ -290,10 +261,7 @@ impl EventDb {
 
     /// How many events have a seq in `(after, through]`.
     pub fn count_between(&self, after: u64, through: u64) -> Result<u64, DbError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(&self.count_sql)
-            .map_err(self.read_err())?;
+        let mut stmt = self.conn.prepare_cached(&self.count_sql).map_err(self.read_err())?;
         stmt.query_row((after as i64, through as i64), |row| row.get::<_, i64>(0))
             .map(|n| n.max(0) as u64)
             .map_err(self.read_err())

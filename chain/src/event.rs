@@ -165,10 +165,7 @@ mod tests {
     fn fields_come_back_as_pushed() {
         let mut batch = EventBatch::new();
         batch.push(1, [b"r", b"", b"t1", b"k", b"{}", b"h1"]);
-        batch.push(
-            2,
-            [b"run", b"s", b"t2", b"kind", "{\"é\":1}".as_bytes(), b"h2"],
-        );
+        batch.push(2, [b"run", b"s", b"t2", b"kind", "{\"é\":1}".as_bytes(), b"h2"]);
         let second = batch.get(1).unwrap();
         assert_eq!(second.seq, 2);
         assert_eq!(second.run_id, b"run");

@@ -123,8 +123,7 @@ mod tests {
     #[test]
     fn matches_a_plain_concatenation_of_netstrings() {
         // The same bytes the spec prints for seq 1, hashed in one piece.
-        let bytes =
-            br#"0:,1:1,7:run_7f2,0:,20:2026-08-17T08:00:00Z,11:run.created,17:{"goal":"triage"},"#;
+        let bytes = br#"0:,1:1,7:run_7f2,0:,20:2026-08-17T08:00:00Z,11:run.created,17:{"goal":"triage"},"#;
         let whole = to_hex(&Sha256::digest(bytes).into());
         assert_eq!(std::str::from_utf8(&whole).unwrap(), H1);
     }

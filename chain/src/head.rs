@@ -60,8 +60,7 @@ impl FromStr for Head {
             .split_once(':')
             .ok_or_else(|| HeadParseError::NoColon(text.to_owned()))?;
         let seq = parse_seq(seq).ok_or_else(|| HeadParseError::BadSeq(text.to_owned()))?;
-        Head::from_stored(seq, hash.as_bytes())
-            .ok_or_else(|| HeadParseError::BadHash(text.to_owned()))
+        Head::from_stored(seq, hash.as_bytes()).ok_or_else(|| HeadParseError::BadHash(text.to_owned()))
     }
 }
 
@@ -89,10 +88,7 @@ mod tests {
 
     #[test]
     fn refuses_malformed_heads() {
-        assert!(matches!(
-            "2".parse::<Head>(),
-            Err(HeadParseError::NoColon(_))
-        ));
+        assert!(matches!("2".parse::<Head>(), Err(HeadParseError::NoColon(_))));
         assert!(matches!(
             format!("0:{H}").parse::<Head>(),
             Err(HeadParseError::BadSeq(_))
@@ -109,9 +105,6 @@ mod tests {
             format!("2:{}", H.to_uppercase()).parse::<Head>(),
             Err(HeadParseError::BadHash(_))
         ));
-        assert!(matches!(
-            "2:abc".parse::<Head>(),
-            Err(HeadParseError::BadHash(_))
-        ));
+        assert!(matches!("2:abc".parse::<Head>(), Err(HeadParseError::BadHash(_))));
     }
 }

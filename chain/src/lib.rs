@@ -20,6 +20,7 @@ pub use db::{DbError, EventDb, OpenOptions};
 pub use event::{EventBatch, EventRef};
 pub use hash::{HexHash, event_hash};
 pub use head::{Head, HeadParseError};
+pub use read_ahead::{ReadAhead, ReadPlan, Waited};
 pub use schema::{Schema, SchemaError};
 pub use verify::{HeadCheck, WalkPlan, WalkReport, walk_chain};
 pub use walk::{BreakKind, ChainBreak, ChainCheck};

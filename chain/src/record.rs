@@ -47,18 +47,11 @@ pub struct NotUtf8 {
 
 impl<'a> Record<'a> {
     /// The record for `event`, whose predecessor's stored hash is `prev_hash`.
-    pub fn from_event(
-        origin: &'a str,
-        event: &EventRef<'a>,
-        prev_hash: &'a [u8],
-    ) -> Result<Self, NotUtf8> {
+    pub fn from_event(origin: &'a str, event: &EventRef<'a>, prev_hash: &'a [u8]) -> Result<Self, NotUtf8> {
         let text = |field: &'static str, bytes: &'a [u8]| {
             std::str::from_utf8(bytes)
                 .map(Cow::Borrowed)
-                .map_err(|_| NotUtf8 {
-                    seq: event.seq,
-                    field,
-                })
+                .map_err(|_| NotUtf8 { seq: event.seq, field })
         };
         Ok(Record {
             origin: Cow::Borrowed(origin),

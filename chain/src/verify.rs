@@ -56,24 +56,17 @@ impl WalkReport {
     pub fn ok(&self) -> bool {
         self.chain_break.is_none()
             && self.to_not_reached.is_none()
-            && self.heads.iter().all(|(_, c)| {
-                matches!(
-                    c,
-                    HeadCheck::Matched | HeadCheck::BeforeRange { matched: true }
-                )
-            })
+            && self
+                .heads
+                .iter()
+                .all(|(_, c)| matches!(c, HeadCheck::Matched | HeadCheck::BeforeRange { matched: true }))
     }
 
     /// The highest kept head that the database still matches.
     pub fn last_trusted_head(&self) -> Option<Head> {
         self.heads
             .iter()
-            .filter(|(_, c)| {
-                matches!(
-                    c,
-                    HeadCheck::Matched | HeadCheck::BeforeRange { matched: true }
-                )
-            })
+            .filter(|(_, c)| matches!(c, HeadCheck::Matched | HeadCheck::BeforeRange { matched: true }))
             .map(|(h, _)| *h)
             .max_by_key(|h| h.seq)
     }
@@ -81,11 +74,7 @@ impl WalkReport {
 
 /// Walks `db` as `plan` says. `progress` is called after each page with
 /// the number of events checked so far.
-pub fn walk_chain(
-    db: EventDb,
-    plan: &WalkPlan,
-    progress: &mut dyn FnMut(u64),
-) -> Result<WalkReport, DbError> {
+pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -> Result<WalkReport, DbError> {
     let from = plan.from.max(1);
     let db_head = db
         .head()?

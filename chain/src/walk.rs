@@ -53,10 +53,7 @@ impl ChainBreak {
     pub fn reason(&self) -> String {
         match self.kind {
             BreakKind::SeqGap { expected_seq: 1 } => {
-                format!(
-                    "the chain starts at seq {}, not seq 1: an event is missing",
-                    self.seq
-                )
+                format!("the chain starts at seq {}, not seq 1: an event is missing", self.seq)
             }
             BreakKind::SeqGap { expected_seq } => {
                 format!(
@@ -64,9 +61,7 @@ impl ChainBreak {
                     expected_seq - 1
                 )
             }
-            BreakKind::HashMismatch => {
-                "stored hash does not match the event's fields and the previous hash".into()
-            }
+            BreakKind::HashMismatch => "stored hash does not match the event's fields and the previous hash".into(),
         }
     }
 }
@@ -187,14 +182,7 @@ mod tests {
             );
             batch.push(
                 seq,
-                [
-                    b"run",
-                    b"",
-                    b"2026-01-01T00:00:00Z",
-                    b"step",
-                    payload.as_bytes(),
-                    &h,
-                ],
+                [b"run", b"", b"2026-01-01T00:00:00Z", b"step", payload.as_bytes(), &h],
             );
             prev = h.to_vec();
         }

@@ -1,1 +1,42 @@
+//! Where the chain is shipped to.
+//!
+//! Owns the [`Sink`] interface and its implementations, each in its own
+//! module: `file:` (JSON Lines), `stdout:`, and later `kafka://` and `s3://`.
+//! A sink answers two questions, nothing more: "what do you already hold
+//! for this origin?" (so a restarted follower resumes after it and never
+//! delivers twice) and "deliver this batch" (acknowledged only once it is
+//! durable). Positions, verification and retries live once, in the
+//! follower, above this interface.
 
+pub mod batch;
+pub mod error;
+pub mod file;
+pub mod stdout;
+pub mod url;
+
+pub use batch::{Batch, RecordMeta};
+pub use error::{ErrorKind, SinkError};
+pub use url::{SinkUrl, open_sink};
+
+use async_trait::async_trait;
+use chainship_chain::Head;
+
+/// A destination for batches of records of one origin.
+#[async_trait]
+pub trait Sink: Send {
+    /// The last event this sink already holds for its origin, read back
+    /// from the sink itself; `None` when it holds nothing or cannot tell.
+    async fn held(&mut self) -> Result<Option<Head>, SinkError>;
+
+    /// Delivers a batch; returns only once the sink has made it durable.
+    async fn deliver(&mut self, batch: &Batch) -> Result<(), SinkError>;
+
+    /// Whether `held` can answer: a sink that cannot read back what it
+    /// holds gives at-least-once delivery across crashes, not exactly-once.
+    fn reads_back(&self) -> bool {
+        true
+    }
+
+    /// A short description for logs (no secrets).
+    fn describe(&self) -> String;
+}

@@ -63,8 +63,7 @@ pub fn run(args: &GenerateArgs) -> CmdResult {
     }
     let conn = open(&args.db, args.append)?;
     let mut content = Generator::new(args);
-    let err =
-        |e: rusqlite::Error| CliError::usage(format!("{}: write failed: {e}", args.db.display()));
+    let err = |e: rusqlite::Error| CliError::usage(format!("{}: write failed: {e}", args.db.display()));
 
     let (mut seq, mut prev) = current_head(&conn).map_err(err)?;
     content.skip_to(seq);
@@ -100,7 +99,8 @@ CREATE TABLE events (
   hash         TEXT NOT NULL DEFAULT ''
 );";
 
-const INSERT: &str = "INSERT INTO events (seq, run_id, step_id, at, type, payload_json, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+const INSERT: &str =
+    "INSERT INTO events (seq, run_id, step_id, at, type, payload_json, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 
 fn open(path: &Path, append: bool) -> Result<Connection, CliError> {
     let exists = std::fs::symlink_metadata(path).is_ok();
@@ -122,8 +122,7 @@ fn open(path: &Path, append: bool) -> Result<Connection, CliError> {
         (false, false) => {
             let conn = Connection::open(path).map_err(err)?;
             conn.busy_timeout(Duration::from_secs(10)).map_err(err)?;
-            conn.pragma_update(None, "journal_mode", "wal")
-                .map_err(err)?;
+            conn.pragma_update(None, "journal_mode", "wal").map_err(err)?;
             conn.execute_batch(SCHEMA).map_err(err)?;
             Ok(conn)
         }
@@ -132,23 +131,16 @@ fn open(path: &Path, append: bool) -> Result<Connection, CliError> {
 
 fn current_head(conn: &Connection) -> rusqlite::Result<(u64, String)> {
     Ok(conn
-        .query_row(
-            "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1",
-            [],
-            |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, String>(1)?)),
-        )
+        .query_row("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1", [], |r| {
+            Ok((r.get::<_, i64>(0)? as u64, r.get::<_, String>(1)?))
+        })
         .optional()?
         .unwrap_or((0, String::new())))
 }
 
 /// Appends at `rate` events/s, each in its own write transaction that reads
 /// the head under the write lock, as a runtime writing one event at a time does.
-fn follow(
-    conn: &Connection,
-    content: &mut Generator,
-    args: &GenerateArgs,
-    rate: f64,
-) -> rusqlite::Result<()> {
+fn follow(conn: &Connection, content: &mut Generator, args: &GenerateArgs, rate: f64) -> rusqlite::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         // Registration only fails for forbidden signals; these two are allowed.
@@ -236,12 +228,7 @@ impl Generator {
         self.rng ^= seq.wrapping_mul(0xD6E8_FEB8_6659_FD93);
     }
 
-    fn insert(
-        &mut self,
-        insert: &mut rusqlite::CachedStatement<'_>,
-        seq: u64,
-        prev: &str,
-    ) -> rusqlite::Result<String> {
+    fn insert(&mut self, insert: &mut rusqlite::CachedStatement<'_>, seq: u64, prev: &str) -> rusqlite::Result<String> {
         let pick = (self.next() % self.runs.len() as u64) as usize;
         let roll = self.next();
         let run = &mut self.runs[pick];
@@ -261,8 +248,7 @@ impl Generator {
             let fresh = self.new_run_id();
             self.runs[pick] = RunState { id: fresh, step: 0 };
         }
-        let at = humantime::format_rfc3339_millis(self.base + Duration::from_millis(seq * 137))
-            .to_string();
+        let at = humantime::format_rfc3339_millis(self.base + Duration::from_millis(seq * 137)).to_string();
         let mut payload = format!(
             r#"{{"n":{seq},"tool":"github.create_issue","args":{{"title":"Triage café ✓ 日本語 #{}","labels":["bug","p{}"],"body":"Ünïcödé — \"quoted\" \\ backslash"}},"decision":"allow","latency_ms":{}}}"#,
             roll % 10_000,

@@ -1,4 +1,5 @@
 //! One module per subcommand.
 
+pub mod follow;
 pub mod generate;
 pub mod verify;

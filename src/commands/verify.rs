@@ -75,11 +75,7 @@ fn to_text(r: &WalkReport) -> String {
         out += &format!("  expected: {}\n", b.expected_str());
         out += &format!(
             "  found:    {}\n",
-            if b.found.is_empty() {
-                "(empty)"
-            } else {
-                &b.found
-            }
+            if b.found.is_empty() { "(empty)" } else { &b.found }
         );
         match b.last_good {
             Some(h) => out += &format!("last good: seq {} {}\n", h.seq, h.hash_str()),
@@ -88,10 +84,7 @@ fn to_text(r: &WalkReport) -> String {
     } else {
         match (r.first_seq, r.last_good) {
             (Some(first), Some(last)) => {
-                out += &format!(
-                    "intact: {} event(s), seq {first} to {}\n",
-                    r.checked, last.seq
-                );
+                out += &format!("intact: {} event(s), seq {first} to {}\n", r.checked, last.seq);
                 out += &format!("last checked: seq {} {}\n", last.seq, last.hash_str());
             }
             _ => out += "intact: 0 event(s)\n",

@@ -40,13 +40,7 @@ pub fn code(out: &Output) -> i32 {
 /// `chainship generate --db PATH --events N` with a fresh file.
 pub fn generate(dir: &Path, name: &str, events: u64) -> PathBuf {
     let db = dir.join(name);
-    let out = run(&[
-        "generate",
-        "--db",
-        path_str(&db),
-        "--events",
-        &events.to_string(),
-    ]);
+    let out = run(&["generate", "--db", path_str(&db), "--events", &events.to_string()]);
     assert_eq!(code(&out), 0, "generate failed: {}", stderr(&out));
     db
 }
@@ -85,8 +79,6 @@ pub fn s3_endpoint() -> String {
 fn service_env(var: &str, what: &str) -> String {
     match std::env::var(var) {
         Ok(v) if !v.is_empty() => v,
-        _ => panic!(
-            "{var} is not set: this test needs {what}; run it through ./scripts/test, which starts one"
-        ),
+        _ => panic!("{var} is not set: this test needs {what}; run it through ./scripts/test, which starts one"),
     }
 }

@@ -1,0 +1,166 @@
+//! The cursor: a small text file holding the last delivered `SEQ:HASH`.
+//!
+//! Written only after the sink acknowledged the batch it names, and always
+//! atomically (temp file, fsync, rename, fsync of the directory), so after
+//! a crash it holds either the old head or the new one, never a mix.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use chainship_chain::Head;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CursorError {
+    #[error(
+        "cursor {path}: corrupt: {reason}; it holds {content:?}, expected SEQ:HASH (fix or remove it knowingly: it is the delivered position)"
+    )]
+    Corrupt {
+        path: PathBuf,
+        reason: String,
+        content: String,
+    },
+    #[error("cursor {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
+/// A cursor kept in a file.
+#[derive(Clone, Debug)]
+pub struct FileCursor {
+    path: PathBuf,
+}
+
+impl FileCursor {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        FileCursor { path: path.into() }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn io(&self, source: std::io::Error) -> CursorError {
+        CursorError::Io {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// A file beside the cursor (used for the pending anchor head).
+    pub fn sibling(&self, suffix: &str) -> PathBuf {
+        let mut name = self.path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+        name.push(suffix);
+        self.path.with_file_name(name)
+    }
+
+    /// Checks, before anything is delivered, that the cursor can be written
+    /// where it lives, so a bad path fails at start and not after a batch.
+    pub fn check_writable(&self) -> Result<(), CursorError> {
+        let probe = self.sibling(".probe");
+        let result = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&probe);
+        match result {
+            Ok(_) => std::fs::remove_file(&probe).map_err(|e| self.io(e)),
+            Err(e) => Err(self.io(e)),
+        }
+    }
+
+    /// The stored head; `None` when there is no cursor file yet.
+    pub fn load(&self) -> Result<Option<Head>, CursorError> {
+        read_head_file(&self.path)
+    }
+
+    /// Replaces the cursor with `head`, atomically and durably.
+    pub fn store(&self, head: Head) -> Result<(), CursorError> {
+        write_atomically(&self.path, format!("{head}\n").as_bytes()).map_err(|e| self.io(e))
+    }
+}
+
+/// Reads a file holding one `SEQ:HASH` line; `None` when it does not exist.
+pub fn read_head_file(path: &Path) -> Result<Option<Head>, CursorError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(CursorError::Io {
+                path: path.to_owned(),
+                source,
+            });
+        }
+    };
+    let corrupt = |reason: String| CursorError::Corrupt {
+        path: path.to_owned(),
+        reason,
+        content: String::from_utf8_lossy(&bytes[..bytes.len().min(100)]).into_owned(),
+    };
+    let text = std::str::from_utf8(&bytes).map_err(|_| corrupt("not text".into()))?;
+    let line = text.strip_suffix('\n').unwrap_or(text);
+    line.parse::<Head>().map(Some).map_err(|e| corrupt(e.to_string()))
+}
+
+/// temp file (mode 0600) → write → fsync → rename over `path` → fsync the directory.
+pub fn write_atomically(path: &Path, content: &[u8]) -> std::io::Result<()> {
+    let mut tmp_name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    tmp_name.push(".tmp");
+    let tmp = path.with_file_name(tmp_name);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    file.write_all(content)?;
+    file.sync_all()?;
+    drop(file);
+    std::fs::rename(&tmp, path)?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    const H: &str = "2d17715bc635406807722f1764c509105f5ac15ad430729545bc4d87055da291";
+
+    #[test]
+    fn stores_and_loads_with_mode_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        let cursor = FileCursor::new(dir.path().join("cursor"));
+        assert_eq!(cursor.load().unwrap(), None);
+        let head: Head = format!("2:{H}").parse().unwrap();
+        cursor.store(head).unwrap();
+        assert_eq!(cursor.load().unwrap(), Some(head));
+        assert_eq!(std::fs::read_to_string(cursor.path()).unwrap(), format!("2:{H}\n"));
+        let mode = std::fs::metadata(cursor.path()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert!(!cursor.sibling(".tmp").exists());
+    }
+
+    #[test]
+    fn a_corrupt_cursor_is_an_error_not_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let cursor = FileCursor::new(dir.path().join("cursor"));
+        for bad in ["", "12", "x:y", &format!("2:{}", &H[..10]), "\u{0}\u{1}"] {
+            std::fs::write(cursor.path(), bad).unwrap();
+            let err = cursor.load().unwrap_err();
+            assert!(matches!(err, CursorError::Corrupt { .. }), "{bad:?}: {err}");
+            assert!(err.to_string().contains("corrupt"));
+        }
+    }
+
+    #[test]
+    fn an_unwritable_directory_is_found_before_delivery() {
+        let cursor = FileCursor::new("/nonexistent-dir-for-chainship/cursor");
+        assert!(cursor.check_writable().is_err());
+    }
+}

@@ -1,0 +1,347 @@
+//! The follow loop: read pages after the resume point, check every event
+//! against the chain, gather them into batches, deliver, then move the
+//! cursor.
+//!
+//! The loop itself is synchronous and runs on its own thread; only the
+//! sink calls are async (they are run on the tokio runtime the CLI
+//! provides). A second thread reads the next page while this one checks
+//! and encodes the last, so reading and hashing overlap.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use chainship_chain::{ChainBreak, ChainCheck, EventDb, Head, OpenOptions, ReadAhead, ReadPlan, Waited};
+use chainship_sinks::{Batch, ErrorKind, Sink, SinkError};
+use tokio::sync::watch;
+
+use crate::cursor::{CursorError, FileCursor};
+use crate::health::Health;
+use crate::metrics;
+use crate::resume;
+use crate::retry::{RetryEnd, RetryPolicy, retry_transient};
+
+/// Where a follower without a cursor starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartFrom {
+    /// Only from the cursor: a missing cursor is an error.
+    Cursor,
+    /// From seq 1 when there is no cursor.
+    Start,
+    /// From this seq when there is no cursor (the event before it is trusted as stored).
+    Seq(u64),
+}
+
+/// What to do when the chain breaks under the follower.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OnBreak {
+    /// Exit 1.
+    #[default]
+    Exit,
+    /// Keep serving metrics and health, deliver nothing more, wait for an operator.
+    Wait,
+}
+
+#[derive(Clone, Debug)]
+pub struct FollowConfig {
+    pub db: PathBuf,
+    pub open: OpenOptions,
+    pub origin: String,
+    pub batch_size: usize,
+    pub batch_bytes: usize,
+    /// Deliver a partial batch once its first event has waited this long.
+    pub batch_linger: Duration,
+    pub poll_interval: Duration,
+    /// Deliver what is there at start, then return.
+    pub once: bool,
+    pub start: StartFrom,
+    pub on_break: OnBreak,
+    pub retry: RetryPolicy,
+}
+
+/// How a follow ended without an error.
+#[derive(Debug)]
+pub enum Outcome {
+    /// `--once`: everything there at start was delivered.
+    Done,
+    /// Shutdown was requested; the batch in flight was delivered (or, if
+    /// the sink stayed down past the grace, will be sent again next time).
+    Stopped,
+    /// The chain broke; nothing past the last good event was shipped.
+    Broken(Box<ChainBreak>),
+}
+
+/// Errors that stop the follower.
+#[derive(Debug, thiserror::Error)]
+pub enum FollowError {
+    /// Bad configuration or input, or a sink refusing us: exit 2.
+    #[error("{0}")]
+    Setup(String),
+    /// The database, cursor and sink disagree: exit 1.
+    #[error("{0}")]
+    Integrity(String),
+    /// Shutdown came while the sink was still failing (handled inside the loop).
+    #[error("{0}")]
+    Interrupted(String),
+}
+
+impl From<CursorError> for FollowError {
+    fn from(e: CursorError) -> Self {
+        FollowError::Setup(e.to_string())
+    }
+}
+
+impl From<chainship_chain::DbError> for FollowError {
+    fn from(e: chainship_chain::DbError) -> Self {
+        FollowError::Setup(e.to_string())
+    }
+}
+
+impl From<SinkError> for FollowError {
+    fn from(e: SinkError) -> Self {
+        match e.kind {
+            ErrorKind::Integrity => FollowError::Integrity(e.message),
+            _ => FollowError::Setup(e.message),
+        }
+    }
+}
+
+pub struct Follower {
+    cfg: FollowConfig,
+    sink: Box<dyn Sink>,
+    cursor: FileCursor,
+    rt: tokio::runtime::Handle,
+    stop: Arc<AtomicBool>,
+    health: Arc<Health>,
+    delivered: watch::Sender<Option<Head>>,
+}
+
+/// The batch being filled, and what it continues from.
+struct Pending {
+    batch: Batch,
+    /// Stored hash of the event before the next one (empty before seq 1).
+    prev_hash: Vec<u8>,
+    since: Option<Instant>,
+}
+
+impl Follower {
+    pub fn new(
+        cfg: FollowConfig,
+        sink: Box<dyn Sink>,
+        cursor: FileCursor,
+        rt: tokio::runtime::Handle,
+        stop: Arc<AtomicBool>,
+        health: Arc<Health>,
+    ) -> Self {
+        let (delivered, _) = watch::channel(None);
+        Follower {
+            cfg,
+            sink,
+            cursor,
+            rt,
+            stop,
+            health,
+            delivered,
+        }
+    }
+
+    /// Every head the sink acknowledged (and the cursor recorded), newest
+    /// first: what the anchor publisher signs.
+    pub fn delivered_heads(&self) -> watch::Receiver<Option<Head>> {
+        self.delivered.subscribe()
+    }
+
+    pub fn run(mut self) -> Result<Outcome, FollowError> {
+        self.cursor.check_writable()?;
+        let db = EventDb::open(&self.cfg.db, &self.cfg.open)?;
+        let cursor_head = self.cursor.load()?;
+        let start = resume::start_from_cursor(
+            &db,
+            cursor_head,
+            self.cfg.start,
+            &self.cursor.path().display().to_string(),
+        )?;
+        let held = self.with_retry("reading back what the sink holds", |f| f.rt.block_on(f.sink.held()))?;
+        let point = resume::with_sink(&db, start, held, &self.sink.describe())?;
+        if point.skipped > 0 {
+            let head = point.after.expect("a sink ahead of the cursor holds a head");
+            tracing::info!(sink = %self.sink.describe(), held = %head, skipped = point.skipped,
+                "the sink already holds events past the cursor; resuming after them");
+            metrics::duplicates_avoided(point.skipped);
+            self.cursor.store(head)?;
+        }
+        if !self.sink.reads_back() && cursor_head.is_some() {
+            tracing::info!(
+                "this sink cannot read back what it holds: a crash between delivery and cursor write resends one batch"
+            );
+        }
+        let after_seq = point.after.map_or(0, |h| h.seq);
+        let _ = self.delivered.send(point.after);
+        let db_head = db.head()?.map_or(0, |(s, _)| s);
+        metrics::positions(db_head, after_seq);
+        tracing::info!(
+            origin = %self.cfg.origin,
+            sink = %self.sink.describe(),
+            resume_after = after_seq,
+            db_head,
+            once = self.cfg.once,
+            "following"
+        );
+        if self.cfg.once && db_head <= after_seq {
+            return Ok(Outcome::Done);
+        }
+
+        let plan = ReadPlan {
+            page_events: self.cfg.batch_size.clamp(256, 8192),
+            tail: (!self.cfg.once).then_some(self.cfg.poll_interval),
+            ..ReadPlan::new(after_seq, self.cfg.once.then_some(db_head))
+        };
+        let reader = ReadAhead::spawn(EventDb::open(&self.cfg.db, &self.cfg.open)?, plan);
+        let mut check = point.after.map_or_else(ChainCheck::from_start, ChainCheck::after);
+        let mut pending = Pending {
+            batch: Batch::new(&self.cfg.origin),
+            prev_hash: point.after.map(|h| h.hash.to_vec()).unwrap_or_default(),
+            since: None,
+        };
+        let mut last_positions = Instant::now();
+
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                self.flush(&mut pending, &db)?;
+                return Ok(Outcome::Stopped);
+            }
+            let wait = match pending.since {
+                Some(t) => self.cfg.batch_linger.saturating_sub(t.elapsed()),
+                None => Duration::from_millis(100),
+            };
+            if pending.since.is_some() && wait.is_zero() {
+                self.flush(&mut pending, &db)?;
+                continue;
+            }
+            match reader.next_page_timeout(wait.min(Duration::from_millis(100))) {
+                Waited::Page(Ok(page)) => {
+                    for event in page.iter() {
+                        let head = match check.check(&event) {
+                            Ok(head) => head,
+                            Err(broken) => {
+                                // Ship what checked out, nothing past it.
+                                self.flush(&mut pending, &db)?;
+                                return Ok(self.on_break(broken));
+                            }
+                        };
+                        pending
+                            .batch
+                            .push(&event, head.hash, &pending.prev_hash)
+                            .map_err(|e| FollowError::Setup(format!("{}: {e}", self.cfg.db.display())))?;
+                        pending.prev_hash.clear();
+                        pending.prev_hash.extend_from_slice(&head.hash);
+                        pending.since.get_or_insert_with(Instant::now);
+                        if pending.batch.len() >= self.cfg.batch_size
+                            || pending.batch.jsonl.len() >= self.cfg.batch_bytes
+                        {
+                            self.flush(&mut pending, &db)?;
+                        }
+                    }
+                    reader.give_back(page);
+                }
+                Waited::Page(Err(e)) => {
+                    self.flush(&mut pending, &db)?;
+                    return Err(e.into());
+                }
+                Waited::Nothing => {
+                    if last_positions.elapsed() > Duration::from_secs(1) {
+                        last_positions = Instant::now();
+                        let head = db.head()?.map_or(0, |(s, _)| s);
+                        metrics::positions(head, check.last_good().map_or(0, |h| h.seq));
+                    }
+                }
+                Waited::Finished => {
+                    self.flush(&mut pending, &db)?;
+                    return Ok(Outcome::Done);
+                }
+            }
+        }
+    }
+
+    /// Delivers the pending batch (retrying transient failures), then
+    /// records its last head in the cursor and announces it.
+    fn flush(&mut self, pending: &mut Pending, db: &EventDb) -> Result<(), FollowError> {
+        let Some(head) = pending.batch.last_head() else {
+            return Ok(());
+        };
+        let batch = std::mem::take(&mut pending.batch);
+        let result = self.with_retry("delivering a batch", |f| f.rt.block_on(f.sink.deliver(&batch)));
+        pending.batch = batch;
+        match result {
+            Ok(()) => {}
+            Err(FollowError::Interrupted(m)) => {
+                tracing::warn!("{m}");
+                pending.batch.clear();
+                pending.since = None;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        }
+        self.health.sink_ok();
+        self.cursor.store(head)?;
+        metrics::delivered(pending.batch.len(), pending.batch.jsonl.len(), head.seq);
+        tracing::debug!(first = pending.batch.first_seq(), last = %head, events = pending.batch.len(), "delivered");
+        let _ = self.delivered.send(Some(head));
+        pending.batch.clear();
+        pending.since = None;
+        if let Ok(Some((db_head, _))) = db.head() {
+            metrics::positions(db_head, head.seq);
+        }
+        Ok(())
+    }
+
+    fn with_retry<T>(
+        &mut self,
+        what: &str,
+        mut attempt: impl FnMut(&mut Self) -> Result<T, SinkError>,
+    ) -> Result<T, FollowError> {
+        let policy = self.cfg.retry;
+        let stop = Arc::clone(&self.stop);
+        let health = Arc::clone(&self.health);
+        let sink = self.sink.describe();
+        let result = retry_transient(
+            &policy,
+            &stop,
+            |e, n| {
+                health.sink_failed(&e.message);
+                if e.kind == ErrorKind::Transient {
+                    tracing::warn!(%sink, attempt = n, error = %e, "{what} failed; retrying");
+                }
+            },
+            || attempt(self),
+        );
+        result.map_err(|end| match end {
+            RetryEnd::Fatal(e) => e.into(),
+            RetryEnd::GaveUp(e) => FollowError::Setup(format!("{what}: gave up retrying: {e}")),
+            RetryEnd::Interrupted(e) => FollowError::Interrupted(format!(
+                "shutdown while the sink was still failing at {what} ({e}); the batch was not acknowledged and will be sent again on restart"
+            )),
+        })
+    }
+
+    fn on_break(&mut self, broken: Box<ChainBreak>) -> Outcome {
+        metrics::chain_break();
+        self.health.chain_broken(&broken.to_string());
+        tracing::error!(
+            seq = broken.seq,
+            expected = broken.expected_str(),
+            found = %broken.found,
+            last_good = %broken.last_good.map_or("none".to_owned(), |h| h.to_string()),
+            "chain broken: {}; nothing past the last good event was shipped",
+            broken.reason()
+        );
+        if self.cfg.on_break == OnBreak::Wait {
+            tracing::warn!("--on-break wait: serving metrics and waiting for an operator (SIGTERM to exit)");
+            while !self.stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        Outcome::Broken(broken)
+    }
+}

@@ -1,0 +1,74 @@
+//! The follower's metric names, in one place, Prometheus style. The CLI
+//! installs the exporter; without one these calls cost next to nothing.
+
+use metrics::{counter, describe_counter, describe_gauge, gauge};
+
+pub const EVENTS_EXPORTED: &str = "chainship_events_exported_total";
+pub const BATCHES: &str = "chainship_batches_total";
+pub const BYTES_EXPORTED: &str = "chainship_bytes_exported_total";
+pub const CURSOR_SEQ: &str = "chainship_cursor_seq";
+pub const DB_HEAD_SEQ: &str = "chainship_db_head_seq";
+pub const EXPORT_LAG: &str = "chainship_export_lag_events";
+pub const SINK_ERRORS: &str = "chainship_sink_errors_total";
+pub const RETRIES: &str = "chainship_retries_total";
+pub const CHAIN_BREAKS: &str = "chainship_chain_breaks_total";
+pub const DUPLICATES_AVOIDED: &str = "chainship_duplicates_avoided_total";
+pub const ANCHORED_SEQ: &str = "chainship_anchor_last_seq";
+pub const ANCHOR_AGE: &str = "chainship_anchor_seconds_since_publish";
+pub const ANCHOR_ERRORS: &str = "chainship_anchor_publish_errors_total";
+pub const ANCHOR_LAG: &str = "chainship_anchor_lag_events";
+
+/// Registers help texts (call once the exporter is installed).
+pub fn describe() {
+    describe_counter!(EVENTS_EXPORTED, "Events delivered to the sink and acknowledged.");
+    describe_counter!(BATCHES, "Batches delivered to the sink and acknowledged.");
+    describe_counter!(BYTES_EXPORTED, "Bytes of records delivered to the sink.");
+    describe_gauge!(CURSOR_SEQ, "Seq of the last delivered event (the cursor).");
+    describe_gauge!(DB_HEAD_SEQ, "Highest seq in the audit database.");
+    describe_gauge!(
+        EXPORT_LAG,
+        "Events in the database not yet delivered (head seq - cursor seq)."
+    );
+    describe_counter!(SINK_ERRORS, "Sink errors, by kind (transient, permanent, integrity).");
+    describe_counter!(RETRIES, "Delivery or publish attempts retried after a transient error.");
+    describe_counter!(CHAIN_BREAKS, "Chain breaks found while following.");
+    describe_counter!(
+        DUPLICATES_AVOIDED,
+        "Events found already in the sink at start-up and not sent again."
+    );
+    describe_gauge!(ANCHORED_SEQ, "Seq of the last head published to the anchor store.");
+    describe_gauge!(
+        ANCHOR_AGE,
+        "Seconds since a head was last published to the anchor store."
+    );
+    describe_counter!(ANCHOR_ERRORS, "Failed attempts to publish a head to the anchor store.");
+    describe_gauge!(ANCHOR_LAG, "Delivered events not yet covered by a published head.");
+}
+
+pub fn delivered(events: usize, bytes: usize, cursor_seq: u64) {
+    counter!(EVENTS_EXPORTED).increment(events as u64);
+    counter!(BATCHES).increment(1);
+    counter!(BYTES_EXPORTED).increment(bytes as u64);
+    gauge!(CURSOR_SEQ).set(cursor_seq as f64);
+}
+
+pub fn positions(db_head: u64, cursor_seq: u64) {
+    gauge!(DB_HEAD_SEQ).set(db_head as f64);
+    gauge!(EXPORT_LAG).set(db_head.saturating_sub(cursor_seq) as f64);
+}
+
+pub fn sink_error(kind: &'static str) {
+    counter!(SINK_ERRORS, "kind" => kind).increment(1);
+}
+
+pub fn retried() {
+    counter!(RETRIES).increment(1);
+}
+
+pub fn chain_break() {
+    counter!(CHAIN_BREAKS).increment(1);
+}
+
+pub fn duplicates_avoided(events: u64) {
+    counter!(DUPLICATES_AVOIDED).increment(events);
+}

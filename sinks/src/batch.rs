@@ -1,0 +1,95 @@
+//! A batch of verified events, encoded once as records for every sink.
+
+use chainship_chain::record::{NotUtf8, Record};
+use chainship_chain::{EventRef, Head, HexHash};
+
+/// Where one record sits in the batch, and what a sink puts in headers or
+/// metadata without parsing the JSON back.
+#[derive(Clone, Copy, Debug)]
+pub struct RecordMeta {
+    pub seq: u64,
+    pub hash: HexHash,
+    /// The previous event's hash; all zero bytes (`prev_len == 0`) for seq 1.
+    pub prev_hash: HexHash,
+    pub prev_len: usize,
+    /// The record's JSON is `jsonl[start..end]` (without the newline).
+    pub start: usize,
+    pub end: usize,
+}
+
+impl RecordMeta {
+    pub fn hash_str(&self) -> &str {
+        std::str::from_utf8(&self.hash).expect("hex")
+    }
+
+    pub fn prev_hash_str(&self) -> &str {
+        std::str::from_utf8(&self.prev_hash[..self.prev_len]).expect("hex")
+    }
+}
+
+/// Records of one origin, consecutive by seq, as JSON Lines.
+#[derive(Debug, Default)]
+pub struct Batch {
+    pub origin: String,
+    /// Every record's JSON followed by `\n`.
+    pub jsonl: Vec<u8>,
+    pub records: Vec<RecordMeta>,
+}
+
+impl Batch {
+    pub fn new(origin: &str) -> Self {
+        Batch {
+            origin: origin.to_owned(),
+            ..Default::default()
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.jsonl.clear();
+        self.records.clear();
+    }
+
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    pub fn first_seq(&self) -> Option<u64> {
+        self.records.first().map(|r| r.seq)
+    }
+
+    /// The head this batch ends at.
+    pub fn last_head(&self) -> Option<Head> {
+        self.records.last().map(|r| Head::new(r.seq, r.hash))
+    }
+
+    /// The JSON of record `i`, without its newline.
+    pub fn record_json(&self, i: usize) -> &[u8] {
+        let r = &self.records[i];
+        &self.jsonl[r.start..r.end]
+    }
+
+    /// Appends a verified event whose predecessor's hash is `prev_hash`.
+    pub fn push(&mut self, event: &EventRef<'_>, hash: HexHash, prev_hash: &[u8]) -> Result<(), NotUtf8> {
+        let record = Record::from_event(&self.origin, event, prev_hash)?;
+        let start = self.jsonl.len();
+        record.write_json(&mut self.jsonl);
+        let end = self.jsonl.len();
+        self.jsonl.push(b'\n');
+        let mut prev = [0u8; 64];
+        let prev_len = prev_hash.len().min(64);
+        prev[..prev_len].copy_from_slice(&prev_hash[..prev_len]);
+        self.records.push(RecordMeta {
+            seq: event.seq,
+            hash,
+            prev_hash: prev,
+            prev_len,
+            start,
+            end,
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,38 @@
+//! `stdout:` — writes JSON Lines to standard output, for piping into
+//! Vector, Fluent Bit or `jq`. It cannot read back what it wrote, so across
+//! a crash the reader may see the last batch twice (records carry `seq` to
+//! drop such duplicates).
+
+use std::io::Write;
+
+use async_trait::async_trait;
+use chainship_chain::Head;
+
+use crate::Sink;
+use crate::batch::Batch;
+use crate::error::SinkError;
+
+#[derive(Default)]
+pub struct StdoutSink;
+
+#[async_trait]
+impl Sink for StdoutSink {
+    async fn held(&mut self) -> Result<Option<Head>, SinkError> {
+        Ok(None)
+    }
+
+    async fn deliver(&mut self, batch: &Batch) -> Result<(), SinkError> {
+        let mut out = std::io::stdout().lock();
+        out.write_all(&batch.jsonl)
+            .and_then(|_| out.flush())
+            .map_err(|e| SinkError::permanent(format!("stdout sink: {e}")))
+    }
+
+    fn reads_back(&self) -> bool {
+        false
+    }
+
+    fn describe(&self) -> String {
+        "stdout:".into()
+    }
+}

@@ -1,0 +1,163 @@
+//! `chainship follow`: the long-running sidecar (or `--once` for cron).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use chainship_follower::retry::RetryPolicy;
+use chainship_follower::{FileCursor, FollowConfig, FollowError, Follower, Health, OnBreak, Outcome, StartFrom};
+use chainship_sinks::{SinkUrl, open_sink};
+use clap::{Args, ValueEnum};
+
+use crate::db_args::DbArgs;
+use crate::exit::{CliError, CmdResult, OK};
+use crate::origin::parse_origin;
+
+/// Tail the audit database, verify every event, ship batches to a sink.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:
+  chainship follow --db /data/audit.db --origin prod-eu1/agentrt \\
+      --sink file:/var/lib/chainship/events.jsonl --cursor file:/var/lib/chainship/cursor --from-start
+  chainship follow --once --db audit.db --origin dev/agentrt --sink stdout: --cursor cursor | jq .seq
+  CHAINSHIP_DB=audit.db CHAINSHIP_ORIGIN=dev/agentrt CHAINSHIP_SINK=file:out.jsonl \\
+      CHAINSHIP_CURSOR=file:cursor chainship follow --metrics-addr 127.0.0.1:9464
+
+Exit codes: 0 stopped or done, 1 chain broken or database/sink disagree, 2 usage or setup error.")]
+pub struct FollowArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// The log's identity, carried in every record (e.g. prod-eu1/agentrt).
+    #[arg(long, env = "CHAINSHIP_ORIGIN", value_parser = parse_origin)]
+    pub origin: String,
+    /// Where to ship: file:PATH (JSON Lines) or stdout:.
+    #[arg(long, env = "CHAINSHIP_SINK", value_name = "URL")]
+    pub sink: SinkUrl,
+    /// Where to keep the delivered position: file:PATH.
+    #[arg(long, env = "CHAINSHIP_CURSOR", value_name = "URL", value_parser = parse_cursor_url)]
+    pub cursor: PathBuf,
+    /// With no cursor yet, start at seq 1.
+    #[arg(long, env = "CHAINSHIP_FROM_START", conflicts_with = "from_seq")]
+    pub from_start: bool,
+    /// With no cursor yet, start at this seq (the event before it is trusted as stored).
+    #[arg(long, env = "CHAINSHIP_FROM_SEQ", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub from_seq: Option<u64>,
+    /// Deliver what is there now, then exit 0 (for cron).
+    #[arg(long, env = "CHAINSHIP_ONCE")]
+    pub once: bool,
+    /// Events per batch.
+    #[arg(long, env = "CHAINSHIP_BATCH_SIZE", default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub batch_size: u64,
+    /// Bytes of records per batch, at most (a single larger event still goes alone).
+    #[arg(long, env = "CHAINSHIP_BATCH_BYTES", default_value_t = 8 << 20)]
+    pub batch_bytes: usize,
+    /// Deliver a partial batch once its first event has waited this long.
+    #[arg(long, env = "CHAINSHIP_BATCH_LINGER", default_value = "200ms", value_parser = humantime::parse_duration)]
+    pub batch_linger: Duration,
+    /// How often an idle follower looks for new events.
+    #[arg(long, env = "CHAINSHIP_POLL_INTERVAL", default_value = "250ms", value_parser = humantime::parse_duration)]
+    pub poll_interval: Duration,
+    /// On a chain break: exit (1), or wait for an operator while serving metrics.
+    #[arg(long, env = "CHAINSHIP_ON_BREAK", value_enum, default_value_t = OnBreakArg::Exit)]
+    pub on_break: OnBreakArg,
+    /// Longest wait between retries of a failing sink.
+    #[arg(long, env = "CHAINSHIP_RETRY_MAX_DELAY", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub retry_max_delay: Duration,
+    /// Stop (exit 2) when the sink has failed this long; default: retry forever.
+    #[arg(long, env = "CHAINSHIP_GIVE_UP_AFTER", value_parser = humantime::parse_duration)]
+    pub give_up_after: Option<Duration>,
+    /// /healthz turns 503 once the sink has failed (or anchoring lagged) this long.
+    #[arg(long, env = "CHAINSHIP_UNHEALTHY_AFTER", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub unhealthy_after: Duration,
+    /// On SIGTERM, how long a failing delivery may still be retried.
+    #[arg(long, env = "CHAINSHIP_SHUTDOWN_GRACE", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub shutdown_grace: Duration,
+    /// Serve Prometheus /metrics and /healthz here (e.g. 127.0.0.1:9464).
+    #[arg(long, env = "CHAINSHIP_METRICS_ADDR", value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum OnBreakArg {
+    Exit,
+    Wait,
+}
+
+fn parse_cursor_url(text: &str) -> Result<PathBuf, String> {
+    let path = text
+        .strip_prefix("file:")
+        .map(|p| p.strip_prefix("//").unwrap_or(p))
+        .unwrap_or(text);
+    if path.is_empty() || text.contains("://") && !text.starts_with("file:") {
+        return Err(format!("{text:?}: a cursor is file:PATH"));
+    }
+    Ok(PathBuf::from(path))
+}
+
+pub fn run(args: &FollowArgs) -> CmdResult {
+    let open = args.db.open_options().map_err(CliError::usage)?;
+    let start = match (args.from_start, args.from_seq) {
+        (true, _) => StartFrom::Start,
+        (false, Some(n)) => StartFrom::Seq(n),
+        (false, None) => StartFrom::Cursor,
+    };
+    let config = FollowConfig {
+        db: args.db.db.clone(),
+        open,
+        origin: args.origin.clone(),
+        batch_size: args.batch_size as usize,
+        batch_bytes: args.batch_bytes.max(1),
+        batch_linger: args.batch_linger,
+        poll_interval: args.poll_interval.max(Duration::from_millis(1)),
+        once: args.once,
+        start,
+        on_break: match args.on_break {
+            OnBreakArg::Exit => OnBreak::Exit,
+            OnBreakArg::Wait => OnBreak::Wait,
+        },
+        retry: RetryPolicy {
+            max_delay: args.retry_max_delay.max(Duration::from_millis(100)),
+            give_up_after: args.give_up_after,
+            shutdown_grace: args.shutdown_grace,
+            ..RetryPolicy::default()
+        },
+    };
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // A second signal while shutting down exits at once.
+        let _ = signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&stop));
+        let _ = signal_hook::flag::register(signal, Arc::clone(&stop));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::usage(format!("cannot start the async runtime: {e}")))?;
+    let health = Arc::new(Health::new(args.unhealthy_after));
+    if let Some(addr) = args.metrics_addr {
+        runtime
+            .block_on(crate::metrics_server::start(addr, Arc::clone(&health)))
+            .map_err(CliError::usage)?;
+    }
+    let sink = open_sink(&args.sink, &args.origin).map_err(|e| CliError::usage(e.message))?;
+    let follower = Follower::new(
+        config,
+        sink,
+        FileCursor::new(&args.cursor),
+        runtime.handle().clone(),
+        stop,
+        health,
+    );
+    match follower.run() {
+        Ok(Outcome::Done) | Ok(Outcome::Stopped) => Ok(OK),
+        Ok(Outcome::Broken(b)) => Err(CliError::failed(format!("{}: {b}", args.db.db.display()))),
+        Err(FollowError::Integrity(m)) => Err(CliError::failed(m)),
+        Err(FollowError::Setup(m)) => Err(CliError::usage(m)),
+        Err(FollowError::Interrupted(m)) => {
+            tracing::warn!("{m}");
+            Ok(OK)
+        }
+    }
+}
