@@ -51,13 +51,12 @@ fn main() -> ExitCode {
         Err(e) => {
             // One line, like every other error: clap's first line names the flag.
             let text = e.render().to_string();
-            eprintln!(
-                "chainship: {}",
-                text.lines()
-                    .next()
-                    .unwrap_or("invalid arguments")
-                    .trim_start_matches("error: ")
-            );
+            let message: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .take_while(|l| !l.is_empty() && !l.starts_with("Usage:"))
+                .collect();
+            eprintln!("chainship: {}", message.join(" ").trim_start_matches("error: "));
             return ExitCode::from(exit::USAGE);
         }
     };

@@ -1,0 +1,277 @@
+//! `chainship follow` to the file sink: end to end with a live writer,
+//! crashes, a rewritten database, a chain break, and bad input.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use tempfile::TempDir;
+
+const ORIGIN: &str = "test/agentrt";
+
+fn follow_args<'a>(db: &'a Path, out: &'a Path, cursor: &'a Path) -> Vec<String> {
+    vec![
+        "follow".into(),
+        "--db".into(),
+        path_str(db).into(),
+        "--origin".into(),
+        ORIGIN.into(),
+        "--sink".into(),
+        format!("file:{}", path_str(out)),
+        "--cursor".into(),
+        format!("file:{}", path_str(cursor)),
+    ]
+}
+
+fn spawn_follow(db: &Path, out: &Path, cursor: &Path, extra: &[&str]) -> Child {
+    bin()
+        .args(follow_args(db, out, cursor))
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn follow_once(db: &Path, out: &Path, cursor: &Path, extra: &[&str]) -> std::process::Output {
+    bin()
+        .args(follow_args(db, out, cursor))
+        .arg("--once")
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn live_writer_to_file_sink_every_event_once_in_order() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "live.db", 1000);
+    let (out, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
+    let mut writer = bin()
+        .args([
+            "generate",
+            "--db",
+            path_str(&db),
+            "--append",
+            "--events",
+            "0",
+            "--follow-rate",
+            "400",
+        ])
+        .spawn()
+        .unwrap();
+    let mut follower = spawn_follow(&db, &out, &cursor, &["--from-start", "--batch-size", "50"]);
+    std::thread::sleep(Duration::from_secs(3));
+    signal(&writer, SIGTERM);
+    assert!(wait_with_limit(&mut writer, Duration::from_secs(5)).success());
+    let final_head = db_head(&db);
+    let final_seq: u64 = final_head.split(':').next().unwrap().parse().unwrap();
+    assert!(
+        final_seq > 1500,
+        "the writer appended while following: head {final_head}"
+    );
+    // Within a second of the last commit, the follower has delivered it.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while std::fs::read_to_string(&cursor).unwrap_or_default().trim() != final_head {
+        assert!(
+            Instant::now() < deadline,
+            "the follower did not catch up within 2 s of the last commit"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal(&follower, SIGTERM);
+    let status = wait_with_limit(&mut follower, Duration::from_secs(5));
+    assert_eq!(status.code(), Some(0), "SIGTERM exits 0");
+    let (last_seq, last_hash) = reverify_jsonl(&out, ORIGIN);
+    assert_eq!(format!("{last_seq}:{last_hash}"), final_head);
+    assert_eq!(
+        std::fs::read_to_string(&cursor).unwrap().trim(),
+        final_head,
+        "the cursor matches the last record"
+    );
+}
+
+#[test]
+fn kill_9_at_twenty_moments_loses_and_duplicates_nothing() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "crash.db", 50_000);
+    let (out, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
+    // A deterministic spread of kill moments, from right at start-up to mid-export.
+    let mut rng: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut progress = Vec::new();
+    for round in 0..20 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let delay = Duration::from_millis(5 + rng % 120);
+        let extra: &[&str] = if round == 0 {
+            &["--from-start", "--batch-size", "200"]
+        } else {
+            &["--batch-size", "200"]
+        };
+        let mut child = spawn_follow(&db, &out, &cursor, extra);
+        std::thread::sleep(delay);
+        signal(&child, SIGKILL);
+        child.wait().unwrap();
+        progress.push(std::fs::metadata(&out).map(|m| m.len()).unwrap_or(0));
+    }
+    // Finish the export.
+    let done = follow_once(&db, &out, &cursor, &[]);
+    assert_eq!(code(&done), 0, "{}", stderr(&done));
+    let (last_seq, last_hash) = reverify_jsonl(&out, ORIGIN);
+    assert_eq!(
+        format!("{last_seq}:{last_hash}"),
+        db_head(&db),
+        "every event exactly once, in order"
+    );
+    assert!(
+        progress.iter().any(|len| *len > 0),
+        "some kills landed mid-export: {progress:?}"
+    );
+}
+
+#[test]
+fn a_torn_last_line_is_cut_and_resent() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "torn.db", 300);
+    let (out, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
+    let first = follow_once(&db, &out, &cursor, &["--from-start"]);
+    assert_eq!(code(&first), 0, "{}", stderr(&first));
+    // Simulate a crash mid-write: drop the last 40 records' worth of
+    // lines and leave half a line behind, with the cursor still at the end.
+    let text = std::fs::read(&out).unwrap();
+    let lines: Vec<&[u8]> = text.split_inclusive(|b| *b == b'\n').collect();
+    let mut damaged: Vec<u8> = lines[..260].concat();
+    damaged.extend_from_slice(&lines[260][..lines[260].len() / 2]);
+    std::fs::write(&out, &damaged).unwrap();
+    std::fs::write(
+        &cursor,
+        format!("{}\n", {
+            let r = chainship_chain::record::Record::parse(lines[199].strip_suffix(b"\n").unwrap()).unwrap();
+            format!("{}:{}", r.seq, r.hash)
+        }),
+    )
+    .unwrap();
+    let again = follow_once(&db, &out, &cursor, &[]);
+    assert_eq!(code(&again), 0, "{}", stderr(&again));
+    let (last_seq, _) = reverify_jsonl(&out, ORIGIN);
+    assert_eq!(last_seq, 300);
+}
+
+#[test]
+fn a_rewritten_or_restored_database_stops_the_follower() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "rw.db", 500);
+    let older = dir.path().join("older.db");
+    std::fs::copy(&db, &older).unwrap();
+    let more = run(&["generate", "--db", path_str(&db), "--append", "--events", "200"]);
+    assert_eq!(code(&more), 0);
+    let (out, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
+    assert_eq!(code(&follow_once(&db, &out, &cursor, &["--from-start"])), 0);
+
+    // An event below the cursor altered: the cursor's own hash is fine, so
+    // change the event at the cursor's seq.
+    let altered = dir.path().join("altered.db");
+    std::fs::copy(&db, &altered).unwrap();
+    tamper(&altered)
+        .execute(
+            "UPDATE events SET hash = replace(hash, substr(hash, 1, 1), 'f') WHERE seq = 700",
+            [],
+        )
+        .unwrap();
+    let out2 = follow_once(&altered, &out, &cursor, &[]);
+    assert_eq!(code(&out2), 1, "{}", stderr(&out2));
+    assert!(
+        stderr(&out2).contains("rewritten under the cursor: event seq 700"),
+        "{}",
+        stderr(&out2)
+    );
+
+    // The file replaced by an older copy (500 events, cursor at 700).
+    let out3 = follow_once(&older, &out, &cursor, &[]);
+    assert_eq!(code(&out3), 1, "{}", stderr(&out3));
+    assert!(stderr(&out3).contains("does not hold seq 700"), "{}", stderr(&out3));
+    assert!(stderr(&out3).contains("database head is 500:"), "{}", stderr(&out3));
+}
+
+#[test]
+fn a_break_ships_nothing_past_the_last_good_event() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "brk.db", 1000);
+    tamper(&db)
+        .execute("UPDATE events SET payload_json = '{}' WHERE seq = 640", [])
+        .unwrap();
+    let (out, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
+    let res = follow_once(&db, &out, &cursor, &["--from-start", "--batch-size", "100"]);
+    assert_eq!(code(&res), 1, "{}", stderr(&res));
+    assert!(stderr(&res).contains("broken at seq 640"), "{}", stderr(&res));
+    let (last_seq, last_hash) = reverify_jsonl(&out, ORIGIN);
+    assert_eq!(last_seq, 639);
+    assert_eq!(
+        std::fs::read_to_string(&cursor).unwrap().trim(),
+        format!("639:{last_hash}")
+    );
+}
+
+#[test]
+fn a_sink_holding_a_record_the_database_lacks_stops_the_follower() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "a.db", 100);
+    let (out, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
+    assert_eq!(code(&follow_once(&db, &out, &cursor, &["--from-start"])), 0);
+    std::fs::remove_file(&cursor).unwrap();
+    // A different database, same origin, into the same file.
+    let db2 = dir.path().join("c.db");
+    let made = run(&["generate", "--db", path_str(&db2), "--events", "150", "--seed", "7"]);
+    assert_eq!(code(&made), 0);
+    let res = follow_once(&db2, &out, &cursor, &["--from-start"]);
+    assert_eq!(code(&res), 1, "{}", stderr(&res));
+    assert!(
+        stderr(&res).contains("rewritten under the sink file:"),
+        "{}",
+        stderr(&res)
+    );
+}
+
+#[test]
+fn bad_input_gets_one_line_and_exit_2() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "bad.db", 10);
+    let (out, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
+    let check = |args: Vec<String>, names: &str| {
+        let res = bin().args(&args).output().unwrap();
+        let err = stderr(&res);
+        assert_eq!(code(&res), 2, "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(names), "{args:?}: {err}");
+    };
+    let mut args = follow_args(&db, &out, &cursor);
+    args[6] = "ftp://host/x".into();
+    check(args, "unknown scheme \"ftp\"");
+
+    let mut args = follow_args(&db, &out, &cursor);
+    args[8] = "file:/nonexistent-chainship-dir/cursor".into();
+    args.push("--once".into());
+    check(args, "/nonexistent-chainship-dir/cursor");
+
+    std::fs::write(&cursor, "garbage\n").unwrap();
+    let mut args = follow_args(&db, &out, &cursor);
+    args.push("--once".into());
+    check(args, "corrupt");
+    std::fs::remove_file(&cursor).unwrap();
+
+    let mut args = follow_args(&db, &out, &cursor);
+    args.drain(3..5);
+    check(args, "--origin");
+
+    let mut args = follow_args(&db, &out, &cursor);
+    args.push("--once".into());
+    check(args, "no cursor at");
+    assert!(
+        !out.exists() || std::fs::read(&out).unwrap().is_empty(),
+        "nothing was shipped"
+    );
+}
