@@ -1,6 +1,7 @@
 //! `chainship`: the command line. Each subcommand lives in `commands/`; this
 //! file parses arguments, sets up logging and maps results to exit codes.
 
+mod anchor_args;
 mod commands;
 mod db_args;
 mod exit;
@@ -38,6 +39,10 @@ enum Command {
     Verify(commands::verify::VerifyArgs),
     Generate(commands::generate::GenerateArgs),
     Follow(commands::follow::FollowArgs),
+    Keygen(commands::keygen::KeygenArgs),
+    /// Check or list the signed heads kept in an anchor store.
+    #[command(subcommand)]
+    Anchor(commands::anchor::AnchorCommand),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +70,8 @@ fn main() -> ExitCode {
         Command::Verify(args) => commands::verify::run(args),
         Command::Generate(args) => commands::generate::run(args),
         Command::Follow(args) => commands::follow::run(args),
+        Command::Keygen(args) => commands::keygen::run(args),
+        Command::Anchor(cmd) => commands::anchor::run(cmd),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -1,1 +1,24 @@
+//! Anchoring: turning an exported log into evidence.
+//!
+//! Owns the signed head format (a C2SP signed note, [`signed_head`],
+//! [`note`]), signing keys ([`keys`]), the write-once anchor stores kept in
+//! another trust domain ([`store`]: `file:DIR`, `s3://BUCKET/PREFIX`),
+//! publishing one head ([`publish`]) and judging a database or a copy
+//! against every kept head ([`audit`]). When to publish is the follower's
+//! business; this crate only knows how.
 
+pub mod audit;
+pub mod keys;
+pub mod note;
+pub mod publish;
+pub mod signed_head;
+pub mod store;
+pub mod url;
+
+pub use audit::{Finding, HeadSet, Kind};
+pub use keys::SignerKey;
+pub use note::VerifierKey;
+pub use publish::publish_head;
+pub use signed_head::SignedHead;
+pub use store::{AnchorStore, StoreError};
+pub use url::{AnchorUrl, open_store};

@@ -7,6 +7,7 @@
 //! ([`follow`]), delivery retries ([`retry`]), the cursor file ([`cursor`]),
 //! and the metrics and health it reports ([`metrics`], [`health`]).
 
+pub mod anchoring;
 pub mod cursor;
 pub mod follow;
 pub mod health;

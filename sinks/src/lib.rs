@@ -11,6 +11,7 @@
 pub mod batch;
 pub mod error;
 pub mod file;
+pub mod s3_client;
 pub mod stdout;
 pub mod url;
 

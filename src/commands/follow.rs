@@ -6,11 +6,14 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use chainship_anchor::{AnchorUrl, SignerKey};
+use chainship_follower::anchoring::Anchoring;
 use chainship_follower::retry::RetryPolicy;
 use chainship_follower::{FileCursor, FollowConfig, FollowError, Follower, Health, OnBreak, Outcome, StartFrom};
 use chainship_sinks::{SinkUrl, open_sink};
 use clap::{Args, ValueEnum};
 
+use crate::anchor_args::AnchorS3Args;
 use crate::db_args::DbArgs;
 use crate::exit::{CliError, CmdResult, OK};
 use crate::origin::parse_origin;
@@ -76,6 +79,19 @@ pub struct FollowArgs {
     /// Serve Prometheus /metrics and /healthz here (e.g. 127.0.0.1:9464).
     #[arg(long, env = "CHAINSHIP_METRICS_ADDR", value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
+    /// Publish each delivered head, signed, here: file:DIR or s3://BUCKET/PREFIX.
+    #[arg(long, env = "CHAINSHIP_ANCHOR", value_name = "URL", value_parser = str::parse::<AnchorUrl>, requires = "signing_keys")]
+    pub anchor: Option<AnchorUrl>,
+    /// Key file(s) that sign the heads (from `chainship keygen`); repeat to sign with several while rotating.
+    #[arg(
+        long = "signing-key",
+        env = "CHAINSHIP_SIGNING_KEYS",
+        value_name = "PATH",
+        value_delimiter = ','
+    )]
+    pub signing_keys: Vec<PathBuf>,
+    #[command(flatten)]
+    pub anchor_s3: AnchorS3Args,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -141,16 +157,48 @@ pub fn run(args: &FollowArgs) -> CmdResult {
             .block_on(crate::metrics_server::start(addr, Arc::clone(&health)))
             .map_err(CliError::usage)?;
     }
+    let keys = args
+        .signing_keys
+        .iter()
+        .map(|p| SignerKey::load(p))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(CliError::usage)?;
     let sink = open_sink(&args.sink, &args.origin).map_err(|e| CliError::usage(e.message))?;
+    let cursor = FileCursor::new(&args.cursor);
+    let anchored_file = cursor.sibling(".anchored");
     let follower = Follower::new(
         config,
         sink,
-        FileCursor::new(&args.cursor),
+        cursor,
         runtime.handle().clone(),
-        stop,
-        health,
+        Arc::clone(&stop),
+        Arc::clone(&health),
     );
-    match follower.run() {
+    let delivered = follower.delivered_heads();
+    let anchoring = args.anchor.as_ref().map(|url| {
+        Anchoring {
+            store: args.anchor_s3.open(url),
+            keys: Arc::new(keys),
+            origin: args.origin.clone(),
+            anchored_file,
+            max_delay: args.retry_max_delay,
+            health: Arc::clone(&health),
+        }
+        .spawn(runtime.handle(), follower.delivered_heads())
+    });
+    let result = follower.run();
+    if let (Some(mut anchoring), Some(last)) = (anchoring, *delivered.borrow()) {
+        // Give the newest head a chance to be published before exiting.
+        let limit = args.shutdown_grace.max(Duration::from_secs(1));
+        if !runtime.block_on(anchoring.wait_for(last.seq, limit)) {
+            tracing::warn!(
+                head = %last,
+                anchored = anchoring.published_seq(),
+                "exiting before the newest head was published; it is in the cursor and will be published on the next start"
+            );
+        }
+    }
+    match result {
         Ok(Outcome::Done) | Ok(Outcome::Stopped) => Ok(OK),
         Ok(Outcome::Broken(b)) => Err(CliError::failed(format!("{}: {b}", args.db.db.display()))),
         Err(FollowError::Integrity(m)) => Err(CliError::failed(m)),

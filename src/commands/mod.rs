@@ -1,5 +1,7 @@
 //! One module per subcommand.
 
+pub mod anchor;
 pub mod follow;
 pub mod generate;
+pub mod keygen;
 pub mod verify;

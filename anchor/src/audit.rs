@@ -1,0 +1,320 @@
+//! What `chainship anchor verify` concludes: which kept heads are trusted,
+//! and how the database (or an exported copy) compares with them. Each
+//! problem is a [`Finding`] with a kind an auditor can act on.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use chainship_chain::{Head, HeadCheck, WalkReport};
+
+use crate::note::{SignedNote, VerifierKey};
+use crate::signed_head::SignedHead;
+use crate::store::StoredNote;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    /// The chain breaks (an event changed, removed or reordered).
+    Altered,
+    /// The database ends before a kept head.
+    Cut,
+    /// The event at a head's seq has another hash.
+    Fork,
+    /// A trusted key's signature on a head does not verify, or the note is unreadable.
+    BadSignature,
+    /// A head signed by no trusted key.
+    UntrustedKey,
+    /// Two heads with one seq and different hashes, or a later head with a lower seq.
+    HeadsDisagree,
+    /// The newest head is older than `--max-age`.
+    Stale,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Altered => "altered",
+            Kind::Cut => "cut",
+            Kind::Fork => "fork",
+            Kind::BadSignature => "bad-signature",
+            Kind::UntrustedKey => "untrusted-key",
+            Kind::HeadsDisagree => "heads-disagree",
+            Kind::Stale => "stale",
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    pub kind: Kind,
+    pub seq: Option<u64>,
+    pub message: String,
+    pub expected: Option<String>,
+    pub found: Option<String>,
+    /// The head file or object concerned.
+    pub source: Option<String>,
+}
+
+/// A head whose signature a trusted key verified.
+#[derive(Clone, Debug)]
+pub struct TrustedHead {
+    pub signed: SignedHead,
+    pub source: String,
+    pub signers: Vec<String>,
+}
+
+/// The kept heads, sorted out.
+#[derive(Clone, Debug, Default)]
+pub struct HeadSet {
+    pub kept: usize,
+    pub trusted: Vec<TrustedHead>,
+    pub findings: Vec<Finding>,
+}
+
+impl HeadSet {
+    /// The distinct trusted heads, for the walk.
+    pub fn heads(&self) -> Vec<Head> {
+        let mut heads: Vec<Head> = self.trusted.iter().map(|t| t.signed.head).collect();
+        heads.sort_by_key(|h| (h.seq, h.hash));
+        heads.dedup();
+        heads
+    }
+}
+
+/// Checks every kept note's signatures and contents, and that the trusted
+/// heads agree with each other.
+pub fn check_heads(notes: &[StoredNote], origin: &str, keys: &[VerifierKey]) -> HeadSet {
+    let mut set = HeadSet {
+        kept: notes.len(),
+        ..HeadSet::default()
+    };
+    for stored in notes {
+        let finding = |kind, message: String| Finding {
+            kind,
+            seq: stored.seq_in_name,
+            message,
+            expected: None,
+            found: None,
+            source: Some(stored.name.clone()),
+        };
+        let note = match SignedNote::parse(&stored.bytes) {
+            Ok(n) => n,
+            Err(e) => {
+                set.findings
+                    .push(finding(Kind::BadSignature, format!("{}: {e}", stored.name)));
+                continue;
+            }
+        };
+        let mut signers = Vec::new();
+        let mut failed = Vec::new();
+        for key in keys {
+            match key.check(&note) {
+                Some(true) => signers.push(key.name.clone()),
+                Some(false) => failed.push(key.name.clone()),
+                None => {}
+            }
+        }
+        if !failed.is_empty() {
+            let msg = format!(
+                "{}: the signature by {} does not verify (the head was edited or forged)",
+                stored.name,
+                failed.join(", ")
+            );
+            set.findings.push(finding(Kind::BadSignature, msg));
+            continue;
+        }
+        if signers.is_empty() {
+            let by: Vec<&str> = note.signatures.iter().map(|s| s.name.as_str()).collect();
+            let msg = format!(
+                "{}: signed only by keys not trusted here ({})",
+                stored.name,
+                by.join(", ")
+            );
+            set.findings.push(finding(Kind::UntrustedKey, msg));
+            continue;
+        }
+        let signed = match SignedHead::parse_text(&note.text) {
+            Ok(h) => h,
+            Err(e) => {
+                set.findings.push(finding(
+                    Kind::BadSignature,
+                    format!("{}: signed, but not a chainship head: {e}", stored.name),
+                ));
+                continue;
+            }
+        };
+        if signed.origin != origin || stored.seq_in_name.is_some_and(|s| s != signed.head.seq) {
+            let msg = format!(
+                "{}: holds head {} of origin {:?}, which its place in the store does not match",
+                stored.name, signed.head, signed.origin
+            );
+            set.findings.push(finding(Kind::HeadsDisagree, msg));
+            continue;
+        }
+        set.trusted.push(TrustedHead {
+            signed,
+            source: stored.name.clone(),
+            signers,
+        });
+    }
+    set.findings.extend(disagreements(&set.trusted));
+    set
+}
+
+/// Same seq with different hashes; a head published later with a lower seq.
+fn disagreements(trusted: &[TrustedHead]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let mut by_seq: BTreeMap<u64, &TrustedHead> = BTreeMap::new();
+    for t in trusted {
+        if let Some(other) = by_seq.insert(t.signed.head.seq, t)
+            && other.signed.head.hash != t.signed.head.hash
+        {
+            out.push(Finding {
+                kind: Kind::HeadsDisagree,
+                seq: Some(t.signed.head.seq),
+                message: format!(
+                    "two heads for seq {}: {} and {}",
+                    t.signed.head.seq, other.source, t.source
+                ),
+                expected: Some(other.signed.head.hash_str().to_owned()),
+                found: Some(t.signed.head.hash_str().to_owned()),
+                source: Some(t.source.clone()),
+            });
+        }
+    }
+    let mut by_time: Vec<&TrustedHead> = trusted.iter().collect();
+    by_time.sort_by_key(|t| (t.signed.published_time(), t.signed.head.seq));
+    let mut highest: Option<&TrustedHead> = None;
+    for t in by_time {
+        if let Some(h) = highest {
+            if t.signed.head.seq < h.signed.head.seq && t.signed.published_time() > h.signed.published_time() {
+                out.push(Finding {
+                    kind: Kind::HeadsDisagree,
+                    seq: Some(t.signed.head.seq),
+                    message: format!(
+                        "head {} published {} has a lower seq than head {} published earlier ({}): the log went backwards",
+                        t.signed.head, t.signed.published, h.signed.head, h.signed.published
+                    ),
+                    expected: None,
+                    found: None,
+                    source: Some(t.source.clone()),
+                });
+                continue;
+            }
+        }
+        if highest.is_none_or(|h| t.signed.head.seq >= h.signed.head.seq) {
+            highest = Some(t);
+        }
+    }
+    out
+}
+
+/// `stale`: the newest trusted head was published more than `max_age` ago.
+pub fn check_stale(set: &HeadSet, max_age: Duration, now: SystemTime) -> Option<Finding> {
+    let newest = set
+        .trusted
+        .iter()
+        .filter_map(|t| t.signed.published_time().map(|p| (p, t)))
+        .max_by_key(|(p, _)| *p);
+    let message = match newest {
+        None => format!(
+            "no trusted head at all (--max-age {})",
+            humantime::format_duration(max_age)
+        ),
+        Some((published, t)) => {
+            let age = now.duration_since(published).unwrap_or_default();
+            if age <= max_age {
+                return None;
+            }
+            format!(
+                "the newest head ({}) was published {} ago, more than --max-age {}: the exporter stopped or the log froze",
+                t.signed.head,
+                humantime::format_duration(Duration::from_secs(age.as_secs())),
+                humantime::format_duration(max_age)
+            )
+        }
+    };
+    Some(Finding {
+        kind: Kind::Stale,
+        seq: None,
+        message,
+        expected: None,
+        found: None,
+        source: None,
+    })
+}
+
+/// Turns a walk of the database against the trusted heads into findings.
+pub fn walk_findings(report: &WalkReport, set: &HeadSet) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let source_of = |head: &Head| {
+        set.trusted
+            .iter()
+            .find(|t| t.signed.head == *head)
+            .map(|t| t.source.clone())
+    };
+    if let Some(b) = &report.chain_break {
+        let under = report.heads.iter().filter(|(_, c)| *c == HeadCheck::AfterBreak).count();
+        out.push(Finding {
+            kind: Kind::Altered,
+            seq: Some(b.seq),
+            message: format!(
+                "the chain breaks at seq {}: {}{}",
+                b.seq,
+                b.reason(),
+                if under > 0 {
+                    format!(" ({under} kept head(s) at or past it)")
+                } else {
+                    String::new()
+                }
+            ),
+            expected: Some(b.expected_str().to_owned()),
+            found: Some(b.found.clone()),
+            source: None,
+        });
+    }
+    for (head, check) in &report.heads {
+        match check {
+            HeadCheck::Differs { .. } | HeadCheck::BeforeRange { matched: false } if !found_is_break(report, head) => {
+                let found = match check {
+                    HeadCheck::Differs { found } => found.clone(),
+                    _ => String::new(),
+                };
+                out.push(Finding {
+                    kind: Kind::Fork,
+                    seq: Some(head.seq),
+                    message: format!(
+                        "the event at seq {} has another hash than the kept head: a restored older copy that grew again, or a rewrite",
+                        head.seq
+                    ),
+                    expected: Some(head.hash_str().to_owned()),
+                    found: Some(found),
+                    source: source_of(head),
+                });
+            }
+            HeadCheck::Beyond { db_end } => out.push(Finding {
+                kind: Kind::Cut,
+                seq: Some(head.seq),
+                message: format!(
+                    "the database ends at seq {} before the kept head {head}: events were cut from the end",
+                    db_end.unwrap_or(0)
+                ),
+                expected: Some(head.hash_str().to_owned()),
+                found: None,
+                source: source_of(head),
+            }),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn found_is_break(report: &WalkReport, head: &Head) -> bool {
+    report.chain_break.as_ref().is_some_and(|b| b.seq <= head.seq)
+}

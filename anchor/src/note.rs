@@ -1,0 +1,241 @@
+//! C2SP signed notes (<https://c2sp.org/signed-note>), Ed25519 only.
+//!
+//! A signed note is a text ending in a newline, a blank line, then one or
+//! more lines `— <key name> <base64(key id || signature)>`. The signature
+//! covers the text including its final newline. The key id is the first
+//! four bytes of SHA-256(key name || 0x0A || 0x01 || public key).
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
+use sha2::{Digest, Sha256};
+
+/// The signature type byte for Ed25519.
+pub const ED25519: u8 = 0x01;
+const SIG_PREFIX: &str = "\u{2014} ";
+
+/// The key id of an Ed25519 key with this name.
+pub fn key_id(name: &str, public: &[u8; 32]) -> [u8; 4] {
+    let mut sha = Sha256::new();
+    sha.update(name.as_bytes());
+    sha.update([b'\n', ED25519]);
+    sha.update(public);
+    let digest = sha.finalize();
+    [digest[0], digest[1], digest[2], digest[3]]
+}
+
+/// A key name: non-empty, no whitespace, no `+`.
+pub fn valid_key_name(name: &str) -> bool {
+    !name.is_empty() && !name.chars().any(|c| c.is_whitespace() || c == '+' || c.is_control())
+}
+
+/// One signature line, parsed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NoteSignature {
+    pub name: String,
+    pub id: [u8; 4],
+    pub signature: Vec<u8>,
+}
+
+/// A signed note split into its text and signatures (none verified yet).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SignedNote {
+    pub text: String,
+    pub signatures: Vec<NoteSignature>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum NoteError {
+    #[error("not a signed note: {0}")]
+    Malformed(&'static str),
+}
+
+impl SignedNote {
+    /// Signs `text` (which must end in a newline and hold no blank line) with every key.
+    pub fn sign(text: &str, keys: &[(&str, &SigningKey)]) -> SignedNote {
+        let signatures = keys
+            .iter()
+            .map(|(name, key)| NoteSignature {
+                name: (*name).to_owned(),
+                id: key_id(name, key.verifying_key().as_bytes()),
+                signature: key.sign(text.as_bytes()).to_bytes().to_vec(),
+            })
+            .collect();
+        SignedNote {
+            text: text.to_owned(),
+            signatures,
+        }
+    }
+
+    /// The wire form.
+    pub fn to_text(&self) -> String {
+        let mut out = self.text.clone();
+        out.push('\n');
+        for s in &self.signatures {
+            let mut blob = s.id.to_vec();
+            blob.extend_from_slice(&s.signature);
+            out.push_str(&format!("{SIG_PREFIX}{} {}\n", s.name, B64.encode(blob)));
+        }
+        out
+    }
+
+    /// Parses the wire form (splitting at the last blank line).
+    pub fn parse(bytes: &[u8]) -> Result<SignedNote, NoteError> {
+        let all = std::str::from_utf8(bytes).map_err(|_| NoteError::Malformed("not UTF-8"))?;
+        if all.chars().any(|c| c < ' ' && c != '\n') {
+            return Err(NoteError::Malformed("holds control characters"));
+        }
+        let split = all
+            .rfind("\n\n")
+            .ok_or(NoteError::Malformed("no blank line before the signatures"))?;
+        let (text, sigs) = (&all[..split + 1], &all[split + 2..]);
+        if sigs.is_empty() || !sigs.ends_with('\n') {
+            return Err(NoteError::Malformed("no signature lines"));
+        }
+        let mut signatures = Vec::new();
+        for line in sigs.lines() {
+            let rest = line
+                .strip_prefix(SIG_PREFIX)
+                .ok_or(NoteError::Malformed("a signature line lacks the em dash"))?;
+            let (name, blob) = rest
+                .split_once(' ')
+                .ok_or(NoteError::Malformed("a signature line lacks its signature"))?;
+            if !valid_key_name(name) {
+                return Err(NoteError::Malformed("a signature line has a bad key name"));
+            }
+            let blob = B64
+                .decode(blob)
+                .map_err(|_| NoteError::Malformed("a signature is not base64"))?;
+            if blob.len() < 5 {
+                return Err(NoteError::Malformed("a signature is too short"));
+            }
+            signatures.push(NoteSignature {
+                name: name.to_owned(),
+                id: [blob[0], blob[1], blob[2], blob[3]],
+                signature: blob[4..].to_vec(),
+            });
+        }
+        if signatures.len() > 100 {
+            return Err(NoteError::Malformed("more than 100 signatures"));
+        }
+        Ok(SignedNote {
+            text: text.to_owned(),
+            signatures,
+        })
+    }
+}
+
+/// A key trusted to sign heads: the C2SP verifier key form
+/// `<name>+<hex key id>+<base64(0x01 || public key)>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifierKey {
+    pub name: String,
+    pub id: [u8; 4],
+    pub key: VerifyingKey,
+}
+
+impl VerifierKey {
+    pub fn new(name: &str, key: VerifyingKey) -> Self {
+        VerifierKey {
+            name: name.to_owned(),
+            id: key_id(name, key.as_bytes()),
+            key,
+        }
+    }
+
+    pub fn to_text(&self) -> String {
+        let mut blob = vec![ED25519];
+        blob.extend_from_slice(self.key.as_bytes());
+        format!("{}+{}+{}", self.name, hex::encode(self.id), B64.encode(blob))
+    }
+
+    /// Parses a verifier key; the id must match the name and key.
+    pub fn parse(text: &str) -> Result<VerifierKey, String> {
+        let bad = |why: &str| format!("verifier key {text:?}: {why} (expected NAME+KEYID+BASE64)");
+        // The name holds no '+', the base64 may: split from the left.
+        let mut parts = text.trim().splitn(3, '+');
+        let (Some(name), Some(id), Some(blob)) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(bad("not three parts"));
+        };
+        if !valid_key_name(name) {
+            return Err(bad("bad key name"));
+        }
+        let id: [u8; 4] = hex::decode(id)
+            .ok()
+            .and_then(|v| v.try_into().ok())
+            .ok_or_else(|| bad("bad key id"))?;
+        let blob = B64.decode(blob).map_err(|_| bad("key is not base64"))?;
+        if blob.len() != 33 || blob[0] != ED25519 {
+            return Err(bad("not an Ed25519 key"));
+        }
+        let public: [u8; 32] = blob[1..].try_into().expect("32 bytes");
+        let key = VerifyingKey::from_bytes(&public).map_err(|_| bad("not a valid Ed25519 point"))?;
+        if key_id(name, &public) != id {
+            return Err(bad("key id does not match the name and key"));
+        }
+        Ok(VerifierKey {
+            name: name.to_owned(),
+            id,
+            key,
+        })
+    }
+
+    /// Checks this key's signature line(s) in a note: `None` when the note
+    /// has no line for this key, else whether the (first) one verifies.
+    pub fn check(&self, note: &SignedNote) -> Option<bool> {
+        let line = note
+            .signatures
+            .iter()
+            .find(|s| s.name == self.name && s.id == self.id)?;
+        // verify_strict also refuses malleable signatures.
+        let ok = Signature::from_slice(&line.signature)
+            .map(|sig| self.key.verify_strict(note.text.as_bytes(), &sig).is_ok())
+            .unwrap_or(false);
+        Some(ok)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(seed: u8) -> SigningKey {
+        SigningKey::from_bytes(&[seed; 32])
+    }
+
+    #[test]
+    fn sign_parse_verify_round_trip() {
+        let k = key(7);
+        let note = SignedNote::sign("hello\nworld\n", &[("example.com/log", &k)]);
+        let wire = note.to_text();
+        assert!(wire.starts_with("hello\nworld\n\n\u{2014} example.com/log "));
+        let back = SignedNote::parse(wire.as_bytes()).unwrap();
+        assert_eq!(back, note);
+        let vk = VerifierKey::new("example.com/log", k.verifying_key());
+        assert_eq!(vk.check(&back), Some(true));
+        let parsed = VerifierKey::parse(&vk.to_text()).unwrap();
+        assert_eq!(parsed, vk);
+    }
+
+    #[test]
+    fn an_edited_text_fails_and_an_unknown_key_is_ignored() {
+        let k = key(1);
+        let wire = SignedNote::sign("seq 5\n", &[("a", &k)])
+            .to_text()
+            .replace("seq 5", "seq 6");
+        let note = SignedNote::parse(wire.as_bytes()).unwrap();
+        assert_eq!(VerifierKey::new("a", k.verifying_key()).check(&note), Some(false));
+        assert_eq!(VerifierKey::new("b", key(2).verifying_key()).check(&note), None);
+    }
+
+    #[test]
+    fn refuses_malformed_notes_and_keys() {
+        assert!(SignedNote::parse(b"no blank line\n").is_err());
+        assert!(SignedNote::parse(b"text\n\n-- a AAAA\n").is_err());
+        assert!(SignedNote::parse("text\n\n\u{2014} a !!\n".as_bytes()).is_err());
+        let vk = VerifierKey::new("a", key(3).verifying_key()).to_text();
+        let wrong_id = vk.replacen("+", "+0", 1).replacen("+0", "+", 1);
+        assert!(VerifierKey::parse(&wrong_id.replace(&wrong_id[2..10], "00000000")).is_err());
+        assert!(VerifierKey::parse("a+b").is_err());
+    }
+}

@@ -1,0 +1,114 @@
+//! The signed head: what the follower publishes after each delivered batch.
+//!
+//! The note text is five lines; the first names the format and version
+//! (this is the head of a linear hash chain, not an RFC 6962 checkpoint):
+//!
+//! ```text
+//! chainship-head/v1
+//! origin prod-eu1/agentrt
+//! seq 1200
+//! hash 2d17715bc635406807722f1764c509105f5ac15ad430729545bc4d87055da291
+//! published 2026-11-29T22:00:00Z
+//! ```
+
+use std::time::SystemTime;
+
+use chainship_chain::Head;
+
+use crate::keys::SignerKey;
+use crate::note::SignedNote;
+
+pub const FORMAT_LINE: &str = "chainship-head/v1";
+
+/// A head as published: origin, seq, hash and publication time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SignedHead {
+    pub origin: String,
+    pub head: Head,
+    /// RFC 3339, UTC, seconds.
+    pub published: String,
+}
+
+impl SignedHead {
+    pub fn new(origin: &str, head: Head, published: SystemTime) -> Self {
+        SignedHead {
+            origin: origin.to_owned(),
+            head,
+            published: humantime::format_rfc3339_seconds(published).to_string(),
+        }
+    }
+
+    /// The note text.
+    pub fn text(&self) -> String {
+        format!(
+            "{FORMAT_LINE}\norigin {}\nseq {}\nhash {}\npublished {}\n",
+            self.origin,
+            self.head.seq,
+            self.head.hash_str(),
+            self.published
+        )
+    }
+
+    /// The signed note, one signature line per key.
+    pub fn sign(&self, keys: &[SignerKey]) -> String {
+        let keys: Vec<(&str, &ed25519_dalek::SigningKey)> = keys.iter().map(|k| (k.name.as_str(), &k.key)).collect();
+        SignedNote::sign(&self.text(), &keys).to_text()
+    }
+
+    /// Parses a note text (its signatures are checked elsewhere).
+    pub fn parse_text(text: &str) -> Result<SignedHead, String> {
+        let mut lines = text.lines();
+        if lines.next() != Some(FORMAT_LINE) {
+            return Err(format!("the first line is not {FORMAT_LINE}"));
+        }
+        let mut field = |name: &str| {
+            lines
+                .next()
+                .and_then(|l| l.strip_prefix(name))
+                .and_then(|v| v.strip_prefix(' '))
+                .map(str::to_owned)
+                .ok_or_else(|| format!("missing the {name} line"))
+        };
+        let origin = field("origin")?;
+        let seq = field("seq")?;
+        let hash = field("hash")?;
+        let published = field("published")?;
+        let head: Head = format!("{seq}:{hash}").parse().map_err(|e| format!("{e}"))?;
+        humantime::parse_rfc3339(&published).map_err(|_| format!("published {published:?} is not RFC 3339"))?;
+        if lines.next().is_some() {
+            return Err("extra lines after published".into());
+        }
+        Ok(SignedHead {
+            origin,
+            head,
+            published,
+        })
+    }
+
+    pub fn published_time(&self) -> Option<SystemTime> {
+        humantime::parse_rfc3339(&self.published).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_round_trips_and_signature_verifies() {
+        let head: Head = "2:2d17715bc635406807722f1764c509105f5ac15ad430729545bc4d87055da291"
+            .parse()
+            .unwrap();
+        let signed = SignedHead::new("prod/agentrt", head, SystemTime::UNIX_EPOCH);
+        assert!(
+            signed
+                .text()
+                .starts_with("chainship-head/v1\norigin prod/agentrt\nseq 2\n")
+        );
+        assert_eq!(SignedHead::parse_text(&signed.text()).unwrap(), signed);
+        let key = SignerKey::generate("k").unwrap();
+        let note = SignedNote::parse(signed.sign(std::slice::from_ref(&key)).as_bytes()).unwrap();
+        assert_eq!(key.verifier().check(&note), Some(true));
+        assert!(SignedHead::parse_text("chainship-head/v2\n").is_err());
+    }
+}

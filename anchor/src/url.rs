@@ -1,0 +1,64 @@
+//! Choosing an anchor store by URL: `file:DIR` or `s3://BUCKET/PREFIX`.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use chainship_sinks::s3_client::S3Settings;
+
+use crate::store::AnchorStore;
+use crate::store::file::FileStore;
+use crate::store::s3::S3Store;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AnchorUrl {
+    File(PathBuf),
+    S3 { bucket: String, prefix: String },
+}
+
+impl FromStr for AnchorUrl {
+    type Err = String;
+
+    fn from_str(url: &str) -> Result<Self, String> {
+        let err = |why: &str| format!("anchor {url:?}: {why}");
+        if let Some(rest) = url.strip_prefix("s3://") {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            let bucket_ok = (3..=63).contains(&bucket.len())
+                && bucket
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+            if !bucket_ok {
+                return Err(err("not a valid bucket name (3-63 of a-z 0-9 . -)"));
+            }
+            return Ok(AnchorUrl::S3 {
+                bucket: bucket.to_owned(),
+                prefix: prefix.trim_matches('/').to_owned(),
+            });
+        }
+        if let Some(rest) = url.strip_prefix("file:") {
+            let path = rest.strip_prefix("//").unwrap_or(rest);
+            if path.is_empty() {
+                return Err(err("file: needs a directory"));
+            }
+            return Ok(AnchorUrl::File(PathBuf::from(path)));
+        }
+        Err(err("expected file:DIR or s3://BUCKET/PREFIX"))
+    }
+}
+
+impl std::fmt::Display for AnchorUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AnchorUrl::File(p) => write!(f, "file:{}", p.display()),
+            AnchorUrl::S3 { bucket, prefix } => write!(f, "s3://{bucket}/{prefix}"),
+        }
+    }
+}
+
+/// Builds the store a URL names. `s3` and `retain_days` apply to S3 only.
+pub fn open_store(url: &AnchorUrl, s3: &S3Settings, retain_days: u32) -> Arc<dyn AnchorStore> {
+    match url {
+        AnchorUrl::File(dir) => Arc::new(FileStore::new(dir)),
+        AnchorUrl::S3 { bucket, prefix } => Arc::new(S3Store::new(bucket, prefix, s3.clone(), retain_days)),
+    }
+}

@@ -1,0 +1,123 @@
+//! Publishing delivered heads to the anchor store, off the export path.
+//!
+//! The follower announces every acknowledged head on a `watch` channel;
+//! this task signs and publishes the newest one. While the store is down it
+//! retries with backoff and, when it comes back, publishes whatever head is
+//! newest by then: an outage delays anchoring but never stops the export,
+//! and no head is lost, because the newest delivered head is always also
+//! in the cursor file and is published again after a restart.
+//! The last published head is kept in `<cursor>.anchored` so the lag is
+//! known across restarts.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use chainship_anchor::{AnchorStore, SignerKey, publish_head};
+use chainship_chain::Head;
+use metrics::{counter, gauge};
+use tokio::sync::watch;
+
+use crate::cursor::{read_head_file, write_atomically};
+use crate::health::Health;
+use crate::metrics as m;
+
+pub struct Anchoring {
+    pub store: Arc<dyn AnchorStore>,
+    pub keys: Arc<Vec<SignerKey>>,
+    pub origin: String,
+    /// `<cursor>.anchored`: the last head published.
+    pub anchored_file: PathBuf,
+    pub max_delay: Duration,
+    pub health: Arc<Health>,
+}
+
+/// Follows what the task has published.
+pub struct AnchoringHandle {
+    published: watch::Receiver<u64>,
+}
+
+impl AnchoringHandle {
+    /// Waits until a head at or past `seq` is published, at most `limit`.
+    pub async fn wait_for(&mut self, seq: u64, limit: Duration) -> bool {
+        tokio::time::timeout(limit, self.published.wait_for(|p| *p >= seq))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    pub fn published_seq(&self) -> u64 {
+        *self.published.borrow()
+    }
+}
+
+impl Anchoring {
+    pub fn spawn(self, rt: &tokio::runtime::Handle, delivered: watch::Receiver<Option<Head>>) -> AnchoringHandle {
+        let start = read_head_file(&self.anchored_file).ok().flatten().map_or(0, |h| h.seq);
+        let (tx, published) = watch::channel(start);
+        rt.spawn(self.run(delivered, tx, start));
+        AnchoringHandle { published }
+    }
+
+    async fn run(self, mut delivered: watch::Receiver<Option<Head>>, published: watch::Sender<u64>, start: u64) {
+        let mut last = start;
+        let mut last_at = Instant::now();
+        gauge!(m::ANCHORED_SEQ).set(last as f64);
+        let new_backoff = || {
+            ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(200))
+                .with_max_delay(self.max_delay)
+                .with_jitter()
+                .without_max_times()
+                .build()
+        };
+        let mut backoff = new_backoff();
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            let newest = *delivered.borrow_and_update();
+            if let Some(head) = newest.filter(|h| h.seq > last) {
+                match publish_head(self.store.as_ref(), &self.keys, &self.origin, head).await {
+                    Ok(()) => {
+                        last = head.seq;
+                        last_at = Instant::now();
+                        backoff = new_backoff();
+                        let _ = published.send(last);
+                        if let Err(e) = write_atomically(&self.anchored_file, format!("{head}\n").as_bytes()) {
+                            tracing::warn!(file = %self.anchored_file.display(), error = %e, "cannot record the last anchored head");
+                        }
+                        gauge!(m::ANCHORED_SEQ).set(last as f64);
+                        gauge!(m::ANCHOR_LAG).set(0.0);
+                        self.health.anchor_ok();
+                        tracing::debug!(%head, store = %self.store.describe(), "head published");
+                        continue;
+                    }
+                    Err(e) => {
+                        counter!(m::ANCHOR_ERRORS).increment(1);
+                        gauge!(m::ANCHOR_LAG).set(head.seq.saturating_sub(last) as f64);
+                        self.health.anchor_failed(&e.message);
+                        let delay = if e.transient {
+                            backoff.next().unwrap_or(self.max_delay)
+                        } else {
+                            self.max_delay
+                        };
+                        tracing::warn!(
+                            store = %self.store.describe(),
+                            head = %head,
+                            last_anchored = last,
+                            lag_events = head.seq.saturating_sub(last),
+                            retry_in_ms = delay.as_millis() as u64,
+                            error = %e,
+                            "publishing the head failed; export goes on, the newest head is published when the store is back"
+                        );
+                        tokio::time::sleep(delay).await;
+                        continue;
+                    }
+                }
+            }
+            tokio::select! {
+                changed = delivered.changed() => if changed.is_err() { return },
+                _ = tick.tick() => gauge!(m::ANCHOR_AGE).set(last_at.elapsed().as_secs_f64()),
+            }
+        }
+    }
+}

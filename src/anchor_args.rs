@@ -1,0 +1,81 @@
+//! Flags naming the anchor store, shared by `follow`, `anchor verify` and
+//! `anchor list`. The S3 settings are separate from the S3 sink's, so the
+//! anchor can live in another account.
+
+use std::sync::Arc;
+
+use chainship_anchor::{AnchorStore, AnchorUrl, open_store};
+use chainship_sinks::s3_client::S3Settings;
+use clap::Args;
+
+#[derive(Args, Clone, Debug)]
+pub struct AnchorS3Args {
+    /// S3 endpoint for the anchor store (MinIO, Ceph, ...); default AWS.
+    #[arg(
+        long,
+        env = "CHAINSHIP_ANCHOR_S3_ENDPOINT",
+        value_name = "URL",
+        help_heading = "Anchor store (S3)"
+    )]
+    pub anchor_s3_endpoint: Option<String>,
+    #[arg(
+        long,
+        env = "CHAINSHIP_ANCHOR_S3_REGION",
+        value_name = "REGION",
+        help_heading = "Anchor store (S3)"
+    )]
+    pub anchor_s3_region: Option<String>,
+    /// Path-style addressing (most S3-compatible servers need it).
+    #[arg(long, env = "CHAINSHIP_ANCHOR_S3_PATH_STYLE", help_heading = "Anchor store (S3)")]
+    pub anchor_s3_path_style: bool,
+    /// AWS profile for the anchor store's credentials.
+    #[arg(
+        long,
+        env = "CHAINSHIP_ANCHOR_S3_PROFILE",
+        value_name = "NAME",
+        help_heading = "Anchor store (S3)"
+    )]
+    pub anchor_s3_profile: Option<String>,
+    #[arg(
+        long,
+        env = "CHAINSHIP_ANCHOR_S3_ACCESS_KEY_ID",
+        value_name = "ID",
+        help_heading = "Anchor store (S3)"
+    )]
+    pub anchor_s3_access_key_id: Option<String>,
+    /// Better set by environment than on the command line.
+    #[arg(
+        long,
+        env = "CHAINSHIP_ANCHOR_S3_SECRET_ACCESS_KEY",
+        value_name = "SECRET",
+        hide_env_values = true,
+        help_heading = "Anchor store (S3)"
+    )]
+    pub anchor_s3_secret_access_key: Option<String>,
+    /// With Object Lock on the bucket, keep each head under COMPLIANCE retention this many days.
+    #[arg(
+        long,
+        env = "CHAINSHIP_ANCHOR_RETAIN_DAYS",
+        default_value_t = 400,
+        value_name = "DAYS",
+        help_heading = "Anchor store (S3)"
+    )]
+    pub anchor_retain_days: u32,
+}
+
+impl AnchorS3Args {
+    pub fn settings(&self) -> S3Settings {
+        S3Settings {
+            endpoint: self.anchor_s3_endpoint.clone(),
+            region: self.anchor_s3_region.clone(),
+            path_style: self.anchor_s3_path_style,
+            profile: self.anchor_s3_profile.clone(),
+            access_key_id: self.anchor_s3_access_key_id.clone(),
+            secret_access_key: self.anchor_s3_secret_access_key.clone(),
+        }
+    }
+
+    pub fn open(&self, url: &AnchorUrl) -> Arc<dyn AnchorStore> {
+        open_store(url, &self.settings(), self.anchor_retain_days)
+    }
+}

@@ -1,0 +1,246 @@
+//! `chainship anchor verify` and `chainship anchor list`: the auditor's view
+//! of the kept heads.
+
+use std::time::{Duration, SystemTime};
+
+use chainship_anchor::audit::{self, Finding, HeadSet};
+use chainship_anchor::keys::load_trusted;
+use chainship_anchor::{AnchorUrl, Kind, VerifierKey};
+use chainship_chain::{EventDb, WalkPlan, walk_chain};
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use crate::anchor_args::AnchorS3Args;
+use crate::db_args::DbArgs;
+use crate::exit::{CliError, CmdResult, FAILED, OK};
+use crate::origin::parse_origin;
+use crate::progress::events_bar;
+
+#[derive(Subcommand, Debug)]
+pub enum AnchorCommand {
+    Verify(AnchorVerifyArgs),
+    List(AnchorListArgs),
+}
+
+/// Check the database against every signed head kept in the anchor store.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:
+  chainship anchor verify --db /data/audit.db --anchor file:/mnt/anchors --origin prod-eu1/agentrt \\
+      --trusted-key 'prod-eu1/chainship+1a2b3c4d+AW...'
+  chainship anchor verify --db audit.db --anchor s3://audit-anchors/heads --origin prod-eu1/agentrt \\
+      --trusted-key /etc/chainship/trusted-keys --max-age 2h --json
+
+Kinds reported: altered, cut, fork, bad-signature, untrusted-key, heads-disagree, stale.
+Exit codes: 0 all good, 1 any finding, 2 usage or an unreadable store or database.")]
+pub struct AnchorVerifyArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    #[command(flatten)]
+    pub common: AnchorCommon,
+    /// Fail as `stale` when the newest head is older than this (e.g. 2h).
+    #[arg(long, env = "CHAINSHIP_MAX_AGE", value_parser = humantime::parse_duration)]
+    pub max_age: Option<Duration>,
+}
+
+/// Show the heads kept in the anchor store.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:
+  chainship anchor list --anchor file:/mnt/anchors --origin prod-eu1/agentrt
+  chainship anchor list --anchor s3://audit-anchors/heads --origin prod-eu1/agentrt --trusted-key keys.txt --json")]
+pub struct AnchorListArgs {
+    #[command(flatten)]
+    pub common: AnchorCommon,
+}
+
+#[derive(Args, Debug)]
+pub struct AnchorCommon {
+    /// The anchor store: file:DIR or s3://BUCKET/PREFIX.
+    #[arg(long, env = "CHAINSHIP_ANCHOR", value_name = "URL", value_parser = str::parse::<AnchorUrl>)]
+    pub anchor: AnchorUrl,
+    /// Whose heads: the origin the follower publishes as.
+    #[arg(long, env = "CHAINSHIP_ORIGIN", value_parser = parse_origin)]
+    pub origin: String,
+    /// A trusted verifier key (NAME+KEYID+BASE64), or a file of them; repeat for several.
+    #[arg(
+        long = "trusted-key",
+        env = "CHAINSHIP_TRUSTED_KEYS",
+        value_name = "KEY|FILE",
+        value_delimiter = ','
+    )]
+    pub trusted_keys: Vec<String>,
+    #[command(flatten)]
+    pub s3: AnchorS3Args,
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::usage(format!("cannot start the async runtime: {e}")))
+}
+
+fn load_heads(common: &AnchorCommon, keys: &[VerifierKey]) -> Result<HeadSet, CliError> {
+    let store = common.s3.open(&common.anchor);
+    let notes = runtime()?
+        .block_on(store.list(&common.origin))
+        .map_err(|e| CliError::usage(e.message))?;
+    Ok(audit::check_heads(&notes, &common.origin, keys))
+}
+
+pub fn run(cmd: &AnchorCommand) -> CmdResult {
+    match cmd {
+        AnchorCommand::Verify(args) => verify(args),
+        AnchorCommand::List(args) => list(args),
+    }
+}
+
+fn verify(args: &AnchorVerifyArgs) -> CmdResult {
+    let open = args.db.open_options().map_err(CliError::usage)?;
+    let keys = load_trusted(&args.common.trusted_keys).map_err(CliError::usage)?;
+    let db = EventDb::open(&args.db.db, &open)?;
+    let set = load_heads(&args.common, &keys)?;
+    let heads = set.heads();
+    let total = db.head()?.map_or(0, |(s, _)| s);
+    let bar = events_bar(total, args.common.json);
+    bar.set_message("walking the chain");
+    let report = walk_chain(
+        db,
+        &WalkPlan {
+            from: 1,
+            to: None,
+            heads,
+        },
+        &mut |n| bar.set_position(n),
+    )?;
+    bar.finish_and_clear();
+
+    let mut findings = set.findings.clone();
+    findings.extend(audit::walk_findings(&report, &set));
+    if let Some(max_age) = args.max_age {
+        findings.extend(audit::check_stale(&set, max_age, SystemTime::now()));
+    }
+    findings.sort_by_key(|f| (f.kind, f.seq));
+    let last_trusted = report.last_trusted_head();
+
+    if args.common.json {
+        println!(
+            "{}",
+            json!({
+                "status": if findings.is_empty() { "ok" } else { "failed" },
+                "origin": args.common.origin,
+                "heads": {"kept": set.kept, "trusted": set.trusted.len()},
+                "database": {
+                    "head": report.db_head.as_ref().map(|(s, h)| json!({"seq": s, "hash": h})),
+                    "checked": report.checked,
+                },
+                "findings": findings.iter().map(finding_json).collect::<Vec<_>>(),
+                "last_trusted_head": last_trusted.map(|h| json!({"seq": h.seq, "hash": h.hash_str()})),
+            })
+        );
+    } else {
+        println!(
+            "heads: {} kept, {} trusted; database: {} event(s) checked{}",
+            set.kept,
+            set.trusted.len(),
+            report.checked,
+            report
+                .db_head
+                .as_ref()
+                .map_or(String::new(), |(s, h)| format!(", head seq {s} {h}"))
+        );
+        for f in &findings {
+            println!("{}", finding_text(f));
+        }
+        if findings.is_empty() {
+            println!("ok: the database matches every trusted head");
+        }
+        match last_trusted {
+            Some(h) => println!("last trusted head: seq {} {}", h.seq, h.hash_str()),
+            None => println!("last trusted head: none"),
+        }
+    }
+    Ok(if findings.is_empty() { OK } else { FAILED })
+}
+
+fn finding_text(f: &Finding) -> String {
+    let mut line = format!(
+        "{}{}: {}",
+        f.kind,
+        f.seq.map_or(String::new(), |s| format!(" at seq {s}")),
+        f.message
+    );
+    if let Some(e) = &f.expected {
+        line += &format!("\n  expected: {e}");
+    }
+    if let Some(found) = &f.found {
+        line += &format!(
+            "\n  found:    {}",
+            if found.is_empty() { "(no such event)" } else { found }
+        );
+    }
+    if let Some(s) = &f.source
+        && !f.message.contains(s.as_str())
+    {
+        line += &format!("\n  head:     {s}");
+    }
+    line
+}
+
+fn finding_json(f: &Finding) -> serde_json::Value {
+    json!({
+        "kind": f.kind.as_str(),
+        "seq": f.seq,
+        "message": f.message,
+        "expected": f.expected,
+        "found": f.found,
+        "source": f.source,
+    })
+}
+
+fn list(args: &AnchorListArgs) -> CmdResult {
+    let keys: Vec<VerifierKey> = if args.common.trusted_keys.is_empty() {
+        Vec::new()
+    } else {
+        load_trusted(&args.common.trusted_keys).map_err(CliError::usage)?
+    };
+    let set = load_heads(&args.common, &keys)?;
+    let mut trusted: Vec<_> = set.trusted.iter().collect();
+    trusted.sort_by_key(|t| t.signed.head.seq);
+    if args.common.json {
+        println!(
+            "{}",
+            json!({
+                "kept": set.kept,
+                "heads": trusted.iter().map(|t| json!({
+                    "seq": t.signed.head.seq, "hash": t.signed.head.hash_str(), "published": t.signed.published,
+                    "signers": t.signers, "source": t.source,
+                })).collect::<Vec<_>>(),
+                "unverified": set.findings.iter().map(finding_json).collect::<Vec<_>>(),
+            })
+        );
+    } else {
+        for t in &trusted {
+            println!(
+                "{} {} published {} signed by {}",
+                t.signed.head.seq,
+                t.signed.head.hash_str(),
+                t.signed.published,
+                t.signers.join(",")
+            );
+        }
+        for f in &set.findings {
+            if keys.is_empty() && f.kind == Kind::UntrustedKey {
+                println!(
+                    "{} (unverified: pass --trusted-key to check signatures)",
+                    f.source.as_deref().unwrap_or("?")
+                );
+            } else {
+                println!("{}", finding_text(f));
+            }
+        }
+        println!("{} head(s) kept, {} verified", set.kept, trusted.len());
+    }
+    Ok(OK)
+}

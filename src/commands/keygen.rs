@@ -1,0 +1,44 @@
+//! `chainship keygen`: a new Ed25519 signing key for heads.
+
+use std::path::PathBuf;
+
+use chainship_anchor::SignerKey;
+use clap::Args;
+
+use crate::exit::{CliError, CmdResult, OK};
+
+/// Create a signing key for heads; print its verifier key.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:
+  chainship keygen --name prod-eu1/chainship --out /etc/chainship/head.key
+  chainship keygen --name prod-eu1/chainship --out head.key --json
+
+The key file is written with mode 0600 and never overwritten. Give the printed
+verifier key (NAME+KEYID+BASE64) to auditors for `anchor verify --trusted-key`.
+The signing key belongs to the follower, never to the audit database's writer.")]
+pub struct KeygenArgs {
+    /// The key's name (no spaces or '+'), e.g. prod-eu1/chainship.
+    #[arg(long, env = "CHAINSHIP_KEY_NAME")]
+    pub name: String,
+    /// Where to write the private key (must not exist).
+    #[arg(long, env = "CHAINSHIP_KEY_OUT", value_name = "PATH")]
+    pub out: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: &KeygenArgs) -> CmdResult {
+    let key = SignerKey::generate(&args.name).map_err(CliError::usage)?;
+    key.write_new(&args.out)
+        .map_err(|e| CliError::usage(format!("--out {e}")))?;
+    let verifier = key.verifier().to_text();
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({"name": args.name, "key_file": args.out, "verifier_key": verifier})
+        );
+    } else {
+        println!("{verifier}");
+    }
+    Ok(OK)
+}
