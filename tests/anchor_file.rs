@@ -34,17 +34,38 @@ fn export_anchored(events: u64) -> Anchored {
     let anchors = dir.path().join("anchors");
     std::fs::create_dir(&anchors).unwrap();
     let (key, verifier) = keygen(dir.path(), "audit/chainship", "head.key");
-    let a = Anchored { dir, db, anchors, key, verifier };
+    let a = Anchored {
+        dir,
+        db,
+        anchors,
+        key,
+        verifier,
+    };
     follow(&a, &a.db, &a.key, "out.jsonl", "cursor");
     a
 }
 
 fn follow(a: &Anchored, db: &Path, key: &Path, out: &str, cursor: &str) {
     let res = bin()
-        .args(["follow", "--once", "--db", path_str(db), "--origin", ORIGIN, "--batch-size", "100", "--from-start"])
+        .args([
+            "follow",
+            "--once",
+            "--db",
+            path_str(db),
+            "--origin",
+            ORIGIN,
+            "--batch-size",
+            "100",
+            "--from-start",
+        ])
         .args(["--sink", &format!("file:{}", path_str(&a.dir.path().join(out)))])
         .args(["--cursor", path_str(&a.dir.path().join(cursor))])
-        .args(["--anchor", &format!("file:{}", path_str(&a.anchors)), "--signing-key", path_str(key)])
+        .args([
+            "--anchor",
+            &format!("file:{}", path_str(&a.anchors)),
+            "--signing-key",
+            path_str(key),
+        ])
         .output()
         .unwrap();
     assert_eq!(code(&res), 0, "{}", stderr(&res));
@@ -107,7 +128,10 @@ fn kept_below(a: &Anchored, seq: u64) -> Option<u64> {
 fn an_intact_export_verifies_against_every_head() {
     let a = export_anchored(1000);
     let heads = std::fs::read_dir(a.anchors.join(ORIGIN)).unwrap().count();
-    assert!(heads >= 2, "a head per delivered batch (coalesced while one is in flight): {heads}");
+    assert!(
+        heads >= 2,
+        "a head per delivered batch (coalesced while one is in flight): {heads}"
+    );
     assert!(head_file(&a, 1000).exists(), "the final head is always published");
     let (out, json) = anchor_verify(&a, &a.db, &[&a.verifier]);
     assert_eq!(code(&out), 0, "{json}");
@@ -135,7 +159,11 @@ fn the_failure_table_names_each_kind_and_seq() {
     let (_, json) = anchor_verify(&a, &swapped, &[v]);
     assert_eq!(findings(&json), vec![("altered".into(), Some(555))], "{json}");
 
-    let mutated = damaged_copy(&a, "mutated.db", "UPDATE events SET type = 'approval.forged' WHERE seq = 77");
+    let mutated = damaged_copy(
+        &a,
+        "mutated.db",
+        "UPDATE events SET type = 'approval.forged' WHERE seq = 77",
+    );
     let (_, json) = anchor_verify(&a, &mutated, &[v]);
     assert_eq!(findings(&json), vec![("altered".into(), Some(77))], "{json}");
     assert_eq!(last_trusted(&json), None, "no head below seq 77 (batches of 100)");
@@ -144,7 +172,12 @@ fn the_failure_table_names_each_kind_and_seq() {
     let (out, json) = anchor_verify(&a, &cut, &[v]);
     assert_eq!(code(&out), 1);
     assert_eq!(findings(&json), vec![("cut".into(), Some(1000))], "{json}");
-    assert!(json["findings"][0]["source"].as_str().unwrap().ends_with("00000000000000001000.head"));
+    assert!(
+        json["findings"][0]["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("00000000000000001000.head")
+    );
     assert_eq!(last_trusted(&json), kept_below(&a, 951));
 }
 
@@ -153,7 +186,16 @@ fn a_restored_older_copy_that_grew_again_is_a_fork_at_the_first_head_past_it() {
     let a = export_anchored(600);
     // The backup taken at 350 events, restored, then written to again.
     let restored = damaged_copy(&a, "restored.db", "DELETE FROM events WHERE seq > 350");
-    let grew = run(&["generate", "--db", path_str(&restored), "--append", "--events", "400", "--seed", "99"]);
+    let grew = run(&[
+        "generate",
+        "--db",
+        path_str(&restored),
+        "--append",
+        "--events",
+        "400",
+        "--seed",
+        "99",
+    ]);
     assert_eq!(code(&grew), 0, "{}", stderr(&grew));
     let (out, json) = anchor_verify(&a, &restored, &[&a.verifier]);
     assert_eq!(code(&out), 1);
@@ -196,7 +238,11 @@ fn key_rotation_and_dropping_the_old_key() {
     let (out, json) = anchor_verify(&a, &a.db, &[&new_verifier]);
     assert_eq!(code(&out), 1);
     let found = findings(&json);
-    assert_eq!(found.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), vec!["untrusted-key"; old_heads.len()], "{json}");
+    assert_eq!(
+        found.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+        vec!["untrusted-key"; old_heads.len()],
+        "{json}"
+    );
     assert_eq!(found.iter().map(|(_, s)| s.unwrap()).collect::<Vec<_>>(), old_heads);
     assert_eq!(last_trusted(&json), Some(600));
 }
@@ -216,7 +262,10 @@ fn a_head_that_goes_backwards_is_heads_disagree() {
     assert_eq!(code(&out), 1);
     let kinds: Vec<String> = findings(&json).into_iter().map(|(k, _)| k).collect();
     assert!(kinds.contains(&"heads-disagree".to_owned()), "{json}");
-    assert!(kinds.contains(&"fork".to_owned()), "the forged hash is not the database's: {json}");
+    assert!(
+        kinds.contains(&"fork".to_owned()),
+        "the forged hash is not the database's: {json}"
+    );
 }
 
 #[test]
@@ -224,12 +273,30 @@ fn max_age_reports_a_stale_log() {
     let a = export_anchored(100);
     std::thread::sleep(std::time::Duration::from_millis(2100));
     let out = bin()
-        .args(["anchor", "verify", "--db", path_str(&a.db), "--origin", ORIGIN, "--max-age", "1s"])
-        .args(["--anchor", &format!("file:{}", path_str(&a.anchors)), "--trusted-key", &a.verifier])
+        .args([
+            "anchor",
+            "verify",
+            "--db",
+            path_str(&a.db),
+            "--origin",
+            ORIGIN,
+            "--max-age",
+            "1s",
+        ])
+        .args([
+            "--anchor",
+            &format!("file:{}", path_str(&a.anchors)),
+            "--trusted-key",
+            &a.verifier,
+        ])
         .output()
         .unwrap();
     assert_eq!(code(&out), 1);
-    assert!(stdout(&out).contains("stale: the newest head (100:"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("stale: the newest head (100:"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 #[test]
@@ -257,14 +324,24 @@ fn a_head_signature_verifies_with_openssl_from_the_note_and_verifier_key_alone()
     let check = |msg: &str| {
         std::process::Command::new("openssl")
             .args(["pkeyutl", "-verify", "-pubin", "-keyform", "DER", "-rawin"])
-            .args(["-inkey", path_str(&dir.join("pub.der")), "-in", msg, "-sigfile", path_str(&dir.join("sig"))])
+            .args([
+                "-inkey",
+                path_str(&dir.join("pub.der")),
+                "-in",
+                msg,
+                "-sigfile",
+                path_str(&dir.join("sig")),
+            ])
             .output()
             .expect("openssl is installed")
     };
     let ok = check(path_str(&dir.join("msg")));
     assert!(ok.status.success(), "openssl rejects: {}{}", stdout(&ok), stderr(&ok));
     std::fs::write(dir.join("msg2"), text.replace("seq 100", "seq 101")).unwrap();
-    assert!(!check(path_str(&dir.join("msg2"))).status.success(), "openssl must reject an edited note");
+    assert!(
+        !check(path_str(&dir.join("msg2"))).status.success(),
+        "openssl must reject an edited note"
+    );
 }
 
 #[test]
@@ -278,7 +355,15 @@ fn keygen_and_follow_refuse_unsafe_key_files() {
     let db = generate(dir.path(), "a.db", 10);
     std::fs::create_dir(dir.path().join("anchors")).unwrap();
     let res = bin()
-        .args(["follow", "--once", "--db", path_str(&db), "--origin", ORIGIN, "--from-start"])
+        .args([
+            "follow",
+            "--once",
+            "--db",
+            path_str(&db),
+            "--origin",
+            ORIGIN,
+            "--from-start",
+        ])
         .args(["--sink", &format!("file:{}", path_str(&dir.path().join("o.jsonl")))])
         .args(["--cursor", path_str(&dir.path().join("c"))])
         .args(["--anchor", &format!("file:{}", path_str(&dir.path().join("anchors")))])

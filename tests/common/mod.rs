@@ -154,3 +154,58 @@ pub fn wait_with_limit(child: &mut std::process::Child, limit: std::time::Durati
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// An S3 client for the test server (any credentials are accepted there).
+pub fn s3_client() -> aws_sdk_s3::Client {
+    let config = aws_sdk_s3::config::Builder::new()
+        .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+        .endpoint_url(s3_endpoint())
+        .region(aws_sdk_s3::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_s3::config::Credentials::new("test", "test", None, None, "test"))
+        .force_path_style(true)
+        .build();
+    aws_sdk_s3::Client::from_conf(config)
+}
+
+/// A bucket name no other test uses.
+pub fn unique_bucket(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{prefix}-{}-{}", std::process::id(), nanos % 1_000_000_000)
+}
+
+/// Environment for a chainship process talking to the test S3 server.
+pub fn s3_env(cmd: &mut Command) -> &mut Command {
+    cmd.env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+}
+
+/// The pid of a service the test script started.
+pub fn service_pid(var: &str) -> i32 {
+    service_env(var, "the pid of a service started by ./scripts/test")
+        .parse()
+        .expect("a pid")
+}
+
+/// Pauses a service (SIGSTOP) until the guard is dropped (SIGCONT), so a
+/// failing test cannot leave it paused for the rest of the suite.
+pub struct Paused(pub i32);
+
+impl Paused {
+    pub fn new(pid: i32) -> Paused {
+        // SAFETY: kill(2) on a pid we were given; no memory is touched.
+        assert_eq!(unsafe { libc_kill(pid, SIGSTOP) }, 0, "SIGSTOP {pid}");
+        Paused(pid)
+    }
+}
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        // SAFETY: as above.
+        unsafe { libc_kill(self.0, SIGCONT) };
+    }
+}

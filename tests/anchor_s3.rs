@@ -1,0 +1,245 @@
+//! The S3 anchor store against the real S3 server the test script starts:
+//! write-once heads with Object Lock, refusal of a second write by the
+//! server itself, and an outage during a follow.
+
+mod common;
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use common::*;
+use tempfile::TempDir;
+
+const ORIGIN: &str = "s3test/agentrt";
+/// The outage test pauses the shared server: run this file's tests one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+async fn locked_bucket() -> String {
+    let bucket = unique_bucket("anchors");
+    s3_client()
+        .create_bucket()
+        .bucket(&bucket)
+        .object_lock_enabled_for_bucket(true)
+        .send()
+        .await
+        .expect("the S3 server creates an Object Lock bucket");
+    bucket
+}
+
+fn anchor_args(bucket: &str) -> Vec<String> {
+    vec![
+        "--anchor".into(),
+        format!("s3://{bucket}/heads"),
+        "--anchor-s3-endpoint".into(),
+        s3_endpoint(),
+        "--anchor-s3-path-style".into(),
+        "--anchor-s3-region".into(),
+        "us-east-1".into(),
+        "--anchor-retain-days".into(),
+        "2".into(),
+    ]
+}
+
+fn verify_args(dir: &TempDir, db: &std::path::Path, bucket: &str, verifier: &str) -> std::process::Output {
+    let mut cmd = bin();
+    s3_env(&mut cmd)
+        .args([
+            "anchor",
+            "verify",
+            "--json",
+            "--db",
+            path_str(db),
+            "--origin",
+            ORIGIN,
+            "--trusted-key",
+            verifier,
+        ])
+        .args(anchor_args(bucket));
+    let _ = dir;
+    cmd.output().unwrap()
+}
+
+fn keygen(dir: &TempDir) -> (std::path::PathBuf, String) {
+    let key = dir.path().join("head.key");
+    let out = run(&["keygen", "--name", "s3test/chainship", "--out", path_str(&key)]);
+    assert_eq!(code(&out), 0);
+    (key, stdout(&out).trim().to_owned())
+}
+
+#[tokio::test]
+async fn heads_are_write_once_and_locked_in_s3() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "a.db", 500);
+    let bucket = locked_bucket().await;
+    let (key, verifier) = keygen(&dir);
+    let mut cmd = bin();
+    s3_env(&mut cmd)
+        .args([
+            "follow",
+            "--once",
+            "--from-start",
+            "--db",
+            path_str(&db),
+            "--origin",
+            ORIGIN,
+            "--batch-size",
+            "100",
+        ])
+        .args(["--sink", &format!("file:{}", path_str(&dir.path().join("out.jsonl")))])
+        .args([
+            "--cursor",
+            path_str(&dir.path().join("cursor")),
+            "--signing-key",
+            path_str(&key),
+        ])
+        .args(anchor_args(&bucket));
+    let out = cmd.output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+
+    let s3 = s3_client();
+    let key500 = format!("heads/{ORIGIN}/{:020}.head", 500);
+    let head = s3
+        .head_object()
+        .bucket(&bucket)
+        .key(&key500)
+        .send()
+        .await
+        .expect("the final head is in the bucket");
+    assert_eq!(
+        head.object_lock_mode().map(|m| m.as_str()),
+        Some("COMPLIANCE"),
+        "{head:?}"
+    );
+    assert!(head.object_lock_retain_until_date().is_some());
+
+    // The server itself refuses a second write of the same head.
+    let again = s3
+        .put_object()
+        .bucket(&bucket)
+        .key(&key500)
+        .if_none_match("*")
+        .body(b"forged".to_vec().into())
+        .send()
+        .await;
+    let status = again
+        .expect_err("overwrite refused")
+        .raw_response()
+        .map(|r| r.status().as_u16());
+    assert_eq!(status, Some(412));
+    // And a locked version cannot be deleted.
+    let version = head.version_id().expect("Object Lock buckets are versioned").to_owned();
+    let delete = s3
+        .delete_object()
+        .bucket(&bucket)
+        .key(&key500)
+        .version_id(version)
+        .send()
+        .await;
+    assert!(delete.is_err(), "deleting a COMPLIANCE-locked head must be refused");
+
+    let out = verify_args(&dir, &db, &bucket, &verifier);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["last_trusted_head"]["seq"], 500);
+
+    // A restored database is still caught through the S3 store.
+    let cut = dir.path().join("cut.db");
+    std::fs::copy(&db, &cut).unwrap();
+    tamper(&cut).execute("DELETE FROM events WHERE seq > 450", []).unwrap();
+    let out = verify_args(&dir, &cut, &bucket, &verifier);
+    assert_eq!(code(&out), 1);
+    assert!(stdout(&out).contains("\"kind\":\"cut\""), "{}", stdout(&out));
+}
+
+#[tokio::test]
+async fn an_anchor_store_outage_delays_anchoring_but_not_the_export() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "live.db", 200);
+    let bucket = locked_bucket().await;
+    let (key, verifier) = keygen(&dir);
+    let (out_file, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
+    let mut writer = bin()
+        .args([
+            "generate",
+            "--db",
+            path_str(&db),
+            "--append",
+            "--events",
+            "0",
+            "--follow-rate",
+            "200",
+        ])
+        .spawn()
+        .unwrap();
+    let mut cmd = bin();
+    s3_env(&mut cmd)
+        .args([
+            "follow",
+            "--from-start",
+            "--db",
+            path_str(&db),
+            "--origin",
+            ORIGIN,
+            "--batch-size",
+            "50",
+        ])
+        .args([
+            "--sink",
+            &format!("file:{}", path_str(&out_file)),
+            "--cursor",
+            path_str(&cursor),
+        ])
+        .args(["--signing-key", path_str(&key), "--retry-max-delay", "1s"])
+        .args(anchor_args(&bucket))
+        .stderr(std::process::Stdio::null());
+    let mut follower = cmd.spawn().unwrap();
+    let anchored = cursor.with_file_name("cursor.anchored");
+    let seq_of = |p: &std::path::Path| -> u64 {
+        std::fs::read_to_string(p)
+            .ok()
+            .and_then(|t| t.split(':').next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(seq_of(&anchored) > 0, "anchoring works before the outage");
+    let (cursor_before, anchored_during);
+    {
+        let _paused = Paused::new(service_pid("CHAINSHIP_TEST_S3_PID"));
+        std::thread::sleep(Duration::from_millis(500));
+        cursor_before = seq_of(&cursor);
+        std::thread::sleep(Duration::from_secs(5));
+        anchored_during = seq_of(&anchored);
+        assert!(
+            seq_of(&cursor) > cursor_before + 300,
+            "the export goes on while the anchor store is down: cursor {} -> {}",
+            cursor_before,
+            seq_of(&cursor)
+        );
+    }
+    assert!(
+        anchored_during <= cursor_before + 50,
+        "nothing was anchored while the store was paused"
+    );
+    signal(&writer, SIGTERM);
+    wait_with_limit(&mut writer, Duration::from_secs(5));
+    let final_seq: u64 = db_head(&db).split(':').next().unwrap().parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seq_of(&anchored) < final_seq || seq_of(&cursor) < final_seq {
+        assert!(
+            Instant::now() < deadline,
+            "anchoring did not catch up: anchored {} of {final_seq}",
+            seq_of(&anchored)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    signal(&follower, SIGTERM);
+    assert_eq!(wait_with_limit(&mut follower, Duration::from_secs(10)).code(), Some(0));
+    let (last, _) = reverify_jsonl(&out_file, ORIGIN);
+    assert_eq!(last, final_seq);
+    let out = verify_args(&dir, &db, &bucket, &verifier);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["last_trusted_head"]["seq"], final_seq);
+}
