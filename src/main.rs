@@ -40,6 +40,7 @@ enum Command {
     Generate(commands::generate::GenerateArgs),
     Follow(commands::follow::FollowArgs),
     Keygen(commands::keygen::KeygenArgs),
+    Demo(commands::demo::DemoArgs),
     /// Check or list the signed heads kept in an anchor store.
     #[command(subcommand)]
     Anchor(commands::anchor::AnchorCommand),
@@ -71,6 +72,7 @@ fn main() -> ExitCode {
         Command::Generate(args) => commands::generate::run(args),
         Command::Follow(args) => commands::follow::run(args),
         Command::Keygen(args) => commands::keygen::run(args),
+        Command::Demo(args) => commands::demo::run(args),
         Command::Anchor(cmd) => commands::anchor::run(cmd),
     };
     match result {

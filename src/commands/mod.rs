@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod anchor;
+pub mod demo;
 pub mod follow;
 pub mod generate;
 pub mod keygen;
