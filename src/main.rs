@@ -9,6 +9,7 @@ mod logging;
 mod metrics_server;
 mod origin;
 mod progress;
+mod sink_args;
 
 use std::process::ExitCode;
 

@@ -10,10 +10,23 @@ fn the_demo_runs_offline_and_catches_both_tamperings() {
     let out = common::run(&["demo", "--dir", common::path_str(&work), "--writer-for", "1s"]);
     let text = common::stdout(&out);
     assert_eq!(common::code(&out), 0, "{text}{}", common::stderr(&out));
-    for step in ["1. key", "2. followed", "3. anchor verify audit.db: ok", "4. altered seq 1000", "exits 1: altered at seq 1000", "5. restored", "exits 1: fork at seq", "all as expected"] {
+    for step in [
+        "1. key",
+        "2. followed",
+        "3. anchor verify audit.db: ok",
+        "4. altered seq 1000",
+        "exits 1: altered at seq 1000",
+        "5. restored",
+        "exits 1: fork at seq",
+        "all as expected",
+    ] {
         assert!(text.contains(step), "missing {step:?} in:\n{text}");
     }
     assert!(work.join("events.jsonl").exists() && work.join("anchors").is_dir());
     let again = common::run(&["demo", "--dir", common::path_str(&work)]);
-    assert_eq!(common::code(&again), 2, "an existing directory is refused, never reused");
+    assert_eq!(
+        common::code(&again),
+        2,
+        "an existing directory is refused, never reused"
+    );
 }

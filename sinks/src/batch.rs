@@ -66,6 +66,18 @@ impl Batch {
         self.records.last().map(|r| Head::new(r.seq, r.hash))
     }
 
+    /// The `at` of the first record (for date-partitioned keys).
+    pub fn first_at(&self) -> Option<&str> {
+        let r = self.records.first()?;
+        let record = chainship_chain::record::Record::parse(&self.jsonl[r.start..r.end]).ok()?;
+        let at = record.at;
+        // Borrowed from the buffer when it held no escapes, which an RFC 3339 time never does.
+        match at {
+            std::borrow::Cow::Borrowed(s) => Some(s),
+            std::borrow::Cow::Owned(_) => None,
+        }
+    }
+
     /// The JSON of record `i`, without its newline.
     pub fn record_json(&self, i: usize) -> &[u8] {
         let r = &self.records[i];

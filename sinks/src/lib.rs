@@ -11,13 +11,14 @@
 pub mod batch;
 pub mod error;
 pub mod file;
+pub mod s3;
 pub mod s3_client;
 pub mod stdout;
 pub mod url;
 
 pub use batch::{Batch, RecordMeta};
 pub use error::{ErrorKind, SinkError};
-pub use url::{SinkUrl, open_sink};
+pub use url::{SinkOptions, SinkUrl, open_sink};
 
 use async_trait::async_trait;
 use chainship_chain::Head;

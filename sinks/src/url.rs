@@ -7,6 +7,8 @@ use std::str::FromStr;
 use crate::Sink;
 use crate::error::SinkError;
 use crate::file::FileSink;
+use crate::s3::{S3Sink, S3SinkConfig};
+use crate::s3_client::S3Settings;
 use crate::stdout::StdoutSink;
 
 /// A parsed `--sink` value.
@@ -14,6 +16,7 @@ use crate::stdout::StdoutSink;
 pub enum SinkUrl {
     File(PathBuf),
     Stdout,
+    S3 { bucket: String, prefix: String },
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -33,7 +36,21 @@ impl FromStr for SinkUrl {
         };
         let (scheme, rest) = url
             .split_once(':')
-            .ok_or_else(|| err("expected SCHEME:..., one of file:PATH or stdout:"))?;
+            .ok_or_else(|| err("expected SCHEME:..., one of file:PATH, stdout:, s3://BUCKET/PREFIX"))?;
+        if let Some(rest) = url.strip_prefix("s3://") {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            let bucket_ok = (3..=63).contains(&bucket.len())
+                && bucket
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+            if !bucket_ok {
+                return Err(err("not a valid bucket name (3-63 of a-z 0-9 . -)"));
+            }
+            return Ok(SinkUrl::S3 {
+                bucket: bucket.to_owned(),
+                prefix: prefix.trim_matches('/').to_owned(),
+            });
+        }
         match scheme {
             "file" => {
                 let path = rest.strip_prefix("//").unwrap_or(rest);
@@ -44,7 +61,9 @@ impl FromStr for SinkUrl {
             }
             "stdout" if rest.is_empty() => Ok(SinkUrl::Stdout),
             "stdout" => Err(err("stdout: takes nothing after the colon")),
-            other => Err(err(&format!("unknown scheme {other:?}; supported: file:PATH, stdout:"))),
+            other => Err(err(&format!(
+                "unknown scheme {other:?}; supported: file:PATH, stdout:, s3://BUCKET/PREFIX"
+            ))),
         }
     }
 }
@@ -54,15 +73,34 @@ impl fmt::Display for SinkUrl {
         match self {
             SinkUrl::File(p) => write!(f, "file:{}", p.display()),
             SinkUrl::Stdout => f.write_str("stdout:"),
+            SinkUrl::S3 { bucket, prefix } => write!(f, "s3://{bucket}/{prefix}"),
         }
     }
 }
 
+/// Settings only some sinks use.
+#[derive(Clone, Debug, Default)]
+pub struct SinkOptions {
+    pub s3: S3Settings,
+    pub s3_date_partition: bool,
+    pub s3_gzip_level: u32,
+}
+
 /// Builds the sink a URL names, for records of `origin`.
-pub fn open_sink(url: &SinkUrl, origin: &str) -> Result<Box<dyn Sink>, SinkError> {
+pub fn open_sink(url: &SinkUrl, origin: &str, options: &SinkOptions) -> Result<Box<dyn Sink>, SinkError> {
     Ok(match url {
         SinkUrl::File(path) => Box::new(FileSink::open(path, origin)?),
         SinkUrl::Stdout => Box::new(StdoutSink),
+        SinkUrl::S3 { bucket, prefix } => Box::new(S3Sink::new(
+            S3SinkConfig {
+                bucket: bucket.clone(),
+                prefix: prefix.clone(),
+                settings: options.s3.clone(),
+                date_partition: options.s3_date_partition,
+                gzip_level: options.s3_gzip_level,
+            },
+            origin,
+        )),
     })
 }
 

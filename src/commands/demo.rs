@@ -50,7 +50,9 @@ impl Demo {
     }
 
     fn run(&self, args: &[&str]) -> Result<Output, CliError> {
-        self.cmd(args).output().map_err(|e| CliError::usage(format!("demo: cannot run {}: {e}", self.exe.display())))
+        self.cmd(args)
+            .output()
+            .map_err(|e| CliError::usage(format!("demo: cannot run {}: {e}", self.exe.display())))
     }
 
     fn expect_ok(&self, what: &str, args: &[&str]) -> Result<Output, CliError> {
@@ -75,9 +77,25 @@ impl Demo {
 
     fn anchor_verify(&self, db: &str, verifier: &str) -> Result<(Output, serde_json::Value), CliError> {
         let anchors = format!("file:{}", self.p("anchors"));
-        let out = self.run(&["anchor", "verify", "--json", "--db", db, "--anchor", &anchors, "--origin", ORIGIN, "--trusted-key", verifier])?;
-        let json = serde_json::from_slice(&out.stdout)
-            .map_err(|e| CliError::failed(format!("demo: anchor verify printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr))))?;
+        let out = self.run(&[
+            "anchor",
+            "verify",
+            "--json",
+            "--db",
+            db,
+            "--anchor",
+            &anchors,
+            "--origin",
+            ORIGIN,
+            "--trusted-key",
+            verifier,
+        ])?;
+        let json = serde_json::from_slice(&out.stdout).map_err(|e| {
+            CliError::failed(format!(
+                "demo: anchor verify printed no JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        })?;
         Ok((out, json))
     }
 }
@@ -87,7 +105,10 @@ fn first_line(text: &[u8]) -> String {
 }
 
 fn seq_in(path: &Path) -> u64 {
-    std::fs::read_to_string(path).ok().and_then(|t| t.split(':').next()?.trim().parse().ok()).unwrap_or(0)
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| t.split(':').next()?.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 fn describe(finding: &serde_json::Value) -> String {
@@ -110,21 +131,57 @@ pub fn run(args: &DemoArgs) -> CmdResult {
     println!("chainship demo in {}", d.dir.display());
 
     // 1. A signing key and a demo audit database.
-    let key_out = d.expect_ok("keygen", &["keygen", "--name", "demo/chainship", "--out", &d.p("head.key")])?;
+    let key_out = d.expect_ok(
+        "keygen",
+        &["keygen", "--name", "demo/chainship", "--out", &d.p("head.key")],
+    )?;
     let verifier = first_line(&key_out.stdout);
-    d.expect_ok("generate", &["generate", "--db", &d.p("audit.db"), "--events", &args.events.to_string()])?;
+    d.expect_ok(
+        "generate",
+        &[
+            "generate",
+            "--db",
+            &d.p("audit.db"),
+            "--events",
+            &args.events.to_string(),
+        ],
+    )?;
     std::fs::copy(d.path("audit.db"), d.path("backup.db")).map_err(|e| CliError::usage(format!("demo: {e}")))?;
-    println!("1. key demo/chainship (verifier {verifier}); audit.db with {} events; a backup copy taken", args.events);
+    println!(
+        "1. key demo/chainship (verifier {verifier}); audit.db with {} events; a backup copy taken",
+        args.events
+    );
 
     // 2. A live writer and the follower, shipping to a file and anchoring to a directory.
     let mut writer = d.spawn(&[
-        "generate", "--db", &d.p("audit.db"), "--append", "--events", "0", "--follow-rate", "300",
-        "--follow-for", &humantime::format_duration(args.writer_for).to_string(),
+        "generate",
+        "--db",
+        &d.p("audit.db"),
+        "--append",
+        "--events",
+        "0",
+        "--follow-rate",
+        "300",
+        "--follow-for",
+        &humantime::format_duration(args.writer_for).to_string(),
     ])?;
     let mut follower = d.spawn(&[
-        "follow", "--db", &d.p("audit.db"), "--origin", ORIGIN, "--from-start",
-        "--sink", &format!("file:{}", d.p("events.jsonl")), "--cursor", &format!("file:{}", d.p("cursor")),
-        "--anchor", &format!("file:{}", d.p("anchors")), "--signing-key", &d.p("head.key"), "--batch-size", "100",
+        "follow",
+        "--db",
+        &d.p("audit.db"),
+        "--origin",
+        ORIGIN,
+        "--from-start",
+        "--sink",
+        &format!("file:{}", d.p("events.jsonl")),
+        "--cursor",
+        &format!("file:{}", d.p("cursor")),
+        "--anchor",
+        &format!("file:{}", d.p("anchors")),
+        "--signing-key",
+        &d.p("head.key"),
+        "--batch-size",
+        "100",
     ])?;
     let writer_ok = writer.wait().map(|s| s.success()).unwrap_or(false);
     let head_out = d.expect_ok("verify", &["verify", "--db", &d.p("audit.db"), "--json"])?;
@@ -142,9 +199,13 @@ pub fn run(args: &DemoArgs) -> CmdResult {
     unsafe { kill(follower.id() as i32, 15) };
     let follower_ok = follower.wait().map(|s| s.success()).unwrap_or(false);
     if !writer_ok || !follower_ok {
-        return Err(CliError::failed("demo: the writer or the follower did not exit cleanly"));
+        return Err(CliError::failed(
+            "demo: the writer or the follower did not exit cleanly",
+        ));
     }
-    let heads = std::fs::read_dir(d.path("anchors").join(ORIGIN)).map(|r| r.count()).unwrap_or(0);
+    let heads = std::fs::read_dir(d.path("anchors").join(ORIGIN))
+        .map(|r| r.count())
+        .unwrap_or(0);
     println!(
         "2. followed while a writer appended for {}: {final_seq} events in events.jsonl, {heads} signed heads in anchors/",
         humantime::format_duration(args.writer_for)
@@ -153,39 +214,69 @@ pub fn run(args: &DemoArgs) -> CmdResult {
     // 3. The nightly check passes.
     let (out, json) = d.anchor_verify(&d.p("audit.db"), &verifier)?;
     if !out.status.success() {
-        return Err(CliError::failed(format!("demo: anchor verify failed on the intact database: {json}")));
+        return Err(CliError::failed(format!(
+            "demo: anchor verify failed on the intact database: {json}"
+        )));
     }
-    println!("3. anchor verify audit.db: ok, last trusted head seq {}", json["last_trusted_head"]["seq"]);
+    println!(
+        "3. anchor verify audit.db: ok, last trusted head seq {}",
+        json["last_trusted_head"]["seq"]
+    );
 
     // 4. One event altered in a copy.
     let altered_seq = (args.events / 2).max(1);
     std::fs::copy(d.path("audit.db"), d.path("altered.db")).map_err(|e| CliError::usage(format!("demo: {e}")))?;
     rusqlite::Connection::open(d.path("altered.db"))
-        .and_then(|c| c.execute("UPDATE events SET payload_json = '{\"decision\":\"deny\"}' WHERE seq = ?1", [altered_seq as i64]))
+        .and_then(|c| {
+            c.execute(
+                "UPDATE events SET payload_json = '{\"decision\":\"deny\"}' WHERE seq = ?1",
+                [altered_seq as i64],
+            )
+        })
         .map_err(|e| CliError::usage(format!("demo: altering the copy: {e}")))?;
     let (out, json) = d.anchor_verify(&d.p("altered.db"), &verifier)?;
     let first = &json["findings"][0];
     if out.status.code() != Some(1) || first["kind"] != "altered" || first["seq"] != altered_seq {
-        return Err(CliError::failed(format!("demo: the altered copy was not caught as expected: {json}")));
+        return Err(CliError::failed(format!(
+            "demo: the altered copy was not caught as expected: {json}"
+        )));
     }
-    println!("4. altered seq {altered_seq} in a copy: anchor verify exits 1: {}", describe(first));
+    println!(
+        "4. altered seq {altered_seq} in a copy: anchor verify exits 1: {}",
+        describe(first)
+    );
 
     // 5. The old backup restored, and written to again.
     d.expect_ok(
         "generate --append",
-        &["generate", "--db", &d.p("backup.db"), "--append", "--events", &(final_seq - args.events + 50).to_string(), "--seed", "42"],
+        &[
+            "generate",
+            "--db",
+            &d.p("backup.db"),
+            "--append",
+            "--events",
+            &(final_seq - args.events + 50).to_string(),
+            "--seed",
+            "42",
+        ],
     )?;
     let (out, json) = d.anchor_verify(&d.p("backup.db"), &verifier)?;
     let first = &json["findings"][0];
     if out.status.code() != Some(1) || first["kind"] != "fork" {
-        return Err(CliError::failed(format!("demo: the restored backup was not caught as a fork: {json}")));
+        return Err(CliError::failed(format!(
+            "demo: the restored backup was not caught as a fork: {json}"
+        )));
     }
     println!(
         "5. restored the backup and appended new events: anchor verify exits 1: {}, last trusted head seq {}",
         describe(first),
         json["last_trusted_head"]["seq"]
     );
-    println!("all as expected. Try: chainship anchor verify --db {} --anchor file:{} --origin {ORIGIN} --trusted-key '{verifier}'", d.p("audit.db"), d.p("anchors"));
+    println!(
+        "all as expected. Try: chainship anchor verify --db {} --anchor file:{} --origin {ORIGIN} --trusted-key '{verifier}'",
+        d.p("audit.db"),
+        d.p("anchors")
+    );
     Ok(OK)
 }
 

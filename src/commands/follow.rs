@@ -17,6 +17,7 @@ use crate::anchor_args::AnchorS3Args;
 use crate::db_args::DbArgs;
 use crate::exit::{CliError, CmdResult, OK};
 use crate::origin::parse_origin;
+use crate::sink_args::SinkS3Args;
 
 /// Tail the audit database, verify every event, ship batches to a sink.
 #[derive(Args, Debug)]
@@ -92,6 +93,8 @@ pub struct FollowArgs {
     pub signing_keys: Vec<PathBuf>,
     #[command(flatten)]
     pub anchor_s3: AnchorS3Args,
+    #[command(flatten)]
+    pub sink_s3: SinkS3Args,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -118,13 +121,22 @@ pub fn run(args: &FollowArgs) -> CmdResult {
         (false, Some(n)) => StartFrom::Seq(n),
         (false, None) => StartFrom::Cursor,
     };
+    // S3 objects are batched by their own, larger limits.
+    let (batch_size, batch_bytes, batch_linger) = match args.sink {
+        SinkUrl::S3 { .. } => (
+            args.sink_s3.s3_batch_events.max(1),
+            args.sink_s3.s3_batch_bytes,
+            args.sink_s3.s3_batch_age,
+        ),
+        _ => (args.batch_size as usize, args.batch_bytes, args.batch_linger),
+    };
     let config = FollowConfig {
         db: args.db.db.clone(),
         open,
         origin: args.origin.clone(),
-        batch_size: args.batch_size as usize,
-        batch_bytes: args.batch_bytes.max(1),
-        batch_linger: args.batch_linger,
+        batch_size,
+        batch_bytes: batch_bytes.max(1),
+        batch_linger,
         poll_interval: args.poll_interval.max(Duration::from_millis(1)),
         once: args.once,
         start,
@@ -163,7 +175,7 @@ pub fn run(args: &FollowArgs) -> CmdResult {
         .map(|p| SignerKey::load(p))
         .collect::<Result<Vec<_>, _>>()
         .map_err(CliError::usage)?;
-    let sink = open_sink(&args.sink, &args.origin).map_err(|e| CliError::usage(e.message))?;
+    let sink = open_sink(&args.sink, &args.origin, &args.sink_s3.options()).map_err(|e| CliError::usage(e.message))?;
     let cursor = FileCursor::new(&args.cursor);
     let anchored_file = cursor.sibling(".anchored");
     let follower = Follower::new(

@@ -1,0 +1,256 @@
+//! `s3://BUCKET/PREFIX` — one object per batch, JSON Lines compressed with
+//! gzip, named so a listing sorts in seq order and says what it holds:
+//!
+//! `PREFIX/<origin>/[dt=YYYY-MM-DD/]<first seq, 20 digits>-<last seq, 20 digits>.jsonl.gz`
+//!
+//! Object metadata carries origin, first and last seq, the last event's
+//! hash and the record count. Uploads send a SHA-256 checksum and
+//! `If-None-Match: *`, so no object is ever overwritten. The listing is the
+//! truth (as in Litestream): on start the sink finds the highest last seq
+//! already uploaded, and the follower resumes after it, so a re-sent batch
+//! never duplicates or overlaps an earlier object.
+
+use std::io::Write;
+
+use async_trait::async_trait;
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::ChecksumAlgorithm;
+use chainship_chain::Head;
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use tokio::sync::OnceCell;
+
+use crate::Sink;
+use crate::batch::Batch;
+use crate::error::SinkError;
+use crate::s3_client::{S3Failure, S3Settings, classify};
+
+/// How the S3 sink names and compresses objects.
+#[derive(Clone, Debug)]
+pub struct S3SinkConfig {
+    pub bucket: String,
+    pub prefix: String,
+    pub settings: S3Settings,
+    /// Put objects under `dt=YYYY-MM-DD/` from the first event's `at`.
+    pub date_partition: bool,
+    /// gzip level (1 fast … 9 small).
+    pub gzip_level: u32,
+}
+
+pub struct S3Sink {
+    cfg: S3SinkConfig,
+    origin: String,
+    client: OnceCell<aws_sdk_s3::Client>,
+}
+
+/// What an object's name says it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ObjectRange {
+    pub first: u64,
+    pub last: u64,
+}
+
+/// Parses `.../<first>-<last>.jsonl.gz`.
+pub fn parse_object_name(key: &str) -> Option<ObjectRange> {
+    let name = key.rsplit('/').next()?.strip_suffix(".jsonl.gz")?;
+    let (first, last) = name.split_once('-')?;
+    if first.len() != 20 || last.len() != 20 {
+        return None;
+    }
+    Some(ObjectRange {
+        first: first.parse().ok()?,
+        last: last.parse().ok()?,
+    })
+}
+
+impl S3Sink {
+    pub fn new(cfg: S3SinkConfig, origin: &str) -> Self {
+        S3Sink {
+            cfg,
+            origin: origin.to_owned(),
+            client: OnceCell::new(),
+        }
+    }
+
+    async fn client(&self) -> &aws_sdk_s3::Client {
+        self.client.get_or_init(|| self.cfg.settings.client()).await
+    }
+
+    fn origin_prefix(&self) -> String {
+        let prefix = self.cfg.prefix.trim_matches('/');
+        if prefix.is_empty() {
+            format!("{}/", self.origin)
+        } else {
+            format!("{prefix}/{}/", self.origin)
+        }
+    }
+
+    /// The object key for a batch.
+    pub fn key_for(&self, batch: &Batch) -> String {
+        let (first, last) = (batch.first_seq().unwrap_or(0), batch.last_head().map_or(0, |h| h.seq));
+        let mut key = self.origin_prefix();
+        if self.cfg.date_partition {
+            if let Some(date) = batch.first_at().and_then(date_of) {
+                key.push_str(&format!("dt={date}/"));
+            }
+        }
+        key.push_str(&format!("{first:020}-{last:020}.jsonl.gz"));
+        key
+    }
+
+    fn error(&self, f: S3Failure) -> SinkError {
+        let message = format!("S3 sink {}: {}", self.describe(), f.message);
+        if f.transient {
+            SinkError::transient(message)
+        } else {
+            SinkError::permanent(message)
+        }
+    }
+
+    /// The metadata of an object, as (last seq, last hash, origin).
+    async fn object_head(&self, key: &str) -> Result<(Option<u64>, Option<String>, Option<String>), SinkError> {
+        let out = self
+            .client()
+            .await
+            .head_object()
+            .bucket(&self.cfg.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(|e| self.error(classify(&format!("reading {key}"), &e)))?;
+        let meta = out.metadata();
+        let get = |k: &str| meta.and_then(|m| m.get(k)).cloned();
+        Ok((
+            get("last-seq").and_then(|s| s.parse().ok()),
+            get("last-hash"),
+            get("origin"),
+        ))
+    }
+}
+
+/// `YYYY-MM-DD` from an RFC 3339 `at`, if it has that shape.
+fn date_of(at: &str) -> Option<&str> {
+    let date = at.get(..10)?;
+    let b = date.as_bytes();
+    (b[4] == b'-'
+        && b[7] == b'-'
+        && date
+            .bytes()
+            .enumerate()
+            .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit()))
+    .then_some(date)
+}
+
+#[async_trait]
+impl Sink for S3Sink {
+    async fn held(&mut self) -> Result<Option<Head>, SinkError> {
+        let prefix = self.origin_prefix();
+        let mut best: Option<(ObjectRange, String)> = None;
+        let mut pages = self
+            .client()
+            .await
+            .list_objects_v2()
+            .bucket(&self.cfg.bucket)
+            .prefix(&prefix)
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| self.error(classify(&format!("listing {prefix}"), &e)))?;
+            for key in page.contents().iter().filter_map(|o| o.key()) {
+                if let Some(range) = parse_object_name(key)
+                    && best.as_ref().is_none_or(|(b, _)| range.last > b.last)
+                {
+                    best = Some((range, key.to_owned()));
+                }
+            }
+        }
+        let Some((range, key)) = best else { return Ok(None) };
+        let (last_seq, last_hash, origin) = self.object_head(&key).await?;
+        if origin.as_deref() != Some(self.origin.as_str()) || last_seq != Some(range.last) {
+            return Err(SinkError::integrity(format!(
+                "S3 sink: s3://{}/{key} says origin {origin:?} and last seq {last_seq:?} in its metadata, which its name and this follower's origin {:?} do not match",
+                self.cfg.bucket, self.origin
+            )));
+        }
+        let hash = last_hash.unwrap_or_default();
+        Head::from_stored(range.last, hash.as_bytes()).map(Some).ok_or_else(|| {
+            SinkError::integrity(format!(
+                "S3 sink: s3://{}/{key} has no well-formed last-hash in its metadata",
+                self.cfg.bucket
+            ))
+        })
+    }
+
+    async fn deliver(&mut self, batch: &Batch) -> Result<(), SinkError> {
+        let Some(last) = batch.last_head() else { return Ok(()) };
+        let key = self.key_for(batch);
+        let mut gz = GzEncoder::new(
+            Vec::with_capacity(batch.jsonl.len() / 4),
+            Compression::new(self.cfg.gzip_level),
+        );
+        gz.write_all(&batch.jsonl)
+            .map_err(|e| SinkError::permanent(format!("gzip: {e}")))?;
+        let body = gz.finish().map_err(|e| SinkError::permanent(format!("gzip: {e}")))?;
+        let put = self
+            .client()
+            .await
+            .put_object()
+            .bucket(&self.cfg.bucket)
+            .key(&key)
+            .if_none_match("*")
+            .content_type("application/x-ndjson")
+            .content_encoding("gzip")
+            .checksum_algorithm(ChecksumAlgorithm::Sha256)
+            .metadata("origin", &self.origin)
+            .metadata("first-seq", batch.first_seq().unwrap_or(0).to_string())
+            .metadata("last-seq", last.seq.to_string())
+            .metadata("last-hash", last.hash_str())
+            .metadata("records", batch.len().to_string())
+            .body(ByteStream::from(body))
+            .send()
+            .await;
+        match put {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let f = classify(&format!("uploading {key}"), &e);
+                if !f.precondition_failed() {
+                    return Err(self.error(f));
+                }
+                // Already there: a batch resent after a crash. Delivered only if it is this batch.
+                let (last_seq, last_hash, origin) = self.object_head(&key).await?;
+                if last_seq == Some(last.seq)
+                    && last_hash.as_deref() == Some(last.hash_str())
+                    && origin.as_deref() == Some(&self.origin)
+                {
+                    tracing::info!(%key, "S3 sink: the object was already uploaded; counted as delivered");
+                    Ok(())
+                } else {
+                    Err(SinkError::integrity(format!(
+                        "S3 sink: s3://{}/{key} already exists with another content (last hash {last_hash:?}, not {})",
+                        self.cfg.bucket,
+                        last.hash_str()
+                    )))
+                }
+            }
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("s3://{}/{}", self.cfg.bucket, self.cfg.prefix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_names_sort_by_seq_and_parse_back() {
+        let key = format!("p/o/dt=2026-08-17/{:020}-{:020}.jsonl.gz", 1, 500);
+        assert_eq!(parse_object_name(&key), Some(ObjectRange { first: 1, last: 500 }));
+        assert!(format!("{:020}", 99) < format!("{:020}", 100));
+        assert_eq!(parse_object_name("p/o/1-2.jsonl.gz"), None);
+        assert_eq!(date_of("2026-08-17T08:00:00Z"), Some("2026-08-17"));
+        assert_eq!(date_of("yesterday"), None);
+    }
+}
