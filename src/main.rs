@@ -1,6 +1,9 @@
 //! `chainship`: the command line. Each subcommand lives in `commands/`; this
 //! file parses arguments, sets up logging and maps results to exit codes.
 
+// Argument enums are parsed once per run: boxing their variants buys nothing.
+#![allow(clippy::large_enum_variant)]
+
 mod anchor_args;
 mod commands;
 mod db_args;
@@ -35,7 +38,6 @@ struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
-#[allow(clippy::large_enum_variant)] // parsed once; boxing buys nothing
 enum Command {
     Verify(commands::verify::VerifyArgs),
     Generate(commands::generate::GenerateArgs),

@@ -1,5 +1,5 @@
-//! Flags for the S3 sink: where, as whom, and how large its objects are.
-//! Separate from the anchor store's S3 settings, which may be another account.
+//! Flags for the S3 and Kafka sinks. The S3 ones are separate from the
+//! anchor store's S3 settings, which may be another account.
 
 use std::time::Duration;
 
@@ -56,6 +56,38 @@ pub struct SinkS3Args {
     /// gzip level, 1 (fast) to 9 (small).
     #[arg(long, env = "CHAINSHIP_S3_GZIP_LEVEL", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=9), help_heading = "S3 sink")]
     pub s3_gzip_level: u32,
+    /// A librdkafka setting passed through (TLS, SASL, compression...), KEY=VALUE; repeat for more.
+    /// Values are never logged.
+    #[arg(long = "kafka-opt", env = "CHAINSHIP_KAFKA_OPTS", value_delimiter = ';', value_name = "KEY=VALUE", value_parser = parse_kafka_opt, hide_env_values = true, help_heading = "Kafka sink")]
+    pub kafka_opts: Vec<(String, String)>,
+    /// Do not use a transactional id to fence other followers of this origin
+    /// (for brokers without transactions; then run one follower per origin yourself).
+    #[arg(long, env = "CHAINSHIP_KAFKA_NO_FENCE", help_heading = "Kafka sink")]
+    pub kafka_no_fence: bool,
+    /// Pin the partition (default: a stable hash of the origin).
+    #[arg(
+        long,
+        env = "CHAINSHIP_KAFKA_PARTITION",
+        value_name = "N",
+        help_heading = "Kafka sink"
+    )]
+    pub kafka_partition: Option<i32>,
+}
+
+fn parse_kafka_opt(text: &str) -> Result<(String, String), String> {
+    let (key, value) = text.split_once('=').ok_or_else(|| {
+        format!(
+            "--kafka-opt {:?}: expected KEY=VALUE",
+            text.split('=').next().unwrap_or("")
+        )
+    })?;
+    const OWNED: [&str; 4] = ["enable.idempotence", "acks", "transactional.id", "bootstrap.servers"];
+    if OWNED.contains(&key.trim()) {
+        return Err(format!(
+            "--kafka-opt {key}: chainship sets this itself (exactly-once delivery depends on it)"
+        ));
+    }
+    Ok((key.trim().to_owned(), value.to_owned()))
 }
 
 impl SinkS3Args {
@@ -71,6 +103,9 @@ impl SinkS3Args {
             },
             s3_date_partition: self.s3_date_partition,
             s3_gzip_level: self.s3_gzip_level,
+            kafka_options: self.kafka_opts.clone(),
+            kafka_fence: !self.kafka_no_fence,
+            kafka_partition: self.kafka_partition,
         }
     }
 }

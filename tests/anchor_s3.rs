@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -12,7 +11,7 @@ use tempfile::TempDir;
 
 const ORIGIN: &str = "s3test/agentrt";
 /// The outage test pauses the shared server: run this file's tests one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn locked_bucket() -> String {
     let bucket = unique_bucket("anchors");
@@ -68,7 +67,7 @@ fn keygen(dir: &TempDir) -> (std::path::PathBuf, String) {
 
 #[tokio::test]
 async fn heads_are_write_once_and_locked_in_s3() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = SERIAL.lock().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "a.db", 500);
     let bucket = locked_bucket().await;
@@ -154,25 +153,27 @@ async fn heads_are_write_once_and_locked_in_s3() {
 
 #[tokio::test]
 async fn an_anchor_store_outage_delays_anchoring_but_not_the_export() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = SERIAL.lock().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "live.db", 200);
     let bucket = locked_bucket().await;
     let (key, verifier) = keygen(&dir);
     let (out_file, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
-    let mut writer = bin()
-        .args([
-            "generate",
-            "--db",
-            path_str(&db),
-            "--append",
-            "--events",
-            "0",
-            "--follow-rate",
-            "200",
-        ])
-        .spawn()
-        .unwrap();
+    let mut writer = KillOnDrop(
+        bin()
+            .args([
+                "generate",
+                "--db",
+                path_str(&db),
+                "--append",
+                "--events",
+                "0",
+                "--follow-rate",
+                "200",
+            ])
+            .spawn()
+            .unwrap(),
+    );
     let mut cmd = bin();
     s3_env(&mut cmd)
         .args([
@@ -194,7 +195,7 @@ async fn an_anchor_store_outage_delays_anchoring_but_not_the_export() {
         .args(["--signing-key", path_str(&key), "--retry-max-delay", "1s"])
         .args(anchor_args(&bucket))
         .stderr(std::process::Stdio::null());
-    let mut follower = cmd.spawn().unwrap();
+    let mut follower = KillOnDrop(cmd.spawn().unwrap());
     let anchored = cursor.with_file_name("cursor.anchored");
     let seq_of = |p: &std::path::Path| -> u64 {
         std::fs::read_to_string(p)

@@ -50,20 +50,27 @@ fn live_writer_to_file_sink_every_event_once_in_order() {
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "live.db", 1000);
     let (out, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
-    let mut writer = bin()
-        .args([
-            "generate",
-            "--db",
-            path_str(&db),
-            "--append",
-            "--events",
-            "0",
-            "--follow-rate",
-            "400",
-        ])
-        .spawn()
-        .unwrap();
-    let mut follower = spawn_follow(&db, &out, &cursor, &["--from-start", "--batch-size", "50"]);
+    let mut writer = KillOnDrop(
+        bin()
+            .args([
+                "generate",
+                "--db",
+                path_str(&db),
+                "--append",
+                "--events",
+                "0",
+                "--follow-rate",
+                "400",
+            ])
+            .spawn()
+            .unwrap(),
+    );
+    let mut follower = KillOnDrop(spawn_follow(
+        &db,
+        &out,
+        &cursor,
+        &["--from-start", "--batch-size", "50"],
+    ));
     std::thread::sleep(Duration::from_secs(3));
     signal(&writer, SIGTERM);
     assert!(wait_with_limit(&mut writer, Duration::from_secs(5)).success());
@@ -112,7 +119,7 @@ fn kill_9_at_twenty_moments_loses_and_duplicates_nothing() {
         } else {
             &["--batch-size", "200"]
         };
-        let mut child = spawn_follow(&db, &out, &cursor, extra);
+        let mut child = KillOnDrop(spawn_follow(&db, &out, &cursor, extra));
         std::thread::sleep(delay);
         signal(&child, SIGKILL);
         child.wait().unwrap();

@@ -7,14 +7,13 @@ mod common;
 use std::io::Read;
 use std::path::Path;
 use std::process::{Child, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::*;
 use tempfile::TempDir;
 
 const ORIGIN: &str = "siem/agentrt";
-static SERIAL: Mutex<()> = Mutex::new(());
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn bucket() -> String {
     let bucket = unique_bucket("events");
@@ -117,25 +116,27 @@ fn head_seq(db: &Path) -> u64 {
 
 #[tokio::test]
 async fn live_writer_to_s3_every_event_once_in_order() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = SERIAL.lock().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "live.db", 3000);
     let bucket = bucket().await;
     let cursor = dir.path().join("cursor");
-    let mut writer = bin()
-        .args([
-            "generate",
-            "--db",
-            path_str(&db),
-            "--append",
-            "--events",
-            "0",
-            "--follow-rate",
-            "500",
-        ])
-        .spawn()
-        .unwrap();
-    let mut follower = spawn_follow(
+    let mut writer = KillOnDrop(
+        bin()
+            .args([
+                "generate",
+                "--db",
+                path_str(&db),
+                "--append",
+                "--events",
+                "0",
+                "--follow-rate",
+                "500",
+            ])
+            .spawn()
+            .unwrap(),
+    );
+    let mut follower = KillOnDrop(spawn_follow(
         &db,
         &bucket,
         &cursor,
@@ -147,7 +148,7 @@ async fn live_writer_to_s3_every_event_once_in_order() {
             "300ms",
             "--s3-date-partition",
         ],
-    );
+    ));
     std::thread::sleep(Duration::from_secs(3));
     signal(&writer, SIGTERM);
     wait_with_limit(&mut writer, Duration::from_secs(5));
@@ -173,7 +174,7 @@ async fn live_writer_to_s3_every_event_once_in_order() {
 
 #[tokio::test]
 async fn kill_9_at_twenty_moments_keeps_every_event_exactly_once() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = SERIAL.lock().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "crash.db", 50_000);
     let bucket = bucket().await;
@@ -187,7 +188,7 @@ async fn kill_9_at_twenty_moments_keeps_every_event_exactly_once() {
         if round == 0 {
             extra.push("--from-start");
         }
-        let mut child = spawn_follow(&db, &bucket, &cursor, &extra);
+        let mut child = KillOnDrop(spawn_follow(&db, &bucket, &cursor, &extra));
         std::thread::sleep(Duration::from_millis(20 + rng % 400));
         signal(&child, SIGKILL);
         child.wait().unwrap();
@@ -202,30 +203,32 @@ async fn kill_9_at_twenty_moments_keeps_every_event_exactly_once() {
 
 #[tokio::test]
 async fn a_30_second_outage_loses_and_duplicates_nothing() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = SERIAL.lock().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "outage.db", 1000);
     let bucket = bucket().await;
     let cursor = dir.path().join("cursor");
-    let mut writer = bin()
-        .args([
-            "generate",
-            "--db",
-            path_str(&db),
-            "--append",
-            "--events",
-            "0",
-            "--follow-rate",
-            "300",
-        ])
-        .spawn()
-        .unwrap();
-    let mut follower = spawn_follow(
+    let mut writer = KillOnDrop(
+        bin()
+            .args([
+                "generate",
+                "--db",
+                path_str(&db),
+                "--append",
+                "--events",
+                "0",
+                "--follow-rate",
+                "300",
+            ])
+            .spawn()
+            .unwrap(),
+    );
+    let mut follower = KillOnDrop(spawn_follow(
         &db,
         &bucket,
         &cursor,
         &["--from-start", "--s3-batch-events", "500", "--s3-batch-age", "200ms"],
-    );
+    ));
     std::thread::sleep(Duration::from_secs(2));
     {
         let _paused = Paused::new(service_pid("CHAINSHIP_TEST_S3_PID"));
@@ -255,7 +258,7 @@ async fn a_30_second_outage_loses_and_duplicates_nothing() {
 
 #[tokio::test]
 async fn an_object_that_disagrees_with_the_database_stops_the_follower() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = SERIAL.lock().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "a.db", 800);
     let other = dir.path().join("other.db");

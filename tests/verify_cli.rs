@@ -135,11 +135,13 @@ fn from_and_to_bound_the_walk() {
 fn verify_during_a_live_writer_reports_intact() {
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "live.db", 2000);
-    let mut writer = bin()
-        .args(["generate", "--db", path_str(&db), "--append", "--events", "0"])
-        .args(["--follow-rate", "2000", "--follow-for", "20s"])
-        .spawn()
-        .unwrap();
+    let mut writer = KillOnDrop(
+        bin()
+            .args(["generate", "--db", path_str(&db), "--append", "--events", "0"])
+            .args(["--follow-rate", "2000", "--follow-for", "20s"])
+            .spawn()
+            .unwrap(),
+    );
     let mut heads = Vec::new();
     for _ in 0..8 {
         std::thread::sleep(Duration::from_millis(300));

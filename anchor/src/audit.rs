@@ -192,8 +192,11 @@ fn disagreements(trusted: &[TrustedHead]) -> Vec<Finding> {
     by_time.sort_by_key(|t| (t.signed.published_time(), t.signed.head.seq));
     let mut highest: Option<&TrustedHead> = None;
     for t in by_time {
-        if let Some(h) = highest {
-            if t.signed.head.seq < h.signed.head.seq && t.signed.published_time() > h.signed.published_time() {
+        if let Some(h) = highest
+            && t.signed.head.seq < h.signed.head.seq
+            && t.signed.published_time() > h.signed.published_time()
+        {
+            {
                 out.push(Finding {
                     kind: Kind::HeadsDisagree,
                     seq: Some(t.signed.head.seq),

@@ -89,10 +89,10 @@ impl S3Sink {
     pub fn key_for(&self, batch: &Batch) -> String {
         let (first, last) = (batch.first_seq().unwrap_or(0), batch.last_head().map_or(0, |h| h.seq));
         let mut key = self.origin_prefix();
-        if self.cfg.date_partition {
-            if let Some(date) = batch.first_at().and_then(date_of) {
-                key.push_str(&format!("dt={date}/"));
-            }
+        if self.cfg.date_partition
+            && let Some(date) = batch.first_at().and_then(date_of)
+        {
+            key.push_str(&format!("dt={date}/"));
         }
         key.push_str(&format!("{first:020}-{last:020}.jsonl.gz"));
         key

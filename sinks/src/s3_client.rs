@@ -73,12 +73,10 @@ impl S3Failure {
 
 /// Sorts an SDK error: no answer, timeouts, 5xx and throttling are
 /// transient; other 4xx are permanent, named with the server's code.
-pub fn classify<E: ProvideErrorMetadata + std::fmt::Debug, R: std::fmt::Debug>(
-    what: &str,
-    err: &SdkError<E, R>,
-) -> S3Failure
+pub fn classify<E, R>(what: &str, err: &SdkError<E, R>) -> S3Failure
 where
-    R: HttpStatus,
+    E: ProvideErrorMetadata + std::fmt::Debug,
+    R: HttpStatus + std::fmt::Debug,
 {
     match err {
         SdkError::TimeoutError(_) => S3Failure {

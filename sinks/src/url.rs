@@ -7,6 +7,7 @@ use std::str::FromStr;
 use crate::Sink;
 use crate::error::SinkError;
 use crate::file::FileSink;
+use crate::kafka::{KafkaSink, KafkaSinkConfig, parse_kafka_url};
 use crate::s3::{S3Sink, S3SinkConfig};
 use crate::s3_client::S3Settings;
 use crate::stdout::StdoutSink;
@@ -17,6 +18,7 @@ pub enum SinkUrl {
     File(PathBuf),
     Stdout,
     S3 { bucket: String, prefix: String },
+    Kafka { brokers: String, topic: String },
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -34,9 +36,13 @@ impl FromStr for SinkUrl {
             url: url.to_owned(),
             reason: reason.to_owned(),
         };
-        let (scheme, rest) = url
-            .split_once(':')
-            .ok_or_else(|| err("expected SCHEME:..., one of file:PATH, stdout:, s3://BUCKET/PREFIX"))?;
+        let (scheme, rest) = url.split_once(':').ok_or_else(|| {
+            err("expected SCHEME:..., one of file:PATH, stdout:, s3://BUCKET/PREFIX, kafka://HOST:PORT/TOPIC")
+        })?;
+        if url.starts_with("kafka://") {
+            let (brokers, topic) = parse_kafka_url(url).map_err(|e| err(&e))?;
+            return Ok(SinkUrl::Kafka { brokers, topic });
+        }
         if let Some(rest) = url.strip_prefix("s3://") {
             let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
             let bucket_ok = (3..=63).contains(&bucket.len())
@@ -62,7 +68,7 @@ impl FromStr for SinkUrl {
             "stdout" if rest.is_empty() => Ok(SinkUrl::Stdout),
             "stdout" => Err(err("stdout: takes nothing after the colon")),
             other => Err(err(&format!(
-                "unknown scheme {other:?}; supported: file:PATH, stdout:, s3://BUCKET/PREFIX"
+                "unknown scheme {other:?}; supported: file:PATH, stdout:, s3://BUCKET/PREFIX, kafka://HOST:PORT/TOPIC"
             ))),
         }
     }
@@ -74,6 +80,7 @@ impl fmt::Display for SinkUrl {
             SinkUrl::File(p) => write!(f, "file:{}", p.display()),
             SinkUrl::Stdout => f.write_str("stdout:"),
             SinkUrl::S3 { bucket, prefix } => write!(f, "s3://{bucket}/{prefix}"),
+            SinkUrl::Kafka { brokers, topic } => write!(f, "kafka://{brokers}/{topic}"),
         }
     }
 }
@@ -84,6 +91,9 @@ pub struct SinkOptions {
     pub s3: S3Settings,
     pub s3_date_partition: bool,
     pub s3_gzip_level: u32,
+    pub kafka_options: Vec<(String, String)>,
+    pub kafka_fence: bool,
+    pub kafka_partition: Option<i32>,
 }
 
 /// Builds the sink a URL names, for records of `origin`.
@@ -98,6 +108,16 @@ pub fn open_sink(url: &SinkUrl, origin: &str, options: &SinkOptions) -> Result<B
                 settings: options.s3.clone(),
                 date_partition: options.s3_date_partition,
                 gzip_level: options.s3_gzip_level,
+            },
+            origin,
+        )),
+        SinkUrl::Kafka { brokers, topic } => Box::new(KafkaSink::new(
+            KafkaSinkConfig {
+                brokers: brokers.clone(),
+                topic: topic.clone(),
+                options: options.kafka_options.clone(),
+                fence: options.kafka_fence,
+                partition: options.kafka_partition,
             },
             origin,
         )),

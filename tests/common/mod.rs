@@ -209,3 +209,81 @@ impl Drop for Paused {
         unsafe { libc_kill(self.0, SIGCONT) };
     }
 }
+
+/// Every message of `origin` in a partition, from the start, as JSON Lines
+/// (the message values) — read without joining a consumer group. Reads on
+/// until nothing more arrives (brokers differ in what the high watermark
+/// counts). Panics if a record lacks the headers or they disagree with it.
+pub fn kafka_read_partition(topic: &str, partition: i32, origin: &str) -> Vec<u8> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::{Headers, Message};
+    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", kafka_addr())
+        .set("group.id", "chainship-tests-readback")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, rdkafka::Offset::Beginning)
+        .unwrap();
+    consumer.assign(&tpl).unwrap();
+    let mut out = Vec::new();
+    let mut last = std::time::Instant::now();
+    let started = std::time::Instant::now();
+    while last.elapsed() < std::time::Duration::from_secs(3) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "reading {topic} took too long"
+        );
+        if let Some(msg) = consumer.poll(std::time::Duration::from_millis(200)) {
+            let msg = msg.unwrap();
+            last = std::time::Instant::now();
+            if msg.key() != Some(origin.as_bytes()) {
+                continue;
+            }
+            let value = msg.payload().unwrap();
+            let record = chainship_chain::record::Record::parse(value).unwrap();
+            let headers = msg.headers().expect("headers");
+            let get = |name: &str| {
+                headers
+                    .iter()
+                    .find(|h| h.key == name)
+                    .and_then(|h| h.value)
+                    .map(|v| String::from_utf8(v.to_vec()).unwrap())
+            };
+            assert_eq!(get("seq"), Some(record.seq.to_string()));
+            assert_eq!(get("hash").as_deref(), Some(&*record.hash));
+            assert_eq!(get("prev_hash").as_deref(), Some(&*record.prev_hash));
+            assert_eq!(get("origin").as_deref(), Some(origin));
+            out.extend_from_slice(value);
+            out.push(b'\n');
+        }
+    }
+    out
+}
+
+/// A child process that is killed if the test ends before it does (a
+/// failing assertion must not leave writers or followers running).
+pub struct KillOnDrop(pub std::process::Child);
+
+impl std::ops::Deref for KillOnDrop {
+    type Target = std::process::Child;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}

@@ -1,0 +1,412 @@
+//! `kafka://HOST:PORT[,HOST:PORT...]/TOPIC` — every event of one origin to
+//! one partition, in seq order, with an idempotent producer.
+//!
+//! Exactly once without trusting transactions: a batch is acknowledged only
+//! when every message has a successful delivery report; after any failure,
+//! and on start, the sink reads the tail of its partition back, finds the
+//! highest seq already there for its origin, and sends only what follows.
+//! A transactional id per origin fences an older producer, so two followers
+//! of one origin cannot interleave (see the README for brokers without
+//! transactions). Each message: key = origin, value = the record JSON,
+//! headers `seq`, `hash`, `prev_hash`, `origin`.
+
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use chainship_chain::Head;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::util::Timeout;
+use rdkafka::{Offset, TopicPartitionList};
+use sha2::{Digest, Sha256};
+
+use crate::Sink;
+use crate::batch::Batch;
+use crate::error::SinkError;
+
+#[derive(Clone, Debug)]
+pub struct KafkaSinkConfig {
+    pub brokers: String,
+    pub topic: String,
+    /// librdkafka settings passed through (TLS, SASL, compression, ...).
+    pub options: Vec<(String, String)>,
+    /// Fence other producers of this origin with a transactional id.
+    pub fence: bool,
+    /// Pin the partition (default: derived from the origin).
+    pub partition: Option<i32>,
+}
+
+pub struct KafkaSink {
+    cfg: KafkaSinkConfig,
+    origin: String,
+    producer: Option<FutureProducer>,
+    partition: Option<i32>,
+    /// After a failure the partition's tail is read again before resending.
+    recheck: bool,
+}
+
+/// The partition an origin's events go to: a stable hash of the origin.
+pub fn partition_for(origin: &str, partitions: usize) -> i32 {
+    let digest = Sha256::digest(origin.as_bytes());
+    (u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]) % partitions.max(1) as u32) as i32
+}
+
+/// Parses `kafka://brokers/topic`.
+pub fn parse_kafka_url(url: &str) -> Result<(String, String), String> {
+    let rest = url
+        .strip_prefix("kafka://")
+        .ok_or("expected kafka://HOST:PORT[,HOST:PORT...]/TOPIC")?;
+    let (brokers, topic) = rest
+        .split_once('/')
+        .ok_or("kafka:// needs a /TOPIC after the brokers")?;
+    let topic_ok = !topic.is_empty()
+        && topic.len() <= 249
+        && topic.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if !topic_ok {
+        return Err(format!("topic {topic:?} is not a valid Kafka topic name"));
+    }
+    if brokers.is_empty() || brokers.split(',').any(|b| !b.contains(':')) {
+        return Err("brokers must be HOST:PORT[,HOST:PORT...]".into());
+    }
+    Ok((brokers.to_owned(), topic.to_owned()))
+}
+
+/// Sorts a Kafka error into transient and permanent, naming the setting to change.
+fn classify(what: &str, e: &KafkaError) -> SinkError {
+    use RDKafkaErrorCode as C;
+    let message = format!("Kafka sink: {what}: {e}");
+    match e.rdkafka_error_code() {
+        Some(C::MessageSizeTooLarge) | Some(C::InvalidMessageSize) => SinkError::permanent(format!(
+            "{message} (raise the topic's max.message.bytes, or lower --batch-bytes / pass --kafka-opt message.max.bytes=...)"
+        )),
+        Some(C::TopicAuthorizationFailed)
+        | Some(C::ClusterAuthorizationFailed)
+        | Some(C::TransactionalIdAuthorizationFailed)
+        | Some(C::SaslAuthenticationFailed) => {
+            SinkError::permanent(format!("{message} (check the credentials in --kafka-opt and the ACLs)"))
+        }
+        Some(C::UnknownTopicOrPartition) | Some(C::UnknownTopic) => SinkError::permanent(format!(
+            "{message} (create the topic, or enable auto-create on the broker)"
+        )),
+        Some(C::ProducerFenced) | Some(C::InvalidProducerEpoch) | Some(C::Fenced) => SinkError::permanent(format!(
+            "{message}: another follower for this origin took over (its transactional id fenced this one)"
+        )),
+        Some(C::InvalidConfig) | Some(C::InvalidArgument) => {
+            SinkError::permanent(format!("{message} (check --kafka-opt)"))
+        }
+        _ => SinkError::transient(message),
+    }
+}
+
+/// The read-back consumer's context: reaching the end of the partition is
+/// what it is looking for, not an error to log.
+struct ReadBackContext;
+
+impl rdkafka::ClientContext for ReadBackContext {
+    fn error(&self, error: KafkaError, reason: &str) {
+        if error.rdkafka_error_code() != Some(RDKafkaErrorCode::PartitionEOF) {
+            tracing::warn!(%error, reason, "Kafka read-back consumer");
+        }
+    }
+}
+
+impl rdkafka::consumer::ConsumerContext for ReadBackContext {}
+
+fn header<'a>(msg: &'a impl Message, name: &str) -> Option<&'a str> {
+    let headers = msg.headers()?;
+    headers
+        .iter()
+        .find(|h| h.key == name)
+        .and_then(|h| h.value)
+        .and_then(|v| std::str::from_utf8(v).ok())
+}
+
+impl KafkaSink {
+    pub fn new(cfg: KafkaSinkConfig, origin: &str) -> Self {
+        KafkaSink {
+            partition: cfg.partition,
+            cfg,
+            origin: origin.to_owned(),
+            producer: None,
+            recheck: true,
+        }
+    }
+
+    fn base_config(&self) -> ClientConfig {
+        let mut config = ClientConfig::new();
+        config.set("bootstrap.servers", &self.cfg.brokers);
+        for (k, v) in &self.cfg.options {
+            config.set(k, v);
+        }
+        config
+    }
+
+    /// The producer, created (and its transactions initialised) on first use
+    /// and again after a fatal error.
+    fn producer(&mut self) -> Result<&FutureProducer, SinkError> {
+        if self.producer.is_none() {
+            let mut config = self.base_config();
+            config
+                .set("enable.idempotence", "true")
+                .set("acks", "all")
+                .set("linger.ms", "5");
+            if self.cfg.fence {
+                let id: String = self
+                    .origin
+                    .chars()
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                            c
+                        } else {
+                            '_'
+                        }
+                    })
+                    .collect();
+                config.set("transactional.id", format!("chainship-{id}"));
+            }
+            let producer: FutureProducer = config.create().map_err(|e| classify("creating the producer", &e))?;
+            if self.cfg.fence {
+                producer
+                    .init_transactions(Duration::from_secs(30))
+                    .map_err(|e| classify("initialising transactions (fencing older producers of this origin)", &e))?;
+            }
+            self.producer = Some(producer);
+        }
+        Ok(self.producer.as_ref().expect("just created"))
+    }
+
+    fn partition(&mut self) -> Result<i32, SinkError> {
+        if let Some(p) = self.partition {
+            return Ok(p);
+        }
+        let topic = self.cfg.topic.clone();
+        let producer = self.producer()?;
+        let metadata = producer
+            .client()
+            .fetch_metadata(Some(&topic), Duration::from_secs(10))
+            .map_err(|e| classify(&format!("reading metadata of topic {topic}"), &e))?;
+        let t = metadata.topics().iter().find(|t| t.name() == topic);
+        let count = match t {
+            Some(t) if t.error().is_none() && !t.partitions().is_empty() => t.partitions().len(),
+            Some(t) => {
+                let code = t.error().map(RDKafkaErrorCode::from);
+                return Err(classify(
+                    &format!("topic {topic}"),
+                    &KafkaError::MetadataFetch(code.unwrap_or(RDKafkaErrorCode::UnknownTopic)),
+                ));
+            }
+            None => {
+                return Err(classify(
+                    &format!("topic {topic}"),
+                    &KafkaError::MetadataFetch(RDKafkaErrorCode::UnknownTopic),
+                ));
+            }
+        };
+        let p = partition_for(&self.origin, count);
+        self.partition = Some(p);
+        Ok(p)
+    }
+
+    /// Reads the partition's tail back and returns the highest seq of this
+    /// origin found there, looking further back while none is found.
+    fn read_tail(&mut self) -> Result<Option<Head>, SinkError> {
+        let partition = self.partition()?;
+        let topic = self.cfg.topic.clone();
+        let mut config = self.base_config();
+        config
+            .set("group.id", "chainship-readback")
+            .set("enable.auto.commit", "false")
+            .set("enable.partition.eof", "true")
+            .set("auto.offset.reset", "error")
+            .set("isolation.level", "read_committed");
+        let consumer: BaseConsumer<ReadBackContext> = config
+            .create_with_context(ReadBackContext)
+            .map_err(|e| classify("creating the read-back consumer", &e))?;
+        let (low, high) = consumer
+            .fetch_watermarks(&topic, partition, Duration::from_secs(10))
+            .map_err(|e| classify("reading the partition's watermarks", &e))?;
+        if high <= low {
+            return Ok(None);
+        }
+        // Brokers differ in what the high watermark counts (tansu reports the
+        // last batch's base offset + 1): start just below it and read on
+        // until nothing more comes, widening the window backwards if needed.
+        let mut window = 1i64;
+        loop {
+            let start = (high - window).max(low);
+            let mut tpl = TopicPartitionList::new();
+            tpl.add_partition_offset(&topic, partition, Offset::Offset(start))
+                .map_err(|e| classify("assigning the partition", &e))?;
+            consumer
+                .assign(&tpl)
+                .map_err(|e| classify("assigning the partition", &e))?;
+            let mut best: Option<Head> = None;
+            let mut last_message = Instant::now();
+            let mut at_end = false;
+            loop {
+                match consumer.poll(Duration::from_millis(200)) {
+                    Some(Ok(msg)) => {
+                        last_message = Instant::now();
+                        at_end = false;
+                        if msg.key() != Some(self.origin.as_bytes()) {
+                            continue;
+                        }
+                        let seq = header(&msg, "seq").and_then(|s| s.parse::<u64>().ok());
+                        let hash = header(&msg, "hash");
+                        match (
+                            seq,
+                            hash.and_then(|h| seq.and_then(|s| Head::from_stored(s, h.as_bytes()))),
+                        ) {
+                            (Some(_), Some(head)) => {
+                                if best.is_none_or(|b| head.seq > b.seq) {
+                                    best = Some(head);
+                                }
+                            }
+                            _ => {
+                                return Err(SinkError::integrity(format!(
+                                    "Kafka sink: topic {topic} partition {partition} offset {} holds a record keyed {:?} without valid seq/hash headers",
+                                    msg.offset(),
+                                    self.origin
+                                )));
+                            }
+                        }
+                    }
+                    Some(Err(KafkaError::PartitionEOF(_))) => at_end = true,
+                    Some(Err(e)) if e.rdkafka_error_code() == Some(RDKafkaErrorCode::OffsetOutOfRange) => at_end = true,
+                    Some(Err(e)) => return Err(classify("reading the partition's tail", &e)),
+                    None => {}
+                }
+                let idle = last_message.elapsed();
+                if (at_end && idle > Duration::from_millis(600)) || idle > Duration::from_secs(5) {
+                    break;
+                }
+            }
+            if best.is_some() || start == low {
+                return Ok(best);
+            }
+            window = window.saturating_mul(16);
+        }
+    }
+
+    async fn send_all(&mut self, batch: &Batch, after_seq: u64) -> Result<(), SinkError> {
+        let partition = self.partition()?;
+        let topic = self.cfg.topic.clone();
+        let origin = self.origin.clone();
+        let fence = self.cfg.fence;
+        let producer = self.producer()?.clone();
+        if fence {
+            producer
+                .begin_transaction()
+                .map_err(|e| classify("beginning a transaction", &e))?;
+        }
+        let mut pending = Vec::with_capacity(batch.len());
+        for (i, meta) in batch.records.iter().enumerate() {
+            if meta.seq <= after_seq {
+                continue;
+            }
+            let seq = meta.seq.to_string();
+            let headers = OwnedHeaders::new_with_capacity(4)
+                .insert(Header {
+                    key: "seq",
+                    value: Some(seq.as_str()),
+                })
+                .insert(Header {
+                    key: "hash",
+                    value: Some(meta.hash_str()),
+                })
+                .insert(Header {
+                    key: "prev_hash",
+                    value: Some(meta.prev_hash_str()),
+                })
+                .insert(Header {
+                    key: "origin",
+                    value: Some(origin.as_str()),
+                });
+            let record = FutureRecord::to(&topic)
+                .partition(partition)
+                .key(origin.as_bytes())
+                .payload(batch.record_json(i))
+                .headers(headers);
+            pending.push(producer.send(record, Timeout::After(Duration::from_secs(300))));
+        }
+        let results = futures::future::join_all(pending).await;
+        let failed = results.into_iter().find_map(|r| r.err());
+        if let Some((e, _)) = failed {
+            if fence {
+                let _ = producer.abort_transaction(Duration::from_secs(30));
+            }
+            return Err(classify("delivering a batch", &e));
+        }
+        if fence {
+            producer
+                .commit_transaction(Duration::from_secs(60))
+                .map_err(|e| classify("committing the batch", &e))?;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Sink for KafkaSink {
+    async fn held(&mut self) -> Result<Option<Head>, SinkError> {
+        let held = self.read_tail()?;
+        self.recheck = false;
+        Ok(held)
+    }
+
+    async fn deliver(&mut self, batch: &Batch) -> Result<(), SinkError> {
+        // After a failure part of the batch may have landed: send only what follows it.
+        let after = if self.recheck {
+            self.read_tail()?.map_or(0, |h| h.seq)
+        } else {
+            0
+        };
+        self.recheck = false;
+        let result = self.send_all(batch, after).await;
+        if result.is_err() {
+            self.recheck = true;
+            if let Some((code, reason)) = self.producer.as_ref().and_then(|p| p.client().fatal_error()) {
+                self.producer = None;
+                if matches!(
+                    code,
+                    RDKafkaErrorCode::Fenced
+                        | RDKafkaErrorCode::ProducerFenced
+                        | RDKafkaErrorCode::InvalidProducerEpoch
+                ) {
+                    // Never take the origin back: that would fence the newer follower in turn.
+                    return Err(SinkError::permanent(format!(
+                        "Kafka sink: another follower for this origin took over (its transactional id fenced this one): {reason}"
+                    )));
+                }
+                // Any other fatal producer error: the next attempt builds a new producer.
+                tracing::warn!(%reason, "Kafka producer hit a fatal error; recreating it");
+            }
+        }
+        result
+    }
+
+    fn describe(&self) -> String {
+        format!("kafka://{}/{}", self.cfg.brokers, self.cfg.topic)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_urls_and_spreads_origins() {
+        assert_eq!(
+            parse_kafka_url("kafka://a:9092,b:9092/audit.events").unwrap(),
+            ("a:9092,b:9092".into(), "audit.events".into())
+        );
+        assert!(parse_kafka_url("kafka://a:9092").is_err());
+        assert!(parse_kafka_url("kafka://a:9092/bad topic").is_err());
+        assert!(parse_kafka_url("kafka:///t").is_err());
+        assert_eq!(partition_for("x", 1), 0);
+        assert_eq!(partition_for("prod/agentrt", 12), partition_for("prod/agentrt", 12));
+    }
+}

@@ -1,0 +1,307 @@
+//! The Kafka sink against the real Kafka-protocol broker the test script
+//! starts: ordered, every event once — with a live writer, across kill -9,
+//! across an outage longer than message.timeout.ms — and fenced against a
+//! second follower of the same origin.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use tempfile::TempDir;
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+const PARTITIONS: i32 = 3;
+
+async fn topic(name: &str) -> String {
+    let topic = unique_bucket(name);
+    let admin: AdminClient<_> = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", kafka_addr())
+        .create()
+        .unwrap();
+    let made = admin
+        .create_topics(
+            &[NewTopic::new(&topic, PARTITIONS, TopicReplication::Fixed(1))],
+            &AdminOptions::new(),
+        )
+        .await
+        .expect("the broker creates a topic");
+    assert!(made[0].is_ok(), "{made:?}");
+    topic
+}
+
+fn follow_cmd(db: &Path, topic: &str, origin: &str, cursor: &Path, extra: &[&str]) -> std::process::Command {
+    let mut cmd = bin();
+    cmd.args([
+        "follow",
+        "--db",
+        path_str(db),
+        "--origin",
+        origin,
+        "--cursor",
+        path_str(cursor),
+    ])
+    .args([
+        "--sink",
+        &format!("kafka://{}/{topic}", kafka_addr()),
+        "--retry-max-delay",
+        "1s",
+    ])
+    .args(extra);
+    cmd
+}
+
+fn spawn_follow(db: &Path, topic: &str, origin: &str, cursor: &Path, extra: &[&str]) -> Child {
+    follow_cmd(db, topic, origin, cursor, extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Reads the origin's partition back and re-verifies the chain from it.
+fn read_back(topic: &str, origin: &str, dir: &Path) -> String {
+    let partition = chainship_sinks::kafka::partition_for(origin, PARTITIONS as usize);
+    let lines = kafka_read_partition(topic, partition, origin);
+    let file = dir.join("readback.jsonl");
+    std::fs::write(&file, lines).unwrap();
+    let (seq, hash) = reverify_jsonl(&file, origin);
+    format!("{seq}:{hash}")
+}
+
+fn wait_for_cursor(cursor: &Path, head: &str, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while std::fs::read_to_string(cursor).unwrap_or_default().trim() != head {
+        assert!(
+            Instant::now() < deadline,
+            "the follower did not reach {head} within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[tokio::test]
+async fn live_writer_to_kafka_every_event_once_in_order() {
+    let _serial = SERIAL.lock().await;
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "live.db", 2000);
+    let topic = topic("live").await;
+    let cursor = dir.path().join("cursor");
+    let mut writer = KillOnDrop(
+        bin()
+            .args([
+                "generate",
+                "--db",
+                path_str(&db),
+                "--append",
+                "--events",
+                "0",
+                "--follow-rate",
+                "500",
+            ])
+            .spawn()
+            .unwrap(),
+    );
+    let mut follower = KillOnDrop(spawn_follow(
+        &db,
+        &topic,
+        "kafka/live",
+        &cursor,
+        &["--from-start", "--batch-size", "200"],
+    ));
+    std::thread::sleep(Duration::from_secs(3));
+    signal(&writer, SIGTERM);
+    wait_with_limit(&mut writer, Duration::from_secs(5));
+    let head = db_head(&db);
+    wait_for_cursor(&cursor, &head, Duration::from_secs(15));
+    signal(&follower, SIGTERM);
+    assert_eq!(wait_with_limit(&mut follower, Duration::from_secs(10)).code(), Some(0));
+    assert_eq!(read_back(&topic, "kafka/live", dir.path()), head);
+}
+
+#[tokio::test]
+async fn kill_9_at_twenty_moments_keeps_every_event_exactly_once() {
+    let _serial = SERIAL.lock().await;
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "crash.db", 50_000);
+    let topic = topic("crash").await;
+    let cursor = dir.path().join("cursor");
+    let mut rng: u64 = 0xD6E8_FEB8_6659_FD93;
+    for round in 0..20 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let mut extra = vec!["--batch-size", "1000"];
+        if round == 0 {
+            extra.push("--from-start");
+        }
+        let mut child = KillOnDrop(spawn_follow(&db, &topic, "kafka/crash", &cursor, &extra));
+        std::thread::sleep(Duration::from_millis(100 + rng % 1500));
+        signal(&child, SIGKILL);
+        child.wait().unwrap();
+    }
+    let out = follow_cmd(&db, &topic, "kafka/crash", &cursor, &["--once", "--batch-size", "1000"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(read_back(&topic, "kafka/crash", dir.path()), db_head(&db));
+}
+
+#[tokio::test]
+async fn a_broker_outage_longer_than_message_timeout_loses_nothing() {
+    let _serial = SERIAL.lock().await;
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "outage.db", 1000);
+    let topic = topic("outage").await;
+    let cursor = dir.path().join("cursor");
+    let mut writer = KillOnDrop(
+        bin()
+            .args([
+                "generate",
+                "--db",
+                path_str(&db),
+                "--append",
+                "--events",
+                "0",
+                "--follow-rate",
+                "300",
+            ])
+            .spawn()
+            .unwrap(),
+    );
+    let mut follower = KillOnDrop(spawn_follow(
+        &db,
+        &topic,
+        "kafka/outage",
+        &cursor,
+        &[
+            "--from-start",
+            "--batch-size",
+            "100",
+            "--kafka-opt",
+            "message.timeout.ms=3000",
+        ],
+    ));
+    std::thread::sleep(Duration::from_secs(2));
+    {
+        let _paused = Paused::new(service_pid("CHAINSHIP_TEST_KAFKA_PID"));
+        std::thread::sleep(Duration::from_secs(8));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    signal(&writer, SIGTERM);
+    wait_with_limit(&mut writer, Duration::from_secs(5));
+    let head = db_head(&db);
+    wait_for_cursor(&cursor, &head, Duration::from_secs(90));
+    signal(&follower, SIGTERM);
+    assert_eq!(wait_with_limit(&mut follower, Duration::from_secs(15)).code(), Some(0));
+    assert_eq!(read_back(&topic, "kafka/outage", dir.path()), head);
+}
+
+#[tokio::test]
+async fn a_record_that_disagrees_with_the_database_stops_the_follower() {
+    let _serial = SERIAL.lock().await;
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "a.db", 500);
+    let other = dir.path().join("other.db");
+    assert_eq!(
+        code(&run(&[
+            "generate",
+            "--db",
+            path_str(&other),
+            "--events",
+            "500",
+            "--seed",
+            "3"
+        ])),
+        0
+    );
+    let topic = topic("disagree").await;
+    let out = follow_cmd(
+        &other,
+        &topic,
+        "kafka/x",
+        &dir.path().join("c1"),
+        &["--once", "--from-start"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = follow_cmd(
+        &db,
+        &topic,
+        "kafka/x",
+        &dir.path().join("c2"),
+        &["--once", "--from-start"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("rewritten under the sink kafka://"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test]
+async fn a_second_follower_of_the_same_origin_fences_the_first() {
+    let _serial = SERIAL.lock().await;
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "fence.db", 500);
+    let topic = topic("fence").await;
+    let mut writer = KillOnDrop(
+        bin()
+            .args([
+                "generate",
+                "--db",
+                path_str(&db),
+                "--append",
+                "--events",
+                "0",
+                "--follow-rate",
+                "200",
+            ])
+            .spawn()
+            .unwrap(),
+    );
+    let mut first = KillOnDrop(
+        follow_cmd(
+            &db,
+            &topic,
+            "kafka/fence",
+            &dir.path().join("c1"),
+            &["--from-start", "--batch-size", "20"],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap(),
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let mut second = KillOnDrop(spawn_follow(
+        &db,
+        &topic,
+        "kafka/fence",
+        &dir.path().join("c2"),
+        &["--from-start", "--batch-size", "20"],
+    ));
+    let status = wait_with_limit(&mut first, Duration::from_secs(60));
+    let mut err = String::new();
+    std::io::Read::read_to_string(first.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(2), "the fenced follower stops: {err}");
+    assert!(err.contains("another follower for this origin took over"), "{err}");
+    signal(&writer, SIGTERM);
+    wait_with_limit(&mut writer, Duration::from_secs(5));
+    let head = db_head(&db);
+    wait_for_cursor(&dir.path().join("c2"), &head, Duration::from_secs(30));
+    signal(&second, SIGTERM);
+    wait_with_limit(&mut second, Duration::from_secs(10));
+    assert_eq!(
+        read_back(&topic, "kafka/fence", dir.path()),
+        head,
+        "no interleaving: every event once, in order"
+    );
+}
