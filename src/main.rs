@@ -44,6 +44,7 @@ enum Command {
     Follow(commands::follow::FollowArgs),
     Keygen(commands::keygen::KeygenArgs),
     Demo(commands::demo::DemoArgs),
+    VerifyExport(commands::verify_export::VerifyExportArgs),
     /// Check or list the signed heads kept in an anchor store.
     #[command(subcommand)]
     Anchor(commands::anchor::AnchorCommand),
@@ -76,6 +77,7 @@ fn main() -> ExitCode {
         Command::Follow(args) => commands::follow::run(args),
         Command::Keygen(args) => commands::keygen::run(args),
         Command::Demo(args) => commands::demo::run(args),
+        Command::VerifyExport(args) => commands::verify_export::run(args),
         Command::Anchor(cmd) => commands::anchor::run(cmd),
     };
     match result {

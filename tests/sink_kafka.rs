@@ -126,23 +126,47 @@ async fn live_writer_to_kafka_every_event_once_in_order() {
 async fn kill_9_at_twenty_moments_keeps_every_event_exactly_once() {
     let _serial = SERIAL.lock().await;
     let dir = TempDir::new().unwrap();
-    let db = generate(dir.path(), "crash.db", 50_000);
+    // 10k events there at start, 40k more appended while the kills happen.
+    let db = generate(dir.path(), "crash.db", 10_000);
+    let mut writer = KillOnDrop(
+        bin()
+            .args([
+                "generate",
+                "--db",
+                path_str(&db),
+                "--append",
+                "--events",
+                "0",
+                "--follow-rate",
+                "600",
+            ])
+            .args(["--follow-max", "40000"])
+            .spawn()
+            .unwrap(),
+    );
     let topic = topic("crash").await;
     let cursor = dir.path().join("cursor");
     let mut rng: u64 = 0xD6E8_FEB8_6659_FD93;
-    for round in 0..20 {
+    let mut delivered = Vec::new();
+    for _ in 0..20 {
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
-        let mut extra = vec!["--batch-size", "1000"];
-        if round == 0 {
-            extra.push("--from-start");
-        }
+        // --from-start only applies while there is no cursor yet.
+        let extra = ["--batch-size", "1000", "--from-start"];
         let mut child = KillOnDrop(spawn_follow(&db, &topic, "kafka/crash", &cursor, &extra));
-        std::thread::sleep(Duration::from_millis(100 + rng % 1500));
+        // Start-up (transactions, reading the tail back) takes about a second.
+        std::thread::sleep(Duration::from_millis(1500 + rng % 2500));
         signal(&child, SIGKILL);
         child.wait().unwrap();
+        delivered.push(std::fs::read_to_string(&cursor).unwrap_or_default());
     }
+    let progressed = delivered.windows(2).filter(|w| w[0] != w[1]).count();
+    assert!(
+        progressed >= 10,
+        "kills landed mid-export, with progress between them: {delivered:?}"
+    );
+    assert!(wait_with_limit(&mut writer, Duration::from_secs(60)).success());
     let out = follow_cmd(&db, &topic, "kafka/crash", &cursor, &["--once", "--batch-size", "1000"])
         .output()
         .unwrap();

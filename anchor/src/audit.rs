@@ -28,6 +28,14 @@ pub enum Kind {
     HeadsDisagree,
     /// The newest head is older than `--max-age`.
     Stale,
+    /// An exported copy lacks a seq.
+    Gap,
+    /// An exported copy holds a seq twice (identical copies are a warning).
+    Duplicate,
+    /// An exported copy holds a seq after a later one.
+    Reordered,
+    /// A record of another origin where only this origin's should be.
+    Foreign,
 }
 
 impl Kind {
@@ -40,6 +48,10 @@ impl Kind {
             Kind::UntrustedKey => "untrusted-key",
             Kind::HeadsDisagree => "heads-disagree",
             Kind::Stale => "stale",
+            Kind::Gap => "gap",
+            Kind::Duplicate => "duplicate",
+            Kind::Reordered => "reordered",
+            Kind::Foreign => "foreign",
         }
     }
 }

@@ -8,6 +8,7 @@
 //! business; this crate only knows how.
 
 pub mod audit;
+pub mod export_check;
 pub mod keys;
 pub mod note;
 pub mod publish;

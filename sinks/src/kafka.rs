@@ -144,6 +144,33 @@ impl KafkaSink {
         config
     }
 
+    /// The passthrough settings without the producer-only ones, for the
+    /// read-back consumer (librdkafka warns about those otherwise).
+    fn consumer_config(&self) -> ClientConfig {
+        const PRODUCER_ONLY: [&str; 9] = [
+            "message.timeout.ms",
+            "delivery.timeout.ms",
+            "linger.ms",
+            "batch.",
+            "queue.buffering",
+            "compression",
+            "retries",
+            "retry.backoff",
+            "transaction",
+        ];
+        let mut config = ClientConfig::new();
+        config.set("bootstrap.servers", &self.cfg.brokers);
+        for (k, v) in self
+            .cfg
+            .options
+            .iter()
+            .filter(|(k, _)| !PRODUCER_ONLY.iter().any(|p| k.starts_with(p)))
+        {
+            config.set(k, v);
+        }
+        config
+    }
+
     /// The producer, created (and its transactions initialised) on first use
     /// and again after a fatal error.
     fn producer(&mut self) -> Result<&FutureProducer, SinkError> {
@@ -215,7 +242,7 @@ impl KafkaSink {
     fn read_tail(&mut self) -> Result<Option<Head>, SinkError> {
         let partition = self.partition()?;
         let topic = self.cfg.topic.clone();
-        let mut config = self.base_config();
+        let mut config = self.consumer_config();
         config
             .set("group.id", "chainship-readback")
             .set("enable.auto.commit", "false")
@@ -335,9 +362,9 @@ impl KafkaSink {
         let results = futures::future::join_all(pending).await;
         let failed = results.into_iter().find_map(|r| r.err());
         if let Some((e, _)) = failed {
-            if fence {
-                let _ = producer.abort_transaction(Duration::from_secs(30));
-            }
+            // No abort here: after timeouts librdkafka needs an epoch bump that
+            // not every broker grants. The caller drops this producer instead;
+            // the next one's init_transactions aborts what is left open.
             return Err(classify("delivering a batch", &e));
         }
         if fence {
@@ -368,7 +395,12 @@ impl Sink for KafkaSink {
         let result = self.send_all(batch, after).await;
         if result.is_err() {
             self.recheck = true;
-            if let Some((code, reason)) = self.producer.as_ref().and_then(|p| p.client().fatal_error()) {
+            let fatal = self.producer.as_ref().and_then(|p| p.client().fatal_error());
+            if self.cfg.fence {
+                // A failed transaction leaves the producer unusable: start afresh.
+                self.producer = None;
+            }
+            if let Some((code, reason)) = fatal {
                 self.producer = None;
                 if matches!(
                     code,

@@ -12,6 +12,7 @@ pub mod batch;
 pub mod error;
 pub mod file;
 pub mod kafka;
+pub mod read_back;
 pub mod s3;
 pub mod s3_client;
 pub mod stdout;

@@ -6,3 +6,4 @@ pub mod follow;
 pub mod generate;
 pub mod keygen;
 pub mod verify;
+pub mod verify_export;

@@ -1,0 +1,398 @@
+//! Checking an exported copy (records read back from a sink) against the
+//! chain rules and the kept heads, without the database.
+//!
+//! Records are fed one at a time, in the order the copy holds them. Memory
+//! is bounded: the check remembers a window of recent records (to tell an
+//! identical duplicate from a differing one, and to check a late record's
+//! links) and the missing seqs not yet seen.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use chainship_chain::record::Record;
+use chainship_chain::{Head, HexHash};
+
+use crate::audit::{Finding, Kind};
+
+const WINDOW: usize = 65_536;
+
+/// What the check keeps of a recent record.
+#[derive(Clone, Copy)]
+struct Seen {
+    hash: HexHash,
+    prev: HexHash,
+    prev_len: usize,
+}
+
+pub struct ExportCheck {
+    origin: String,
+    /// Trusted heads by seq.
+    heads: HashMap<u64, Head>,
+    matched: Vec<Head>,
+    /// Highest seq seen, and its hash (the in-order position).
+    last: Option<(u64, HexHash)>,
+    start: Option<Head>,
+    recent: HashMap<u64, Seen>,
+    order: VecDeque<u64>,
+    /// Missing ranges `start -> end` (inclusive) not yet filled by a late record.
+    missing: BTreeMap<u64, u64>,
+    pub records: u64,
+    pub identical_duplicates: u64,
+    pub findings: Vec<Finding>,
+}
+
+fn finding(kind: Kind, seq: Option<u64>, message: String) -> Finding {
+    Finding {
+        kind,
+        seq,
+        message,
+        expected: None,
+        found: None,
+        source: None,
+    }
+}
+
+fn to_hash(text: &str) -> Option<HexHash> {
+    Head::from_stored(1, text.as_bytes()).map(|h| h.hash)
+}
+
+impl ExportCheck {
+    /// A check of `origin`'s copy from seq 1, or from after a trusted head.
+    pub fn new(origin: &str, heads: &[Head], after: Option<Head>) -> Self {
+        ExportCheck {
+            origin: origin.to_owned(),
+            heads: heads.iter().map(|h| (h.seq, *h)).collect(),
+            matched: Vec::new(),
+            last: after.map(|h| (h.seq, h.hash)),
+            start: after,
+            recent: HashMap::new(),
+            order: VecDeque::new(),
+            missing: BTreeMap::new(),
+            records: 0,
+            identical_duplicates: 0,
+            findings: Vec::new(),
+        }
+    }
+
+    fn remember(&mut self, seq: u64, seen: Seen) {
+        if self.recent.insert(seq, seen).is_none() {
+            self.order.push_back(seq);
+            if self.order.len() > WINDOW
+                && let Some(old) = self.order.pop_front()
+            {
+                self.recent.remove(&old);
+            }
+        }
+    }
+
+    fn hash_before(&self, seq: u64) -> Option<Vec<u8>> {
+        if seq == 0 {
+            return Some(Vec::new());
+        }
+        if let Some(s) = self.start.filter(|s| s.seq == seq) {
+            return Some(s.hash.to_vec());
+        }
+        self.recent.get(&seq).map(|s| s.hash.to_vec())
+    }
+
+    /// Feeds one line of the copy (`where_` names it in messages).
+    pub fn feed_line(&mut self, line: &[u8], where_: &dyn Fn() -> String) {
+        match Record::parse(line) {
+            Ok(record) => self.feed(&record, where_),
+            Err(e) => self
+                .findings
+                .push(finding(Kind::Altered, None, format!("{}: not a record: {e}", where_()))),
+        }
+    }
+
+    pub fn feed(&mut self, r: &Record<'_>, where_: &dyn Fn() -> String) {
+        self.records += 1;
+        if r.origin != self.origin {
+            let msg = format!("{}: a record of origin {:?} (seq {})", where_(), r.origin, r.seq);
+            self.findings.push(finding(Kind::Foreign, Some(r.seq), msg));
+            return;
+        }
+        let (Some(hash), Some(prev)) = (
+            to_hash(&r.hash),
+            if r.prev_hash.is_empty() {
+                Some([0u8; 64])
+            } else {
+                to_hash(&r.prev_hash)
+            },
+        ) else {
+            let msg = format!("{}: seq {} has a malformed hash or prev_hash", where_(), r.seq);
+            self.findings.push(finding(Kind::Altered, Some(r.seq), msg));
+            return;
+        };
+        let prev_len = r.prev_hash.len();
+        if r.expected_hash() != hash {
+            let mut f = finding(
+                Kind::Altered,
+                Some(r.seq),
+                format!("{}: seq {} does not hash to its own hash field", where_(), r.seq),
+            );
+            f.expected = Some(String::from_utf8_lossy(&r.expected_hash()).into_owned());
+            f.found = Some(r.hash.to_string());
+            self.findings.push(f);
+            // It still holds its place in the copy: go on checking the order and links.
+        }
+        let seen = Seen { hash, prev, prev_len };
+        let next = self.last.map_or(1, |(s, _)| s + 1);
+
+        if r.seq < next {
+            // Either a duplicate, or a late record filling a gap.
+            if let Some(earlier) = self.recent.get(&r.seq).copied() {
+                if earlier.hash == hash {
+                    self.identical_duplicates += 1;
+                } else {
+                    let mut f = finding(
+                        Kind::Duplicate,
+                        Some(r.seq),
+                        format!("{}: seq {} delivered twice with different contents", where_(), r.seq),
+                    );
+                    f.expected = Some(String::from_utf8_lossy(&earlier.hash).into_owned());
+                    f.found = Some(r.hash.to_string());
+                    self.findings.push(f);
+                }
+                return;
+            }
+            if self.fill_missing(r.seq) {
+                self.findings.push(finding(
+                    Kind::Reordered,
+                    Some(r.seq),
+                    format!("{}: seq {} comes after a later seq", where_(), r.seq),
+                ));
+                self.check_late_links(r.seq, &seen, where_);
+                self.remember(r.seq, seen);
+                self.match_head(r.seq, hash);
+            } else {
+                self.findings.push(finding(
+                    Kind::Reordered,
+                    Some(r.seq),
+                    format!("{}: seq {} comes far after later seqs", where_(), r.seq),
+                ));
+            }
+            return;
+        }
+        if r.seq > next {
+            self.missing.insert(next, r.seq - 1);
+        } else if let Some(expected_prev) = self.hash_before(r.seq - 1)
+            && expected_prev != prev[..prev_len]
+        {
+            let mut f = finding(
+                Kind::Altered,
+                Some(r.seq),
+                format!(
+                    "{}: seq {}'s prev_hash is not the previous record's hash",
+                    where_(),
+                    r.seq
+                ),
+            );
+            f.expected = Some(String::from_utf8_lossy(&expected_prev).into_owned());
+            f.found = Some(r.prev_hash.to_string());
+            self.findings.push(f);
+        }
+        self.last = Some((r.seq, hash));
+        self.remember(r.seq, seen);
+        self.match_head(r.seq, hash);
+    }
+
+    /// Removes `seq` from the missing ranges; false if it was not missing.
+    fn fill_missing(&mut self, seq: u64) -> bool {
+        let Some((&start, &end)) = self.missing.range(..=seq).next_back() else {
+            return false;
+        };
+        if seq > end {
+            return false;
+        }
+        self.missing.remove(&start);
+        if start < seq {
+            self.missing.insert(start, seq - 1);
+        }
+        if seq < end {
+            self.missing.insert(seq + 1, end);
+        }
+        true
+    }
+
+    /// A late record must still link to its neighbours.
+    fn check_late_links(&mut self, seq: u64, seen: &Seen, where_: &dyn Fn() -> String) {
+        let before_ok = self
+            .hash_before(seq - 1)
+            .is_none_or(|h| h == seen.prev[..seen.prev_len]);
+        let after_ok = self
+            .recent
+            .get(&(seq + 1))
+            .is_none_or(|n| n.prev[..n.prev_len] == seen.hash);
+        if !before_ok || !after_ok {
+            self.findings.push(finding(
+                Kind::Altered,
+                Some(seq),
+                format!("{}: seq {} does not link to its neighbours", where_(), seq),
+            ));
+        }
+    }
+
+    fn match_head(&mut self, seq: u64, hash: HexHash) {
+        if let Some(head) = self.heads.remove(&seq) {
+            if head.hash == hash {
+                self.matched.push(head);
+            } else {
+                let mut f = finding(
+                    Kind::Fork,
+                    Some(seq),
+                    format!("the copy's seq {seq} has another hash than the kept head"),
+                );
+                f.expected = Some(head.hash_str().to_owned());
+                f.found = Some(String::from_utf8_lossy(&hash).into_owned());
+                self.findings.push(f);
+            }
+        }
+    }
+
+    /// Ends the check: reports what is still missing and heads past the
+    /// copy's end, and returns the last trusted head.
+    pub fn finish(&mut self) -> Option<Head> {
+        for (&start, &end) in &self.missing {
+            let msg = if start == end {
+                format!("seq {start} is missing")
+            } else {
+                format!("seqs {start} to {end} are missing")
+            };
+            self.findings.push(finding(Kind::Gap, Some(start), msg));
+        }
+        let end = self.last.map_or(0, |(s, _)| s);
+        let mut beyond: Vec<Head> = self.heads.values().copied().collect();
+        beyond.sort_by_key(|h| h.seq);
+        for head in beyond {
+            let kind = if head.seq > end { Kind::Cut } else { Kind::Gap };
+            let mut f = finding(
+                kind,
+                Some(head.seq),
+                format!(
+                    "the copy does not hold seq {} of the kept head {head} (it ends at seq {end})",
+                    head.seq
+                ),
+            );
+            f.expected = Some(head.hash_str().to_owned());
+            if kind == Kind::Cut
+                || !self
+                    .findings
+                    .iter()
+                    .any(|g| g.kind == Kind::Gap && g.seq <= Some(head.seq))
+            {
+                self.findings.push(f);
+            }
+        }
+        self.findings.sort_by_key(|f| (f.seq, f.kind));
+        let first_error = self
+            .findings
+            .iter()
+            .filter(|f| f.kind != Kind::Cut)
+            .filter_map(|f| f.seq)
+            .min()
+            .unwrap_or(u64::MAX);
+        let unseq_error = self.findings.iter().any(|f| f.seq.is_none());
+        self.matched
+            .iter()
+            .filter(|h| h.seq < first_error && !unseq_error)
+            .max_by_key(|h| h.seq)
+            .copied()
+    }
+
+    /// The highest seq the copy holds.
+    pub fn end(&self) -> Option<u64> {
+        self.last.map(|(s, _)| s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chainship_chain::event_hash;
+
+    fn chain(n: u64) -> Vec<String> {
+        let mut prev = String::new();
+        (1..=n)
+            .map(|seq| {
+                let payload = format!("{{\"n\":{seq}}}");
+                let h = event_hash(prev.as_bytes(), seq, b"r", b"", b"t", b"k", payload.as_bytes());
+                let hash = String::from_utf8(h.to_vec()).unwrap();
+                let line = serde_json::json!({"origin":"o","seq":seq,"run_id":"r","step_id":"","at":"t","type":"k","payload_json":payload,"hash":hash,"prev_hash":prev}).to_string();
+                prev = hash;
+                line
+            })
+            .collect()
+    }
+
+    /// (findings as kind and seq, last trusted seq, identical duplicates)
+    type Outcome = (Vec<(Kind, Option<u64>)>, Option<u64>, u64);
+
+    fn check(lines: &[String], heads: &[Head]) -> Outcome {
+        let mut c = ExportCheck::new("o", heads, None);
+        for l in lines {
+            c.feed_line(l.as_bytes(), &|| "copy".into());
+        }
+        let last = c.finish();
+        (
+            c.findings.iter().map(|f| (f.kind, f.seq)).collect(),
+            last.map(|h| h.seq),
+            c.identical_duplicates,
+        )
+    }
+
+    fn head(lines: &[String], seq: u64) -> Head {
+        let r = Record::parse(lines[seq as usize - 1].as_bytes()).unwrap();
+        Head::from_stored(seq, r.hash.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn each_damage_is_named_with_its_seq() {
+        let good = chain(10);
+        let heads = [head(&good, 4), head(&good, 8)];
+        assert_eq!(check(&good, &heads), (vec![], Some(8), 0));
+
+        let mut removed = good.clone();
+        removed.remove(5);
+        assert_eq!(check(&removed, &heads).0, vec![(Kind::Gap, Some(6))]);
+
+        let mut dup = good.clone();
+        dup.insert(5, good[4].clone());
+        assert_eq!(check(&dup, &heads), (vec![], Some(8), 1));
+
+        let mut swapped = good.clone();
+        swapped.swap(2, 3);
+        let (f, last, _) = check(&swapped, &heads);
+        assert_eq!(f, vec![(Kind::Reordered, Some(3))]);
+        assert_eq!(last, None, "nothing trusted at or past the first problem");
+
+        let altered: Vec<String> = good
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                if i == 6 {
+                    l.replace(r#"\"n\":7}"#, r#"\"n\":70}"#)
+                } else {
+                    l.clone()
+                }
+            })
+            .collect();
+        assert_eq!(check(&altered, &heads).0, vec![(Kind::Altered, Some(7))]);
+        assert_eq!(check(&altered, &heads).1, Some(4));
+
+        let cut = good[..6].to_vec();
+        assert_eq!(check(&cut, &heads).0, vec![(Kind::Cut, Some(8))]);
+
+        let foreign: Vec<String> = good
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                if i == 9 {
+                    l.replace("\"origin\":\"o\"", "\"origin\":\"x\"")
+                } else {
+                    l.clone()
+                }
+            })
+            .collect();
+        assert_eq!(check(&foreign, &heads).0, vec![(Kind::Foreign, Some(10))]);
+    }
+}

@@ -1,0 +1,354 @@
+//! `chainship verify-export`: for each sink, an anchored export checked
+//! whole, then damaged in each way (altered, removed, duplicated, swapped,
+//! cut) and checked for the kind and seq; and agreement with `anchor
+//! verify` on the last trusted head.
+
+mod common;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use common::*;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use tempfile::TempDir;
+
+const ORIGIN: &str = "export/agentrt";
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+struct Setup {
+    dir: TempDir,
+    db: PathBuf,
+    anchors: PathBuf,
+    key: PathBuf,
+    verifier: String,
+}
+
+fn setup(events: u64) -> Setup {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "audit.db", events);
+    let anchors = dir.path().join("anchors");
+    std::fs::create_dir(&anchors).unwrap();
+    let key = dir.path().join("head.key");
+    let out = run(&["keygen", "--name", "export/chainship", "--out", path_str(&key)]);
+    (Setup {
+        verifier: stdout(&out).trim().to_owned(),
+        dir,
+        db,
+        anchors,
+        key,
+    })
+    .exported_to_file()
+}
+
+impl Setup {
+    fn exported_to_file(self) -> Self {
+        self.follow(
+            &format!("file:{}", path_str(&self.dir.path().join("events.jsonl"))),
+            "cursor-file",
+            &[],
+        );
+        self
+    }
+
+    fn follow(&self, sink: &str, cursor: &str, extra: &[&str]) {
+        let mut cmd = bin();
+        s3_env(&mut cmd)
+            .args([
+                "follow",
+                "--once",
+                "--from-start",
+                "--db",
+                path_str(&self.db),
+                "--origin",
+                ORIGIN,
+                "--sink",
+                sink,
+            ])
+            .args([
+                "--cursor",
+                path_str(&self.dir.path().join(cursor)),
+                "--batch-size",
+                "100",
+                "--s3-batch-events",
+                "100",
+            ])
+            .args([
+                "--anchor",
+                &format!("file:{}", path_str(&self.anchors)),
+                "--signing-key",
+                path_str(&self.key),
+            ])
+            .args(extra);
+        let out = cmd.output().unwrap();
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+    }
+
+    fn verify_export(&self, from: &str, extra: &[&str]) -> (i32, serde_json::Value) {
+        let mut cmd = bin();
+        s3_env(&mut cmd)
+            .args([
+                "verify-export",
+                "--json",
+                "--from",
+                from,
+                "--origin",
+                ORIGIN,
+                "--trusted-key",
+                &self.verifier,
+            ])
+            .args(["--anchor", &format!("file:{}", path_str(&self.anchors))])
+            .args(extra);
+        let out = cmd.output().unwrap();
+        let json =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&out), stderr(&out)));
+        (code(&out), json)
+    }
+
+    fn lines(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.path().join("events.jsonl"))
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+fn kinds(json: &serde_json::Value) -> Vec<(String, u64)> {
+    json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["kind"].as_str().unwrap().to_owned(), f["seq"].as_u64().unwrap_or(0)))
+        .collect()
+}
+
+/// The damages of the acceptance table, each with what it must report.
+/// A damaged copy: its name, its lines, and the (kind, seq) findings it must give.
+type Damage = (&'static str, Vec<String>, Vec<(String, u64)>);
+
+fn damages(lines: &[String]) -> Vec<Damage> {
+    let mut altered = lines.to_vec();
+    altered[249] = altered[249].replacen("\"n\\\":250", "\"n\\\":2500", 1);
+    assert_ne!(altered[249], lines[249]);
+    let mut removed = lines.to_vec();
+    removed.remove(399);
+    let mut swapped = lines.to_vec();
+    swapped.swap(599, 600);
+    let cut = lines[..950].to_vec();
+    vec![
+        ("altered", altered, vec![("altered".into(), 250)]),
+        ("removed", removed, vec![("gap".into(), 400)]),
+        ("swapped", swapped, vec![("reordered".into(), 600)]),
+        ("cut", cut, vec![("cut".into(), 1000)]),
+    ]
+}
+
+fn duplicated(lines: &[String]) -> Vec<String> {
+    let mut dup = lines.to_vec();
+    dup.insert(500, lines[499].clone());
+    dup
+}
+
+#[test]
+fn file_copies_whole_and_damaged() {
+    let s = setup(1000);
+    let from = format!("file:{}", path_str(&s.dir.path().join("events.jsonl")));
+    let (c, json) = s.verify_export(&from, &[]);
+    assert_eq!(c, 0, "{json}");
+    assert_eq!(json["last_trusted_head"]["seq"], 1000);
+    let write = |name: &str, lines: &[String]| {
+        let path = s.dir.path().join(name);
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        format!("file:{}", path_str(&path))
+    };
+    for (name, lines, expected) in damages(&s.lines()) {
+        let (c, json) = s.verify_export(&write(name, &lines), &[]);
+        assert_eq!(c, 1, "{name}: {json}");
+        assert_eq!(kinds(&json), expected, "{name}: {json}");
+    }
+    let (c, json) = s.verify_export(&write("dup", &duplicated(&s.lines())), &[]);
+    assert_eq!(c, 0, "an identical duplicate is a warning: {json}");
+    assert_eq!(json["identical_duplicates"], 1);
+    // Another origin's record in the file.
+    let mut foreign = s.lines();
+    foreign[700] = foreign[700].replace(ORIGIN, "other/agentrt");
+    let (c, json) = s.verify_export(&write("foreign", &foreign), &[]);
+    assert_eq!(c, 1);
+    assert!(kinds(&json).contains(&("foreign".into(), 701)), "{json}");
+}
+
+#[test]
+fn copy_and_database_agree_on_the_last_trusted_head() {
+    let s = setup(1000);
+    let altered_db = s.dir.path().join("altered.db");
+    std::fs::copy(&s.db, &altered_db).unwrap();
+    tamper(&altered_db)
+        .execute(
+            "UPDATE events SET payload_json = payload_json || ' ' WHERE seq = 250",
+            [],
+        )
+        .unwrap();
+    let out = bin()
+        .args([
+            "anchor",
+            "verify",
+            "--json",
+            "--db",
+            path_str(&altered_db),
+            "--origin",
+            ORIGIN,
+            "--trusted-key",
+            &s.verifier,
+        ])
+        .args(["--anchor", &format!("file:{}", path_str(&s.anchors))])
+        .output()
+        .unwrap();
+    let db_json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (_, altered, _) = damages(&s.lines()).remove(0);
+    let path = s.dir.path().join("altered.jsonl");
+    std::fs::write(&path, altered.join("\n") + "\n").unwrap();
+    let (_, copy_json) = s.verify_export(&format!("file:{}", path_str(&path)), &[]);
+    assert_eq!(db_json["last_trusted_head"], copy_json["last_trusted_head"]);
+    assert!(db_json["last_trusted_head"]["seq"].as_u64().unwrap() < 250);
+}
+
+/// Lays records out as gzip objects of 100 lines, named by their seq range.
+async fn upload_objects(bucket: &str, prefix: &str, lines: &[String]) {
+    let s3 = s3_client();
+    for chunk in lines.chunks(100) {
+        let seqs: Vec<u64> = chunk
+            .iter()
+            .map(|l| chainship_chain::record::Record::parse(l.as_bytes()).unwrap().seq)
+            .collect();
+        let (first, last) = (*seqs.iter().min().unwrap(), *seqs.iter().max().unwrap());
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all((chunk.join("\n") + "\n").as_bytes()).unwrap();
+        let key = format!("{prefix}/{ORIGIN}/{first:020}-{last:020}.jsonl.gz");
+        s3.put_object()
+            .bucket(bucket)
+            .key(key)
+            .body(gz.finish().unwrap().into())
+            .send()
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn s3_copies_whole_and_damaged() {
+    let _serial = SERIAL.lock().await;
+    let s = setup(1000);
+    let bucket = unique_bucket("export");
+    s3_client().create_bucket().bucket(&bucket).send().await.unwrap();
+    let endpoint = s3_endpoint();
+    let s3_flags = [
+        "--s3-endpoint",
+        endpoint.as_str(),
+        "--s3-path-style",
+        "--s3-region",
+        "us-east-1",
+    ];
+    s.follow(&format!("s3://{bucket}/real"), "cursor-s3", &s3_flags);
+    let (c, json) = s.verify_export(&format!("s3://{bucket}/real"), &s3_flags);
+    assert_eq!(c, 0, "the follower's own objects: {json}");
+    assert_eq!(json["records"], 1000);
+    for (name, lines, expected) in damages(&s.lines()) {
+        upload_objects(&bucket, name, &lines).await;
+        let (c, json) = s.verify_export(&format!("s3://{bucket}/{name}"), &s3_flags);
+        assert_eq!(c, 1, "{name}: {json}");
+        assert_eq!(kinds(&json), expected, "{name}: {json}");
+    }
+    upload_objects(&bucket, "dup", &duplicated(&s.lines())).await;
+    let (c, json) = s.verify_export(&format!("s3://{bucket}/dup"), &s3_flags);
+    assert_eq!((c, json["identical_duplicates"].as_u64()), (0, Some(1)), "{json}");
+}
+
+#[tokio::test]
+async fn kafka_copies_whole_and_damaged() {
+    let _serial = SERIAL.lock().await;
+    let s = setup(1000);
+    let admin: AdminClient<_> = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", kafka_addr())
+        .create()
+        .unwrap();
+    let new_topic = |name: &str| unique_bucket(name);
+    let topic = new_topic("export");
+    admin
+        .create_topics(
+            &[NewTopic::new(&topic, 1, TopicReplication::Fixed(1))],
+            &AdminOptions::new(),
+        )
+        .await
+        .unwrap();
+    let url = |t: &str| format!("kafka://{}/{t}", kafka_addr());
+    s.follow(&url(&topic), "cursor-kafka", &[]);
+    let (c, json) = s.verify_export(&url(&topic), &[]);
+    assert_eq!(c, 0, "the follower's own messages: {json}");
+    assert_eq!(json["records"], 1000);
+
+    let producer: FutureProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", kafka_addr())
+        .create()
+        .unwrap();
+    let mut cases = damages(&s.lines());
+    cases.push(("dup", duplicated(&s.lines()), vec![]));
+    for (name, lines, expected) in cases {
+        let t = new_topic(name);
+        admin
+            .create_topics(
+                &[NewTopic::new(&t, 1, TopicReplication::Fixed(1))],
+                &AdminOptions::new(),
+            )
+            .await
+            .unwrap();
+        for line in &lines {
+            let r = chainship_chain::record::Record::parse(line.as_bytes()).unwrap();
+            let seq = r.seq.to_string();
+            let headers = OwnedHeaders::new()
+                .insert(Header {
+                    key: "seq",
+                    value: Some(seq.as_str()),
+                })
+                .insert(Header {
+                    key: "hash",
+                    value: Some(&*r.hash),
+                });
+            producer
+                .send(
+                    FutureRecord::to(&t)
+                        .partition(0)
+                        .key(ORIGIN)
+                        .payload(line.as_str())
+                        .headers(headers),
+                    std::time::Duration::from_secs(10),
+                )
+                .await
+                .unwrap();
+        }
+        let (c, json) = s.verify_export(&url(&t), &[]);
+        assert_eq!(kinds(&json), expected, "{name}: {json}");
+        assert_eq!(c, if expected.is_empty() { 0 } else { 1 }, "{name}: {json}");
+    }
+}
+
+#[test]
+fn an_unreadable_source_is_exit_2() {
+    let s = setup(10);
+    let out = bin()
+        .args([
+            "verify-export",
+            "--from",
+            "file:/nonexistent/x.jsonl",
+            "--origin",
+            ORIGIN,
+            "--trusted-key",
+            &s.verifier,
+        ])
+        .args(["--anchor", &format!("file:{}", path_str(&s.anchors))])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("/nonexistent/x.jsonl"), "{}", stderr(&out));
+}
