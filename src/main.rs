@@ -6,6 +6,7 @@
 
 mod anchor_args;
 mod commands;
+mod config;
 mod db_args;
 mod exit;
 mod logging;
@@ -16,7 +17,7 @@ mod sink_args;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::logging::LogFormat;
 
@@ -33,6 +34,9 @@ struct Cli {
     /// Log format on stderr.
     #[arg(long, global = true, env = "CHAINSHIP_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// A TOML file of settings (keys are the long flag names); flags and CHAINSHIP_* variables override it.
+    #[arg(long, global = true, env = "CHAINSHIP_CONFIG", value_name = "FILE")]
+    config: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -45,13 +49,38 @@ enum Command {
     Keygen(commands::keygen::KeygenArgs),
     Demo(commands::demo::DemoArgs),
     VerifyExport(commands::verify_export::VerifyExportArgs),
+    /// Work with config files.
+    #[command(subcommand)]
+    Config(commands::config_cmd::ConfigCommand),
     /// Check or list the signed heads kept in an anchor store.
     #[command(subcommand)]
     Anchor(commands::anchor::AnchorCommand),
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let argv: Vec<String> = std::env::args().collect();
+    let config = match config::config_path(&argv)
+        .map(|p| config::ConfigFile::load(&p))
+        .transpose()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("chainship: {e}");
+            return ExitCode::from(e.code);
+        }
+    };
+    let mut command = Cli::command();
+    if let Some(file) = &config {
+        if let Err(e) = file.validate(&command) {
+            eprintln!("chainship: {e}");
+            return ExitCode::from(e.code);
+        }
+        command = config::apply_to(file.apply(command), file, &argv);
+    }
+    let cli = match command
+        .try_get_matches_from(&argv)
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
             // --help and --version.
@@ -78,6 +107,9 @@ fn main() -> ExitCode {
         Command::Keygen(args) => commands::keygen::run(args),
         Command::Demo(args) => commands::demo::run(args),
         Command::VerifyExport(args) => commands::verify_export::run(args),
+        Command::Config(commands::config_cmd::ConfigCommand::Check(args)) => {
+            commands::config_cmd::run(args, Cli::command(), config.as_ref())
+        }
         Command::Anchor(cmd) => commands::anchor::run(cmd),
     };
     match result {

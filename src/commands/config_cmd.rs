@@ -1,0 +1,120 @@
+//! `chainship config check`: validate a config file and show the settings a
+//! command would run with, secrets masked.
+
+use clap::parser::ValueSource;
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use crate::config::{ConfigFile, is_secret, leaf_commands};
+use crate::exit::{CliError, CmdResult, FAILED, OK};
+
+#[derive(Subcommand, Debug)]
+pub enum ConfigCommand {
+    Check(ConfigCheckArgs),
+}
+
+/// Validate a config file; print the effective settings with secrets masked.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:
+  chainship config check --config /etc/chainship/chainship.toml
+  chainship config check --config chainship.toml --for 'anchor verify' --json
+
+Unknown keys and values a flag would refuse are errors naming the file, line and key (exit 2).
+Settings come from flags, then CHAINSHIP_* variables, then the file, then built-in defaults.")]
+pub struct ConfigCheckArgs {
+    /// Which command's settings to show.
+    #[arg(long = "for", default_value = "follow", value_name = "COMMAND")]
+    pub command: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: &ConfigCheckArgs, root: clap::Command, file: Option<&ConfigFile>) -> CmdResult {
+    let file = file.ok_or_else(|| CliError::usage("config check needs --config FILE (or CHAINSHIP_CONFIG)"))?;
+    file.validate(&root)?;
+    let leaf_name = args.command.split_whitespace().last().unwrap_or("follow").to_owned();
+    let leaf = leaf_commands(&root)
+        .into_iter()
+        .find(|c| c.get_name() == leaf_name)
+        .ok_or_else(|| CliError::usage(format!("--for {:?}: no such command", args.command)))?;
+    let leaf = file.apply(leaf);
+    // Show what is missing instead of failing on it.
+    let required: Vec<String> = leaf
+        .get_arguments()
+        .filter(|a| a.is_required_set())
+        .map(|a| a.get_id().to_string())
+        .collect();
+    let mut relaxed = leaf.clone();
+    for id in &required {
+        relaxed = relaxed.mut_arg(id, |a| a.required(false));
+    }
+    let matches = relaxed.try_get_matches_from([leaf_name.as_str()]).map_err(|e| {
+        CliError::usage(
+            e.render()
+                .to_string()
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim_start_matches("error: ")
+                .to_owned(),
+        )
+    })?;
+
+    let mut settings = Vec::new();
+    let mut missing = Vec::new();
+    for arg in leaf.get_arguments() {
+        let id = arg.get_id().as_str();
+        let Some(long) = arg.get_long() else { continue };
+        if matches!(long, "help" | "version") {
+            continue;
+        }
+        let raw: Vec<String> = matches
+            .get_raw(id)
+            .map(|vals| vals.map(|v| v.to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        if raw.is_empty() {
+            if required.iter().any(|r| r == id) {
+                missing.push(format!("--{long}"));
+            }
+            continue;
+        }
+        let masked: Vec<String> = raw
+            .iter()
+            .map(|v| match v.split_once('=') {
+                _ if is_secret(long) => "****".to_owned(),
+                Some((k, _)) if is_secret(k) => format!("{k}=****"),
+                _ => v.clone(),
+            })
+            .collect();
+        let source = match matches.value_source(id) {
+            Some(ValueSource::CommandLine) => "flag".to_owned(),
+            Some(ValueSource::EnvVariable) => "environment".to_owned(),
+            Some(ValueSource::DefaultValue) => match file.entries.iter().find(|e| e.long == long) {
+                Some(e) => format!("{}:{}", file.path.display(), e.line),
+                None => "default".to_owned(),
+            },
+            _ => "default".to_owned(),
+        };
+        settings.push((long.to_owned(), masked, source));
+    }
+    if args.json {
+        println!(
+            "{}",
+            json!({
+                "file": file.path,
+                "command": args.command,
+                "settings": settings.iter().map(|(k, v, s)| json!({"key": k, "values": v, "source": s})).collect::<Vec<_>>(),
+                "missing": missing,
+            })
+        );
+    } else {
+        println!("{}: ok ({} key(s))", file.path.display(), file.entries.len());
+        for (k, v, s) in &settings {
+            println!("{k} = {}    # {s}", v.join(","));
+        }
+        if !missing.is_empty() {
+            println!("missing for `chainship {}`: {}", args.command, missing.join(", "));
+        }
+    }
+    Ok(if missing.is_empty() { OK } else { FAILED })
+}

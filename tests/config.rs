@@ -1,0 +1,120 @@
+//! `--config chainship.toml` and `chainship config check`.
+
+mod common;
+
+use common::*;
+use tempfile::TempDir;
+
+fn write(dir: &TempDir, name: &str, text: &str) -> String {
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    path_str(&path).to_owned()
+}
+
+#[test]
+fn unknown_keys_and_bad_values_name_file_line_and_key() {
+    let dir = TempDir::new().unwrap();
+    let unknown = write(&dir, "a.toml", "origin = \"x/y\"\n\nbatch_sise = 3\n");
+    let out = run(&["config", "check", "--config", &unknown]);
+    assert_eq!(code(&out), 2);
+    assert_eq!(
+        stderr(&out).trim(),
+        format!("chainship: {unknown}:3: batch_sise: unknown key (not a flag of any chainship command)")
+    );
+
+    let bad_url = write(&dir, "b.toml", "origin = \"x/y\"\nsink = \"ftp://host/x\"\n");
+    let out = run(&["config", "check", "--config", &bad_url]);
+    assert_eq!(code(&out), 2);
+    let err = stderr(&out);
+    assert!(
+        err.starts_with(&format!("chainship: {bad_url}:2: sink: invalid value 'ftp://host/x'")),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1);
+
+    // The same checks guard every command, not only config check.
+    let out = run(&["verify", "--config", &unknown]);
+    assert_eq!(code(&out), 2);
+    let broken = write(&dir, "c.toml", "origin = [\n");
+    let out = run(&["config", "check", "--config", &broken]);
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("c.toml:"), "{}", stderr(&out));
+}
+
+#[test]
+fn flags_and_environment_override_the_file_and_secrets_are_masked() {
+    let dir = TempDir::new().unwrap();
+    let cfg = write(
+        &dir,
+        "chainship.toml",
+        "db = \"audit.db\"\norigin = \"prod/agentrt\"\nsink = \"file:out.jsonl\"\ncursor = \"file:cursor\"\nbatch-size = 250\n\
+         s3_secret_access_key = \"AKIA-SECRET\"\n[kafka]\n\"sasl.password\" = \"hunter2\"\n\"compression.type\" = \"zstd\"\n",
+    );
+    let out = bin()
+        .args(["config", "check", "--config", &cfg, "--json"])
+        .env("CHAINSHIP_POLL_INTERVAL", "1s")
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        !text.contains("hunter2") && !text.contains("AKIA-SECRET"),
+        "secrets printed: {text}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let get = |key: &str| {
+        json["settings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["key"] == key)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(get("batch-size")["values"][0], "250");
+    assert!(
+        get("batch-size")["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("chainship.toml:5")
+    );
+    assert_eq!(get("poll-interval")["source"], "environment");
+    assert_eq!(
+        get("kafka-opt")["values"],
+        serde_json::json!(["sasl.password=****", "compression.type=zstd"])
+    );
+    assert_eq!(get("s3-secret-access-key")["values"][0], "****");
+
+    // A real run takes its settings from the file, a flag overriding one.
+    let db = generate(dir.path(), "audit.db", 300);
+    let out = bin()
+        .current_dir(dir.path())
+        .args([
+            "follow",
+            "--once",
+            "--config",
+            &cfg,
+            "--from-start",
+            "--batch-size",
+            "100",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let (last, _) = reverify_jsonl(&dir.path().join("out.jsonl"), "prod/agentrt");
+    assert_eq!(last, 300);
+    assert!(db.exists());
+}
+
+#[test]
+fn config_check_reports_what_a_command_still_needs() {
+    let dir = TempDir::new().unwrap();
+    let cfg = write(&dir, "partial.toml", "origin = \"prod/agentrt\"\n");
+    let out = run(&["config", "check", "--config", &cfg]);
+    assert_eq!(code(&out), 1);
+    assert!(
+        stdout(&out).contains("missing for `chainship follow`: --db, --sink, --cursor"),
+        "{}",
+        stdout(&out)
+    );
+}
