@@ -49,6 +49,7 @@ enum Command {
     Keygen(commands::keygen::KeygenArgs),
     Demo(commands::demo::DemoArgs),
     VerifyExport(commands::verify_export::VerifyExportArgs),
+    Check(commands::check::CheckArgs),
     /// Work with config files.
     #[command(subcommand)]
     Config(commands::config_cmd::ConfigCommand),
@@ -107,6 +108,7 @@ fn main() -> ExitCode {
         Command::Keygen(args) => commands::keygen::run(args),
         Command::Demo(args) => commands::demo::run(args),
         Command::VerifyExport(args) => commands::verify_export::run(args),
+        Command::Check(args) => commands::check::run(args),
         Command::Config(commands::config_cmd::ConfigCommand::Check(args)) => {
             commands::config_cmd::run(args, Cli::command(), config.as_ref())
         }

@@ -176,23 +176,46 @@ async fn live_writer_to_s3_every_event_once_in_order() {
 async fn kill_9_at_twenty_moments_keeps_every_event_exactly_once() {
     let _serial = SERIAL.lock().await;
     let dir = TempDir::new().unwrap();
-    let db = generate(dir.path(), "crash.db", 50_000);
+    // 10k events there at start, 40k more appended while the kills happen.
+    let db = generate(dir.path(), "crash.db", 10_000);
+    let mut writer = KillOnDrop(
+        bin()
+            .args([
+                "generate",
+                "--db",
+                path_str(&db),
+                "--append",
+                "--events",
+                "0",
+                "--follow-rate",
+                "1000",
+            ])
+            .args(["--follow-max", "40000"])
+            .spawn()
+            .unwrap(),
+    );
     let bucket = bucket().await;
     let cursor = dir.path().join("cursor");
     let mut rng: u64 = 0x9E37_79B9_7F4A_7C15;
-    for round in 0..20 {
+    let mut delivered = Vec::new();
+    for _ in 0..20 {
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
-        let mut extra = vec!["--s3-batch-events", "1000"];
-        if round == 0 {
-            extra.push("--from-start");
-        }
+        // --from-start only applies while there is no cursor yet.
+        let extra = ["--s3-batch-events", "1000", "--s3-batch-age", "500ms", "--from-start"];
         let mut child = KillOnDrop(spawn_follow(&db, &bucket, &cursor, &extra));
-        std::thread::sleep(Duration::from_millis(20 + rng % 400));
+        std::thread::sleep(Duration::from_millis(700 + rng % 1500));
         signal(&child, SIGKILL);
         child.wait().unwrap();
+        delivered.push(std::fs::read_to_string(&cursor).unwrap_or_default());
     }
+    let progressed = delivered.windows(2).filter(|w| w[0] != w[1]).count();
+    assert!(
+        progressed >= 10,
+        "kills landed mid-export, with progress between them: {delivered:?}"
+    );
+    assert!(wait_with_limit(&mut writer, Duration::from_secs(60)).success());
     let out = follow_cmd(&db, &bucket, &cursor, &["--once", "--s3-batch-events", "1000"])
         .output()
         .unwrap();

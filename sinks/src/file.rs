@@ -145,6 +145,11 @@ impl Sink for FileSink {
         Ok(())
     }
 
+    async fn check(&mut self) -> Result<String, SinkError> {
+        let len = self.file.metadata().map_err(|e| self.io(e))?.len();
+        Ok(format!("writable, {len} bytes held"))
+    }
+
     fn describe(&self) -> String {
         format!("file:{}", self.path.display())
     }

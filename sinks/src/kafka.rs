@@ -420,6 +420,14 @@ impl Sink for KafkaSink {
         result
     }
 
+    async fn check(&mut self) -> Result<String, SinkError> {
+        let partition = self.partition()?;
+        Ok(format!(
+            "topic {} reachable; origin {:?} goes to partition {partition}",
+            self.cfg.topic, self.origin
+        ))
+    }
+
     fn describe(&self) -> String {
         format!("kafka://{}/{}", self.cfg.brokers, self.cfg.topic)
     }

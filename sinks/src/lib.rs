@@ -41,6 +41,10 @@ pub trait Sink: Send {
         true
     }
 
+    /// Checks, without delivering anything, that the sink is reachable and
+    /// writable (`chainship check`); returns what it found.
+    async fn check(&mut self) -> Result<String, SinkError>;
+
     /// A short description for logs (no secrets).
     fn describe(&self) -> String;
 }

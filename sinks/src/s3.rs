@@ -235,6 +235,31 @@ impl Sink for S3Sink {
         }
     }
 
+    async fn check(&mut self) -> Result<String, SinkError> {
+        let client = self.client().await.clone();
+        client
+            .head_bucket()
+            .bucket(&self.cfg.bucket)
+            .send()
+            .await
+            .map_err(|e| self.error(classify(&format!("HeadBucket {}", self.cfg.bucket), &e)))?;
+        // Prove write permission under the prefix with a probe that no listing takes for a batch.
+        let key = format!("{}.chainship-check-{}", self.origin_prefix(), std::process::id());
+        client
+            .put_object()
+            .bucket(&self.cfg.bucket)
+            .key(&key)
+            .body(ByteStream::from_static(b"chainship check"))
+            .send()
+            .await
+            .map_err(|e| self.error(classify(&format!("writing a probe {key}"), &e)))?;
+        let _ = client.delete_object().bucket(&self.cfg.bucket).key(&key).send().await;
+        Ok(format!(
+            "bucket reachable, write permission under {}",
+            self.origin_prefix()
+        ))
+    }
+
     fn describe(&self) -> String {
         format!("s3://{}/{}", self.cfg.bucket, self.cfg.prefix)
     }

@@ -28,6 +28,10 @@ impl Sink for StdoutSink {
             .map_err(|e| SinkError::permanent(format!("stdout sink: {e}")))
     }
 
+    async fn check(&mut self) -> Result<String, SinkError> {
+        Ok("standard output".into())
+    }
+
     fn reads_back(&self) -> bool {
         false
     }

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod anchor;
+pub mod check;
 pub mod config_cmd;
 pub mod demo;
 pub mod follow;

@@ -98,6 +98,19 @@ impl AnchorStore for FileStore {
         Ok(notes)
     }
 
+    async fn check(&self) -> Result<String, StoreError> {
+        if !self.dir.is_dir() {
+            return Err(StoreError::permanent(format!(
+                "anchor store {}: no such directory (is the mount there?)",
+                self.describe()
+            )));
+        }
+        let probe = self.dir.join(format!(".chainship-check-{}", std::process::id()));
+        std::fs::write(&probe, b"chainship check").map_err(|e| self.io("cannot write", &probe, e))?;
+        let _ = std::fs::remove_file(&probe);
+        Ok("directory writable".into())
+    }
+
     fn describe(&self) -> String {
         format!("file:{}", self.dir.display())
     }

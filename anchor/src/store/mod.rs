@@ -63,6 +63,8 @@ pub trait AnchorStore: Send + Sync {
     async fn put_new(&self, origin: &str, seq: u64, note: &[u8]) -> Result<PutOutcome, StoreError>;
     /// Every note kept for `origin`, sorted by name (so by seq).
     async fn list(&self, origin: &str) -> Result<Vec<StoredNote>, StoreError>;
+    /// Checks that the store is reachable and writable, writing no head.
+    async fn check(&self) -> Result<String, StoreError>;
     /// A short description for logs (no secrets).
     fn describe(&self) -> String;
 }

@@ -175,6 +175,39 @@ impl AnchorStore for S3Store {
         Ok(notes)
     }
 
+    async fn check(&self) -> Result<String, StoreError> {
+        let client = self.client().await;
+        client
+            .head_bucket()
+            .bucket(&self.bucket)
+            .send()
+            .await
+            .map_err(|e| self.failure(classify(&format!("HeadBucket {}", self.bucket), &e)))?;
+        let locked = self.object_lock().await?;
+        let key = format!(
+            "{}.chainship-check-{}",
+            self.origin_prefix("_check"),
+            std::process::id()
+        );
+        client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(&key)
+            .body(ByteStream::from_static(b"chainship check"))
+            .send()
+            .await
+            .map_err(|e| self.failure(classify(&format!("writing a probe {key}"), &e)))?;
+        let _ = client.delete_object().bucket(&self.bucket).key(&key).send().await;
+        Ok(if locked {
+            format!(
+                "bucket reachable and writable; Object Lock on: heads kept {} days in COMPLIANCE mode",
+                self.retain_days
+            )
+        } else {
+            "bucket reachable and writable; Object Lock OFF: heads can be deleted by whoever holds the bucket".into()
+        })
+    }
+
     fn describe(&self) -> String {
         format!("s3://{}/{}", self.bucket, self.prefix)
     }

@@ -1,0 +1,198 @@
+//! Operability: /metrics and /healthz during a follow, and `chainship check`
+//! against the real services.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::*;
+use tempfile::TempDir;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// GET a path; returns (status code, body). None while nothing listens.
+fn get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    Some((
+        status,
+        response
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default(),
+    ))
+}
+
+fn metric(body: &str, name: &str) -> Option<f64> {
+    body.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.split_whitespace().last()?.parse().ok())
+}
+
+#[test]
+fn metrics_show_lag_falling_to_zero_and_health_turns_503_on_a_break() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 5000);
+    let anchors = dir.path().join("anchors");
+    std::fs::create_dir(&anchors).unwrap();
+    let key = dir.path().join("k");
+    assert_eq!(code(&run(&["keygen", "--name", "m/k", "--out", path_str(&key)])), 0);
+    let port = free_port();
+    let mut follower = KillOnDrop(
+        bin()
+            .args([
+                "follow",
+                "--db",
+                path_str(&db),
+                "--origin",
+                "m/agentrt",
+                "--from-start",
+                "--on-break",
+                "wait",
+            ])
+            .args(["--sink", &format!("file:{}", path_str(&dir.path().join("out.jsonl")))])
+            .args(["--cursor", path_str(&dir.path().join("cursor")), "--batch-size", "100"])
+            .args([
+                "--anchor",
+                &format!("file:{}", path_str(&anchors)),
+                "--signing-key",
+                path_str(&key),
+            ])
+            .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut lags = Vec::new();
+    loop {
+        assert!(Instant::now() < deadline, "lag never reached 0: {lags:?}");
+        if let Some((200, body)) = get(port, "/metrics") {
+            let lag = metric(&body, "chainship_export_lag_events");
+            let anchored = metric(&body, "chainship_anchor_last_seq");
+            lags.push(lag);
+            if lag == Some(0.0) && anchored == Some(5000.0) {
+                assert_eq!(metric(&body, "chainship_cursor_seq"), Some(5000.0));
+                assert_eq!(metric(&body, "chainship_events_exported_total"), Some(5000.0));
+                assert!(body.contains("# HELP chainship_export_lag_events"), "{body}");
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(get(port, "/healthz").unwrap().0, 200);
+
+    // A writer appends an event whose hash does not chain.
+    tamper(&db)
+        .execute(
+            "INSERT INTO events (seq, run_id, step_id, at, type, payload_json, hash) VALUES (5001, 'r', '', 't', 'k', '{}', ?1)",
+            ["0".repeat(64)],
+        )
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        assert!(Instant::now() < deadline, "/healthz never turned 503");
+        if let Some((503, body)) = get(port, "/healthz") {
+            assert!(body.contains("chain broken") && body.contains("seq 5001"), "{body}");
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (_, body) = get(port, "/metrics").unwrap();
+    assert_eq!(metric(&body, "chainship_chain_breaks_total"), Some(1.0));
+    assert!(follower.try_wait().unwrap().is_none(), "--on-break wait keeps serving");
+    signal(&follower, SIGTERM);
+    assert_eq!(wait_with_limit(&mut follower, Duration::from_secs(10)).code(), Some(1));
+}
+
+#[tokio::test]
+async fn check_reports_each_part_ok_or_its_exact_failure() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "c.db", 10);
+    let bucket = unique_bucket("check");
+    s3_client()
+        .create_bucket()
+        .bucket(&bucket)
+        .object_lock_enabled_for_bucket(true)
+        .send()
+        .await
+        .unwrap();
+    let key = dir.path().join("k");
+    assert_eq!(code(&run(&["keygen", "--name", "c/k", "--out", path_str(&key)])), 0);
+    let endpoint = s3_endpoint();
+    let mut cmd = bin();
+    s3_env(&mut cmd)
+        .args([
+            "check",
+            "--json",
+            "--db",
+            path_str(&db),
+            "--origin",
+            "c/agentrt",
+            "--signing-key",
+            path_str(&key),
+        ])
+        .args(["--sink", &format!("kafka://{}/check-topic", kafka_addr())])
+        .args(["--cursor", &format!("file:{}", path_str(&dir.path().join("cursor")))])
+        .args([
+            "--anchor",
+            &format!("s3://{bucket}/heads"),
+            "--anchor-s3-endpoint",
+            &endpoint,
+            "--anchor-s3-path-style",
+        ]);
+    let out = cmd.output().unwrap();
+    let json: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+    assert_eq!(code(&out), 0, "{json}");
+    let checks = json["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 5, "{json}");
+    assert!(
+        checks
+            .iter()
+            .any(|c| c["detail"].as_str().unwrap_or("").contains("Object Lock on")),
+        "{json}"
+    );
+
+    // A missing bucket and an absent anchor mount are named, exit 1.
+    let mut cmd = bin();
+    s3_env(&mut cmd)
+        .args([
+            "check",
+            "--origin",
+            "c/agentrt",
+            "--sink",
+            "s3://no-such-bucket-chainship/x",
+        ])
+        .args([
+            "--s3-endpoint",
+            &endpoint,
+            "--s3-path-style",
+            "--anchor",
+            "file:/nonexistent-anchor-mount",
+        ]);
+    let out = cmd.output().unwrap();
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("FAIL  sink s3://no-such-bucket-chainship/x:") && text.contains("NoSuchBucket")
+            || text.contains("404"),
+        "{text}"
+    );
+    assert!(
+        text.contains("FAIL  anchor store file:/nonexistent-anchor-mount: ") && text.contains("is the mount there?"),
+        "{text}"
+    );
+}
