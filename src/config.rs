@@ -105,7 +105,8 @@ impl ConfigFile {
     /// Checks every key against the flags of every subcommand, and every
     /// value against its flag's parser.
     pub fn validate(&self, root: &Command) -> Result<(), CliError> {
-        let commands = leaf_commands(root);
+        let mut commands = leaf_commands(root);
+        commands.push(root.clone()); // global flags such as --log-format
         for entry in &self.entries {
             let arg = commands
                 .iter()
