@@ -13,6 +13,7 @@ mod logging;
 mod metrics_server;
 mod origin;
 mod progress;
+mod report;
 mod sink_args;
 
 use std::process::ExitCode;

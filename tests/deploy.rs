@@ -98,11 +98,7 @@ fn dockerfile_is_multi_stage_and_non_root() {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Dockerfile")).unwrap();
     let froms = text.lines().filter(|l| l.starts_with("FROM ")).count();
     assert_eq!(froms, 2, "build stage and runtime stage");
-    let user = text
-        .lines()
-        .filter(|l| l.starts_with("USER "))
-        .next_back()
-        .expect("a USER line");
+    let user = text.lines().rfind(|l| l.starts_with("USER ")).expect("a USER line");
     assert_ne!(user.trim(), "USER root");
     assert!(text.contains("cargo build --release --locked"));
 }

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use chainship_sinks::s3_client::S3Settings;
+use chainship_sinks::s3_client::{S3Settings, split_s3_url};
 
 use crate::store::AnchorStore;
 use crate::store::file::FileStore;
@@ -22,14 +22,7 @@ impl FromStr for AnchorUrl {
     fn from_str(url: &str) -> Result<Self, String> {
         let err = |why: &str| format!("anchor {url:?}: {why}");
         if let Some(rest) = url.strip_prefix("s3://") {
-            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-            let bucket_ok = (3..=63).contains(&bucket.len())
-                && bucket
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
-            if !bucket_ok {
-                return Err(err("not a valid bucket name (3-63 of a-z 0-9 . -)"));
-            }
+            let (bucket, prefix) = split_s3_url(rest).map_err(|e| err(&e))?;
             return Ok(AnchorUrl::S3 {
                 bucket: bucket.to_owned(),
                 prefix: prefix.trim_matches('/').to_owned(),

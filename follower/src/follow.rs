@@ -17,10 +17,11 @@ use chainship_sinks::{Batch, ErrorKind, Sink, SinkError};
 use tokio::sync::watch;
 
 use crate::cursor::{CursorError, FileCursor};
+use crate::delivery::{Delivery, Pipeline};
 use crate::health::Health;
 use crate::metrics;
 use crate::resume;
-use crate::retry::{RetryEnd, RetryPolicy, retry_transient};
+use crate::retry::RetryPolicy;
 
 /// Where a follower without a cursor starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,12 +110,9 @@ impl From<SinkError> for FollowError {
 
 pub struct Follower {
     cfg: FollowConfig,
-    sink: Box<dyn Sink>,
-    cursor: FileCursor,
-    rt: tokio::runtime::Handle,
+    delivery: Delivery,
     stop: Arc<AtomicBool>,
     health: Arc<Health>,
-    delivered: watch::Sender<Option<Head>>,
 }
 
 /// The batch being filled, and what it continues from.
@@ -134,89 +132,96 @@ impl Follower {
         stop: Arc<AtomicBool>,
         health: Arc<Health>,
     ) -> Self {
-        let (delivered, _) = watch::channel(None);
-        Follower {
-            cfg,
+        let (announce, _) = watch::channel(None);
+        let delivery = Delivery {
             sink,
             cursor,
             rt,
+            stop: Arc::clone(&stop),
+            health: Arc::clone(&health),
+            retry: cfg.retry,
+            announce,
+        };
+        Follower {
+            cfg,
+            delivery,
             stop,
             health,
-            delivered,
         }
     }
 
     /// Every head the sink acknowledged (and the cursor recorded), newest
     /// first: what the anchor publisher signs.
     pub fn delivered_heads(&self) -> watch::Receiver<Option<Head>> {
-        self.delivered.subscribe()
+        self.delivery.announce.subscribe()
     }
 
-    pub fn run(mut self) -> Result<Outcome, FollowError> {
-        self.cursor.check_writable()?;
-        let db = EventDb::open(&self.cfg.db, &self.cfg.open)?;
-        let cursor_head = self.cursor.load()?;
-        let start = resume::start_from_cursor(
-            &db,
-            cursor_head,
-            self.cfg.start,
-            &self.cursor.path().display().to_string(),
-        )?;
-        let held = self.with_retry("reading back what the sink holds", |f| f.rt.block_on(f.sink.held()))?;
-        let point = resume::with_sink(&db, start, held, &self.sink.describe())?;
+    pub fn run(self) -> Result<Outcome, FollowError> {
+        let Follower {
+            cfg,
+            mut delivery,
+            stop,
+            health,
+        } = self;
+        delivery.cursor.check_writable()?;
+        let db = EventDb::open(&cfg.db, &cfg.open)?;
+        let cursor_head = delivery.cursor.load()?;
+        let cursor_path = delivery.cursor.path().display().to_string();
+        let start = resume::start_from_cursor(&db, cursor_head, cfg.start, &cursor_path)?;
+        let held = delivery.with_retry("reading back what the sink holds", |sink, rt| rt.block_on(sink.held()))?;
+        let sink_name = delivery.sink.describe();
+        let point = resume::with_sink(&db, start, held, &sink_name)?;
         if point.skipped > 0 {
             let head = point.after.expect("a sink ahead of the cursor holds a head");
-            tracing::info!(sink = %self.sink.describe(), held = %head, skipped = point.skipped,
+            tracing::info!(sink = %sink_name, held = %head, skipped = point.skipped,
                 "the sink already holds events past the cursor; resuming after them");
             metrics::duplicates_avoided(point.skipped);
-            self.cursor.store(head)?;
+            delivery.cursor.store(head)?;
         }
-        if !self.sink.reads_back() && cursor_head.is_some() {
+        if !delivery.sink.reads_back() && cursor_head.is_some() {
             tracing::info!(
                 "this sink cannot read back what it holds: a crash between delivery and cursor write resends one batch"
             );
         }
         let after_seq = point.after.map_or(0, |h| h.seq);
-        let _ = self.delivered.send(point.after);
+        let _ = delivery.announce.send(point.after);
         let db_head = db.head()?.map_or(0, |(s, _)| s);
         metrics::positions(db_head, after_seq);
-        tracing::info!(
-            origin = %self.cfg.origin,
-            sink = %self.sink.describe(),
-            resume_after = after_seq,
-            db_head,
-            once = self.cfg.once,
-            "following"
-        );
-        if self.cfg.once && db_head <= after_seq {
+        tracing::info!(origin = %cfg.origin, sink = %sink_name, resume_after = after_seq, db_head, once = cfg.once, "following");
+        if cfg.once && db_head <= after_seq {
             return Ok(Outcome::Done);
         }
 
         let plan = ReadPlan {
-            page_events: self.cfg.batch_size.clamp(256, 8192),
-            tail: (!self.cfg.once).then_some(self.cfg.poll_interval),
-            ..ReadPlan::new(after_seq, self.cfg.once.then_some(db_head))
+            page_events: cfg.batch_size.clamp(256, 8192),
+            tail: (!cfg.once).then_some(cfg.poll_interval),
+            ..ReadPlan::new(after_seq, cfg.once.then_some(db_head))
         };
-        let reader = ReadAhead::spawn(EventDb::open(&self.cfg.db, &self.cfg.open)?, plan);
+        let reader = ReadAhead::spawn(EventDb::open(&cfg.db, &cfg.open)?, plan);
         let mut check = point.after.map_or_else(ChainCheck::from_start, ChainCheck::after);
         let mut pending = Pending {
-            batch: Batch::new(&self.cfg.origin),
+            batch: Batch::new(&cfg.origin),
             prev_hash: point.after.map(|h| h.hash.to_vec()).unwrap_or_default(),
             since: None,
         };
+        let mut pipeline = Pipeline::spawn(delivery, &cfg.origin);
         let mut last_positions = Instant::now();
+        // Every way out first hands over what checked out and waits for it.
+        let finish = |pipeline: &mut Pipeline, pending: &mut Pending| -> Result<(), FollowError> {
+            submit(pipeline, pending, &db)?;
+            pipeline.drain()
+        };
 
         loop {
-            if self.stop.load(Ordering::Relaxed) {
-                self.flush(&mut pending, &db)?;
-                return Ok(Outcome::Stopped);
+            if stop.load(Ordering::Relaxed) {
+                return stopped(finish(&mut pipeline, &mut pending));
             }
             let wait = match pending.since {
-                Some(t) => self.cfg.batch_linger.saturating_sub(t.elapsed()),
+                Some(t) => cfg.batch_linger.saturating_sub(t.elapsed()),
                 None => Duration::from_millis(100),
             };
             if pending.since.is_some() && wait.is_zero() {
-                self.flush(&mut pending, &db)?;
+                submit(&mut pipeline, &mut pending, &db)?;
                 continue;
             }
             match reader.next_page_timeout(wait.min(Duration::from_millis(100))) {
@@ -226,27 +231,25 @@ impl Follower {
                             Ok(head) => head,
                             Err(broken) => {
                                 // Ship what checked out, nothing past it.
-                                self.flush(&mut pending, &db)?;
-                                return Ok(self.on_break(broken));
+                                stopped(finish(&mut pipeline, &mut pending))?;
+                                return Ok(on_break(&cfg, &stop, &health, broken));
                             }
                         };
                         pending
                             .batch
                             .push(&event, head.hash, &pending.prev_hash)
-                            .map_err(|e| FollowError::Setup(format!("{}: {e}", self.cfg.db.display())))?;
+                            .map_err(|e| FollowError::Setup(format!("{}: {e}", cfg.db.display())))?;
                         pending.prev_hash.clear();
                         pending.prev_hash.extend_from_slice(&head.hash);
                         pending.since.get_or_insert_with(Instant::now);
-                        if pending.batch.len() >= self.cfg.batch_size
-                            || pending.batch.jsonl.len() >= self.cfg.batch_bytes
-                        {
-                            self.flush(&mut pending, &db)?;
+                        if pending.batch.len() >= cfg.batch_size || pending.batch.jsonl.len() >= cfg.batch_bytes {
+                            submit(&mut pipeline, &mut pending, &db)?;
                         }
                     }
                     reader.give_back(page);
                 }
                 Waited::Page(Err(e)) => {
-                    self.flush(&mut pending, &db)?;
+                    stopped(finish(&mut pipeline, &mut pending))?;
                     return Err(e.into());
                 }
                 Waited::Nothing => {
@@ -257,91 +260,57 @@ impl Follower {
                     }
                 }
                 Waited::Finished => {
-                    self.flush(&mut pending, &db)?;
+                    finish(&mut pipeline, &mut pending)?;
                     return Ok(Outcome::Done);
                 }
             }
         }
     }
+}
 
-    /// Delivers the pending batch (retrying transient failures), then
-    /// records its last head in the cursor and announces it.
-    fn flush(&mut self, pending: &mut Pending, db: &EventDb) -> Result<(), FollowError> {
-        let Some(head) = pending.batch.last_head() else {
-            return Ok(());
-        };
-        let batch = std::mem::take(&mut pending.batch);
-        let result = self.with_retry("delivering a batch", |f| f.rt.block_on(f.sink.deliver(&batch)));
-        pending.batch = batch;
-        match result {
-            Ok(()) => {}
-            Err(FollowError::Interrupted(m)) => {
-                tracing::warn!("{m}");
-                pending.batch.clear();
-                pending.since = None;
-                return Ok(());
-            }
-            Err(e) => return Err(e),
-        }
-        self.health.sink_ok();
-        self.cursor.store(head)?;
-        metrics::delivered(pending.batch.len(), pending.batch.jsonl.len(), head.seq);
-        tracing::debug!(first = pending.batch.first_seq(), last = %head, events = pending.batch.len(), "delivered");
-        let _ = self.delivered.send(Some(head));
-        pending.batch.clear();
-        pending.since = None;
-        if let Ok(Some((db_head, _))) = db.head() {
-            metrics::positions(db_head, head.seq);
-        }
-        Ok(())
+/// Hands the pending batch to the delivery thread (which first waits for
+/// the batch before it to be acknowledged).
+fn submit(pipeline: &mut Pipeline, pending: &mut Pending, db: &EventDb) -> Result<(), FollowError> {
+    let Some(head) = pending.batch.last_head() else {
+        return Ok(());
+    };
+    let full = std::mem::take(&mut pending.batch);
+    pending.batch = pipeline.submit(full)?;
+    pending.since = None;
+    if let Ok(Some((db_head, _))) = db.head() {
+        metrics::positions(db_head, head.seq);
     }
+    Ok(())
+}
 
-    fn with_retry<T>(
-        &mut self,
-        what: &str,
-        mut attempt: impl FnMut(&mut Self) -> Result<T, SinkError>,
-    ) -> Result<T, FollowError> {
-        let policy = self.cfg.retry;
-        let stop = Arc::clone(&self.stop);
-        let health = Arc::clone(&self.health);
-        let sink = self.sink.describe();
-        let result = retry_transient(
-            &policy,
-            &stop,
-            |e, n| {
-                health.sink_failed(&e.message);
-                if e.kind == ErrorKind::Transient {
-                    tracing::warn!(%sink, attempt = n, error = %e, "{what} failed; retrying");
-                }
-            },
-            || attempt(self),
-        );
-        result.map_err(|end| match end {
-            RetryEnd::Fatal(e) => e.into(),
-            RetryEnd::GaveUp(e) => FollowError::Setup(format!("{what}: gave up retrying: {e}")),
-            RetryEnd::Interrupted(e) => FollowError::Interrupted(format!(
-                "shutdown while the sink was still failing at {what} ({e}); the batch was not acknowledged and will be sent again on restart"
-            )),
-        })
-    }
-
-    fn on_break(&mut self, broken: Box<ChainBreak>) -> Outcome {
-        metrics::chain_break();
-        self.health.chain_broken(&broken.to_string());
-        tracing::error!(
-            seq = broken.seq,
-            expected = broken.expected_str(),
-            found = %broken.found,
-            last_good = %broken.last_good.map_or("none".to_owned(), |h| h.to_string()),
-            "chain broken: {}; nothing past the last good event was shipped",
-            broken.reason()
-        );
-        if self.cfg.on_break == OnBreak::Wait {
-            tracing::warn!("--on-break wait: serving metrics and waiting for an operator (SIGTERM to exit)");
-            while !self.stop.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(100));
-            }
+/// A shutdown that came while the sink was still failing is a stop, not an error.
+fn stopped(result: Result<(), FollowError>) -> Result<Outcome, FollowError> {
+    match result {
+        Ok(()) => Ok(Outcome::Stopped),
+        Err(FollowError::Interrupted(m)) => {
+            tracing::warn!("{m}");
+            Ok(Outcome::Stopped)
         }
-        Outcome::Broken(broken)
+        Err(e) => Err(e),
     }
+}
+
+fn on_break(cfg: &FollowConfig, stop: &AtomicBool, health: &Health, broken: Box<ChainBreak>) -> Outcome {
+    metrics::chain_break();
+    health.chain_broken(&broken.to_string());
+    tracing::error!(
+        seq = broken.seq,
+        expected = broken.expected_str(),
+        found = %broken.found,
+        last_good = %broken.last_good.map_or("none".to_owned(), |h| h.to_string()),
+        "chain broken: {}; nothing past the last good event was shipped",
+        broken.reason()
+    );
+    if cfg.on_break == OnBreak::Wait {
+        tracing::warn!("--on-break wait: serving metrics and waiting for an operator (SIGTERM to exit)");
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    Outcome::Broken(broken)
 }

@@ -9,6 +9,7 @@
 
 pub mod anchoring;
 pub mod cursor;
+pub mod delivery;
 pub mod follow;
 pub mod health;
 pub mod metrics;

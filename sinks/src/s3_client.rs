@@ -56,6 +56,21 @@ impl S3Settings {
     }
 }
 
+/// Splits what follows `s3://` into a bucket and a prefix, checking the
+/// bucket name.
+pub fn split_s3_url(rest: &str) -> Result<(&str, &str), String> {
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    let valid = (3..=63).contains(&bucket.len())
+        && bucket
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+    if valid {
+        Ok((bucket, prefix))
+    } else {
+        Err("not a valid bucket name (3-63 of a-z 0-9 . -)".into())
+    }
+}
+
 /// How an S3 call failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct S3Failure {

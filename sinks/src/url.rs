@@ -9,7 +9,7 @@ use crate::error::SinkError;
 use crate::file::FileSink;
 use crate::kafka::{KafkaSink, KafkaSinkConfig, parse_kafka_url};
 use crate::s3::{S3Sink, S3SinkConfig};
-use crate::s3_client::S3Settings;
+use crate::s3_client::{S3Settings, split_s3_url};
 use crate::stdout::StdoutSink;
 
 /// A parsed `--sink` value.
@@ -44,14 +44,7 @@ impl FromStr for SinkUrl {
             return Ok(SinkUrl::Kafka { brokers, topic });
         }
         if let Some(rest) = url.strip_prefix("s3://") {
-            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-            let bucket_ok = (3..=63).contains(&bucket.len())
-                && bucket
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
-            if !bucket_ok {
-                return Err(err("not a valid bucket name (3-63 of a-z 0-9 . -)"));
-            }
+            let (bucket, prefix) = split_s3_url(rest).map_err(|e| err(&e))?;
             return Ok(SinkUrl::S3 {
                 bucket: bucket.to_owned(),
                 prefix: prefix.trim_matches('/').to_owned(),

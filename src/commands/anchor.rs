@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use chainship_anchor::audit::{self, Finding, HeadSet};
+use chainship_anchor::audit::{self, HeadSet};
 use chainship_anchor::keys::load_trusted;
 use chainship_anchor::{AnchorUrl, Kind, VerifierKey};
 use chainship_chain::{EventDb, WalkPlan, walk_chain};
@@ -15,6 +15,7 @@ use crate::db_args::DbArgs;
 use crate::exit::{CliError, CmdResult, FAILED, OK};
 use crate::origin::parse_origin;
 use crate::progress::events_bar;
+use crate::report;
 
 #[derive(Subcommand, Debug)]
 pub enum AnchorCommand {
@@ -74,16 +75,9 @@ pub struct AnchorCommon {
     pub json: bool,
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::usage(format!("cannot start the async runtime: {e}")))
-}
-
 fn load_heads(common: &AnchorCommon, keys: &[VerifierKey]) -> Result<HeadSet, CliError> {
     let store = common.s3.open(&common.anchor);
-    let notes = runtime()?
+    let notes = crate::report::runtime()?
         .block_on(store.list(&common.origin))
         .map_err(|e| CliError::usage(e.message))?;
     Ok(audit::check_heads(&notes, &common.origin, keys))
@@ -135,7 +129,7 @@ fn verify(args: &AnchorVerifyArgs) -> CmdResult {
                     "head": report.db_head.as_ref().map(|(s, h)| json!({"seq": s, "hash": h})),
                     "checked": report.checked,
                 },
-                "findings": findings.iter().map(finding_json).collect::<Vec<_>>(),
+                "findings": findings.iter().map(report::finding_json).collect::<Vec<_>>(),
                 "last_trusted_head": last_trusted.map(|h| json!({"seq": h.seq, "hash": h.hash_str()})),
             })
         );
@@ -151,7 +145,7 @@ fn verify(args: &AnchorVerifyArgs) -> CmdResult {
                 .map_or(String::new(), |(s, h)| format!(", head seq {s} {h}"))
         );
         for f in &findings {
-            println!("{}", finding_text(f));
+            println!("{}", report::finding_text(f));
         }
         if findings.is_empty() {
             println!("ok: the database matches every trusted head");
@@ -162,41 +156,6 @@ fn verify(args: &AnchorVerifyArgs) -> CmdResult {
         }
     }
     Ok(if findings.is_empty() { OK } else { FAILED })
-}
-
-fn finding_text(f: &Finding) -> String {
-    let mut line = format!(
-        "{}{}: {}",
-        f.kind,
-        f.seq.map_or(String::new(), |s| format!(" at seq {s}")),
-        f.message
-    );
-    if let Some(e) = &f.expected {
-        line += &format!("\n  expected: {e}");
-    }
-    if let Some(found) = &f.found {
-        line += &format!(
-            "\n  found:    {}",
-            if found.is_empty() { "(no such event)" } else { found }
-        );
-    }
-    if let Some(s) = &f.source
-        && !f.message.contains(s.as_str())
-    {
-        line += &format!("\n  head:     {s}");
-    }
-    line
-}
-
-fn finding_json(f: &Finding) -> serde_json::Value {
-    json!({
-        "kind": f.kind.as_str(),
-        "seq": f.seq,
-        "message": f.message,
-        "expected": f.expected,
-        "found": f.found,
-        "source": f.source,
-    })
 }
 
 fn list(args: &AnchorListArgs) -> CmdResult {
@@ -217,7 +176,7 @@ fn list(args: &AnchorListArgs) -> CmdResult {
                     "seq": t.signed.head.seq, "hash": t.signed.head.hash_str(), "published": t.signed.published,
                     "signers": t.signers, "source": t.source,
                 })).collect::<Vec<_>>(),
-                "unverified": set.findings.iter().map(finding_json).collect::<Vec<_>>(),
+                "unverified": set.findings.iter().map(report::finding_json).collect::<Vec<_>>(),
             })
         );
     } else {
@@ -237,7 +196,7 @@ fn list(args: &AnchorListArgs) -> CmdResult {
                     f.source.as_deref().unwrap_or("?")
                 );
             } else {
-                println!("{}", finding_text(f));
+                println!("{}", report::finding_text(f));
             }
         }
         println!("{} head(s) kept, {} verified", set.kept, trusted.len());

@@ -12,7 +12,7 @@ use clap::Args;
 use serde_json::json;
 
 use crate::anchor_args::AnchorS3Args;
-use crate::exit::{CliError, CmdResult, FAILED, OK};
+use crate::exit::{CmdResult, FAILED, OK};
 use crate::origin::parse_origin;
 use crate::sink_args::SinkS3Args;
 
@@ -52,10 +52,7 @@ pub struct CheckArgs {
 }
 
 pub fn run(args: &CheckArgs) -> CmdResult {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::usage(format!("cannot start the async runtime: {e}")))?;
+    let runtime = crate::report::runtime()?;
     let mut results: Vec<(String, Result<String, String>)> = Vec::new();
 
     if let Some(db) = &args.db {

@@ -15,6 +15,7 @@ use serde_json::json;
 use crate::anchor_args::AnchorS3Args;
 use crate::exit::{CliError, CmdResult, FAILED, OK};
 use crate::origin::parse_origin;
+use crate::report;
 use crate::sink_args::SinkS3Args;
 
 /// Check an exported copy against the kept heads, without the database.
@@ -81,10 +82,7 @@ pub fn run(args: &VerifyExportArgs) -> CmdResult {
         })?,
         (None, _) => return Err(CliError::usage("--origin is needed to read an s3:// or kafka:// copy")),
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::usage(format!("cannot start the async runtime: {e}")))?;
+    let runtime = report::runtime()?;
     let store = args.anchor_s3.open(&args.anchor);
     let notes = runtime
         .block_on(store.list(&origin))
@@ -122,10 +120,7 @@ pub fn run(args: &VerifyExportArgs) -> CmdResult {
                 "end_seq": check.end(),
                 "identical_duplicates": check.identical_duplicates,
                 "heads": {"kept": set.kept, "trusted": set.trusted.len()},
-                "findings": findings.iter().map(|f| json!({
-                    "kind": f.kind.as_str(), "seq": f.seq, "message": f.message,
-                    "expected": f.expected, "found": f.found, "source": f.source,
-                })).collect::<Vec<_>>(),
+                "findings": findings.iter().map(report::finding_json).collect::<Vec<_>>(),
                 "warnings": warnings,
                 "last_trusted_head": last_trusted.map(|h| json!({"seq": h.seq, "hash": h.hash_str()})),
             })
@@ -143,19 +138,7 @@ pub fn run(args: &VerifyExportArgs) -> CmdResult {
             println!("warning: {w}");
         }
         for f in &findings {
-            let mut line = format!(
-                "{}{}: {}",
-                f.kind,
-                f.seq.map_or(String::new(), |s| format!(" at seq {s}")),
-                f.message
-            );
-            if let Some(e) = &f.expected {
-                line += &format!("\n  expected: {e}");
-            }
-            if let Some(found) = &f.found {
-                line += &format!("\n  found:    {found}");
-            }
-            println!("{line}");
+            println!("{}", report::finding_text(f));
         }
         if findings.is_empty() {
             println!("ok: the copy is whole and matches every trusted head");

@@ -1,0 +1,152 @@
+//! Delivering batches: the sink call (retried while the failure is
+//! transient), then the cursor, then the announcement the anchoring task
+//! listens to — always in that order, one batch at a time.
+//!
+//! [`Pipeline`] runs this on its own thread with at most one batch in
+//! flight, so the follow loop reads, checks and encodes the next batch
+//! while the current one is written: the write and the CPU work overlap.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::thread::JoinHandle;
+
+use chainship_chain::Head;
+use chainship_sinks::{Batch, ErrorKind, Sink, SinkError};
+use tokio::sync::watch;
+
+use crate::cursor::FileCursor;
+use crate::follow::FollowError;
+use crate::health::Health;
+use crate::metrics;
+use crate::retry::{RetryEnd, RetryPolicy, retry_transient};
+
+/// Everything needed to deliver a batch and record it.
+pub struct Delivery {
+    pub sink: Box<dyn Sink>,
+    pub cursor: FileCursor,
+    pub rt: tokio::runtime::Handle,
+    pub stop: Arc<AtomicBool>,
+    pub health: Arc<Health>,
+    pub retry: RetryPolicy,
+    pub announce: watch::Sender<Option<Head>>,
+}
+
+impl Delivery {
+    /// Delivers `batch`, then stores its last head in the cursor and announces it.
+    pub fn deliver(&mut self, batch: &Batch) -> Result<(), FollowError> {
+        let Some(head) = batch.last_head() else { return Ok(()) };
+        self.with_retry("delivering a batch", |sink, rt| rt.block_on(sink.deliver(batch)))?;
+        self.health.sink_ok();
+        self.cursor.store(head)?;
+        metrics::delivered(batch.len(), batch.jsonl.len(), head.seq);
+        tracing::debug!(first = batch.first_seq(), last = %head, events = batch.len(), "delivered");
+        let _ = self.announce.send(Some(head));
+        Ok(())
+    }
+
+    /// Calls the sink until it succeeds, retrying transient failures.
+    pub fn with_retry<T>(
+        &mut self,
+        what: &str,
+        mut attempt: impl FnMut(&mut Box<dyn Sink>, &tokio::runtime::Handle) -> Result<T, SinkError>,
+    ) -> Result<T, FollowError> {
+        let health = Arc::clone(&self.health);
+        let sink_name = self.sink.describe();
+        let (sink, rt) = (&mut self.sink, &self.rt);
+        let result = retry_transient(
+            &self.retry,
+            &self.stop,
+            |e, n| {
+                health.sink_failed(&e.message);
+                if e.kind == ErrorKind::Transient {
+                    tracing::warn!(sink = %sink_name, attempt = n, error = %e, "{what} failed; retrying");
+                }
+            },
+            || attempt(sink, rt),
+        );
+        result.map_err(|end| match end {
+            RetryEnd::Fatal(e) => e.into(),
+            RetryEnd::GaveUp(e) => FollowError::Setup(format!("{what}: gave up retrying: {e}")),
+            RetryEnd::Interrupted(e) => FollowError::Interrupted(format!(
+                "shutdown while the sink was still failing at {what} ({e}); the batch was not acknowledged and will be sent again on restart"
+            )),
+        })
+    }
+}
+
+/// A delivery thread with at most one batch in flight.
+pub struct Pipeline {
+    to_worker: Option<SyncSender<Batch>>,
+    from_worker: Receiver<Result<Batch, FollowError>>,
+    in_flight: bool,
+    origin: String,
+    worker: Option<JoinHandle<()>>,
+}
+
+impl Pipeline {
+    pub fn spawn(mut delivery: Delivery, origin: &str) -> Pipeline {
+        let (to_worker, batches) = sync_channel::<Batch>(0);
+        let (acks, from_worker) = sync_channel(1);
+        let worker = std::thread::Builder::new()
+            .name("delivery".into())
+            .spawn(move || {
+                for mut batch in batches {
+                    let result = delivery.deliver(&batch);
+                    let failed = result.is_err();
+                    batch.clear();
+                    if acks.send(result.map(|()| batch)).is_err() || failed {
+                        return;
+                    }
+                }
+            })
+            .expect("spawning the delivery thread");
+        Pipeline {
+            to_worker: Some(to_worker),
+            from_worker,
+            in_flight: false,
+            origin: origin.to_owned(),
+            worker: Some(worker),
+        }
+    }
+
+    /// Hands `batch` over for delivery once the previous one is acknowledged,
+    /// and returns an empty batch to fill next.
+    pub fn submit(&mut self, batch: Batch) -> Result<Batch, FollowError> {
+        let spare = if self.in_flight {
+            self.wait()?
+        } else {
+            Batch::new(&self.origin)
+        };
+        let sent = self.to_worker.as_ref().map(|tx| tx.send(batch));
+        if !matches!(sent, Some(Ok(()))) {
+            return Err(FollowError::Setup("the delivery thread has stopped".into()));
+        }
+        self.in_flight = true;
+        Ok(spare)
+    }
+
+    /// Waits until nothing is in flight, returning the last delivery's error if any.
+    pub fn drain(&mut self) -> Result<(), FollowError> {
+        if self.in_flight {
+            self.wait()?;
+        }
+        Ok(())
+    }
+
+    fn wait(&mut self) -> Result<Batch, FollowError> {
+        self.in_flight = false;
+        self.from_worker
+            .recv()
+            .unwrap_or_else(|_| Err(FollowError::Setup("the delivery thread has stopped".into())))
+    }
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        self.to_worker = None; // ends the worker's loop
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+    }
+}

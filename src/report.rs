@@ -1,0 +1,51 @@
+//! How findings and runs are shown, shared by the commands that judge a
+//! database or a copy against the kept heads.
+
+use chainship_anchor::Finding;
+use serde_json::json;
+
+use crate::exit::CliError;
+
+/// A finding as text: kind, seq and message, then the hashes and the head file.
+pub fn finding_text(f: &Finding) -> String {
+    let mut line = format!(
+        "{}{}: {}",
+        f.kind,
+        f.seq.map_or(String::new(), |s| format!(" at seq {s}")),
+        f.message
+    );
+    if let Some(e) = &f.expected {
+        line += &format!("\n  expected: {e}");
+    }
+    if let Some(found) = &f.found {
+        line += &format!(
+            "\n  found:    {}",
+            if found.is_empty() { "(no such event)" } else { found }
+        );
+    }
+    if let Some(s) = &f.source
+        && !f.message.contains(s.as_str())
+    {
+        line += &format!("\n  head:     {s}");
+    }
+    line
+}
+
+pub fn finding_json(f: &Finding) -> serde_json::Value {
+    json!({
+        "kind": f.kind.as_str(),
+        "seq": f.seq,
+        "message": f.message,
+        "expected": f.expected,
+        "found": f.found,
+        "source": f.source,
+    })
+}
+
+/// A small runtime for commands that make a few async calls.
+pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::usage(format!("cannot start the async runtime: {e}")))
+}
