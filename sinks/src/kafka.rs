@@ -135,15 +135,6 @@ impl KafkaSink {
         }
     }
 
-    fn base_config(&self) -> ClientConfig {
-        let mut config = ClientConfig::new();
-        config.set("bootstrap.servers", &self.cfg.brokers);
-        for (k, v) in &self.cfg.options {
-            config.set(k, v);
-        }
-        config
-    }
-
     /// The passthrough settings without the producer-only ones, for the
     /// read-back consumer (librdkafka warns about those otherwise).
     fn consumer_config(&self) -> ClientConfig {
@@ -175,11 +166,17 @@ impl KafkaSink {
     /// and again after a fatal error.
     fn producer(&mut self) -> Result<&FutureProducer, SinkError> {
         if self.producer.is_none() {
-            let mut config = self.base_config();
+            // Whole batches are enqueued at once, so no linger is needed to fill
+            // librdkafka's batches; --kafka-opt can still set one.
+            let mut config = ClientConfig::new();
+            config.set("linger.ms", "0");
+            for (k, v) in &self.cfg.options {
+                config.set(k, v);
+            }
             config
+                .set("bootstrap.servers", &self.cfg.brokers)
                 .set("enable.idempotence", "true")
-                .set("acks", "all")
-                .set("linger.ms", "5");
+                .set("acks", "all");
             if self.cfg.fence {
                 let id: String = self
                     .origin
