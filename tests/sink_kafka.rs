@@ -291,38 +291,48 @@ async fn a_second_follower_of_the_same_origin_fences_the_first() {
             .spawn()
             .unwrap(),
     );
-    let mut first = KillOnDrop(
-        follow_cmd(
-            &db,
-            &topic,
-            "kafka/fence",
-            &dir.path().join("c1"),
-            &["--from-start", "--batch-size", "20"],
+    let start = |cursor: &str, log: &str| {
+        KillOnDrop(
+            follow_cmd(
+                &db,
+                &topic,
+                "kafka/fence",
+                &dir.path().join(cursor),
+                &["--from-start", "--batch-size", "20"],
+            )
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join(log)).unwrap())
+            .spawn()
+            .unwrap(),
         )
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap(),
-    );
+    };
+    let mut first = start("c1", "first.log");
     std::thread::sleep(Duration::from_secs(2));
-    let mut second = KillOnDrop(spawn_follow(
-        &db,
-        &topic,
-        "kafka/fence",
-        &dir.path().join("c2"),
-        &["--from-start", "--batch-size", "20"],
-    ));
-    let status = wait_with_limit(&mut first, Duration::from_secs(60));
-    let mut err = String::new();
-    std::io::Read::read_to_string(first.stderr.as_mut().unwrap(), &mut err).unwrap();
-    assert_eq!(status.code(), Some(2), "the fenced follower stops: {err}");
+    let mut second = start("c2", "second.log");
+    // Kafka fences the older producer; tansu does not always answer the older
+    // one with PRODUCER_FENCED, so which one yields can vary there. What must
+    // hold: one stops, naming the takeover, and the two never interleave.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let (stopped_log, survivor, survivor_cursor) = loop {
+        assert!(Instant::now() < deadline, "neither follower stopped within 90 s");
+        if let Some(status) = first.try_wait().unwrap() {
+            assert_eq!(status.code(), Some(2));
+            break ("first.log", &mut second, "c2");
+        }
+        if let Some(status) = second.try_wait().unwrap() {
+            assert_eq!(status.code(), Some(2));
+            break ("second.log", &mut first, "c1");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let err = std::fs::read_to_string(dir.path().join(stopped_log)).unwrap();
     assert!(err.contains("another follower for this origin took over"), "{err}");
     signal(&writer, SIGTERM);
     wait_with_limit(&mut writer, Duration::from_secs(5));
     let head = db_head(&db);
-    wait_for_cursor(&dir.path().join("c2"), &head, Duration::from_secs(30));
-    signal(&second, SIGTERM);
-    wait_with_limit(&mut second, Duration::from_secs(10));
+    wait_for_cursor(&dir.path().join(survivor_cursor), &head, Duration::from_secs(60));
+    signal(survivor, SIGTERM);
+    wait_with_limit(survivor, Duration::from_secs(20));
     assert_eq!(
         read_back(&topic, "kafka/fence", dir.path()),
         head,

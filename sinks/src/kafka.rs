@@ -170,6 +170,9 @@ impl KafkaSink {
             // librdkafka's batches; --kafka-opt can still set one.
             let mut config = ClientConfig::new();
             config.set("linger.ms", "0");
+            // An undelivered batch is resent after a read-back, so a bounded
+            // wait only makes failures visible sooner; --kafka-opt can raise it.
+            config.set("message.timeout.ms", "30000");
             for (k, v) in &self.cfg.options {
                 config.set(k, v);
             }
@@ -194,7 +197,7 @@ impl KafkaSink {
             let producer: FutureProducer = config.create().map_err(|e| classify("creating the producer", &e))?;
             if self.cfg.fence {
                 producer
-                    .init_transactions(Duration::from_secs(30))
+                    .init_transactions(Duration::from_secs(15))
                     .map_err(|e| classify("initialising transactions (fencing older producers of this origin)", &e))?;
             }
             self.producer = Some(producer);
@@ -268,6 +271,7 @@ impl KafkaSink {
                 .assign(&tpl)
                 .map_err(|e| classify("assigning the partition", &e))?;
             let mut best: Option<Head> = None;
+            let started = Instant::now();
             let mut last_message = Instant::now();
             let mut at_end = false;
             loop {
@@ -304,7 +308,12 @@ impl KafkaSink {
                     None => {}
                 }
                 let idle = last_message.elapsed();
-                if (at_end && idle > Duration::from_millis(600)) || idle > Duration::from_secs(5) {
+                // Another producer writing non-stop would keep this going: the
+                // scan is bounded, and what it found so far is past the start's end.
+                if (at_end && idle > Duration::from_millis(600))
+                    || idle > Duration::from_secs(5)
+                    || started.elapsed() > Duration::from_secs(10)
+                {
                     break;
                 }
             }
@@ -366,7 +375,7 @@ impl KafkaSink {
         }
         if fence {
             producer
-                .commit_transaction(Duration::from_secs(60))
+                .commit_transaction(Duration::from_secs(15))
                 .map_err(|e| classify("committing the batch", &e))?;
         }
         Ok(())
@@ -389,6 +398,15 @@ impl Sink for KafkaSink {
             0
         };
         self.recheck = false;
+        let last = batch.last_head().map_or(0, |h| h.seq);
+        if self.cfg.fence && after > last {
+            // Records past this batch appeared while it failed: another
+            // follower of this origin is writing. Stop; never fight it.
+            self.producer = None;
+            return Err(SinkError::permanent(format!(
+                "Kafka sink: another follower for this origin took over: the topic holds seq {after}, past this batch's seq {last}"
+            )));
+        }
         let result = self.send_all(batch, after).await;
         if result.is_err() {
             self.recheck = true;
