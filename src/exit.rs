@@ -27,7 +27,6 @@ impl CliError {
     }
 
     /// The data failed a check: exit 1.
-    #[allow(dead_code)] // used by the follower and anchor commands
     pub fn failed(message: impl fmt::Display) -> Self {
         CliError {
             code: FAILED,
