@@ -159,21 +159,7 @@ async fn an_anchor_store_outage_delays_anchoring_but_not_the_export() {
     let bucket = locked_bucket().await;
     let (key, verifier) = keygen(&dir);
     let (out_file, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
-    let mut writer = KillOnDrop(
-        bin()
-            .args([
-                "generate",
-                "--db",
-                path_str(&db),
-                "--append",
-                "--events",
-                "0",
-                "--follow-rate",
-                "200",
-            ])
-            .spawn()
-            .unwrap(),
-    );
+    let mut writer = live_writer(&db, "200", &[]);
     let mut cmd = bin();
     s3_env(&mut cmd)
         .args([

@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use tempfile::TempDir;
@@ -50,21 +50,7 @@ fn live_writer_to_file_sink_every_event_once_in_order() {
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "live.db", 1000);
     let (out, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
-    let mut writer = KillOnDrop(
-        bin()
-            .args([
-                "generate",
-                "--db",
-                path_str(&db),
-                "--append",
-                "--events",
-                "0",
-                "--follow-rate",
-                "400",
-            ])
-            .spawn()
-            .unwrap(),
-    );
+    let mut writer = live_writer(&db, "400", &[]);
     let mut follower = KillOnDrop(spawn_follow(
         &db,
         &out,
@@ -81,14 +67,7 @@ fn live_writer_to_file_sink_every_event_once_in_order() {
         "the writer appended while following: head {final_head}"
     );
     // Within a second of the last commit, the follower has delivered it.
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while std::fs::read_to_string(&cursor).unwrap_or_default().trim() != final_head {
-        assert!(
-            Instant::now() < deadline,
-            "the follower did not catch up within 2 s of the last commit"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_cursor(&cursor, &final_head, Duration::from_secs(2));
     signal(&follower, SIGTERM);
     let status = wait_with_limit(&mut follower, Duration::from_secs(5));
     assert_eq!(status.code(), Some(0), "SIGTERM exits 0");

@@ -72,17 +72,6 @@ fn read_back(topic: &str, origin: &str, dir: &Path) -> String {
     format!("{seq}:{hash}")
 }
 
-fn wait_for_cursor(cursor: &Path, head: &str, limit: Duration) {
-    let deadline = Instant::now() + limit;
-    while std::fs::read_to_string(cursor).unwrap_or_default().trim() != head {
-        assert!(
-            Instant::now() < deadline,
-            "the follower did not reach {head} within {limit:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[tokio::test]
 async fn live_writer_to_kafka_every_event_once_in_order() {
     let _serial = SERIAL.lock().await;
@@ -90,21 +79,7 @@ async fn live_writer_to_kafka_every_event_once_in_order() {
     let db = generate(dir.path(), "live.db", 2000);
     let topic = topic("live").await;
     let cursor = dir.path().join("cursor");
-    let mut writer = KillOnDrop(
-        bin()
-            .args([
-                "generate",
-                "--db",
-                path_str(&db),
-                "--append",
-                "--events",
-                "0",
-                "--follow-rate",
-                "500",
-            ])
-            .spawn()
-            .unwrap(),
-    );
+    let mut writer = live_writer(&db, "500", &[]);
     let mut follower = KillOnDrop(spawn_follow(
         &db,
         &topic,
@@ -128,22 +103,7 @@ async fn kill_9_at_twenty_moments_keeps_every_event_exactly_once() {
     let dir = TempDir::new().unwrap();
     // 10k events there at start, 40k more appended while the kills happen.
     let db = generate(dir.path(), "crash.db", 10_000);
-    let mut writer = KillOnDrop(
-        bin()
-            .args([
-                "generate",
-                "--db",
-                path_str(&db),
-                "--append",
-                "--events",
-                "0",
-                "--follow-rate",
-                "600",
-            ])
-            .args(["--follow-max", "40000"])
-            .spawn()
-            .unwrap(),
-    );
+    let mut writer = live_writer(&db, "600", &["--follow-max", "40000"]);
     let topic = topic("crash").await;
     let cursor = dir.path().join("cursor");
     let mut rng: u64 = 0xD6E8_FEB8_6659_FD93;
@@ -181,21 +141,7 @@ async fn a_broker_outage_longer_than_message_timeout_loses_nothing() {
     let db = generate(dir.path(), "outage.db", 1000);
     let topic = topic("outage").await;
     let cursor = dir.path().join("cursor");
-    let mut writer = KillOnDrop(
-        bin()
-            .args([
-                "generate",
-                "--db",
-                path_str(&db),
-                "--append",
-                "--events",
-                "0",
-                "--follow-rate",
-                "300",
-            ])
-            .spawn()
-            .unwrap(),
-    );
+    let mut writer = live_writer(&db, "300", &[]);
     let mut follower = KillOnDrop(spawn_follow(
         &db,
         &topic,
@@ -276,21 +222,7 @@ async fn a_second_follower_of_the_same_origin_fences_the_first() {
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "fence.db", 500);
     let topic = topic("fence").await;
-    let mut writer = KillOnDrop(
-        bin()
-            .args([
-                "generate",
-                "--db",
-                path_str(&db),
-                "--append",
-                "--events",
-                "0",
-                "--follow-rate",
-                "200",
-            ])
-            .spawn()
-            .unwrap(),
-    );
+    let mut writer = live_writer(&db, "200", &[]);
     let start = |cursor: &str, log: &str| {
         KillOnDrop(
             follow_cmd(

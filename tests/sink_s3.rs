@@ -7,7 +7,7 @@ mod common;
 use std::io::Read;
 use std::path::Path;
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use tempfile::TempDir;
@@ -121,21 +121,7 @@ async fn live_writer_to_s3_every_event_once_in_order() {
     let db = generate(dir.path(), "live.db", 3000);
     let bucket = bucket().await;
     let cursor = dir.path().join("cursor");
-    let mut writer = KillOnDrop(
-        bin()
-            .args([
-                "generate",
-                "--db",
-                path_str(&db),
-                "--append",
-                "--events",
-                "0",
-                "--follow-rate",
-                "500",
-            ])
-            .spawn()
-            .unwrap(),
-    );
+    let mut writer = live_writer(&db, "500", &[]);
     let mut follower = KillOnDrop(spawn_follow(
         &db,
         &bucket,
@@ -153,11 +139,7 @@ async fn live_writer_to_s3_every_event_once_in_order() {
     signal(&writer, SIGTERM);
     wait_with_limit(&mut writer, Duration::from_secs(5));
     let final_head = db_head(&db);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::fs::read_to_string(&cursor).unwrap_or_default().trim() != final_head {
-        assert!(Instant::now() < deadline, "the follower did not catch up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_cursor(&cursor, &final_head, Duration::from_secs(10));
     signal(&follower, SIGTERM);
     assert_eq!(wait_with_limit(&mut follower, Duration::from_secs(10)).code(), Some(0));
     let (seq, hash, objects) = read_back(&bucket, dir.path()).await;
@@ -178,22 +160,7 @@ async fn kill_9_at_twenty_moments_keeps_every_event_exactly_once() {
     let dir = TempDir::new().unwrap();
     // 10k events there at start, 40k more appended while the kills happen.
     let db = generate(dir.path(), "crash.db", 10_000);
-    let mut writer = KillOnDrop(
-        bin()
-            .args([
-                "generate",
-                "--db",
-                path_str(&db),
-                "--append",
-                "--events",
-                "0",
-                "--follow-rate",
-                "1000",
-            ])
-            .args(["--follow-max", "40000"])
-            .spawn()
-            .unwrap(),
-    );
+    let mut writer = live_writer(&db, "1000", &["--follow-max", "40000"]);
     let bucket = bucket().await;
     let cursor = dir.path().join("cursor");
     let mut rng: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -231,21 +198,7 @@ async fn a_30_second_outage_loses_and_duplicates_nothing() {
     let db = generate(dir.path(), "outage.db", 1000);
     let bucket = bucket().await;
     let cursor = dir.path().join("cursor");
-    let mut writer = KillOnDrop(
-        bin()
-            .args([
-                "generate",
-                "--db",
-                path_str(&db),
-                "--append",
-                "--events",
-                "0",
-                "--follow-rate",
-                "300",
-            ])
-            .spawn()
-            .unwrap(),
-    );
+    let mut writer = live_writer(&db, "300", &[]);
     let mut follower = KillOnDrop(spawn_follow(
         &db,
         &bucket,
@@ -261,14 +214,7 @@ async fn a_30_second_outage_loses_and_duplicates_nothing() {
     signal(&writer, SIGTERM);
     wait_with_limit(&mut writer, Duration::from_secs(5));
     let final_head = db_head(&db);
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while std::fs::read_to_string(&cursor).unwrap_or_default().trim() != final_head {
-        assert!(
-            Instant::now() < deadline,
-            "the follower did not catch up after the outage"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for_cursor(&cursor, &final_head, Duration::from_secs(90));
     signal(&follower, SIGTERM);
     assert_eq!(wait_with_limit(&mut follower, Duration::from_secs(10)).code(), Some(0));
     let (seq, hash, _) = read_back(&bucket, dir.path()).await;

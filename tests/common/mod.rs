@@ -287,3 +287,35 @@ impl Drop for KillOnDrop {
         }
     }
 }
+
+/// A live writer appending `rate` events per second to `db`, as a runtime
+/// would (`extra`: e.g. `--follow-max N`); killed if the test ends first.
+pub fn live_writer(db: &Path, rate: &str, extra: &[&str]) -> KillOnDrop {
+    let child = bin()
+        .args([
+            "generate",
+            "--db",
+            path_str(db),
+            "--append",
+            "--events",
+            "0",
+            "--follow-rate",
+            rate,
+        ])
+        .args(extra)
+        .spawn()
+        .expect("starting the writer");
+    KillOnDrop(child)
+}
+
+/// Waits until the cursor file holds `head`, at most `limit`.
+pub fn wait_for_cursor(cursor: &Path, head: &str, limit: std::time::Duration) {
+    let deadline = std::time::Instant::now() + limit;
+    while std::fs::read_to_string(cursor).unwrap_or_default().trim() != head {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the follower did not reach {head} within {limit:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
