@@ -2,6 +2,7 @@
 //! database or a copy against the kept heads.
 
 use chainship_anchor::Finding;
+use chainship_chain::Head;
 use serde_json::json;
 
 use crate::exit::CliError;
@@ -40,6 +41,20 @@ pub fn finding_json(f: &Finding) -> serde_json::Value {
         "found": f.found,
         "source": f.source,
     })
+}
+
+/// The findings, then `ok: ...` if there are none, then the last trusted head.
+pub fn print_outcome(findings: &[Finding], ok: &str, last_trusted: Option<Head>) {
+    for f in findings {
+        println!("{}", finding_text(f));
+    }
+    if findings.is_empty() {
+        println!("ok: {ok}");
+    }
+    match last_trusted {
+        Some(h) => println!("last trusted head: seq {} {}", h.seq, h.hash_str()),
+        None => println!("last trusted head: none"),
+    }
 }
 
 /// A small runtime for commands that make a few async calls.

@@ -374,3 +374,24 @@ fn keygen_and_follow_refuse_unsafe_key_files() {
     assert!(stderr(&res).contains("chmod 600"), "{}", stderr(&res));
     assert!(!dir.path().join("o.jsonl").exists(), "nothing shipped with a bad key");
 }
+
+#[test]
+fn an_unreadable_anchor_store_is_exit_2_not_a_pass() {
+    let a = export_anchored(100);
+    let out = bin()
+        .args([
+            "anchor",
+            "verify",
+            "--db",
+            path_str(&a.db),
+            "--origin",
+            ORIGIN,
+            "--trusted-key",
+            &a.verifier,
+        ])
+        .args(["--anchor", "file:/nonexistent-anchor-mount"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}{}", stdout(&out), stderr(&out));
+    assert!(stderr(&out).contains("/nonexistent-anchor-mount"), "{}", stderr(&out));
+}

@@ -144,16 +144,7 @@ fn verify(args: &AnchorVerifyArgs) -> CmdResult {
                 .as_ref()
                 .map_or(String::new(), |(s, h)| format!(", head seq {s} {h}"))
         );
-        for f in &findings {
-            println!("{}", report::finding_text(f));
-        }
-        if findings.is_empty() {
-            println!("ok: the database matches every trusted head");
-        }
-        match last_trusted {
-            Some(h) => println!("last trusted head: seq {} {}", h.seq, h.hash_str()),
-            None => println!("last trusted head: none"),
-        }
+        report::print_outcome(&findings, "the database matches every trusted head", last_trusted);
     }
     Ok(if findings.is_empty() { OK } else { FAILED })
 }

@@ -32,8 +32,8 @@ pub struct CheckArgs {
     pub origin: String,
     #[arg(long, env = "CHAINSHIP_SINK", value_name = "URL")]
     pub sink: SinkUrl,
-    #[arg(long, env = "CHAINSHIP_CURSOR", value_name = "URL")]
-    pub cursor: Option<String>,
+    #[arg(long, env = "CHAINSHIP_CURSOR", value_name = "URL", value_parser = crate::commands::follow::parse_cursor_url)]
+    pub cursor: Option<PathBuf>,
     #[arg(long, env = "CHAINSHIP_ANCHOR", value_name = "URL", value_parser = str::parse::<AnchorUrl>)]
     pub anchor: Option<AnchorUrl>,
     #[arg(
@@ -64,14 +64,13 @@ pub fn run(args: &CheckArgs) -> CmdResult {
             });
         results.push((format!("database {}", db.display()), r.map_err(|e| e.to_string())));
     }
-    if let Some(cursor) = &args.cursor {
-        let path = cursor.strip_prefix("file:").unwrap_or(cursor);
+    if let Some(path) = &args.cursor {
         let c = FileCursor::new(path);
         let r = c.check_writable().and_then(|_| c.load()).map(|h| match h {
             Some(h) => format!("writable, at {h}"),
             None => "writable, no cursor yet (first run: --from-start)".into(),
         });
-        results.push((format!("cursor {path}"), r.map_err(|e| e.to_string())));
+        results.push((format!("cursor {}", path.display()), r.map_err(|e| e.to_string())));
     }
     let sink = open_sink(&args.sink, &args.origin, &args.sink_s3.options());
     let r = match sink {

@@ -103,7 +103,7 @@ pub enum OnBreakArg {
     Wait,
 }
 
-fn parse_cursor_url(text: &str) -> Result<PathBuf, String> {
+pub(crate) fn parse_cursor_url(text: &str) -> Result<PathBuf, String> {
     let path = text
         .strip_prefix("file:")
         .map(|p| p.strip_prefix("//").unwrap_or(p))

@@ -137,16 +137,11 @@ pub fn run(args: &VerifyExportArgs) -> CmdResult {
         for w in &warnings {
             println!("warning: {w}");
         }
-        for f in &findings {
-            println!("{}", report::finding_text(f));
-        }
-        if findings.is_empty() {
-            println!("ok: the copy is whole and matches every trusted head");
-        }
-        match last_trusted {
-            Some(h) => println!("last trusted head: seq {} {}", h.seq, h.hash_str()),
-            None => println!("last trusted head: none"),
-        }
+        report::print_outcome(
+            &findings,
+            "the copy is whole and matches every trusted head",
+            last_trusted,
+        );
     }
     Ok(if findings.is_empty() { OK } else { FAILED })
 }
