@@ -265,9 +265,17 @@ async fn a_second_follower_of_the_same_origin_fences_the_first() {
     wait_for_cursor(&dir.path().join(survivor_cursor), &head, Duration::from_secs(60));
     signal(survivor, SIGTERM);
     wait_with_limit(survivor, Duration::from_secs(20));
-    assert_eq!(
-        read_back(&topic, "kafka/fence", dir.path()),
-        head,
-        "no interleaving: every event once, in order"
-    );
+    // tansu does not hide an aborted transaction's records: the fenced
+    // follower's last batch may stay visible as identical copies of seqs
+    // already there (Kafka's read_committed hides them). So the check is the
+    // auditor's: every seq once in order, no gap, no differing duplicate.
+    let partition = chainship_sinks::kafka::partition_for("kafka/fence", PARTITIONS as usize);
+    let lines = kafka_read_partition(&topic, partition, "kafka/fence");
+    let mut check = chainship_anchor::export_check::ExportCheck::new("kafka/fence", &[], None);
+    for line in lines.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        check.feed_line(line, &|| "topic".into());
+    }
+    check.finish();
+    assert!(check.findings.is_empty(), "{:?}", check.findings);
+    assert_eq!(check.end(), head.split(':').next().unwrap().parse().ok());
 }
