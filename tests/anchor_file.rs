@@ -395,3 +395,40 @@ fn an_unreadable_anchor_store_is_exit_2_not_a_pass() {
     assert_eq!(code(&out), 2, "{}{}", stdout(&out), stderr(&out));
     assert!(stderr(&out).contains("/nonexistent-anchor-mount"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_second_export_of_the_origin_never_publishes_below_the_kept_heads() {
+    let a = export_anchored(1000);
+    let before = kept_seqs(&a);
+    // The same origin exported again (another sink, another cursor), in batches
+    // whose heads would fall between and below the kept ones.
+    let res = bin()
+        .args([
+            "follow",
+            "--once",
+            "--from-start",
+            "--db",
+            path_str(&a.db),
+            "--origin",
+            ORIGIN,
+            "--batch-size",
+            "70",
+        ])
+        .args([
+            "--sink",
+            &format!("file:{}", path_str(&a.dir.path().join("second.jsonl"))),
+        ])
+        .args(["--cursor", path_str(&a.dir.path().join("cursor2"))])
+        .args([
+            "--anchor",
+            &format!("file:{}", path_str(&a.anchors)),
+            "--signing-key",
+            path_str(&a.key),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&res), 0, "{}", stderr(&res));
+    assert_eq!(kept_seqs(&a), before, "no head below the highest kept one");
+    let (out, json) = anchor_verify(&a, &a.db, &[&a.verifier]);
+    assert_eq!(code(&out), 0, "{json}");
+}

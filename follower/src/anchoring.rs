@@ -60,7 +60,18 @@ impl Anchoring {
     }
 
     async fn run(self, mut delivered: watch::Receiver<Option<Head>>, published: watch::Sender<u64>, start: u64) {
-        let mut last = start;
+        // A head below one already kept would read as the log going backwards
+        // (another follower of this origin, e.g. to another sink, got further):
+        // publish only past the highest kept head.
+        let kept = match self.store.highest_seq(&self.origin).await {
+            Ok(kept) => kept.unwrap_or(0),
+            Err(e) => {
+                tracing::warn!(store = %self.store.describe(), error = %e, "cannot list the kept heads; publishing from the last recorded one");
+                0
+            }
+        };
+        let mut last = start.max(kept);
+        let _ = published.send(last);
         let mut last_at = Instant::now();
         gauge!(m::ANCHORED_SEQ).set(last as f64);
         let new_backoff = || {

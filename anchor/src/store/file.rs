@@ -98,6 +98,18 @@ impl AnchorStore for FileStore {
         Ok(notes)
     }
 
+    async fn highest_seq(&self, origin: &str) -> Result<Option<u64>, StoreError> {
+        let dir = self.origin_dir(origin);
+        match std::fs::read_dir(&dir) {
+            Ok(entries) => Ok(entries
+                .filter_map(|e| e.ok())
+                .filter_map(|e| seq_from_name(&e.file_name().to_string_lossy()))
+                .max()),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(self.io("cannot list", &dir, e)),
+        }
+    }
+
     async fn check(&self) -> Result<String, StoreError> {
         if !self.dir.is_dir() {
             return Err(StoreError::permanent(format!(

@@ -63,6 +63,8 @@ pub trait AnchorStore: Send + Sync {
     async fn put_new(&self, origin: &str, seq: u64, note: &[u8]) -> Result<PutOutcome, StoreError>;
     /// Every note kept for `origin`, sorted by name (so by seq).
     async fn list(&self, origin: &str) -> Result<Vec<StoredNote>, StoreError>;
+    /// The highest seq a head is kept for, from the names alone (no head is read).
+    async fn highest_seq(&self, origin: &str) -> Result<Option<u64>, StoreError>;
     /// Checks that the store is reachable and writable, writing no head.
     async fn check(&self) -> Result<String, StoreError>;
     /// A short description for logs (no secrets).

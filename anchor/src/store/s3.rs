@@ -175,6 +175,29 @@ impl AnchorStore for S3Store {
         Ok(notes)
     }
 
+    async fn highest_seq(&self, origin: &str) -> Result<Option<u64>, StoreError> {
+        let prefix = self.origin_prefix(origin);
+        let mut pages = self
+            .client()
+            .await
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(&prefix)
+            .into_paginator()
+            .send();
+        let mut highest = None;
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| self.failure(classify(&format!("listing {prefix}"), &e)))?;
+            highest = highest.max(
+                page.contents()
+                    .iter()
+                    .filter_map(|o| o.key().and_then(seq_from_name))
+                    .max(),
+            );
+        }
+        Ok(highest)
+    }
+
     async fn check(&self) -> Result<String, StoreError> {
         let client = self.client().await;
         client
