@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use chainship_sinks::SinkOptions;
+use chainship_sinks::compression::{Codec, Compression};
 use chainship_sinks::s3_client::S3Settings;
+use chainship_sinks::s3_upload::{MIN_PART_SIZE, PartPlan};
 use clap::Args;
 
 #[derive(Args, Clone, Debug)]
@@ -44,8 +46,8 @@ pub struct SinkS3Args {
         help_heading = "S3 sink"
     )]
     pub s3_batch_events: usize,
-    /// Uncompressed bytes per object, at most.
-    #[arg(long, env = "CHAINSHIP_S3_BATCH_BYTES", default_value_t = 64 << 20, help_heading = "S3 sink")]
+    /// Uncompressed bytes per object, at most (a number of bytes, or with a unit: 64MiB).
+    #[arg(long, env = "CHAINSHIP_S3_BATCH_BYTES", default_value = "64MiB", value_name = "SIZE", value_parser = parse_size, help_heading = "S3 sink")]
     pub s3_batch_bytes: usize,
     /// Upload a partial object once its first event has waited this long.
     #[arg(long, env = "CHAINSHIP_S3_BATCH_AGE", default_value = "60s", value_parser = humantime::parse_duration, help_heading = "S3 sink")]
@@ -53,9 +55,29 @@ pub struct SinkS3Args {
     /// Put objects under dt=YYYY-MM-DD/ (from the first event's `at`).
     #[arg(long, env = "CHAINSHIP_S3_DATE_PARTITION", help_heading = "S3 sink")]
     pub s3_date_partition: bool,
-    /// gzip level, 1 (fast) to 9 (small).
-    #[arg(long, env = "CHAINSHIP_S3_GZIP_LEVEL", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=9), help_heading = "S3 sink")]
-    pub s3_gzip_level: u32,
+    /// How objects are compressed; the name says which (.jsonl.gz, .jsonl.zst).
+    #[arg(
+        long,
+        env = "CHAINSHIP_S3_COMPRESSION",
+        default_value = "gzip",
+        value_name = "gzip|zstd",
+        help_heading = "S3 sink"
+    )]
+    pub s3_compression: Codec,
+    /// Compression level: gzip 1-9 (default 1), zstd 1-19 (default 3).
+    #[arg(
+        long,
+        env = "CHAINSHIP_S3_COMPRESSION_LEVEL",
+        value_name = "N",
+        help_heading = "S3 sink"
+    )]
+    pub s3_compression_level: Option<i32>,
+    /// Objects of at least this many (compressed) bytes go up as a multipart upload.
+    #[arg(long, env = "CHAINSHIP_S3_MULTIPART_THRESHOLD", default_value = "8MiB", value_name = "SIZE", value_parser = parse_size, help_heading = "S3 sink")]
+    pub s3_multipart_threshold: usize,
+    /// Size of each part of a multipart upload (S3 needs at least 5MiB).
+    #[arg(long, env = "CHAINSHIP_S3_PART_SIZE", default_value = "8MiB", value_name = "SIZE", value_parser = parse_part_size, help_heading = "S3 sink")]
+    pub s3_part_size: usize,
     /// A librdkafka setting passed through (TLS, SASL, compression...), KEY=VALUE; repeat for more.
     /// Values are never logged.
     #[arg(long = "kafka-opt", env = "CHAINSHIP_KAFKA_OPTS", value_delimiter = ';', value_name = "KEY=VALUE", value_parser = parse_kafka_opt, hide_env_values = true, help_heading = "Kafka sink")]
@@ -72,6 +94,23 @@ pub struct SinkS3Args {
         help_heading = "Kafka sink"
     )]
     pub kafka_partition: Option<i32>,
+}
+
+/// A byte size: a plain number of bytes, or with a unit (8MiB, 64MB).
+pub fn parse_size(text: &str) -> Result<usize, String> {
+    let size: bytesize::ByteSize = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size (e.g. 8MiB, 64MB, 1048576)"))?;
+    usize::try_from(size.as_u64()).map_err(|_| format!("{text:?} is too large"))
+}
+
+fn parse_part_size(text: &str) -> Result<usize, String> {
+    let size = parse_size(text)?;
+    if size < MIN_PART_SIZE {
+        return Err(format!("{text:?}: S3 parts are at least 5MiB"));
+    }
+    Ok(size)
 }
 
 fn parse_kafka_opt(text: &str) -> Result<(String, String), String> {
@@ -91,8 +130,12 @@ fn parse_kafka_opt(text: &str) -> Result<(String, String), String> {
 }
 
 impl SinkS3Args {
-    pub fn options(&self) -> SinkOptions {
-        SinkOptions {
+    /// The sink options these flags set; a compression level the codec does
+    /// not accept is refused.
+    pub fn options(&self) -> Result<SinkOptions, String> {
+        let s3_compression = Compression::new(self.s3_compression, self.s3_compression_level)
+            .map_err(|e| format!("--s3-compression-level: {e}"))?;
+        Ok(SinkOptions {
             s3: S3Settings {
                 endpoint: self.s3_endpoint.clone(),
                 region: self.s3_region.clone(),
@@ -102,10 +145,29 @@ impl SinkS3Args {
                 secret_access_key: self.s3_secret_access_key.clone(),
             },
             s3_date_partition: self.s3_date_partition,
-            s3_gzip_level: self.s3_gzip_level,
+            s3_compression,
+            s3_parts: PartPlan {
+                threshold: self.s3_multipart_threshold,
+                part_size: self.s3_part_size,
+            },
             kafka_options: self.kafka_opts.clone(),
             kafka_fence: !self.kafka_no_fence,
             kafka_partition: self.kafka_partition,
-        }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_take_units_and_parts_take_s3s_minimum() {
+        assert_eq!(parse_size("8MiB"), Ok(8 << 20));
+        assert_eq!(parse_size("1048576"), Ok(1 << 20));
+        assert_eq!(parse_size("64MB"), Ok(64_000_000));
+        assert!(parse_size("lots").unwrap_err().contains("\"lots\" is not a size"));
+        assert!(parse_part_size("4MiB").unwrap_err().contains("at least 5MiB"));
+        assert_eq!(parse_part_size("5MiB"), Ok(MIN_PART_SIZE));
     }
 }

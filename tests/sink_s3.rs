@@ -93,9 +93,20 @@ async fn read_back(bucket: &str, dir: &Path) -> (u64, String, usize) {
             obj.metadata().and_then(|m| m.get("origin")).map(String::as_str),
             Some(ORIGIN)
         );
-        let gz = obj.body.collect().await.unwrap().into_bytes();
+        let encoding = obj.content_encoding().map(str::to_owned);
+        let packed = obj.body.collect().await.unwrap().into_bytes();
         let mut text = Vec::new();
-        flate2::read::GzDecoder::new(&gz[..]).read_to_end(&mut text).unwrap();
+        // Decoded by the name's suffix, as a SIEM loader would; the Content-Encoding must agree.
+        if key.ends_with(".jsonl.gz") {
+            assert_eq!(encoding.as_deref(), Some("gzip"), "{key}");
+            flate2::read::MultiGzDecoder::new(&packed[..])
+                .read_to_end(&mut text)
+                .unwrap();
+        } else {
+            assert!(key.ends_with(".jsonl.zst"), "{key}");
+            assert_eq!(encoding.as_deref(), Some("zstd"), "{key}");
+            text = zstd::stream::decode_all(&packed[..]).unwrap();
+        }
         let lines = text.iter().filter(|b| **b == b'\n').count() as u64;
         assert_eq!(
             lines,
@@ -264,4 +275,153 @@ async fn an_object_that_disagrees_with_the_database_stops_the_follower() {
         stderr(&out)
     );
     assert!(stderr(&out).contains("event seq 800"), "{}", stderr(&out));
+}
+
+/// The unfinished multipart uploads in a bucket.
+async fn unfinished_uploads(bucket: &str) -> Vec<String> {
+    let listing = s3_client()
+        .list_multipart_uploads()
+        .bucket(bucket)
+        .send()
+        .await
+        .unwrap();
+    listing
+        .uploads()
+        .iter()
+        .filter_map(|u| u.key().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn zstd_objects_above_the_threshold_go_up_in_parts_and_read_back_whole() {
+    let _serial = SERIAL.lock().await;
+    let dir = TempDir::new().unwrap();
+    // ~65 bytes per event after zstd: 100k events make one ~6.5 MB object, over a 5 MiB threshold.
+    let db = dir.path().join("big.db");
+    let out = run(&[
+        "generate",
+        "--db",
+        path_str(&db),
+        "--events",
+        "130000",
+        "--large-every",
+        "0",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bucket = bucket().await;
+    // What a follower killed mid-upload leaves behind: the next start aborts it.
+    s3_client()
+        .create_multipart_upload()
+        .bucket(&bucket)
+        .key(format!(
+            "exports/{ORIGIN}/00000000000000000001-00000000000000000009.jsonl.zst"
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unfinished_uploads(&bucket).await.len(), 1);
+    let out = follow_cmd(
+        &db,
+        &bucket,
+        &dir.path().join("cursor"),
+        &[
+            "--once",
+            "--from-start",
+            "--s3-compression",
+            "zstd",
+            "--s3-batch-events",
+            "100000",
+            "--s3-multipart-threshold",
+            "5MiB",
+            "--s3-part-size",
+            "5MiB",
+        ],
+    )
+    .env("RUST_LOG", "info")
+    .output()
+    .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("aborted unfinished multipart uploads"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(unfinished_uploads(&bucket).await, Vec::<String>::new());
+
+    let (seq, hash, objects) = read_back(&bucket, dir.path()).await;
+    assert_eq!(format!("{seq}:{hash}"), db_head(&db));
+    assert_eq!(objects, 2, "100k events, then the rest");
+    // A multipart object's ETag is "<md5 of the part md5s>-<parts>"; a single PUT's has no dash.
+    let etags: Vec<String> = {
+        let mut etags = Vec::new();
+        for first in [
+            "00000000000000000001-00000000000000100000",
+            "00000000000000100001-00000000000000130000",
+        ] {
+            let head = s3_client()
+                .head_object()
+                .bucket(&bucket)
+                .key(format!("exports/{ORIGIN}/{first}.jsonl.zst"))
+                .send()
+                .await
+                .unwrap();
+            etags.push(head.e_tag().unwrap().to_owned());
+        }
+        etags
+    };
+    assert!(etags[0].trim_matches('"').ends_with("-2"), "two parts: {etags:?}");
+    assert!(!etags[1].contains('-'), "the small object is a single PUT: {etags:?}");
+}
+
+#[tokio::test]
+async fn a_multipart_upload_never_overwrites_and_leaves_no_parts_behind() {
+    use chainship_sinks::s3_upload::{NewObject, PartPlan, upload_new};
+    let _serial = SERIAL.lock().await;
+    let bucket = bucket().await;
+    let object = NewObject {
+        bucket: &bucket,
+        key: "p/o/00000000000000000001-00000000000000000002.jsonl.zst",
+        content_type: "application/x-ndjson",
+        content_encoding: "zstd",
+        metadata: Default::default(),
+    };
+    let plan = PartPlan {
+        threshold: 5 << 20,
+        part_size: 5 << 20,
+    };
+    let body = |byte: u8| vec![byte; (11 << 20) + 7];
+    let client = s3_client();
+    upload_new(&client, &object, body(b'a'), plan)
+        .await
+        .expect("the first upload lands");
+    let refused = upload_new(&client, &object, body(b'b'), plan)
+        .await
+        .expect_err("a second upload to the same name is refused");
+    assert!(
+        refused.precondition_failed(),
+        "412 from CompleteMultipartUpload: {refused:?}"
+    );
+    assert_eq!(
+        unfinished_uploads(&bucket).await,
+        Vec::<String>::new(),
+        "the refused upload was aborted"
+    );
+    let kept = client
+        .get_object()
+        .bucket(&bucket)
+        .key(object.key)
+        .send()
+        .await
+        .unwrap();
+    let kept = kept.body.collect().await.unwrap().into_bytes();
+    assert_eq!(kept.len(), (11 << 20) + 7);
+    assert!(kept.iter().all(|b| *b == b'a'), "the first object is untouched");
+    // The same for a single PUT, under the threshold.
+    let small = NewObject {
+        key: "p/o/small.jsonl.gz",
+        ..object
+    };
+    upload_new(&client, &small, b"one".to_vec(), plan).await.unwrap();
+    let refused = upload_new(&client, &small, b"two".to_vec(), plan).await.unwrap_err();
+    assert!(refused.precondition_failed(), "{refused:?}");
 }

@@ -254,6 +254,14 @@ async fn s3_copies_whole_and_damaged() {
     let (c, json) = s.verify_export(&format!("s3://{bucket}/real"), &s3_flags);
     assert_eq!(c, 0, "the follower's own objects: {json}");
     assert_eq!(json["records"], 1000);
+    let zstd_flags = [&s3_flags[..], &["--s3-compression", "zstd"]].concat();
+    s.follow(&format!("s3://{bucket}/zstd"), "cursor-zstd", &zstd_flags);
+    let (c, json) = s.verify_export(&format!("s3://{bucket}/zstd"), &s3_flags);
+    assert_eq!(
+        (c, &json["records"]),
+        (0, &serde_json::json!(1000)),
+        "zstd objects: {json}"
+    );
     for (name, lines, expected) in damages(&s.lines()) {
         upload_objects(&bucket, name, &lines).await;
         let (c, json) = s.verify_export(&format!("s3://{bucket}/{name}"), &s3_flags);

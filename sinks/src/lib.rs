@@ -1,7 +1,7 @@
 //! Where the chain is shipped to.
 //!
 //! Owns the [`Sink`] interface and its implementations, each in its own
-//! module: `file:` (JSON Lines), `stdout:`, and later `kafka://` and `s3://`.
+//! module: `file:` (JSON Lines), `stdout:`, `kafka://` and `s3://`.
 //! A sink answers two questions, nothing more: "what do you already hold
 //! for this origin?" (so a restarted follower resumes after it and never
 //! delivers twice) and "deliver this batch" (acknowledged only once it is
@@ -9,12 +9,14 @@
 //! follower, above this interface.
 
 pub mod batch;
+pub mod compression;
 pub mod error;
 pub mod file;
 pub mod kafka;
 pub mod read_back;
 pub mod s3;
 pub mod s3_client;
+pub mod s3_upload;
 pub mod stdout;
 pub mod url;
 

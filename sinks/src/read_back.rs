@@ -3,7 +3,8 @@
 //!
 //! - `file:PATH`: the JSON Lines file, streamed.
 //! - `s3://BUCKET/PREFIX`: every object of the origin, in seq-range order,
-//!   one object in memory at a time, decompressed line by line.
+//!   one object in memory at a time, decompressed (gzip or zstd, by its
+//!   name's suffix) line by line.
 //! - `kafka://HOST:PORT/TOPIC`: the origin's partition from the beginning
 //!   until nothing more arrives, by assignment (no consumer group joined,
 //!   nothing committed); messages keyed with another origin are skipped.
@@ -11,7 +12,6 @@
 use std::io::{BufRead, BufReader};
 use std::time::{Duration, Instant};
 
-use flate2::read::GzDecoder;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
@@ -96,13 +96,13 @@ async fn read_s3(
         let page = page.map_err(|e| fail(classify("listing", &e)))?;
         for key in page.contents().iter().filter_map(|o| o.key()) {
             if let Some(range) = parse_object_name(key) {
-                objects.push((range.first, range.last, key.to_owned()));
+                objects.push((range.first, range.last, range.codec, key.to_owned()));
             }
         }
     }
     // By seq range, not by key: date partitions follow `at`, which is for people, not ordering.
     objects.sort();
-    for (_, _, key) in objects {
+    for (_, _, codec, key) in objects {
         let object = client
             .get_object()
             .bucket(bucket)
@@ -117,7 +117,10 @@ async fn read_s3(
             .map_err(|e| SinkError::permanent(format!("s3://{bucket}/{key}: {e}")))?
             .into_bytes();
         let name = format!("s3://{bucket}/{key}");
-        read_lines(BufReader::new(GzDecoder::new(&body[..])), &name, each)?;
+        let decoder = codec
+            .decoder(&body[..])
+            .map_err(|e| SinkError::permanent(format!("{name}: {codec}: {e}")))?;
+        read_lines(BufReader::new(decoder), &name, each)?;
     }
     Ok(())
 }

@@ -1,29 +1,29 @@
 //! `s3://BUCKET/PREFIX` — one object per batch, JSON Lines compressed with
-//! gzip, named so a listing sorts in seq order and says what it holds:
+//! gzip or zstd, named so a listing sorts in seq order and says what it holds:
 //!
-//! `PREFIX/<origin>/[dt=YYYY-MM-DD/]<first seq, 20 digits>-<last seq, 20 digits>.jsonl.gz`
+//! `PREFIX/<origin>/[dt=YYYY-MM-DD/]<first seq, 20 digits>-<last seq, 20 digits>.jsonl.{gz,zst}`
 //!
 //! Object metadata carries origin, first and last seq, the last event's
-//! hash and the record count. Uploads send a SHA-256 checksum and
-//! `If-None-Match: *`, so no object is ever overwritten. The listing is the
+//! hash and the record count. Uploads (single or multipart, see
+//! [`crate::s3_upload`]) send SHA-256 checksums and `If-None-Match: *`, so
+//! no object is ever overwritten. The listing is the
 //! truth (as in Litestream): on start the sink finds the highest last seq
 //! already uploaded, and the follower resumes after it, so a re-sent batch
 //! never duplicates or overlaps an earlier object.
 
-use std::io::Write;
+use std::collections::HashMap;
 
 use async_trait::async_trait;
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::ChecksumAlgorithm;
 use chainship_chain::Head;
-use flate2::Compression;
-use flate2::write::GzEncoder;
 use tokio::sync::OnceCell;
 
 use crate::Sink;
 use crate::batch::Batch;
+use crate::compression::{Codec, Compression};
 use crate::error::SinkError;
 use crate::s3_client::{S3Failure, S3Settings, classify};
+use crate::s3_upload::{NewObject, PartPlan, abort_leftovers, upload_new};
 
 /// How the S3 sink names and compresses objects.
 #[derive(Clone, Debug)]
@@ -33,8 +33,9 @@ pub struct S3SinkConfig {
     pub settings: S3Settings,
     /// Put objects under `dt=YYYY-MM-DD/` from the first event's `at`.
     pub date_partition: bool,
-    /// gzip level (1 fast … 9 small).
-    pub gzip_level: u32,
+    pub compression: Compression,
+    /// When a batch goes up in parts.
+    pub parts: PartPlan,
 }
 
 pub struct S3Sink {
@@ -48,11 +49,13 @@ pub struct S3Sink {
 pub struct ObjectRange {
     pub first: u64,
     pub last: u64,
+    /// How the object is compressed, from its suffix.
+    pub codec: Codec,
 }
 
-/// Parses `.../<first>-<last>.jsonl.gz`.
+/// Parses `.../<first>-<last>.jsonl.gz` (or `.jsonl.zst`).
 pub fn parse_object_name(key: &str) -> Option<ObjectRange> {
-    let name = key.rsplit('/').next()?.strip_suffix(".jsonl.gz")?;
+    let (name, codec) = Codec::split_name(key.rsplit('/').next()?)?;
     let (first, last) = name.split_once('-')?;
     if first.len() != 20 || last.len() != 20 {
         return None;
@@ -60,6 +63,7 @@ pub fn parse_object_name(key: &str) -> Option<ObjectRange> {
     Some(ObjectRange {
         first: first.parse().ok()?,
         last: last.parse().ok()?,
+        codec,
     })
 }
 
@@ -94,7 +98,10 @@ impl S3Sink {
         {
             key.push_str(&format!("dt={date}/"));
         }
-        key.push_str(&format!("{first:020}-{last:020}.jsonl.gz"));
+        key.push_str(&format!(
+            "{first:020}-{last:020}{}",
+            self.cfg.compression.codec().suffix()
+        ));
         key
     }
 
@@ -164,6 +171,13 @@ impl Sink for S3Sink {
                 }
             }
         }
+        // Leftovers of a follower killed mid-upload: never visible as objects, but stored and billed.
+        let client = self.client().await;
+        match abort_leftovers(client, &self.cfg.bucket, &prefix).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(n, %prefix, "S3 sink: aborted unfinished multipart uploads left by an earlier run"),
+            Err(f) => return Err(self.error(f)),
+        }
         let Some((range, key)) = best else { return Ok(None) };
         let (last_seq, last_hash, origin) = self.object_head(&key).await?;
         if origin.as_deref() != Some(self.origin.as_str()) || last_seq != Some(range.last) {
@@ -184,35 +198,28 @@ impl Sink for S3Sink {
     async fn deliver(&mut self, batch: &Batch) -> Result<(), SinkError> {
         let Some(last) = batch.last_head() else { return Ok(()) };
         let key = self.key_for(batch);
-        let mut gz = GzEncoder::new(
-            Vec::with_capacity(batch.jsonl.len() / 4),
-            Compression::new(self.cfg.gzip_level),
-        );
-        gz.write_all(&batch.jsonl)
-            .map_err(|e| SinkError::permanent(format!("gzip: {e}")))?;
-        let body = gz.finish().map_err(|e| SinkError::permanent(format!("gzip: {e}")))?;
-        let put = self
-            .client()
-            .await
-            .put_object()
-            .bucket(&self.cfg.bucket)
-            .key(&key)
-            .if_none_match("*")
-            .content_type("application/x-ndjson")
-            .content_encoding("gzip")
-            .checksum_algorithm(ChecksumAlgorithm::Sha256)
-            .metadata("origin", &self.origin)
-            .metadata("first-seq", batch.first_seq().unwrap_or(0).to_string())
-            .metadata("last-seq", last.seq.to_string())
-            .metadata("last-hash", last.hash_str())
-            .metadata("records", batch.len().to_string())
-            .body(ByteStream::from(body))
-            .send()
-            .await;
-        match put {
-            Ok(_) => Ok(()),
-            Err(e) => {
-                let f = classify(&format!("uploading {key}"), &e);
+        let codec = self.cfg.compression.codec();
+        let body = self
+            .cfg
+            .compression
+            .compress(&batch.jsonl)
+            .map_err(|e| SinkError::permanent(format!("{codec}: {e}")))?;
+        let object = NewObject {
+            bucket: &self.cfg.bucket,
+            key: &key,
+            content_type: "application/x-ndjson",
+            content_encoding: codec.content_encoding(),
+            metadata: HashMap::from([
+                ("origin".to_owned(), self.origin.clone()),
+                ("first-seq".to_owned(), batch.first_seq().unwrap_or(0).to_string()),
+                ("last-seq".to_owned(), last.seq.to_string()),
+                ("last-hash".to_owned(), last.hash_str().to_owned()),
+                ("records".to_owned(), batch.len().to_string()),
+            ]),
+        };
+        match upload_new(self.client().await, &object, body, self.cfg.parts).await {
+            Ok(()) => Ok(()),
+            Err(f) => {
                 if !f.precondition_failed() {
                     return Err(self.error(f));
                 }
@@ -272,7 +279,16 @@ mod tests {
     #[test]
     fn object_names_sort_by_seq_and_parse_back() {
         let key = format!("p/o/dt=2026-08-17/{:020}-{:020}.jsonl.gz", 1, 500);
-        assert_eq!(parse_object_name(&key), Some(ObjectRange { first: 1, last: 500 }));
+        let range = |codec| {
+            Some(ObjectRange {
+                first: 1,
+                last: 500,
+                codec,
+            })
+        };
+        assert_eq!(parse_object_name(&key), range(Codec::Gzip));
+        assert_eq!(parse_object_name(&key.replace(".gz", ".zst")), range(Codec::Zstd));
+        assert_eq!(parse_object_name(&key.replace(".gz", ".bz2")), None);
         assert!(format!("{:020}", 99) < format!("{:020}", 100));
         assert_eq!(parse_object_name("p/o/1-2.jsonl.gz"), None);
         assert_eq!(date_of("2026-08-17T08:00:00Z"), Some("2026-08-17"));

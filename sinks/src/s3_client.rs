@@ -108,8 +108,11 @@ where
             let status = e.raw().status();
             let code = e.err().code().unwrap_or("unknown");
             let detail = e.err().message().unwrap_or("");
-            let transient =
-                status >= 500 || status == 429 || matches!(code, "SlowDown" | "Throttling" | "RequestTimeout");
+            // NoSuchUpload: a multipart upload aborted under us (a lifecycle rule, a restarted
+            // follower); sending the batch again starts a new one.
+            let transient = status >= 500
+                || status == 429
+                || matches!(code, "SlowDown" | "Throttling" | "RequestTimeout" | "NoSuchUpload");
             let hint = match code {
                 "NoSuchBucket" => " (the bucket does not exist)",
                 "AccessDenied" | "InvalidAccessKeyId" | "SignatureDoesNotMatch" => " (check the credentials)",

@@ -5,11 +5,13 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use crate::Sink;
+use crate::compression::Compression;
 use crate::error::SinkError;
 use crate::file::FileSink;
 use crate::kafka::{KafkaSink, KafkaSinkConfig, parse_kafka_url};
 use crate::s3::{S3Sink, S3SinkConfig};
 use crate::s3_client::{S3Settings, split_s3_url};
+use crate::s3_upload::PartPlan;
 use crate::stdout::StdoutSink;
 
 /// A parsed `--sink` value.
@@ -83,7 +85,8 @@ impl fmt::Display for SinkUrl {
 pub struct SinkOptions {
     pub s3: S3Settings,
     pub s3_date_partition: bool,
-    pub s3_gzip_level: u32,
+    pub s3_compression: Compression,
+    pub s3_parts: PartPlan,
     pub kafka_options: Vec<(String, String)>,
     pub kafka_fence: bool,
     pub kafka_partition: Option<i32>,
@@ -100,7 +103,8 @@ pub fn open_sink(url: &SinkUrl, origin: &str, options: &SinkOptions) -> Result<B
                 prefix: prefix.clone(),
                 settings: options.s3.clone(),
                 date_partition: options.s3_date_partition,
-                gzip_level: options.s3_gzip_level,
+                compression: options.s3_compression,
+                parts: options.s3_parts,
             },
             origin,
         )),

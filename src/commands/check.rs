@@ -12,7 +12,7 @@ use clap::Args;
 use serde_json::json;
 
 use crate::anchor_args::AnchorS3Args;
-use crate::exit::{CmdResult, FAILED, OK};
+use crate::exit::{CliError, CmdResult, FAILED, OK};
 use crate::origin::parse_origin;
 use crate::sink_args::SinkS3Args;
 
@@ -72,7 +72,11 @@ pub fn run(args: &CheckArgs) -> CmdResult {
         });
         results.push((format!("cursor {}", path.display()), r.map_err(|e| e.to_string())));
     }
-    let sink = open_sink(&args.sink, &args.origin, &args.sink_s3.options());
+    let sink = open_sink(
+        &args.sink,
+        &args.origin,
+        &args.sink_s3.options().map_err(CliError::usage)?,
+    );
     let r = match sink {
         Ok(mut sink) => runtime.block_on(sink.check()).map_err(|e| e.message),
         Err(e) => Err(e.message),

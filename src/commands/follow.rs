@@ -175,7 +175,12 @@ pub fn run(args: &FollowArgs) -> CmdResult {
         .map(|p| SignerKey::load(p))
         .collect::<Result<Vec<_>, _>>()
         .map_err(CliError::usage)?;
-    let sink = open_sink(&args.sink, &args.origin, &args.sink_s3.options()).map_err(|e| CliError::usage(e.message))?;
+    let sink = open_sink(
+        &args.sink,
+        &args.origin,
+        &args.sink_s3.options().map_err(CliError::usage)?,
+    )
+    .map_err(|e| CliError::usage(e.message))?;
     let cursor = FileCursor::new(&args.cursor);
     let anchored_file = cursor.sibling(".anchored");
     let follower = Follower::new(

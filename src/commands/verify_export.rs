@@ -89,7 +89,7 @@ pub fn run(args: &VerifyExportArgs) -> CmdResult {
         .map_err(|e| CliError::usage(e.message))?;
     let set = audit::check_heads(&notes, &origin, &keys);
     let mut check = ExportCheck::new(&origin, &set.heads(), args.after);
-    let options = args.sink_s3.options();
+    let options = args.sink_s3.options().map_err(CliError::usage)?;
     runtime
         .block_on(read_records(&args.source, &origin, &options, &mut |line, place| {
             check.feed_line(line, place)

@@ -1,0 +1,196 @@
+//! Uploading one object that must not overwrite anything: a single PUT, or
+//! a multipart upload once the body is large, both sending SHA-256
+//! checksums and `If-None-Match: *` (on the PUT, or on the
+//! CompleteMultipartUpload that makes a multipart object appear). Either
+//! way the object appears whole or not at all.
+
+use std::collections::HashMap;
+
+use aws_sdk_s3::Client;
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{ChecksumAlgorithm, CompletedMultipartUpload, CompletedPart};
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+
+use crate::s3_client::{S3Failure, classify};
+
+/// S3's smallest part (all but the last).
+pub const MIN_PART_SIZE: usize = 5 << 20;
+/// Parts uploaded at once.
+const PARTS_IN_FLIGHT: usize = 4;
+
+/// When to switch to multipart, and how big the parts are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartPlan {
+    /// Bodies of at least this many (compressed) bytes go multipart.
+    pub threshold: usize,
+    pub part_size: usize,
+}
+
+impl Default for PartPlan {
+    /// The AWS CLI's defaults.
+    fn default() -> Self {
+        PartPlan {
+            threshold: 8 << 20,
+            part_size: 8 << 20,
+        }
+    }
+}
+
+/// One object to write.
+pub struct NewObject<'a> {
+    pub bucket: &'a str,
+    pub key: &'a str,
+    pub content_type: &'static str,
+    pub content_encoding: &'static str,
+    pub metadata: HashMap<String, String>,
+}
+
+/// Uploads `body` as `object` unless an object of that name exists (then a
+/// 412 failure, which the caller checks).
+pub async fn upload_new(
+    client: &Client,
+    object: &NewObject<'_>,
+    body: Vec<u8>,
+    plan: PartPlan,
+) -> Result<(), S3Failure> {
+    if body.len() < plan.threshold.max(1) {
+        return put_whole(client, object, body).await;
+    }
+    let upload_id = start_multipart(client, object).await?;
+    let result = put_parts(client, object, &upload_id, Bytes::from(body), plan.part_size).await;
+    if result.is_err() {
+        // Best effort: parts of a failed upload would otherwise be stored (and billed) until a
+        // lifecycle rule or the next start of the sink aborts them.
+        abort(client, object.bucket, object.key, &upload_id).await;
+    }
+    result
+}
+
+async fn put_whole(client: &Client, object: &NewObject<'_>, body: Vec<u8>) -> Result<(), S3Failure> {
+    client
+        .put_object()
+        .bucket(object.bucket)
+        .key(object.key)
+        .if_none_match("*")
+        .content_type(object.content_type)
+        .content_encoding(object.content_encoding)
+        .checksum_algorithm(ChecksumAlgorithm::Sha256)
+        .set_metadata(Some(object.metadata.clone()))
+        .body(ByteStream::from(body))
+        .send()
+        .await
+        .map(drop)
+        .map_err(|e| classify(&format!("uploading {}", object.key), &e))
+}
+
+async fn start_multipart(client: &Client, object: &NewObject<'_>) -> Result<String, S3Failure> {
+    let what = format!("starting a multipart upload of {}", object.key);
+    let created = client
+        .create_multipart_upload()
+        .bucket(object.bucket)
+        .key(object.key)
+        .content_type(object.content_type)
+        .content_encoding(object.content_encoding)
+        .checksum_algorithm(ChecksumAlgorithm::Sha256)
+        .set_metadata(Some(object.metadata.clone()))
+        .send()
+        .await
+        .map_err(|e| classify(&what, &e))?;
+    created.upload_id().map(str::to_owned).ok_or(S3Failure {
+        transient: true,
+        status: None,
+        message: format!("{what}: the server returned no upload id"),
+    })
+}
+
+async fn put_parts(
+    client: &Client,
+    object: &NewObject<'_>,
+    upload_id: &str,
+    body: Bytes,
+    part_size: usize,
+) -> Result<(), S3Failure> {
+    let part_size = part_size.max(MIN_PART_SIZE);
+    let ranges: Vec<_> = (0..body.len())
+        .step_by(part_size)
+        .map(|start| start..(start + part_size).min(body.len()))
+        .collect();
+    let parts: Vec<CompletedPart> = futures::stream::iter(ranges.into_iter().enumerate())
+        .map(|(i, range)| {
+            let number = i as i32 + 1;
+            let chunk = body.slice(range);
+            async move {
+                let out = client
+                    .upload_part()
+                    .bucket(object.bucket)
+                    .key(object.key)
+                    .upload_id(upload_id)
+                    .part_number(number)
+                    .checksum_algorithm(ChecksumAlgorithm::Sha256)
+                    .body(ByteStream::from(chunk))
+                    .send()
+                    .await
+                    .map_err(|e| classify(&format!("uploading part {number} of {}", object.key), &e))?;
+                Ok::<_, S3Failure>(
+                    CompletedPart::builder()
+                        .part_number(number)
+                        .set_e_tag(out.e_tag().map(str::to_owned))
+                        .set_checksum_sha256(out.checksum_sha256().map(str::to_owned))
+                        .build(),
+                )
+            }
+        })
+        .buffered(PARTS_IN_FLIGHT)
+        .try_collect()
+        .await?;
+    client
+        .complete_multipart_upload()
+        .bucket(object.bucket)
+        .key(object.key)
+        .upload_id(upload_id)
+        .if_none_match("*")
+        .multipart_upload(CompletedMultipartUpload::builder().set_parts(Some(parts)).build())
+        .send()
+        .await
+        .map(drop)
+        .map_err(|e| classify(&format!("completing the upload of {}", object.key), &e))
+}
+
+async fn abort(client: &Client, bucket: &str, key: &str, upload_id: &str) {
+    if let Err(e) = client
+        .abort_multipart_upload()
+        .bucket(bucket)
+        .key(key)
+        .upload_id(upload_id)
+        .send()
+        .await
+    {
+        tracing::warn!(
+            key,
+            "S3: could not abort a failed multipart upload: {}",
+            classify("abort", &e).message
+        );
+    }
+}
+
+/// Aborts the unfinished multipart uploads under `prefix`: what a follower
+/// killed mid-upload leaves behind. Returns how many it aborted.
+pub async fn abort_leftovers(client: &Client, bucket: &str, prefix: &str) -> Result<usize, S3Failure> {
+    let what = format!("listing unfinished uploads under {prefix}");
+    let listing = client
+        .list_multipart_uploads()
+        .bucket(bucket)
+        .prefix(prefix)
+        .send()
+        .await
+        .map_err(|e| classify(&what, &e))?;
+    let mut aborted = 0;
+    for upload in listing.uploads() {
+        if let (Some(key), Some(id)) = (upload.key(), upload.upload_id()) {
+            abort(client, bucket, key, id).await;
+            aborted += 1;
+        }
+    }
+    Ok(aborted)
+}
