@@ -176,7 +176,11 @@ impl Sink for S3Sink {
         match abort_leftovers(client, &self.cfg.bucket, &prefix).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(n, %prefix, "S3 sink: aborted unfinished multipart uploads left by an earlier run"),
-            Err(f) => return Err(self.error(f)),
+            // Housekeeping only: a policy without s3:ListBucketMultipartUploads must not stop the export.
+            Err(f) => tracing::warn!(
+                "S3 sink: cannot clean up unfinished multipart uploads ({}); add an AbortIncompleteMultipartUpload lifecycle rule instead",
+                f.message
+            ),
         }
         let Some((range, key)) = best else { return Ok(None) };
         let (last_seq, last_hash, origin) = self.object_head(&key).await?;
