@@ -27,7 +27,8 @@ fn keygen(dir: &Path, name: &str, file: &str) -> (PathBuf, String) {
     (key, stdout(&out).trim().to_owned())
 }
 
-/// `events` events exported with batches of 100, a head after each batch.
+/// `events` events exported with batches of 100, a head after each batch
+/// (`--anchor-interval 0s`).
 fn export_anchored(events: u64) -> Anchored {
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "audit.db", events);
@@ -57,6 +58,9 @@ fn follow(a: &Anchored, db: &Path, key: &Path, out: &str, cursor: &str) {
             "--batch-size",
             "100",
             "--from-start",
+            // A head after every batch, so the failure table has heads on both sides of each damage.
+            "--anchor-interval",
+            "0s",
         ])
         .args(["--sink", &format!("file:{}", path_str(&a.dir.path().join(out)))])
         .args(["--cursor", path_str(&a.dir.path().join(cursor))])
@@ -431,4 +435,64 @@ fn a_second_export_of_the_origin_never_publishes_below_the_kept_heads() {
     assert_eq!(kept_seqs(&a), before, "no head below the highest kept one");
     let (out, json) = anchor_verify(&a, &a.db, &[&a.verifier]);
     assert_eq!(code(&out), 0, "{json}");
+}
+
+#[test]
+fn the_anchor_interval_bounds_the_heads_and_the_last_one_goes_out_at_stop() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "busy.db", 200);
+    let anchors = dir.path().join("anchors");
+    std::fs::create_dir(&anchors).unwrap();
+    let (key, _) = keygen(dir.path(), "audit/chainship", "head.key");
+    let cursor = dir.path().join("cursor");
+    let mut writer = live_writer(&db, "400", &[]);
+    let mut follower = KillOnDrop(
+        bin()
+            .args(["follow", "--db", path_str(&db), "--origin", ORIGIN, "--from-start"])
+            .args([
+                "--batch-size",
+                "20",
+                "--poll-interval",
+                "50ms",
+                "--anchor-interval",
+                "60s",
+            ])
+            .args(["--sink", &format!("file:{}", path_str(&dir.path().join("out.jsonl")))])
+            .args(["--cursor", path_str(&cursor)])
+            .args([
+                "--anchor",
+                &format!("file:{}", path_str(&anchors)),
+                "--signing-key",
+                path_str(&key),
+            ])
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    signal(&writer, SIGTERM);
+    wait_with_limit(&mut writer, std::time::Duration::from_secs(5));
+    let head = db_head(&db);
+    wait_for_cursor(&cursor, &head, std::time::Duration::from_secs(20));
+    let final_seq: u64 = head.split(':').next().unwrap().parse().unwrap();
+    assert!(final_seq > 200 + 1000, "the writer wrote on: {final_seq}");
+    let heads = || -> Vec<u64> {
+        let mut seqs: Vec<u64> = std::fs::read_dir(anchors.join(ORIGIN))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy()[..20].parse().unwrap())
+            .collect();
+        seqs.sort();
+        seqs
+    };
+    // Dozens of batches of at most 20 events went out, but within the interval only the first head.
+    assert_eq!(heads().len(), 1, "{:?}", heads());
+    let stopping = std::time::Instant::now();
+    signal(&follower, SIGTERM);
+    assert!(wait_with_limit(&mut follower, std::time::Duration::from_secs(10)).success());
+    assert!(
+        stopping.elapsed() < std::time::Duration::from_secs(4),
+        "the last head does not wait for the interval: {:?}",
+        stopping.elapsed()
+    );
+    let kept = heads();
+    assert_eq!((kept.len(), kept.last()), (2, Some(&final_seq)), "{kept:?}");
 }

@@ -1,7 +1,10 @@
 //! Publishing delivered heads to the anchor store, off the export path.
 //!
 //! The follower announces every acknowledged head on a `watch` channel;
-//! this task signs and publishes the newest one. While the store is down it
+//! this task signs and publishes the newest one, at most once per
+//! `interval` (so a follower tailing a busy runtime in small batches does
+//! not write a head file per batch, and `anchor verify` does not have to
+//! read them all), and at once when the follower finishes. While the store is down it
 //! retries with backoff and, when it comes back, publishes whatever head is
 //! newest by then: an outage delays anchoring but never stops the export,
 //! and no head is lost, because the newest delivered head is always also
@@ -30,6 +33,8 @@ pub struct Anchoring {
     /// `<cursor>.anchored`: the last head published.
     pub anchored_file: PathBuf,
     pub max_delay: Duration,
+    /// The least time between two published heads (zero: after every batch).
+    pub interval: Duration,
     pub health: Arc<Health>,
 }
 
@@ -84,13 +89,26 @@ impl Anchoring {
         };
         let mut backoff = new_backoff();
         let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut last_published: Option<Instant> = None;
+        // Once the follower is done, the newest head goes out without waiting for the interval.
+        let mut finishing = false;
         loop {
             let newest = *delivered.borrow_and_update();
             if let Some(head) = newest.filter(|h| h.seq > last) {
+                let wait = last_published.map_or(Duration::ZERO, |at| self.interval.saturating_sub(at.elapsed()));
+                if !finishing && !wait.is_zero() {
+                    gauge!(m::ANCHOR_LAG).set(head.seq.saturating_sub(last) as f64);
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        changed = delivered.changed() => finishing = changed.is_err(),
+                    }
+                    continue;
+                }
                 match publish_head(self.store.as_ref(), &self.keys, &self.origin, head).await {
                     Ok(()) => {
                         last = head.seq;
                         last_at = Instant::now();
+                        last_published = Some(last_at);
                         backoff = new_backoff();
                         let _ = published.send(last);
                         if let Err(e) = write_atomically(&self.anchored_file, format!("{head}\n").as_bytes()) {
