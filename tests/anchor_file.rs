@@ -115,7 +115,11 @@ fn head_file(a: &Anchored, seq: u64) -> PathBuf {
 /// The seqs of the heads kept. The publisher coalesces heads when the store
 /// is slower than the batches, so tests ask the store rather than assume.
 fn kept_seqs(a: &Anchored) -> Vec<u64> {
-    let mut seqs: Vec<u64> = std::fs::read_dir(a.anchors.join(ORIGIN))
+    kept_seqs_in(&a.anchors)
+}
+
+fn kept_seqs_in(anchors: &Path) -> Vec<u64> {
+    let mut seqs: Vec<u64> = std::fs::read_dir(anchors.join(ORIGIN))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy()[..20].parse().unwrap())
         .collect();
@@ -475,14 +479,7 @@ fn the_anchor_interval_bounds_the_heads_and_the_last_one_goes_out_at_stop() {
     wait_for_cursor(&cursor, &head, std::time::Duration::from_secs(20));
     let final_seq: u64 = head.split(':').next().unwrap().parse().unwrap();
     assert!(final_seq > 200 + 1000, "the writer wrote on: {final_seq}");
-    let heads = || -> Vec<u64> {
-        let mut seqs: Vec<u64> = std::fs::read_dir(anchors.join(ORIGIN))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy()[..20].parse().unwrap())
-            .collect();
-        seqs.sort();
-        seqs
-    };
+    let heads = || kept_seqs_in(&anchors);
     // Dozens of batches of at most 20 events went out, but within the interval only the first head.
     assert_eq!(heads().len(), 1, "{:?}", heads());
     let stopping = std::time::Instant::now();
