@@ -254,6 +254,23 @@ fn bad_input_gets_one_line_and_exit_2() {
     let mut args = follow_args(&db, &out, &cursor);
     args.push("--once".into());
     check(args, "no cursor at");
+
+    // S3 settings are checked before anything is read, whatever the sink.
+    for (flags, names) in [
+        (
+            &["--s3-compression", "zstd", "--s3-compression-level", "25"][..],
+            "zstd accepts (1..=19)",
+        ),
+        (&["--s3-compression-level", "0"][..], "gzip accepts (1..=9)"),
+        (&["--s3-compression", "lz4"][..], "unknown compression \"lz4\""),
+        (&["--s3-part-size", "1MiB"][..], "S3 parts are at least 5MiB"),
+        (&["--s3-batch-bytes", "lots"][..], "\"lots\" is not a size"),
+    ] {
+        let mut args = follow_args(&db, &out, &cursor);
+        args.extend(["--once", "--from-start"].map(String::from));
+        args.extend(flags.iter().map(|f| f.to_string()));
+        check(args, names);
+    }
     assert!(
         !out.exists() || std::fs::read(&out).unwrap().is_empty(),
         "nothing was shipped"
