@@ -79,8 +79,6 @@ impl Setup {
                 &format!("file:{}", path_str(&self.anchors)),
                 "--signing-key",
                 path_str(&self.key),
-                "--anchor-interval",
-                "0s",
             ])
             .args(extra);
         let out = cmd.output().unwrap();

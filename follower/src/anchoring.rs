@@ -1,10 +1,10 @@
 //! Publishing delivered heads to the anchor store, off the export path.
 //!
 //! The follower announces every acknowledged head on a `watch` channel;
-//! this task signs and publishes the newest one, at most once per
-//! `interval` (so a follower tailing a busy runtime in small batches does
-//! not write a head file per batch, and `anchor verify` does not have to
-//! read them all), and at once when the follower finishes. While the store is down it
+//! this task signs and publishes the newest one: after every batch, or at
+//! most once per `interval` when one is set (so a follower tailing a busy
+//! runtime in small batches need not write a head file per batch), and at
+//! once when the follower finishes. While the store is down it
 //! retries with backoff and, when it comes back, publishes whatever head is
 //! newest by then: an outage delays anchoring but never stops the export,
 //! and no head is lost, because the newest delivered head is always also

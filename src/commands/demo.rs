@@ -182,9 +182,6 @@ pub fn run(args: &DemoArgs) -> CmdResult {
         &d.p("head.key"),
         "--batch-size",
         "100",
-        // Heads every second, so the tampering below lands between heads.
-        "--anchor-interval",
-        "1s",
     ])?;
     let writer_ok = writer.wait().map(|s| s.success()).unwrap_or(false);
     let head_out = d.expect_ok("verify", &["verify", "--db", &d.p("audit.db"), "--json"])?;

@@ -80,12 +80,12 @@ pub struct FollowArgs {
     /// Serve Prometheus /metrics and /healthz here (e.g. 127.0.0.1:9464).
     #[arg(long, env = "CHAINSHIP_METRICS_ADDR", value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
-    /// Publish the delivered head, signed, here: file:DIR or s3://BUCKET/PREFIX.
+    /// Publish each delivered head, signed, here: file:DIR or s3://BUCKET/PREFIX.
     #[arg(long, env = "CHAINSHIP_ANCHOR", value_name = "URL", value_parser = str::parse::<AnchorUrl>, requires = "signing_keys")]
     pub anchor: Option<AnchorUrl>,
-    /// Publish a head at most this often (0s: after every batch); the newest is
-    /// published at once when the follower stops.
-    #[arg(long, env = "CHAINSHIP_ANCHOR_INTERVAL", default_value = "5s", value_parser = humantime::parse_duration)]
+    /// Publish a head at most this often (default 0s: after every batch); the
+    /// newest is published at once when the follower stops.
+    #[arg(long, env = "CHAINSHIP_ANCHOR_INTERVAL", default_value = "0s", value_parser = humantime::parse_duration)]
     pub anchor_interval: Duration,
     /// Key file(s) that sign the heads (from `chainship keygen`); repeat to sign with several while rotating.
     #[arg(
