@@ -337,7 +337,7 @@ impl KafkaSink {
         let origin = self.origin.clone();
         let fence = self.cfg.fence;
         let producer = self.producer()?.clone();
-        let t0 = Instant::now();
+        let started = Instant::now();
         if fence {
             producer
                 .begin_transaction()
@@ -373,9 +373,9 @@ impl KafkaSink {
                 .headers(headers);
             pending.push(producer.send(record, Timeout::After(Duration::from_secs(300))));
         }
-        let t1 = Instant::now();
+        let enqueued = Instant::now();
         let results = futures::future::join_all(pending).await;
-        let t2 = Instant::now();
+        let acked = Instant::now();
         let failed = results.into_iter().find_map(|r| r.err());
         if let Some((e, _)) = failed {
             // No abort here: after timeouts librdkafka needs an epoch bump that
@@ -386,19 +386,20 @@ impl KafkaSink {
         if fence {
             // rust-rdkafka's commit first flushes, and its flush sleeps 100 ms whenever the
             // queue is not empty yet; the last delivery report's event is often still being
-            // released when our futures complete. Wait those microseconds here instead.
+            // released when our futures complete. Wait that moment out here instead (a blocking
+            // sleep: finer than tokio's 1 ms timer, and the commit below blocks this thread anyway).
             let settle = Instant::now();
             while producer.in_flight_count() > 0 && settle.elapsed() < Duration::from_millis(100) {
-                tokio::time::sleep(Duration::from_micros(200)).await;
+                std::thread::sleep(Duration::from_micros(100));
             }
             producer
                 .commit_transaction(Duration::from_secs(15))
                 .map_err(|e| classify("committing the batch", &e))?;
         }
         tracing::debug!(
-            enqueue_ms = (t1 - t0).as_millis() as u64,
-            acks_ms = (t2 - t1).as_millis() as u64,
-            commit_ms = t2.elapsed().as_millis() as u64,
+            enqueue_ms = (enqueued - started).as_millis() as u64,
+            acks_ms = (acked - enqueued).as_millis() as u64,
+            commit_ms = acked.elapsed().as_millis() as u64,
             "Kafka sink: batch delivered"
         );
         Ok(())
