@@ -10,9 +10,13 @@ use async_trait::async_trait;
 use aws_sdk_s3::primitives::{ByteStream, DateTime};
 use aws_sdk_s3::types::{ChecksumAlgorithm, ObjectLockEnabled, ObjectLockMode};
 use chainship_sinks::s3_client::{S3Settings, classify};
+use futures::{StreamExt, TryStreamExt};
 use tokio::sync::OnceCell;
 
 use super::{AnchorStore, PutOutcome, StoreError, StoredNote, head_name, seq_from_name};
+
+/// Heads fetched at once by `list`.
+const FETCHES_IN_FLIGHT: usize = 16;
 
 pub struct S3Store {
     bucket: String,
@@ -163,16 +167,19 @@ impl AnchorStore for S3Store {
             );
         }
         keys.sort();
-        let mut notes = Vec::with_capacity(keys.len());
-        for key in keys {
-            let bytes = self.get(&key).await?;
-            notes.push(StoredNote {
-                seq_in_name: seq_from_name(&key),
-                name: format!("s3://{}/{key}", self.bucket),
-                bytes,
-            });
-        }
-        Ok(notes)
+        // Heads are small and many: fetch several at once, keeping the listing's order.
+        futures::stream::iter(keys)
+            .map(|key| async move {
+                let bytes = self.get(&key).await?;
+                Ok(StoredNote {
+                    seq_in_name: seq_from_name(&key),
+                    name: format!("s3://{}/{key}", self.bucket),
+                    bytes,
+                })
+            })
+            .buffered(FETCHES_IN_FLIGHT)
+            .try_collect()
+            .await
     }
 
     async fn highest_seq(&self, origin: &str) -> Result<Option<u64>, StoreError> {
