@@ -4,6 +4,14 @@
 // Argument enums are parsed once per run: boxing their variants buys nothing.
 #![allow(clippy::large_enum_variant)]
 
+/// `println!` for results on stdout; a closed stdout (`chainship anchor list
+/// | head`) ends the process quietly instead of panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::report::stdout_line(format_args!($($arg)*))
+    };
+}
+
 mod anchor_args;
 mod commands;
 mod config;

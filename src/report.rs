@@ -46,14 +46,30 @@ pub fn finding_json(f: &Finding) -> serde_json::Value {
 /// The findings, then `ok: ...` if there are none, then the last trusted head.
 pub fn print_outcome(findings: &[Finding], ok: &str, last_trusted: Option<Head>) {
     for f in findings {
-        println!("{}", finding_text(f));
+        outln!("{}", finding_text(f));
     }
     if findings.is_empty() {
-        println!("ok: {ok}");
+        outln!("ok: {ok}");
     }
     match last_trusted {
-        Some(h) => println!("last trusted head: seq {} {}", h.seq, h.hash_str()),
-        None => println!("last trusted head: none"),
+        Some(h) => outln!("last trusted head: seq {} {}", h.seq, h.hash_str()),
+        None => outln!("last trusted head: none"),
+    }
+}
+
+/// Writes one line to stdout. When the reader has gone (a closed pipe) the
+/// process exits as Unix tools do on SIGPIPE (status 141), without a panic;
+/// any other write error is a setup error (exit 2).
+pub fn stdout_line(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let written = out.write_fmt(args).and_then(|()| out.write_all(b"\n"));
+    if let Err(e) = written {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(141);
+        }
+        eprintln!("chainship: writing to stdout: {e}");
+        std::process::exit(i32::from(crate::exit::USAGE));
     }
 }
 

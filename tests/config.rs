@@ -35,6 +35,14 @@ fn unknown_keys_and_bad_values_name_file_line_and_key() {
     // The same checks guard every command, not only config check.
     let out = run(&["verify", "--config", &unknown]);
     assert_eq!(code(&out), 2);
+    // Valid one by one, not together: zstd has no level 25.
+    let clash = write(&dir, "d.toml", "s3-compression = \"zstd\"\ns3-compression-level = 25\n");
+    let out = run(&["config", "check", "--config", &clash]);
+    assert_eq!(code(&out), 2);
+    assert_eq!(
+        stderr(&out).trim(),
+        format!("chainship: {clash}: --s3-compression-level: compression level 25 is not one zstd accepts (1..=19)")
+    );
     let broken = write(&dir, "c.toml", "origin = [\n");
     let out = run(&["config", "check", "--config", &broken]);
     assert_eq!(code(&out), 2);
@@ -117,4 +125,20 @@ fn config_check_reports_what_a_command_still_needs() {
         "{}",
         stdout(&out)
     );
+}
+
+#[test]
+fn a_closed_stdout_ends_quietly_without_a_panic() {
+    let dir = TempDir::new().unwrap();
+    let file = write(&dir, "a.toml", "origin = \"x/y\"\n");
+    // The reader is gone before chainship writes a byte, as with `chainship ... | head -0`.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = bin()
+        .args(["config", "check", "--config", &file])
+        .stdout(writer)
+        .output()
+        .unwrap();
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    assert_eq!(code(&out), 141, "the status of a tool ended by a closed pipe");
 }

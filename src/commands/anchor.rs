@@ -119,7 +119,7 @@ fn verify(args: &AnchorVerifyArgs) -> CmdResult {
     let last_trusted = report.last_trusted_head();
 
     if args.common.json {
-        println!(
+        outln!(
             "{}",
             json!({
                 "status": if findings.is_empty() { "ok" } else { "failed" },
@@ -134,7 +134,7 @@ fn verify(args: &AnchorVerifyArgs) -> CmdResult {
             })
         );
     } else {
-        println!(
+        outln!(
             "heads: {} kept, {} trusted; database: {} event(s) checked{}",
             set.kept,
             set.trusted.len(),
@@ -159,7 +159,7 @@ fn list(args: &AnchorListArgs) -> CmdResult {
     let mut trusted: Vec<_> = set.trusted.iter().collect();
     trusted.sort_by_key(|t| t.signed.head.seq);
     if args.common.json {
-        println!(
+        outln!(
             "{}",
             json!({
                 "kept": set.kept,
@@ -172,7 +172,7 @@ fn list(args: &AnchorListArgs) -> CmdResult {
         );
     } else {
         for t in &trusted {
-            println!(
+            outln!(
                 "{} {} published {} signed by {}",
                 t.signed.head.seq,
                 t.signed.head.hash_str(),
@@ -182,15 +182,15 @@ fn list(args: &AnchorListArgs) -> CmdResult {
         }
         for f in &set.findings {
             if keys.is_empty() && f.kind == Kind::UntrustedKey {
-                println!(
+                outln!(
                     "{} (unverified: pass --trusted-key to check signatures)",
                     f.source.as_deref().unwrap_or("?")
                 );
             } else {
-                println!("{}", report::finding_text(f));
+                outln!("{}", report::finding_text(f));
             }
         }
-        println!("{} head(s) kept, {} verified", set.kept, trusted.len());
+        outln!("{} head(s) kept, {} verified", set.kept, trusted.len());
     }
     Ok(OK)
 }

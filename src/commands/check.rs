@@ -96,7 +96,7 @@ pub fn run(args: &CheckArgs) -> CmdResult {
 
     let ok = results.iter().all(|(_, r)| r.is_ok());
     if args.json {
-        println!(
+        outln!(
             "{}",
             json!({
                 "ok": ok,
@@ -109,8 +109,8 @@ pub fn run(args: &CheckArgs) -> CmdResult {
     } else {
         for (what, r) in &results {
             match r {
-                Ok(detail) => println!("ok    {what}: {detail}"),
-                Err(e) => println!("FAIL  {what}: {e}"),
+                Ok(detail) => outln!("ok    {what}: {detail}"),
+                Err(e) => outln!("FAIL  {what}: {e}"),
             }
         }
     }

@@ -1,12 +1,14 @@
 //! `chainship config check`: validate a config file and show the settings a
 //! command would run with, secrets masked.
 
+use clap::FromArgMatches;
 use clap::parser::ValueSource;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
 use crate::config::{ConfigFile, is_secret, leaf_commands};
 use crate::exit::{CliError, CmdResult, FAILED, OK};
+use crate::sink_args::SinkS3Args;
 
 #[derive(Subcommand, Debug)]
 pub enum ConfigCommand {
@@ -59,6 +61,12 @@ pub fn run(args: &ConfigCheckArgs, root: clap::Command, file: Option<&ConfigFile
                 .to_owned(),
         )
     })?;
+    // Settings that are valid one by one but not together (a level the codec lacks).
+    if leaf.get_arguments().any(|a| a.get_id() == "s3_compression") {
+        let s3 = SinkS3Args::from_arg_matches(&matches).map_err(|e| CliError::usage(e.to_string()))?;
+        s3.options()
+            .map_err(|e| CliError::usage(format!("{}: {e}", file.path.display())))?;
+    }
 
     let mut settings = Vec::new();
     let mut missing = Vec::new();
@@ -98,7 +106,7 @@ pub fn run(args: &ConfigCheckArgs, root: clap::Command, file: Option<&ConfigFile
         settings.push((long.to_owned(), masked, source));
     }
     if args.json {
-        println!(
+        outln!(
             "{}",
             json!({
                 "file": file.path,
@@ -108,12 +116,12 @@ pub fn run(args: &ConfigCheckArgs, root: clap::Command, file: Option<&ConfigFile
             })
         );
     } else {
-        println!("{}: ok ({} key(s))", file.path.display(), file.entries.len());
+        outln!("{}: ok ({} key(s))", file.path.display(), file.entries.len());
         for (k, v, s) in &settings {
-            println!("{k} = {}    # {s}", v.join(","));
+            outln!("{k} = {}    # {s}", v.join(","));
         }
         if !missing.is_empty() {
-            println!("missing for `chainship {}`: {}", args.command, missing.join(", "));
+            outln!("missing for `chainship {}`: {}", args.command, missing.join(", "));
         }
     }
     Ok(if missing.is_empty() { OK } else { FAILED })

@@ -128,7 +128,7 @@ pub fn run(args: &DemoArgs) -> CmdResult {
     std::fs::create_dir(&dir).map_err(|e| CliError::usage(format!("--dir {}: {e}", dir.display())))?;
     std::fs::create_dir(dir.join("anchors")).map_err(|e| CliError::usage(format!("{}: {e}", dir.display())))?;
     let d = Demo { exe, dir };
-    println!("chainship demo in {}", d.dir.display());
+    outln!("chainship demo in {}", d.dir.display());
 
     // 1. A signing key and a demo audit database.
     let key_out = d.expect_ok(
@@ -147,7 +147,7 @@ pub fn run(args: &DemoArgs) -> CmdResult {
         ],
     )?;
     std::fs::copy(d.path("audit.db"), d.path("backup.db")).map_err(|e| CliError::usage(format!("demo: {e}")))?;
-    println!(
+    outln!(
         "1. key demo/chainship (verifier {verifier}); audit.db with {} events; a backup copy taken",
         args.events
     );
@@ -206,7 +206,7 @@ pub fn run(args: &DemoArgs) -> CmdResult {
     let heads = std::fs::read_dir(d.path("anchors").join(ORIGIN))
         .map(|r| r.count())
         .unwrap_or(0);
-    println!(
+    outln!(
         "2. followed while a writer appended for {}: {final_seq} events in events.jsonl, {heads} signed heads in anchors/",
         humantime::format_duration(args.writer_for)
     );
@@ -218,7 +218,7 @@ pub fn run(args: &DemoArgs) -> CmdResult {
             "demo: anchor verify failed on the intact database: {json}"
         )));
     }
-    println!(
+    outln!(
         "3. anchor verify audit.db: ok, last trusted head seq {}",
         json["last_trusted_head"]["seq"]
     );
@@ -241,7 +241,7 @@ pub fn run(args: &DemoArgs) -> CmdResult {
             "demo: the altered copy was not caught as expected: {json}"
         )));
     }
-    println!(
+    outln!(
         "4. altered seq {altered_seq} in a copy: anchor verify exits 1: {}",
         describe(first)
     );
@@ -267,12 +267,12 @@ pub fn run(args: &DemoArgs) -> CmdResult {
             "demo: the restored backup was not caught as a fork: {json}"
         )));
     }
-    println!(
+    outln!(
         "5. restored the backup and appended new events: anchor verify exits 1: {}, last trusted head seq {}",
         describe(first),
         json["last_trusted_head"]["seq"]
     );
-    println!(
+    outln!(
         "all as expected. Try: chainship anchor verify --db {} --anchor file:{} --origin {ORIGIN} --trusted-key '{verifier}'",
         d.p("audit.db"),
         d.p("anchors")

@@ -33,12 +33,12 @@ pub fn run(args: &KeygenArgs) -> CmdResult {
         .map_err(|e| CliError::usage(format!("--out {e}")))?;
     let verifier = key.verifier().to_text();
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"name": args.name, "key_file": args.out, "verifier_key": verifier})
         );
     } else {
-        println!("{verifier}");
+        outln!("{verifier}");
     }
     Ok(OK)
 }

@@ -57,9 +57,9 @@ pub fn run(args: &VerifyArgs) -> CmdResult {
     bar.finish_and_clear();
 
     if args.json {
-        println!("{}", to_json(&report));
+        outln!("{}", to_json(&report));
     } else {
-        print!("{}", to_text(&report));
+        outln!("{}", to_text(&report).trim_end_matches('\n'));
     }
     Ok(if report.ok() { OK } else { FAILED })
 }

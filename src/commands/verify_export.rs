@@ -110,7 +110,7 @@ pub fn run(args: &VerifyExportArgs) -> CmdResult {
         .collect();
 
     if args.json {
-        println!(
+        outln!(
             "{}",
             json!({
                 "status": if findings.is_empty() { "ok" } else { "failed" },
@@ -126,7 +126,7 @@ pub fn run(args: &VerifyExportArgs) -> CmdResult {
             })
         );
     } else {
-        println!(
+        outln!(
             "copy: {} record(s) read from {}, up to seq {}; heads: {} kept, {} trusted",
             check.records,
             args.source,
@@ -135,7 +135,7 @@ pub fn run(args: &VerifyExportArgs) -> CmdResult {
             set.trusted.len()
         );
         for w in &warnings {
-            println!("warning: {w}");
+            outln!("warning: {w}");
         }
         report::print_outcome(
             &findings,
