@@ -276,3 +276,50 @@ fn bad_input_gets_one_line_and_exit_2() {
         "nothing was shipped"
     );
 }
+
+#[test]
+fn check_with_a_file_sink_creates_nothing() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "c.db", 10);
+    let check = |sink: &Path| {
+        let out = bin()
+            .args(["check", "--json", "--db", path_str(&db), "--origin", "c/agentrt"])
+            .args(["--sink", &format!("file:{}", path_str(sink))])
+            .output()
+            .unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let sink_check = json["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["check"].as_str().unwrap().starts_with("sink "))
+            .cloned()
+            .unwrap();
+        (code(&out), sink_check)
+    };
+    let sink = dir.path().join("out.jsonl");
+    let (c, found) = check(&sink);
+    assert_eq!(c, 0, "{found}");
+    assert!(found["detail"].as_str().unwrap().contains("not there yet"), "{found}");
+    let left: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("out.jsonl"))
+        .collect();
+    assert!(left.is_empty(), "no sink file, no probe left: {left:?}");
+
+    std::fs::write(&sink, "{}\n").unwrap();
+    let (c, found) = check(&sink);
+    assert_eq!(
+        (c, found["detail"].as_str()),
+        (0, Some("writable, 3 bytes held")),
+        "{found}"
+    );
+
+    let (c, found) = check(&dir.path().join("missing-dir/out.jsonl"));
+    assert_eq!(c, 1, "{found}");
+    assert!(
+        found["error"].as_str().unwrap().contains("missing-dir/out.jsonl"),
+        "{found}"
+    );
+}

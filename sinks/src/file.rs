@@ -45,6 +45,28 @@ impl FileSink {
         })
     }
 
+    /// What `chainship check` reports, without creating the file: an existing
+    /// file must open for appending; a missing one needs a writable directory
+    /// (proved with a probe file that is removed again).
+    pub fn check_path(path: &Path) -> Result<String, SinkError> {
+        let fail = |e: std::io::Error| SinkError::from_io(format!("file sink {}", path.display()), &e);
+        if path.exists() {
+            let file = OpenOptions::new().append(true).open(path).map_err(fail)?;
+            let len = file.metadata().map_err(fail)?.len();
+            return Ok(format!("writable, {len} bytes held"));
+        }
+        let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+        let probe = path.with_file_name(format!(".{name}.chainship-check-{}", std::process::id()));
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&probe)
+            .map_err(fail)?;
+        std::fs::remove_file(&probe).map_err(fail)?;
+        Ok("not there yet; its directory is writable (the first batch creates it)".into())
+    }
+
     fn io(&self, e: std::io::Error) -> SinkError {
         SinkError::from_io(format!("file sink {}", self.path.display()), &e)
     }
