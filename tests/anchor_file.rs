@@ -20,13 +20,6 @@ struct Anchored {
     verifier: String,
 }
 
-fn keygen(dir: &Path, name: &str, file: &str) -> (PathBuf, String) {
-    let key = dir.join(file);
-    let out = run(&["keygen", "--name", name, "--out", path_str(&key)]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    (key, stdout(&out).trim().to_owned())
-}
-
 /// `events` events exported with batches of 100, a head after each batch.
 fn export_anchored(events: u64) -> Anchored {
     let dir = TempDir::new().unwrap();
@@ -469,9 +462,7 @@ fn the_anchor_interval_bounds_the_heads_and_the_last_one_goes_out_at_stop() {
             .unwrap(),
     );
     std::thread::sleep(std::time::Duration::from_secs(4));
-    signal(&writer, SIGTERM);
-    wait_with_limit(&mut writer, std::time::Duration::from_secs(5));
-    let head = db_head(&db);
+    let head = stop_writer(&mut writer, &db);
     wait_for_cursor(&cursor, &head, std::time::Duration::from_secs(20));
     let final_seq: u64 = head.split(':').next().unwrap().parse().unwrap();
     assert!(final_seq > 200 + 1000, "the writer wrote on: {final_seq}");

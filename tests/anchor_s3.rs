@@ -13,18 +13,6 @@ const ORIGIN: &str = "s3test/agentrt";
 /// The outage test pauses the shared server: run this file's tests one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-async fn locked_bucket() -> String {
-    let bucket = unique_bucket("anchors");
-    s3_client()
-        .create_bucket()
-        .bucket(&bucket)
-        .object_lock_enabled_for_bucket(true)
-        .send()
-        .await
-        .expect("the S3 server creates an Object Lock bucket");
-    bucket
-}
-
 fn anchor_args(bucket: &str) -> Vec<String> {
     vec![
         "--anchor".into(),
@@ -58,20 +46,13 @@ fn verify_args(dir: &TempDir, db: &std::path::Path, bucket: &str, verifier: &str
     cmd.output().unwrap()
 }
 
-fn keygen(dir: &TempDir) -> (std::path::PathBuf, String) {
-    let key = dir.path().join("head.key");
-    let out = run(&["keygen", "--name", "s3test/chainship", "--out", path_str(&key)]);
-    assert_eq!(code(&out), 0);
-    (key, stdout(&out).trim().to_owned())
-}
-
 #[tokio::test]
 async fn heads_are_write_once_and_locked_in_s3() {
     let _serial = SERIAL.lock().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "a.db", 500);
-    let bucket = locked_bucket().await;
-    let (key, verifier) = keygen(&dir);
+    let bucket = locked_bucket("anchors").await;
+    let (key, verifier) = keygen(dir.path(), "s3test/chainship", "head.key");
     let mut cmd = bin();
     s3_env(&mut cmd)
         .args([
@@ -156,8 +137,8 @@ async fn an_anchor_store_outage_delays_anchoring_but_not_the_export() {
     let _serial = SERIAL.lock().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "live.db", 200);
-    let bucket = locked_bucket().await;
-    let (key, verifier) = keygen(&dir);
+    let bucket = locked_bucket("anchors").await;
+    let (key, verifier) = keygen(dir.path(), "s3test/chainship", "head.key");
     let (out_file, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
     let mut writer = live_writer(&db, "200", &[]);
     let mut cmd = bin();
@@ -209,9 +190,12 @@ async fn an_anchor_store_outage_delays_anchoring_but_not_the_export() {
         anchored_during <= cursor_before + 50,
         "nothing was anchored while the store was paused"
     );
-    signal(&writer, SIGTERM);
-    wait_with_limit(&mut writer, Duration::from_secs(5));
-    let final_seq: u64 = db_head(&db).split(':').next().unwrap().parse().unwrap();
+    let final_seq: u64 = stop_writer(&mut writer, &db)
+        .split(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     while seq_of(&anchored) < final_seq || seq_of(&cursor) < final_seq {
         assert!(

@@ -58,9 +58,7 @@ fn live_writer_to_file_sink_every_event_once_in_order() {
         &["--from-start", "--batch-size", "50"],
     ));
     std::thread::sleep(Duration::from_secs(3));
-    signal(&writer, SIGTERM);
-    assert!(wait_with_limit(&mut writer, Duration::from_secs(5)).success());
-    let final_head = db_head(&db);
+    let final_head = stop_writer(&mut writer, &db);
     let final_seq: u64 = final_head.split(':').next().unwrap().parse().unwrap();
     assert!(
         final_seq > 1500,
@@ -250,6 +248,12 @@ fn bad_input_gets_one_line_and_exit_2() {
     let mut args = follow_args(&db, &out, &cursor);
     args.drain(3..5);
     check(args, "--origin");
+
+    // The sink file is opened on first use: a missing directory still stops the start, named.
+    let mut args = follow_args(&db, &out, &cursor);
+    args[6] = "file:/nonexistent-chainship-dir/out.jsonl".into();
+    args.push("--from-start".into());
+    check(args, "file sink /nonexistent-chainship-dir/out.jsonl: cannot open");
 
     let mut args = follow_args(&db, &out, &cursor);
     args.push("--once".into());

@@ -47,8 +47,7 @@ fn metrics_show_lag_falling_to_zero_and_health_turns_503_on_a_break() {
     let db = generate(dir.path(), "m.db", 5000);
     let anchors = dir.path().join("anchors");
     std::fs::create_dir(&anchors).unwrap();
-    let key = dir.path().join("k");
-    assert_eq!(code(&run(&["keygen", "--name", "m/k", "--out", path_str(&key)])), 0);
+    let (key, _) = keygen(dir.path(), "m/k", "k");
     let port = free_port();
     let mut follower = KillOnDrop(
         bin()
@@ -121,16 +120,8 @@ fn metrics_show_lag_falling_to_zero_and_health_turns_503_on_a_break() {
 async fn check_reports_each_part_ok_or_its_exact_failure() {
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "c.db", 10);
-    let bucket = unique_bucket("check");
-    s3_client()
-        .create_bucket()
-        .bucket(&bucket)
-        .object_lock_enabled_for_bucket(true)
-        .send()
-        .await
-        .unwrap();
-    let key = dir.path().join("k");
-    assert_eq!(code(&run(&["keygen", "--name", "c/k", "--out", path_str(&key)])), 0);
+    let bucket = locked_bucket("check").await;
+    let (key, _) = keygen(dir.path(), "c/k", "k");
     let endpoint = s3_endpoint();
     let mut cmd = bin();
     s3_env(&mut cmd)

@@ -88,9 +88,7 @@ async fn live_writer_to_kafka_every_event_once_in_order() {
         &["--from-start", "--batch-size", "200"],
     ));
     std::thread::sleep(Duration::from_secs(3));
-    signal(&writer, SIGTERM);
-    wait_with_limit(&mut writer, Duration::from_secs(5));
-    let head = db_head(&db);
+    let head = stop_writer(&mut writer, &db);
     wait_for_cursor(&cursor, &head, Duration::from_secs(15));
     signal(&follower, SIGTERM);
     assert_eq!(wait_with_limit(&mut follower, Duration::from_secs(10)).code(), Some(0));
@@ -161,9 +159,7 @@ async fn a_broker_outage_longer_than_message_timeout_loses_nothing() {
         std::thread::sleep(Duration::from_secs(8));
     }
     std::thread::sleep(Duration::from_secs(1));
-    signal(&writer, SIGTERM);
-    wait_with_limit(&mut writer, Duration::from_secs(5));
-    let head = db_head(&db);
+    let head = stop_writer(&mut writer, &db);
     wait_for_cursor(&cursor, &head, Duration::from_secs(90));
     signal(&follower, SIGTERM);
     assert_eq!(wait_with_limit(&mut follower, Duration::from_secs(15)).code(), Some(0));
@@ -259,9 +255,7 @@ async fn a_second_follower_of_the_same_origin_fences_the_first() {
     };
     let err = std::fs::read_to_string(dir.path().join(stopped_log)).unwrap();
     assert!(err.contains("another follower for this origin took over"), "{err}");
-    signal(&writer, SIGTERM);
-    wait_with_limit(&mut writer, Duration::from_secs(5));
-    let head = db_head(&db);
+    let head = stop_writer(&mut writer, &db);
     wait_for_cursor(&dir.path().join(survivor_cursor), &head, Duration::from_secs(60));
     signal(survivor, SIGTERM);
     wait_with_limit(survivor, Duration::from_secs(20));

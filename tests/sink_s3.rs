@@ -147,9 +147,7 @@ async fn live_writer_to_s3_every_event_once_in_order() {
         ],
     ));
     std::thread::sleep(Duration::from_secs(3));
-    signal(&writer, SIGTERM);
-    wait_with_limit(&mut writer, Duration::from_secs(5));
-    let final_head = db_head(&db);
+    let final_head = stop_writer(&mut writer, &db);
     wait_for_cursor(&cursor, &final_head, Duration::from_secs(10));
     signal(&follower, SIGTERM);
     assert_eq!(wait_with_limit(&mut follower, Duration::from_secs(10)).code(), Some(0));
@@ -222,9 +220,7 @@ async fn a_30_second_outage_loses_and_duplicates_nothing() {
         std::thread::sleep(Duration::from_secs(30));
     }
     std::thread::sleep(Duration::from_secs(1));
-    signal(&writer, SIGTERM);
-    wait_with_limit(&mut writer, Duration::from_secs(5));
-    let final_head = db_head(&db);
+    let final_head = stop_writer(&mut writer, &db);
     wait_for_cursor(&cursor, &final_head, Duration::from_secs(90));
     signal(&follower, SIGTERM);
     assert_eq!(wait_with_limit(&mut follower, Duration::from_secs(10)).code(), Some(0));

@@ -30,10 +30,9 @@ fn setup(events: u64) -> Setup {
     let db = generate(dir.path(), "audit.db", events);
     let anchors = dir.path().join("anchors");
     std::fs::create_dir(&anchors).unwrap();
-    let key = dir.path().join("head.key");
-    let out = run(&["keygen", "--name", "export/chainship", "--out", path_str(&key)]);
+    let (key, verifier) = keygen(dir.path(), "export/chainship", "head.key");
     (Setup {
-        verifier: stdout(&out).trim().to_owned(),
+        verifier,
         dir,
         db,
         anchors,

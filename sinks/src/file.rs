@@ -21,12 +21,32 @@ use crate::error::SinkError;
 pub struct FileSink {
     path: PathBuf,
     origin: String,
-    file: File,
+    /// Opened (and created if needed) on first use, as the Kafka and S3 sinks
+    /// make their clients: building a sink, e.g. for `chainship check`, writes nothing.
+    file: Option<File>,
 }
 
 impl FileSink {
-    /// Opens (creating if needed) the file for appending.
-    pub fn open(path: &Path, origin: &str) -> Result<Self, SinkError> {
+    pub fn new(path: &Path, origin: &str) -> Self {
+        FileSink {
+            path: path.to_owned(),
+            origin: origin.to_owned(),
+            file: None,
+        }
+    }
+
+    fn io(&self, e: std::io::Error) -> SinkError {
+        io_error(&self.path, e)
+    }
+}
+
+fn io_error(path: &Path, e: std::io::Error) -> SinkError {
+    SinkError::from_io(format!("file sink {}", path.display()), &e)
+}
+
+/// The open file in `slot`, opening (creating if needed) `path` for appending first.
+fn opened<'a>(slot: &'a mut Option<File>, path: &Path) -> Result<&'a mut File, SinkError> {
+    if slot.is_none() {
         let existed = path.exists();
         let file = OpenOptions::new()
             .read(true)
@@ -36,100 +56,74 @@ impl FileSink {
             .open(path)
             .map_err(|e| SinkError::permanent(format!("file sink {}: cannot open: {e}", path.display())))?;
         if !existed {
-            sync_parent(path).map_err(|e| SinkError::from_io(format!("file sink {}", path.display()), &e))?;
+            sync_parent(path).map_err(|e| io_error(path, e))?;
         }
-        Ok(FileSink {
-            path: path.to_owned(),
-            origin: origin.to_owned(),
-            file,
-        })
+        *slot = Some(file);
     }
+    Ok(slot.as_mut().expect("opened above"))
+}
 
-    /// What `chainship check` reports, without creating the file: an existing
-    /// file must open for appending; a missing one needs a writable directory
-    /// (proved with a probe file that is removed again).
-    pub fn check_path(path: &Path) -> Result<String, SinkError> {
-        let fail = |e: std::io::Error| SinkError::from_io(format!("file sink {}", path.display()), &e);
-        if path.exists() {
-            let file = OpenOptions::new().append(true).open(path).map_err(fail)?;
-            let len = file.metadata().map_err(fail)?.len();
-            return Ok(format!("writable, {len} bytes held"));
+/// Cuts a torn last line (no trailing newline) and returns the new length.
+fn repair_torn_tail(file: &mut File, path: &Path) -> std::io::Result<u64> {
+    let len = file.metadata()?.len();
+    if len == 0 || byte_at(file, len - 1)? == b'\n' {
+        return Ok(len);
+    }
+    let keep = match last_newline_before(file, len)? {
+        Some(pos) => pos + 1,
+        None => 0,
+    };
+    tracing::warn!(
+        file = %path.display(),
+        dropped_bytes = len - keep,
+        "file sink: cut a torn last line left by a crash (it was never acknowledged and will be sent again)"
+    );
+    file.set_len(keep)?;
+    file.sync_all()?;
+    Ok(keep)
+}
+
+fn byte_at(file: &mut File, pos: u64) -> std::io::Result<u8> {
+    let mut b = [0u8; 1];
+    file.seek(SeekFrom::Start(pos))?;
+    file.read_exact(&mut b)?;
+    Ok(b[0])
+}
+
+/// The position of the last `\n` before `end`, reading backwards in chunks.
+fn last_newline_before(file: &mut File, end: u64) -> std::io::Result<Option<u64>> {
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut hi = end;
+    while hi > 0 {
+        let lo = hi.saturating_sub(chunk.len() as u64);
+        let buf = &mut chunk[..(hi - lo) as usize];
+        file.seek(SeekFrom::Start(lo))?;
+        file.read_exact(buf)?;
+        if let Some(i) = buf.iter().rposition(|b| *b == b'\n') {
+            return Ok(Some(lo + i as u64));
         }
-        let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
-        let probe = path.with_file_name(format!(".{name}.chainship-check-{}", std::process::id()));
-        OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&probe)
-            .map_err(fail)?;
-        std::fs::remove_file(&probe).map_err(fail)?;
-        Ok("not there yet; its directory is writable (the first batch creates it)".into())
+        hi = lo;
     }
-
-    fn io(&self, e: std::io::Error) -> SinkError {
-        SinkError::from_io(format!("file sink {}", self.path.display()), &e)
-    }
-
-    /// Cuts a torn last line (no trailing newline) and returns the new length.
-    fn repair_torn_tail(&mut self) -> std::io::Result<u64> {
-        let len = self.file.metadata()?.len();
-        if len == 0 || self.byte_at(len - 1)? == b'\n' {
-            return Ok(len);
-        }
-        let keep = match self.last_newline_before(len)? {
-            Some(pos) => pos + 1,
-            None => 0,
-        };
-        tracing::warn!(
-            file = %self.path.display(),
-            dropped_bytes = len - keep,
-            "file sink: cut a torn last line left by a crash (it was never acknowledged and will be sent again)"
-        );
-        self.file.set_len(keep)?;
-        self.file.sync_all()?;
-        Ok(keep)
-    }
-
-    fn byte_at(&mut self, pos: u64) -> std::io::Result<u8> {
-        let mut b = [0u8; 1];
-        self.file.seek(SeekFrom::Start(pos))?;
-        self.file.read_exact(&mut b)?;
-        Ok(b[0])
-    }
-
-    /// The position of the last `\n` before `end`, reading backwards in chunks.
-    fn last_newline_before(&mut self, end: u64) -> std::io::Result<Option<u64>> {
-        let mut chunk = vec![0u8; 64 * 1024];
-        let mut hi = end;
-        while hi > 0 {
-            let lo = hi.saturating_sub(chunk.len() as u64);
-            let buf = &mut chunk[..(hi - lo) as usize];
-            self.file.seek(SeekFrom::Start(lo))?;
-            self.file.read_exact(buf)?;
-            if let Some(i) = buf.iter().rposition(|b| *b == b'\n') {
-                return Ok(Some(lo + i as u64));
-            }
-            hi = lo;
-        }
-        Ok(None)
-    }
+    Ok(None)
 }
 
 #[async_trait]
 impl Sink for FileSink {
     async fn held(&mut self) -> Result<Option<Head>, SinkError> {
-        let len = self.repair_torn_tail().map_err(|e| self.io(e))?;
+        let path = &self.path;
+        let file = opened(&mut self.file, path)?;
+        let len = repair_torn_tail(file, path).map_err(|e| io_error(path, e))?;
         if len == 0 {
             return Ok(None);
         }
-        let start = match self.last_newline_before(len - 1).map_err(|e| self.io(e))? {
+        let start = match last_newline_before(file, len - 1).map_err(|e| io_error(path, e))? {
             Some(pos) => pos + 1,
             None => 0,
         };
         let mut line = vec![0u8; (len - 1 - start) as usize];
-        self.file.seek(SeekFrom::Start(start)).map_err(|e| self.io(e))?;
-        self.file.read_exact(&mut line).map_err(|e| self.io(e))?;
+        file.seek(SeekFrom::Start(start))
+            .and_then(|_| file.read_exact(&mut line))
+            .map_err(|e| io_error(path, e))?;
         let record = Record::parse(&line).map_err(|e| {
             SinkError::integrity(format!(
                 "file sink {}: the last line is not a chainship record ({e}); is this the right file?",
@@ -157,19 +151,42 @@ impl Sink for FileSink {
     }
 
     async fn deliver(&mut self, batch: &Batch) -> Result<(), SinkError> {
-        let before = self.file.metadata().map_err(|e| self.io(e))?.len();
-        let written = self.file.write_all(&batch.jsonl).and_then(|_| self.file.sync_data());
+        let path = &self.path;
+        let file = opened(&mut self.file, path)?;
+        let before = file.metadata().map_err(|e| io_error(path, e))?.len();
+        let written = file.write_all(&batch.jsonl).and_then(|_| file.sync_data());
         if let Err(e) = written {
             // Never leave half a batch behind a retry: cut back to where it began.
-            let _ = self.file.set_len(before);
-            return Err(self.io(e));
+            let _ = file.set_len(before);
+            return Err(io_error(path, e));
         }
         Ok(())
     }
 
+    /// Without creating the file: an existing one must open for appending; a
+    /// missing one needs a writable directory (proved with a probe file that
+    /// is removed again).
     async fn check(&mut self) -> Result<String, SinkError> {
-        let len = self.file.metadata().map_err(|e| self.io(e))?.len();
-        Ok(format!("writable, {len} bytes held"))
+        if self.path.exists() {
+            let file = OpenOptions::new()
+                .append(true)
+                .open(&self.path)
+                .map_err(|e| self.io(e))?;
+            let len = file.metadata().map_err(|e| self.io(e))?.len();
+            return Ok(format!("writable, {len} bytes held"));
+        }
+        let name = self.path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+        let probe = self
+            .path
+            .with_file_name(format!(".{name}.chainship-check-{}", std::process::id()));
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&probe)
+            .and_then(|_| std::fs::remove_file(&probe))
+            .map_err(|e| self.io(e))?;
+        Ok("not there yet; its directory is writable (the first batch creates it)".into())
     }
 
     fn describe(&self) -> String {

@@ -18,7 +18,7 @@ use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
 use crate::error::SinkError;
 use crate::kafka::partition_for;
-use crate::s3::parse_object_name;
+use crate::s3::{list_objects, origin_prefix};
 use crate::s3_client::classify;
 use crate::url::{SinkOptions, SinkUrl};
 
@@ -80,29 +80,13 @@ async fn read_s3(
 ) -> Result<(), SinkError> {
     let client = options.s3.client().await;
     let fail = |f: crate::s3_client::S3Failure| SinkError::permanent(format!("s3://{bucket}/{prefix}: {}", f.message));
-    let list_prefix = if prefix.is_empty() {
-        format!("{origin}/")
-    } else {
-        format!("{prefix}/{origin}/")
-    };
-    let mut objects = Vec::new();
-    let mut pages = client
-        .list_objects_v2()
-        .bucket(bucket)
-        .prefix(&list_prefix)
-        .into_paginator()
-        .send();
-    while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| fail(classify("listing", &e)))?;
-        for key in page.contents().iter().filter_map(|o| o.key()) {
-            if let Some(range) = parse_object_name(key) {
-                objects.push((range.first, range.last, range.codec, key.to_owned()));
-            }
-        }
-    }
+    let mut objects = list_objects(&client, bucket, &origin_prefix(prefix, origin))
+        .await
+        .map_err(fail)?;
     // By seq range, not by key: date partitions follow `at`, which is for people, not ordering.
-    objects.sort();
-    for (_, _, codec, key) in objects {
+    objects.sort_by_key(|(range, _)| (range.first, range.last));
+    for (range, key) in objects {
+        let codec = range.codec;
         let object = client
             .get_object()
             .bucket(bucket)

@@ -67,6 +67,39 @@ pub fn parse_object_name(key: &str) -> Option<ObjectRange> {
     })
 }
 
+/// Where an origin's objects live: `PREFIX/<origin>/` (`<origin>/` without a prefix).
+pub fn origin_prefix(prefix: &str, origin: &str) -> String {
+    match prefix.trim_matches('/') {
+        "" => format!("{origin}/"),
+        prefix => format!("{prefix}/{origin}/"),
+    }
+}
+
+/// Every batch object under `origin_prefix`, with the range its name says it
+/// holds; other objects (a `check` probe, foreign files) are left out.
+pub async fn list_objects(
+    client: &aws_sdk_s3::Client,
+    bucket: &str,
+    origin_prefix: &str,
+) -> Result<Vec<(ObjectRange, String)>, S3Failure> {
+    let mut objects = Vec::new();
+    let mut pages = client
+        .list_objects_v2()
+        .bucket(bucket)
+        .prefix(origin_prefix)
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| classify(&format!("listing {origin_prefix}"), &e))?;
+        for key in page.contents().iter().filter_map(|o| o.key()) {
+            if let Some(range) = parse_object_name(key) {
+                objects.push((range, key.to_owned()));
+            }
+        }
+    }
+    Ok(objects)
+}
+
 impl S3Sink {
     pub fn new(cfg: S3SinkConfig, origin: &str) -> Self {
         S3Sink {
@@ -81,12 +114,7 @@ impl S3Sink {
     }
 
     fn origin_prefix(&self) -> String {
-        let prefix = self.cfg.prefix.trim_matches('/');
-        if prefix.is_empty() {
-            format!("{}/", self.origin)
-        } else {
-            format!("{prefix}/{}/", self.origin)
-        }
+        origin_prefix(&self.cfg.prefix, &self.origin)
     }
 
     /// The object key for a batch.
@@ -152,27 +180,12 @@ fn date_of(at: &str) -> Option<&str> {
 impl Sink for S3Sink {
     async fn held(&mut self) -> Result<Option<Head>, SinkError> {
         let prefix = self.origin_prefix();
-        let mut best: Option<(ObjectRange, String)> = None;
-        let mut pages = self
-            .client()
-            .await
-            .list_objects_v2()
-            .bucket(&self.cfg.bucket)
-            .prefix(&prefix)
-            .into_paginator()
-            .send();
-        while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| self.error(classify(&format!("listing {prefix}"), &e)))?;
-            for key in page.contents().iter().filter_map(|o| o.key()) {
-                if let Some(range) = parse_object_name(key)
-                    && best.as_ref().is_none_or(|(b, _)| range.last > b.last)
-                {
-                    best = Some((range, key.to_owned()));
-                }
-            }
-        }
-        // Leftovers of a follower killed mid-upload: never visible as objects, but stored and billed.
         let client = self.client().await;
+        let objects = list_objects(client, &self.cfg.bucket, &prefix)
+            .await
+            .map_err(|f| self.error(f))?;
+        let best = objects.into_iter().max_by_key(|(range, _)| range.last);
+        // Leftovers of a follower killed mid-upload: never visible as objects, but stored and billed.
         match abort_leftovers(client, &self.cfg.bucket, &prefix).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(n, %prefix, "S3 sink: aborted unfinished multipart uploads left by an earlier run"),
@@ -296,6 +309,11 @@ mod tests {
         assert!(format!("{:020}", 99) < format!("{:020}", 100));
         assert_eq!(parse_object_name("p/o/1-2.jsonl.gz"), None);
         assert_eq!(date_of("2026-08-17T08:00:00Z"), Some("2026-08-17"));
+        // The writer and every reader agree on where an origin lives, whatever slashes the URL has.
+        for prefix in ["exports", "/exports/", "exports/"] {
+            assert_eq!(origin_prefix(prefix, "prod/agentrt"), "exports/prod/agentrt/");
+        }
+        assert_eq!(origin_prefix("", "o"), "o/");
         assert_eq!(date_of("yesterday"), None);
     }
 }

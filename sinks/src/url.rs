@@ -95,7 +95,7 @@ pub struct SinkOptions {
 /// Builds the sink a URL names, for records of `origin`.
 pub fn open_sink(url: &SinkUrl, origin: &str, options: &SinkOptions) -> Result<Box<dyn Sink>, SinkError> {
     Ok(match url {
-        SinkUrl::File(path) => Box::new(FileSink::open(path, origin)?),
+        SinkUrl::File(path) => Box::new(FileSink::new(path, origin)),
         SinkUrl::Stdout => Box::new(StdoutSink),
         SinkUrl::S3 { bucket, prefix } => Box::new(S3Sink::new(
             S3SinkConfig {

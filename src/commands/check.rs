@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use chainship_anchor::{AnchorUrl, SignerKey};
 use chainship_chain::{EventDb, OpenOptions};
 use chainship_follower::FileCursor;
-use chainship_sinks::file::FileSink;
 use chainship_sinks::{SinkUrl, open_sink};
 use clap::Args;
 use serde_json::json;
@@ -74,13 +73,9 @@ pub fn run(args: &CheckArgs) -> CmdResult {
         results.push((format!("cursor {}", path.display()), r.map_err(|e| e.to_string())));
     }
     let options = args.sink_s3.options().map_err(CliError::usage)?;
-    let r = match &args.sink {
-        // Opening a file sink creates the file: a check must not.
-        SinkUrl::File(path) => FileSink::check_path(path).map_err(|e| e.message),
-        url => match open_sink(url, &args.origin, &options) {
-            Ok(mut sink) => runtime.block_on(sink.check()).map_err(|e| e.message),
-            Err(e) => Err(e.message),
-        },
+    let r = match open_sink(&args.sink, &args.origin, &options) {
+        Ok(mut sink) => runtime.block_on(sink.check()).map_err(|e| e.message),
+        Err(e) => Err(e.message),
     };
     results.push((format!("sink {}", args.sink), r));
     if let Some(url) = &args.anchor {

@@ -308,6 +308,35 @@ pub fn live_writer(db: &Path, rate: &str, extra: &[&str]) -> KillOnDrop {
     KillOnDrop(child)
 }
 
+/// Stops a live writer (SIGTERM) and returns the database head it left.
+pub fn stop_writer(writer: &mut KillOnDrop, db: &Path) -> String {
+    signal(writer, SIGTERM);
+    let status = wait_with_limit(writer, std::time::Duration::from_secs(5));
+    assert!(status.success(), "the writer stops cleanly on SIGTERM: {status}");
+    db_head(db)
+}
+
+/// Writes a signing key `dir/file` named `name` and returns it with its verifier key.
+pub fn keygen(dir: &Path, name: &str, file: &str) -> (PathBuf, String) {
+    let key = dir.join(file);
+    let out = run(&["keygen", "--name", name, "--out", path_str(&key)]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    (key, stdout(&out).trim().to_owned())
+}
+
+/// A new bucket with Object Lock, as an anchor store should have.
+pub async fn locked_bucket(prefix: &str) -> String {
+    let bucket = unique_bucket(prefix);
+    s3_client()
+        .create_bucket()
+        .bucket(&bucket)
+        .object_lock_enabled_for_bucket(true)
+        .send()
+        .await
+        .expect("the S3 server creates an Object Lock bucket");
+    bucket
+}
+
 /// Waits until the cursor file holds `head`, at most `limit`.
 pub fn wait_for_cursor(cursor: &Path, head: &str, limit: std::time::Duration) {
     let deadline = std::time::Instant::now() + limit;

@@ -93,6 +93,30 @@ impl S3Store {
             .copied()
     }
 
+    /// The keys of the origin's head objects, in listing order.
+    async fn head_keys(&self, origin: &str) -> Result<Vec<String>, StoreError> {
+        let prefix = self.origin_prefix(origin);
+        let mut keys = Vec::new();
+        let mut pages = self
+            .client()
+            .await
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(&prefix)
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| self.failure(classify(&format!("listing {prefix}"), &e)))?;
+            keys.extend(
+                page.contents()
+                    .iter()
+                    .filter_map(|o| o.key().map(str::to_owned))
+                    .filter(|k| k.ends_with(".head")),
+            );
+        }
+        Ok(keys)
+    }
+
     async fn get(&self, key: &str) -> Result<Vec<u8>, StoreError> {
         let out = self
             .client()
@@ -147,25 +171,7 @@ impl AnchorStore for S3Store {
     }
 
     async fn list(&self, origin: &str) -> Result<Vec<StoredNote>, StoreError> {
-        let prefix = self.origin_prefix(origin);
-        let mut keys = Vec::new();
-        let mut pages = self
-            .client()
-            .await
-            .list_objects_v2()
-            .bucket(&self.bucket)
-            .prefix(&prefix)
-            .into_paginator()
-            .send();
-        while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| self.failure(classify(&format!("listing {prefix}"), &e)))?;
-            keys.extend(
-                page.contents()
-                    .iter()
-                    .filter_map(|o| o.key().map(str::to_owned))
-                    .filter(|k| k.ends_with(".head")),
-            );
-        }
+        let mut keys = self.head_keys(origin).await?;
         keys.sort();
         // Heads are small and many: fetch several at once, keeping the listing's order.
         futures::stream::iter(keys)
@@ -183,26 +189,8 @@ impl AnchorStore for S3Store {
     }
 
     async fn highest_seq(&self, origin: &str) -> Result<Option<u64>, StoreError> {
-        let prefix = self.origin_prefix(origin);
-        let mut pages = self
-            .client()
-            .await
-            .list_objects_v2()
-            .bucket(&self.bucket)
-            .prefix(&prefix)
-            .into_paginator()
-            .send();
-        let mut highest = None;
-        while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| self.failure(classify(&format!("listing {prefix}"), &e)))?;
-            highest = highest.max(
-                page.contents()
-                    .iter()
-                    .filter_map(|o| o.key().and_then(seq_from_name))
-                    .max(),
-            );
-        }
-        Ok(highest)
+        let keys = self.head_keys(origin).await?;
+        Ok(keys.iter().filter_map(|k| seq_from_name(k)).max())
     }
 
     async fn check(&self) -> Result<String, StoreError> {
