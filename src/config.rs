@@ -157,7 +157,8 @@ pub fn leaf_commands(root: &Command) -> Vec<Command> {
     out
 }
 
-/// Runs a value through its flag's own parser.
+/// Runs a value through its flag's own parser. A refused secret is not
+/// echoed (clap's message quotes the value).
 fn check_values(arg: &Arg, values: &[String]) -> Result<(), String> {
     let long = arg.get_long().unwrap_or("value");
     let probe = Arg::new(long.to_owned())
@@ -174,6 +175,9 @@ fn check_values(arg: &Arg, values: &[String]) -> Result<(), String> {
         .try_get_matches_from(argv)
         .map(|_| ())
         .map_err(|e| {
+            if is_secret(long) {
+                return format!("invalid value for --{long} (not shown)");
+            }
             let text = e.render().to_string();
             text.lines()
                 .next()
@@ -225,4 +229,14 @@ pub fn is_secret(name: &str) -> bool {
     ]
     .iter()
     .any(|s| name.contains(s))
+}
+
+/// Whether a librdkafka setting's value must not be printed: beyond what
+/// [`is_secret`] names, every SASL setting but the mechanism, and TLS key
+/// material (`ssl.key.pem`, `ssl.keystore.password`, ...).
+pub fn is_secret_kafka(key: &str) -> bool {
+    let key = key.trim().to_ascii_lowercase();
+    is_secret(&key)
+        || (key.starts_with("sasl.") && !matches!(key.as_str(), "sasl.mechanism" | "sasl.mechanisms"))
+        || (key.starts_with("ssl") && key.contains("key"))
 }

@@ -1,17 +1,40 @@
 //! Serves `/metrics` (Prometheus text, rendered by
 //! `metrics-exporter-prometheus`) and `/healthz` (200 or 503 with the
-//! reason) for the long-running follower.
+//! reason) for the long-running follower, on hyper.
 //!
-//! The HTTP here is deliberately minimal: one GET per connection, which is
-//! all scrapers and health probes do.
+//! The port must never hurt the follower: every connection holds a file
+//! descriptor, so at most [`MAX_CONNECTIONS`] are open at once, each for at
+//! most [`CONNECTION_TIMEOUT`], and an accept error (EMFILE and the like)
+//! pauses the loop instead of spinning it. One request per connection,
+//! which is all scrapers and health probes do.
 
+use std::collections::VecDeque;
+use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use chainship_follower::Health;
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{CONTENT_TYPE, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+
+/// Connections open at once; far more than scrapers and probes need.
+const MAX_CONNECTIONS: usize = 64;
+/// A client that has not sent its request headers by then is dropped.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// No connection lives longer than this, whatever it does.
+const CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the accept loop rests after an accept error.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(250);
 
 /// Installs the Prometheus recorder and starts serving on `addr`.
 pub async fn start(addr: SocketAddr, health: Arc<Health>) -> Result<SocketAddr, String> {
@@ -25,46 +48,143 @@ pub async fn start(addr: SocketAddr, health: Arc<Health>) -> Result<SocketAddr, 
     let bound = listener
         .local_addr()
         .map_err(|e| format!("--metrics-addr {addr}: {e}"))?;
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let (handle, health) = (handle.clone(), Arc::clone(&health));
-            tokio::spawn(async move {
-                let _ = respond(stream, &handle, &health).await;
-            });
-        }
-    });
+    tokio::spawn(serve(listener, handle, health));
     tracing::info!(%bound, "serving /metrics and /healthz");
     Ok(bound)
 }
 
-async fn respond(mut stream: TcpStream, handle: &PrometheusHandle, health: &Health) -> std::io::Result<()> {
-    let mut request = Vec::with_capacity(1024);
-    let mut buf = [0u8; 1024];
-    while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 16 * 1024 {
-        let n = stream.read(&mut buf).await?;
-        if n == 0 {
-            break;
-        }
-        request.extend_from_slice(&buf[..n]);
+async fn serve(listener: TcpListener, handle: PrometheusHandle, health: Arc<Health>) {
+    let slots = Arc::new(Slots::default());
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                tracing::warn!(error = %e, "--metrics-addr: cannot accept a connection; pausing");
+                tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                continue;
+            }
+        };
+        // Every slot busy answering: close this one at once (it holds no fd).
+        let Some(slot) = Slots::take(&slots) else {
+            drop(stream);
+            continue;
+        };
+        let (handle, health) = (handle.clone(), Arc::clone(&health));
+        tokio::spawn(async move {
+            let state = Arc::clone(&slot.state);
+            let service = service_fn(move |request: Request<Incoming>| {
+                // The request is in: this connection is no longer idle.
+                state.busy.store(true, Ordering::Relaxed);
+                std::future::ready(Ok::<_, Infallible>(answer(&request, &handle, &health)))
+            });
+            let connection = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .max_buf_size(16 * 1024)
+                .keep_alive(false)
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::select! {
+                _ = tokio::time::timeout(CONNECTION_TIMEOUT, connection) => {}
+                _ = slot.state.evict.notified() => {}
+            }
+            drop(slot);
+        });
     }
-    let line = String::from_utf8_lossy(&request);
-    let path = line.split_whitespace().nth(1).unwrap_or("/");
-    let (status, content_type, body) = match path {
-        "/metrics" => ("200 OK", "text/plain; version=0.0.4", handle.render()),
+}
+
+fn answer(request: &Request<Incoming>, handle: &PrometheusHandle, health: &Health) -> Response<Full<Bytes>> {
+    let (status, content_type, body) = match request.uri().path() {
+        "/metrics" => (StatusCode::OK, "text/plain; version=0.0.4", handle.render()),
         "/healthz" => match health.status() {
-            Ok(()) => ("200 OK", "text/plain", "ok\n".to_owned()),
-            Err(reason) => ("503 Service Unavailable", "text/plain", format!("{reason}\n")),
+            Ok(()) => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
+            Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, "text/plain", format!("{reason}\n")),
         },
-        _ => ("404 Not Found", "text/plain", "try /metrics or /healthz\n".to_owned()),
+        _ => (
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "try /metrics or /healthz\n".to_owned(),
+        ),
     };
-    let head = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await?;
-    stream.write_all(body.as_bytes()).await?;
-    stream.shutdown().await
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+/// The open connections, oldest first. When all are taken, the oldest one
+/// still idle (no request yet) is closed for the new one: idle connections
+/// must not lock health probes out until they time out.
+#[derive(Default)]
+struct Slots {
+    open: Mutex<VecDeque<Arc<SlotState>>>,
+}
+
+#[derive(Default)]
+struct SlotState {
+    busy: AtomicBool,
+    evict: Notify,
+}
+
+/// One open connection; gives its slot back when dropped.
+struct Slot {
+    state: Arc<SlotState>,
+    slots: Arc<Slots>,
+}
+
+impl Slots {
+    fn take(slots: &Arc<Slots>) -> Option<Slot> {
+        let mut open = slots.open.lock().unwrap_or_else(|p| p.into_inner());
+        if open.len() >= MAX_CONNECTIONS {
+            let idle = open.iter().position(|s| !s.busy.load(Ordering::Relaxed))?;
+            if let Some(evicted) = open.remove(idle) {
+                // notify_one keeps the wake-up even if the task is not waiting yet.
+                evicted.evict.notify_one();
+            }
+        }
+        let state = Arc::new(SlotState::default());
+        open.push_back(Arc::clone(&state));
+        Some(Slot {
+            state,
+            slots: Arc::clone(slots),
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut open = self.slots.open.lock().unwrap_or_else(|p| p.into_inner());
+        open.retain(|s| !Arc::ptr_eq(s, &self.state));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_house_evicts_the_oldest_idle_connection_never_a_busy_one() {
+        let slots = Arc::new(Slots::default());
+        let mut held: Vec<Slot> = (0..MAX_CONNECTIONS).map(|_| Slots::take(&slots).unwrap()).collect();
+        held[0].state.busy.store(true, Ordering::Relaxed);
+        let newcomer = Slots::take(&slots).expect("an idle connection makes room");
+        assert_eq!(slots.open.lock().unwrap().len(), MAX_CONNECTIONS);
+        assert!(
+            !slots
+                .open
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|s| Arc::ptr_eq(s, &held[1].state)),
+            "the oldest idle connection was evicted"
+        );
+        for s in &held {
+            s.state.busy.store(true, Ordering::Relaxed);
+        }
+        newcomer.state.busy.store(true, Ordering::Relaxed);
+        assert!(Slots::take(&slots).is_none(), "all busy: the new connection is refused");
+        drop(held.pop());
+        assert!(Slots::take(&slots).is_some(), "a finished connection frees its slot");
+    }
 }

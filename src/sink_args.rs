@@ -80,7 +80,7 @@ pub struct SinkS3Args {
     pub s3_part_size: usize,
     /// A librdkafka setting passed through (TLS, SASL, compression...), KEY=VALUE; repeat for more.
     /// Values are never logged.
-    #[arg(long = "kafka-opt", env = "CHAINSHIP_KAFKA_OPTS", value_delimiter = ';', value_name = "KEY=VALUE", value_parser = parse_kafka_opt, hide_env_values = true, help_heading = "Kafka sink")]
+    #[arg(long = "kafka-opt", env = "CHAINSHIP_KAFKA_OPTS", value_delimiter = ';', value_name = "KEY=VALUE", value_parser = KafkaOptParser, hide_env_values = true, help_heading = "Kafka sink")]
     pub kafka_opts: Vec<(String, String)>,
     /// Do not use a transactional id to fence other followers of this origin
     /// (for brokers without transactions; then run one follower per origin yourself).
@@ -113,20 +113,60 @@ fn parse_part_size(text: &str) -> Result<usize, String> {
     Ok(size)
 }
 
+/// `--kafka-opt KEY=VALUE`, parsed so that no error can show the value: it
+/// may be a password (`sasl.password`), and clap's own "invalid value '...'"
+/// message would print the whole argument, so errors are raw one-liners.
+#[derive(Clone, Copy, Debug)]
+pub struct KafkaOptParser;
+
+impl clap::builder::TypedValueParser for KafkaOptParser {
+    type Value = (String, String);
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Self::Value, clap::Error> {
+        value
+            .to_str()
+            .ok_or_else(|| format!("--kafka-opt: not UTF-8; {HINT}"))
+            .and_then(parse_kafka_opt)
+            .map_err(|message| clap::Error::raw(clap::error::ErrorKind::ValueValidation, message).with_cmd(cmd))
+    }
+}
+
+const HINT: &str = "expected KEY=VALUE, e.g. security.protocol=ssl (the value is not shown)";
+
+/// A librdkafka setting name (`sasl.password`, `linger.ms`).
+fn is_setting_name(key: &str) -> bool {
+    !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
 fn parse_kafka_opt(text: &str) -> Result<(String, String), String> {
-    let (key, value) = text.split_once('=').ok_or_else(|| {
-        format!(
-            "--kafka-opt {:?}: expected KEY=VALUE",
-            text.split('=').next().unwrap_or("")
-        )
-    })?;
+    let Some((key, value)) = text.split_once('=') else {
+        // `sasl.password:hunter2`: name the setting (text before a separator,
+        // when it looks like one: dotted, lower case), never what follows.
+        let key = text
+            .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c)))
+            .map(|end| &text[..end])
+            .filter(|k| is_setting_name(k) && k.contains('.'));
+        return Err(match key {
+            Some(key) => format!("--kafka-opt {key}: {HINT}"),
+            None => format!("--kafka-opt: {HINT}"),
+        });
+    };
+    let key = key.trim();
+    if !is_setting_name(key) {
+        return Err(format!("--kafka-opt: KEY is not a librdkafka setting name; {HINT}"));
+    }
     const OWNED: [&str; 4] = ["enable.idempotence", "acks", "transactional.id", "bootstrap.servers"];
-    if OWNED.contains(&key.trim()) {
+    if OWNED.contains(&key) {
         return Err(format!(
             "--kafka-opt {key}: chainship sets this itself (exactly-once delivery depends on it)"
         ));
     }
-    Ok((key.trim().to_owned(), value.to_owned()))
+    Ok((key.to_owned(), value.to_owned()))
 }
 
 impl SinkS3Args {
@@ -169,5 +209,29 @@ mod tests {
         assert!(parse_size("lots").unwrap_err().contains("\"lots\" is not a size"));
         assert!(parse_part_size("4MiB").unwrap_err().contains("at least 5MiB"));
         assert_eq!(parse_part_size("5MiB"), Ok(MIN_PART_SIZE));
+    }
+
+    #[test]
+    fn kafka_opt_errors_never_show_the_value() {
+        assert_eq!(
+            parse_kafka_opt("sasl.password=a=b"),
+            Ok(("sasl.password".into(), "a=b".into()))
+        );
+        for bad in [
+            "sasl.password:hunter2",
+            "sasl.password hunter2",
+            "hunter2",
+            "Hunter.2:x",
+            "x y=hunter2",
+        ] {
+            let err = parse_kafka_opt(bad).unwrap_err();
+            assert!(!err.contains("hunter2") && !err.contains("Hunter"), "{bad:?}: {err}");
+        }
+        assert!(
+            parse_kafka_opt("sasl.password:hunter2")
+                .unwrap_err()
+                .starts_with("--kafka-opt sasl.password: ")
+        );
+        assert!(parse_kafka_opt("acks=0").unwrap_err().contains("sets this itself"));
     }
 }

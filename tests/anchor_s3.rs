@@ -78,7 +78,7 @@ async fn heads_are_write_once_and_locked_in_s3() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 
     let s3 = s3_client();
-    let key500 = format!("heads/{ORIGIN}/{:020}.head", 500);
+    let key500 = format!("heads/{}/{:020}.head", chainship_chain::origin_segment(ORIGIN), 500);
     let head = s3
         .head_object()
         .bucket(&bucket)

@@ -13,6 +13,8 @@ use common::*;
 use tempfile::TempDir;
 
 const ORIGIN: &str = "siem/agentrt";
+/// How the origin appears in object keys (one encoded segment).
+const ORIGIN_KEY: &str = "siem%2Fagentrt";
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn bucket() -> String {
@@ -67,7 +69,7 @@ async fn read_back(bucket: &str, dir: &Path) -> (u64, String, usize) {
     let mut pages = s3
         .list_objects_v2()
         .bucket(bucket)
-        .prefix(format!("exports/{ORIGIN}/"))
+        .prefix(format!("exports/{ORIGIN_KEY}/"))
         .into_paginator()
         .send();
     while let Some(page) = pages.next().await {
@@ -159,7 +161,7 @@ async fn live_writer_to_s3_every_event_once_in_order() {
         listing.contents()[0]
             .key()
             .unwrap()
-            .starts_with(&format!("exports/{ORIGIN}/dt=2026-08-"))
+            .starts_with(&format!("exports/{ORIGIN_KEY}/dt=2026-08-"))
     );
 }
 
@@ -310,7 +312,7 @@ async fn zstd_objects_above_the_threshold_go_up_in_parts_and_read_back_whole() {
         .create_multipart_upload()
         .bucket(&bucket)
         .key(format!(
-            "exports/{ORIGIN}/00000000000000000001-00000000000000000009.jsonl.zst"
+            "exports/{ORIGIN_KEY}/00000000000000000001-00000000000000000009.jsonl.zst"
         ))
         .send()
         .await
@@ -357,7 +359,7 @@ async fn zstd_objects_above_the_threshold_go_up_in_parts_and_read_back_whole() {
             let head = s3_client()
                 .head_object()
                 .bucket(&bucket)
-                .key(format!("exports/{ORIGIN}/{first}.jsonl.zst"))
+                .key(format!("exports/{ORIGIN_KEY}/{first}.jsonl.zst"))
                 .send()
                 .await
                 .unwrap();

@@ -203,6 +203,17 @@ fn verify_never_writes_the_database() {
 }
 
 /// Each bad input: exit 2, exactly one line on stderr, naming the culprit.
+fn assert_damage(db: &str, names: &str) {
+    let out = run(&["verify", "--db", db]);
+    let all = format!("{}{}", stdout(&out), stderr(&out));
+    assert_eq!(code(&out), 1, "{db}: {all}");
+    assert!(
+        all.contains("seq 1") && all.contains(names),
+        "{db}: {all:?} should name {names:?}"
+    );
+    assert!(!all.contains("panicked"), "{all}");
+}
+
 fn assert_usage_error(args: &[&str], names: &str) {
     let out = run(args);
     let err = stderr(&out);
@@ -246,7 +257,8 @@ fn bad_inputs_get_one_line_and_exit_2() {
              INSERT INTO events VALUES (1, 'r', NULL, 't', 'k', '{}', 'h');",
         )
         .unwrap();
-    assert_usage_error(&["verify", "--db", &p("null.db")], "seq 1: column \"step_id\" is NULL");
+    // Damage to the record, not a setup error: a finding (exit 1) naming the seq and column.
+    assert_damage(&p("null.db"), "column \"step_id\" is NULL");
 
     let ints = tamper(std::path::Path::new(&p("int.db")));
     ints.execute_batch(
@@ -254,10 +266,7 @@ fn bad_inputs_get_one_line_and_exit_2() {
          INSERT INTO events VALUES (1, 'r', '', 't', 'k', x'00ff', 'h');",
     )
     .unwrap();
-    assert_usage_error(
-        &["verify", "--db", &p("int.db")],
-        "seq 1: column \"payload_json\" is a blob",
-    );
+    assert_damage(&p("int.db"), "column \"payload_json\" is a blob");
 
     let good = generate(dir.path(), "good.db", 5);
     let good = path_str(&good);

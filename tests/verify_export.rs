@@ -224,7 +224,7 @@ async fn upload_objects(bucket: &str, prefix: &str, lines: &[String]) {
         let (first, last) = (*seqs.iter().min().unwrap(), *seqs.iter().max().unwrap());
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         gz.write_all((chunk.join("\n") + "\n").as_bytes()).unwrap();
-        let key = format!("{prefix}/{ORIGIN}/{first:020}-{last:020}.jsonl.gz");
+        let key = format!("{prefix}/export%2Fagentrt/{first:020}-{last:020}.jsonl.gz");
         s3.put_object()
             .bucket(bucket)
             .key(key)

@@ -36,6 +36,8 @@ pub enum Kind {
     Reordered,
     /// A record of another origin where only this origin's should be.
     Foreign,
+    /// No trusted head was checked: the run proved nothing against a kept head.
+    NoTrustedHead,
 }
 
 impl Kind {
@@ -52,6 +54,7 @@ impl Kind {
             Kind::Duplicate => "duplicate",
             Kind::Reordered => "reordered",
             Kind::Foreign => "foreign",
+            Kind::NoTrustedHead => "no-trusted-head",
         }
     }
 }
@@ -265,6 +268,30 @@ pub fn check_stale(set: &HeadSet, max_age: Duration, now: SystemTime) -> Option<
     })
 }
 
+/// `no-trusted-head` when a check covered no trusted head of `origin` (a
+/// mistyped origin, an empty store, every head at or below `--after`): such
+/// a run verified nothing against a kept head and must not pass as if it had.
+/// `what` says which heads were looked for (empty, or e.g. "above --after seq 500").
+pub fn no_trusted_head(origin: &str, covered: usize, what: &str) -> Option<Finding> {
+    (covered == 0).then(|| Finding {
+        kind: Kind::NoTrustedHead,
+        seq: None,
+        message: format!(
+            "{} (check --origin and --trusted-key; on a first run pass --allow-no-heads)",
+            no_head_text(origin, what)
+        ),
+        expected: None,
+        found: None,
+        source: None,
+    })
+}
+
+/// `no trusted head for origin X[ what]`.
+pub fn no_head_text(origin: &str, what: &str) -> String {
+    let sep = if what.is_empty() { "" } else { " " };
+    format!("no trusted head for origin {origin}{sep}{what}")
+}
+
 /// Turns a walk of the database against the trusted heads into findings.
 pub fn walk_findings(report: &WalkReport, set: &HeadSet) -> Vec<Finding> {
     let mut out = Vec::new();
@@ -291,6 +318,38 @@ pub fn walk_findings(report: &WalkReport, set: &HeadSet) -> Vec<Finding> {
             ),
             expected: Some(b.expected_str().to_owned()),
             found: Some(b.found.clone()),
+            source: None,
+        });
+    }
+    if let Some(d) = &report.damage {
+        let under = report.heads.iter().filter(|(_, c)| *c == HeadCheck::AfterBreak).count();
+        out.push(Finding {
+            kind: Kind::Altered,
+            seq: d.seq,
+            message: format!(
+                "the chain breaks {}: {}; last good event: {}{}",
+                d.place(),
+                d.reason(),
+                d.last_good
+                    .map_or("none".to_owned(), |h| format!("seq {} {}", h.seq, h.hash_str())),
+                if under > 0 {
+                    format!(" ({under} kept head(s) at or past it)")
+                } else {
+                    String::new()
+                }
+            ),
+            expected: None,
+            found: Some(d.found.clone()),
+            source: None,
+        });
+    }
+    if let Some(value) = &report.unreachable_seq {
+        out.push(Finding {
+            kind: Kind::Altered,
+            seq: None,
+            message: chainship_chain::walk::unreachable_reason(value),
+            expected: None,
+            found: None,
             source: None,
         });
     }
@@ -332,4 +391,5 @@ pub fn walk_findings(report: &WalkReport, set: &HeadSet) -> Vec<Finding> {
 
 fn found_is_break(report: &WalkReport, head: &Head) -> bool {
     report.chain_break.as_ref().is_some_and(|b| b.seq <= head.seq)
+        || report.damage.as_ref().is_some_and(|d| d.position() <= head.seq)
 }

@@ -25,8 +25,9 @@ struct Seen {
 
 pub struct ExportCheck {
     origin: String,
-    /// Trusted heads by seq.
+    /// Trusted heads by seq, above the start.
     heads: HashMap<u64, Head>,
+    covered: usize,
     matched: Vec<Head>,
     /// Highest seq seen, and its hash (the in-order position).
     last: Option<(u64, HexHash)>,
@@ -57,10 +58,28 @@ fn to_hash(text: &str) -> Option<HexHash> {
 
 impl ExportCheck {
     /// A check of `origin`'s copy from seq 1, or from after a trusted head.
+    /// A copy that starts after `after` cannot show the heads at or below
+    /// it: they are left out, except that one at `after`'s seq must be it.
     pub fn new(origin: &str, heads: &[Head], after: Option<Head>) -> Self {
+        let floor = after.map_or(0, |a| a.seq);
+        let mut findings = Vec::new();
+        for head in heads.iter().filter(|h| h.seq == floor) {
+            if let Some(start) = after.filter(|a| a.hash != head.hash) {
+                let mut f = finding(
+                    Kind::Fork,
+                    Some(floor),
+                    format!("--after {start} is not the kept head {head}: the copy starts from another chain"),
+                );
+                f.expected = Some(head.hash_str().to_owned());
+                f.found = Some(start.hash_str().to_owned());
+                findings.push(f);
+            }
+        }
+        let heads: HashMap<u64, Head> = heads.iter().filter(|h| h.seq > floor).map(|h| (h.seq, *h)).collect();
         ExportCheck {
             origin: origin.to_owned(),
-            heads: heads.iter().map(|h| (h.seq, *h)).collect(),
+            covered: heads.len(),
+            heads,
             matched: Vec::new(),
             last: after.map(|h| (h.seq, h.hash)),
             start: after,
@@ -69,8 +88,14 @@ impl ExportCheck {
             missing: BTreeMap::new(),
             records: 0,
             identical_duplicates: 0,
-            findings: Vec::new(),
+            findings,
         }
+    }
+
+    /// How many trusted heads this check compares the copy with (those
+    /// above the start); 0 means it can prove nothing against a kept head.
+    pub fn heads_covered(&self) -> usize {
+        self.covered
     }
 
     fn remember(&mut self, seq: u64, seen: Seen) {
@@ -394,5 +419,25 @@ mod tests {
             })
             .collect();
         assert_eq!(check(&foreign, &heads).0, vec![(Kind::Foreign, Some(10))]);
+    }
+
+    #[test]
+    fn heads_at_or_below_the_start_are_left_out() {
+        let good = chain(10);
+        let heads = [head(&good, 2), head(&good, 4), head(&good, 8)];
+        let run = |after: Head| {
+            let mut c = ExportCheck::new("o", &heads, Some(after));
+            for l in &good[4..] {
+                c.feed_line(l.as_bytes(), &|| "copy".into());
+            }
+            let last = c.finish();
+            let found: Vec<_> = c.findings.iter().map(|f| (f.kind, f.seq)).collect();
+            (found, last.map(|h| h.seq), c.heads_covered())
+        };
+        assert_eq!(run(head(&good, 4)), (vec![], Some(8), 1), "no gap below the start");
+        let wrong = Head::from_stored(4, head(&good, 3).hash_str().as_bytes()).unwrap();
+        let (found, last, _) = run(wrong);
+        assert_eq!(found[0], (Kind::Fork, Some(4)), "{found:?}");
+        assert_eq!(last, None);
     }
 }

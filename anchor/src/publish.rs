@@ -1,12 +1,13 @@
 //! Publishing one head: sign it, write it to the store unless that seq is
-//! there already, and accept an existing note only if it says the same.
+//! there already, and accept an existing note only if it says the same;
+//! and finding the highest head this publisher already kept.
 
 use std::time::SystemTime;
 
 use chainship_chain::Head;
 
 use crate::keys::SignerKey;
-use crate::note::SignedNote;
+use crate::note::{SignedNote, VerifierKey};
 use crate::signed_head::SignedHead;
 use crate::store::{AnchorStore, PutOutcome, StoreError};
 
@@ -42,5 +43,92 @@ pub async fn publish_head(
                 ))),
             }
         }
+    }
+}
+
+/// The highest seq kept for `origin` by a note that one of `keys` signed.
+///
+/// A name alone proves nothing: an empty or planted `18446744073709551615.head`
+/// would otherwise stop a publisher that never goes below the highest kept
+/// head. Walks down from the highest name, logging each note it has to pass
+/// over, and stops at the first that verifies.
+pub async fn highest_verified_seq(
+    store: &dyn AnchorStore,
+    origin: &str,
+    keys: &[VerifierKey],
+) -> Result<Option<u64>, StoreError> {
+    for seq in store.head_seqs(origin).await?.into_iter().rev() {
+        let Some(stored) = store.get_head(origin, seq).await? else {
+            continue;
+        };
+        match verified_by(&stored.bytes, origin, seq, keys) {
+            Ok(()) => return Ok(Some(seq)),
+            Err(why) => tracing::warn!(
+                file = %stored.name,
+                "ignoring a kept head not published by this follower's key: {why}"
+            ),
+        }
+    }
+    Ok(None)
+}
+
+/// Whether `bytes` is a head for `origin` at `seq` signed by one of `keys`.
+fn verified_by(bytes: &[u8], origin: &str, seq: u64, keys: &[VerifierKey]) -> Result<(), String> {
+    let note = SignedNote::parse(bytes).map_err(|e| format!("not a signed note ({e})"))?;
+    if !keys.iter().any(|k| k.check(&note) == Some(true)) {
+        return Err("no valid signature by the signing key(s)".into());
+    }
+    let head = SignedHead::parse_text(&note.text).map_err(|e| format!("not a chainship head ({e})"))?;
+    if head.origin != origin || head.head.seq != seq {
+        return Err(format!(
+            "holds head {} of origin {:?}, not seq {seq} of {origin:?}",
+            head.head, head.origin
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::file::FileStore;
+
+    fn run<T>(f: impl std::future::Future<Output = T>) -> T {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    fn head(seq: u64) -> Head {
+        format!("{seq}:{}", "ab".repeat(32)).parse().unwrap()
+    }
+
+    #[test]
+    fn only_heads_signed_for_this_origin_count_as_kept() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let store = FileStore::new(dir.path());
+        let (mine, other) = (
+            SignerKey::generate("me").unwrap(),
+            SignerKey::generate("other").unwrap(),
+        );
+        let verifiers = [mine.verifier()];
+        assert_eq!(run(highest_verified_seq(&store, "o", &verifiers)).unwrap(), None);
+        run(publish_head(&store, std::slice::from_ref(&mine), "o", head(5))).unwrap();
+        // Above it: an empty head, garbage, another key's head, and my head
+        // for another origin and seq copied in.
+        let origin = dir.path().join("o");
+        std::fs::write(origin.join("18446744073709551615.head"), b"").unwrap();
+        std::fs::write(origin.join(crate::store::head_name(9)), b"garbage").unwrap();
+        run(publish_head(&store, std::slice::from_ref(&other), "o", head(8))).unwrap();
+        run(publish_head(&store, std::slice::from_ref(&mine), "p", head(7))).unwrap();
+        std::fs::copy(
+            dir.path().join("p").join(crate::store::head_name(7)),
+            origin.join(crate::store::head_name(7)),
+        )
+        .unwrap();
+        let note = SignedHead::new("o", head(6), SystemTime::now()).sign(std::slice::from_ref(&mine));
+        std::fs::write(origin.join(crate::store::head_name(10)), note).unwrap();
+        assert_eq!(run(highest_verified_seq(&store, "o", &verifiers)).unwrap(), Some(5));
     }
 }

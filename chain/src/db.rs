@@ -68,17 +68,50 @@ pub enum DbError {
     },
     #[error("{path}: read failed: {source}")]
     Read { path: PathBuf, source: rusqlite::Error },
+    /// Found when reopening a replaced file: it no longer holds what was read.
+    #[error(
+        "{path}: the database file was replaced and no longer holds seq {seq} as read before ({found}): restored from an older copy, or rewritten"
+    )]
+    Replaced { path: PathBuf, seq: u64, found: String },
+}
+
+/// Which files a connection reads: the database and its `-wal`, by device
+/// and inode. A writer that closes its last connection deletes the `-wal`
+/// (and `-shm`); one that starts again creates new ones. A connection
+/// opened before keeps reading the deleted files' old snapshot and never
+/// sees another commit, so a tailing reader compares this on every poll
+/// and reopens when it changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileIdentity {
+    db: Option<(u64, u64)>,
+    wal: Option<(u64, u64)>,
+}
+
+impl FileIdentity {
+    pub fn of(path: &Path) -> FileIdentity {
+        use std::os::unix::fs::MetadataExt;
+        let id = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        FileIdentity {
+            db: id(path),
+            wal: id(Path::new(&wal)),
+        }
+    }
 }
 
 /// A read-only handle on the events table.
 pub struct EventDb {
     conn: Connection,
     path: PathBuf,
+    options: OpenOptions,
+    identity: FileIdentity,
     schema: Schema,
     page_sql: String,
     head_sql: String,
     hash_at_sql: String,
     count_sql: String,
+    bad_seq_sql: String,
 }
 
 impl EventDb {
@@ -87,6 +120,8 @@ impl EventDb {
     pub fn open(path: &Path, options: &OpenOptions) -> Result<EventDb, DbError> {
         options.schema.validate()?;
         check_file(path, options.allow_symlink)?;
+        // Taken before opening: a file swapped in between reads as changed, never as the same.
+        let identity = FileIdentity::of(path);
         let open_err = |e: rusqlite::Error| DbError::Open {
             path: path.to_owned(),
             reason: e.to_string(),
@@ -107,8 +142,12 @@ impl EventDb {
             head_sql: format!("SELECT {seq}, {hash} FROM {table} ORDER BY {seq} DESC LIMIT 1"),
             hash_at_sql: format!("SELECT {hash} FROM {table} WHERE {seq} = ?1"),
             count_sql: format!("SELECT count(*) FROM {table} WHERE {seq} > ?1 AND {seq} <= ?2"),
+            // Rows a walk by `seq > after` never reaches (NULL, zero, negative).
+            bad_seq_sql: format!("SELECT {seq} FROM {table} WHERE {seq} IS NULL OR {seq} <= 0 LIMIT 1"),
             conn,
             path: path.to_owned(),
+            options: options.clone(),
+            identity,
             schema,
         };
         db.check_table()?;
@@ -117,6 +156,17 @@ impl EventDb {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether the database or its `-wal` is no longer the file this
+    /// connection opened (see [`FileIdentity`]).
+    pub fn files_replaced(&self) -> bool {
+        FileIdentity::of(&self.path) != self.identity
+    }
+
+    /// A new connection to the same path with the same options.
+    pub fn reopen(&self) -> Result<EventDb, DbError> {
+        EventDb::open(&self.path, &self.options)
     }
 
     fn read_err(&self) -> impl Fn(rusqlite::Error) -> DbError + '_ {
@@ -265,6 +315,22 @@ impl EventDb {
         stmt.query_row((after as i64, through as i64), |row| row.get::<_, i64>(0))
             .map(|n| n.max(0) as u64)
             .map_err(self.read_err())
+    }
+
+    /// A row whose seq no walk reaches (NULL, zero or negative), described
+    /// (`NULL`, `0`, `-3`); `None` when every row has a seq above zero.
+    pub fn first_unreachable_seq(&self) -> Result<Option<String>, DbError> {
+        let mut stmt = self.conn.prepare_cached(&self.bad_seq_sql).map_err(self.read_err())?;
+        stmt.query_row([], |row| {
+            Ok(match row.get_ref(0)? {
+                ValueRef::Null => "NULL".to_owned(),
+                ValueRef::Integer(i) => i.to_string(),
+                ValueRef::Real(r) => r.to_string(),
+                other => describe(other).to_owned(),
+            })
+        })
+        .optional()
+        .map_err(self.read_err())
     }
 
     /// SQLite's `PRAGMA data_version`: changes whenever another connection

@@ -13,6 +13,7 @@ use crossbeam_channel::{Receiver, Sender, bounded};
 
 use crate::db::{DbError, EventDb};
 use crate::event::EventBatch;
+use crate::hash::HexHash;
 
 /// What to read: the events with seq in `(after, through]`.
 #[derive(Clone, Copy, Debug)]
@@ -26,6 +27,9 @@ pub struct ReadPlan {
     /// empty, wait this long (or until `PRAGMA data_version` moves) and
     /// try again, instead of ending.
     pub tail: Option<Duration>,
+    /// The stored hash of event `after`, when known: a tailing reader that
+    /// reopens a replaced file checks the new file still holds it.
+    pub after_hash: Option<HexHash>,
 }
 
 impl ReadPlan {
@@ -36,6 +40,7 @@ impl ReadPlan {
             page_events: 8192,
             page_bytes: 4 << 20,
             tail: None,
+            after_hash: None,
         }
     }
 }
@@ -46,6 +51,7 @@ pub struct ReadAhead {
     spares: Sender<EventBatch>,
     page_bytes: usize,
     stop: Arc<AtomicBool>,
+    reopen: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -54,18 +60,29 @@ impl ReadAhead {
         let (page_tx, pages) = bounded(2);
         let (spares, spare_rx) = bounded::<EventBatch>(4);
         let stop = Arc::new(AtomicBool::new(false));
-        let thread_stop = Arc::clone(&stop);
+        let reopen = Arc::new(AtomicBool::new(false));
+        let flags = Flags {
+            stop: Arc::clone(&stop),
+            reopen: Arc::clone(&reopen),
+        };
         let thread = std::thread::Builder::new()
             .name("chain-reader".into())
-            .spawn(move || read_pages(&db, plan, &page_tx, &spare_rx, &thread_stop))
+            .spawn(move || read_pages(db, plan, &page_tx, &spare_rx, &flags))
             .expect("spawning the reader thread");
         ReadAhead {
             pages,
             spares,
             page_bytes: plan.page_bytes,
             stop,
+            reopen,
             thread: Some(thread),
         }
+    }
+
+    /// Asks a tailing reader to open the database afresh before its next
+    /// read (when a fresh look sees events this reader does not).
+    pub fn request_reopen(&self) {
+        self.reopen.store(true, Ordering::Relaxed);
     }
 
     /// The next page; `None` once everything planned was read.
@@ -112,20 +129,35 @@ impl Drop for ReadAhead {
     }
 }
 
+struct Flags {
+    stop: Arc<AtomicBool>,
+    reopen: Arc<AtomicBool>,
+}
+
 fn read_pages(
-    db: &EventDb,
+    mut db: EventDb,
     plan: ReadPlan,
     pages: &Sender<Result<EventBatch, DbError>>,
     spares: &Receiver<EventBatch>,
-    stop: &AtomicBool,
+    flags: &Flags,
 ) {
     let mut after = plan.after;
+    let mut after_hash = plan.after_hash;
     loop {
-        if stop.load(Ordering::Relaxed) {
+        if flags.stop.load(Ordering::Relaxed) {
             return;
         }
         if plan.through.is_some_and(|t| after >= t) {
             return;
+        }
+        if plan.tail.is_some() && (flags.reopen.swap(false, Ordering::Relaxed) || db.files_replaced()) {
+            match reopen(&db, after, after_hash.as_ref()) {
+                Ok(fresh) => db = fresh,
+                Err(e) => {
+                    let _ = pages.send(Err(e));
+                    return;
+                }
+            }
         }
         // Taken before the read, so a commit landing just after it is seen.
         let version = match plan.tail {
@@ -147,6 +179,7 @@ fn read_pages(
         let read_any = !page.is_empty();
         if let Some(last) = page.last() {
             after = last.seq.max(after);
+            after_hash = crate::Head::from_stored(last.seq, last.hash).map(|h| h.hash);
         }
         if read_any && pages.send(Ok(page)).is_err() {
             return;
@@ -159,7 +192,7 @@ fn read_pages(
             Ok(_) if !read_any => match plan.tail {
                 None => return,
                 Some(poll) => {
-                    if let Err(e) = wait_for_commit(db, poll, version, stop) {
+                    if let Err(e) = wait_for_commit(&db, poll, version, flags) {
                         let _ = pages.send(Err(e));
                         return;
                     }
@@ -170,13 +203,39 @@ fn read_pages(
     }
 }
 
+/// Opens the database afresh and checks it still holds event `after` as
+/// read before: a file swapped for an older or rewritten copy must stop the
+/// reader, not silently become the chain it follows.
+fn reopen(db: &EventDb, after: u64, after_hash: Option<&HexHash>) -> Result<EventDb, DbError> {
+    let fresh = db.reopen()?;
+    tracing::info!(db = %db.path().display(), "the database or its WAL was replaced (a writer restarted?); reopened");
+    if let (Some(expected), true) = (after_hash, after > 0) {
+        let found = fresh.hash_at(after)?;
+        if found.as_deref() != Some(&expected[..]) {
+            return Err(DbError::Replaced {
+                path: db.path().to_owned(),
+                seq: after,
+                found: found.map_or("no such event".to_owned(), |h| {
+                    format!("hash {}", String::from_utf8_lossy(&h))
+                }),
+            });
+        }
+    }
+    Ok(fresh)
+}
+
 /// Sleeps in `poll` steps until another connection commits (the cheap
-/// `PRAGMA data_version` moves from `seen`) or `stop` is set. Every tenth
-/// step it returns anyway and reads again: a cheap guard, not a need.
-fn wait_for_commit(db: &EventDb, poll: Duration, seen: i64, stop: &AtomicBool) -> Result<(), DbError> {
+/// `PRAGMA data_version` moves from `seen`), the files are replaced, a
+/// reopen is asked for, or `stop` is set. Every tenth step it returns
+/// anyway and reads again: a cheap guard, not a need.
+fn wait_for_commit(db: &EventDb, poll: Duration, seen: i64, flags: &Flags) -> Result<(), DbError> {
     for _ in 0..10 {
         std::thread::sleep(poll);
-        if stop.load(Ordering::Relaxed) || db.data_version()? != seen {
+        if flags.stop.load(Ordering::Relaxed)
+            || flags.reopen.load(Ordering::Relaxed)
+            || db.files_replaced()
+            || db.data_version()? != seen
+        {
             return Ok(());
         }
     }

@@ -10,6 +10,9 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+
 use crate::event::EventRef;
 use crate::hash::{HexHash, event_hash};
 
@@ -34,10 +37,16 @@ pub struct Record<'a> {
     pub hash: Cow<'a, str>,
     #[serde(borrow)]
     pub prev_hash: Cow<'a, str>,
+    /// The fields whose stored bytes are not UTF-8 and so travel as base64
+    /// (standard alphabet, padded) instead: JSON strings cannot hold them,
+    /// and a lossy conversion would no longer hash to the chain. Absent
+    /// when every field is text, which is nearly always.
+    #[serde(borrow, default, skip_serializing_if = "Vec::is_empty")]
+    pub b64: Vec<Cow<'a, str>>,
 }
 
-/// An event that cannot be exported exactly: JSON strings are UTF-8, so a
-/// field holding other bytes has no faithful JSON form.
+/// An event whose hash or previous hash is not text: such an event never
+/// passes the chain check, so this is only ever seen on a broken chain.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("seq {seq}: {field} is not valid UTF-8 and cannot be exported exactly")]
 pub struct NotUtf8 {
@@ -53,17 +62,50 @@ impl<'a> Record<'a> {
                 .map(Cow::Borrowed)
                 .map_err(|_| NotUtf8 { seq: event.seq, field })
         };
+        let mut b64 = Vec::new();
+        let mut exact = |field: &'static str, bytes: &'a [u8]| match std::str::from_utf8(bytes) {
+            Ok(text) => Cow::Borrowed(text),
+            Err(_) => {
+                b64.push(Cow::Borrowed(field));
+                Cow::Owned(BASE64.encode(bytes))
+            }
+        };
+        let run_id = exact("run_id", event.run_id);
+        let step_id = exact("step_id", event.step_id);
+        let at = exact("at", event.at);
+        let kind = exact("type", event.kind);
+        let payload_json = exact("payload_json", event.payload_json);
         Ok(Record {
             origin: Cow::Borrowed(origin),
             seq: event.seq,
-            run_id: text("run_id", event.run_id)?,
-            step_id: text("step_id", event.step_id)?,
-            at: text("at", event.at)?,
-            kind: text("type", event.kind)?,
-            payload_json: text("payload_json", event.payload_json)?,
+            run_id,
+            step_id,
+            at,
+            kind,
+            payload_json,
             hash: text("hash", event.hash)?,
             prev_hash: text("prev_hash", prev_hash)?,
+            b64,
         })
+    }
+
+    /// The stored bytes of a hashed field (`run_id`, `step_id`, `at`,
+    /// `type`, `payload_json`), decoded when it travels as base64; `None`
+    /// when the record names a field it does not have or holds bad base64.
+    pub fn field_bytes(&self, field: &str) -> Option<Cow<'_, [u8]>> {
+        let value = match field {
+            "run_id" => &self.run_id,
+            "step_id" => &self.step_id,
+            "at" => &self.at,
+            "type" => &self.kind,
+            "payload_json" => &self.payload_json,
+            _ => return None,
+        };
+        if self.b64.iter().any(|f| f == field) {
+            BASE64.decode(value.as_bytes()).ok().map(Cow::Owned)
+        } else {
+            Some(Cow::Borrowed(value.as_bytes()))
+        }
     }
 
     /// Parses one record (one JSON Lines line).
@@ -77,16 +119,26 @@ impl<'a> Record<'a> {
         serde_json::to_writer(out, self).expect("serializing a record to memory");
     }
 
-    /// The hash this record's fields and `prev_hash` give.
+    /// The hash this record's fields and `prev_hash` give. A record whose
+    /// `b64` list names an unknown field or holds bad base64 gives all zero
+    /// bytes, which no stored hash equals.
     pub fn expected_hash(&self) -> HexHash {
+        const FIELDS: [&str; 5] = ["run_id", "step_id", "at", "type", "payload_json"];
+        if self.b64.iter().any(|f| !FIELDS.contains(&f.as_ref())) {
+            return [0; 64];
+        }
+        let [Some(run_id), Some(step_id), Some(at), Some(kind), Some(payload)] = FIELDS.map(|f| self.field_bytes(f))
+        else {
+            return [0; 64];
+        };
         event_hash(
             self.prev_hash.as_bytes(),
             self.seq,
-            self.run_id.as_bytes(),
-            self.step_id.as_bytes(),
-            self.at.as_bytes(),
-            self.kind.as_bytes(),
-            self.payload_json.as_bytes(),
+            &run_id,
+            &step_id,
+            &at,
+            &kind,
+            &payload,
         )
     }
 }
@@ -123,22 +175,43 @@ mod tests {
     }
 
     #[test]
-    fn refuses_bytes_json_cannot_carry() {
+    fn bytes_json_cannot_carry_travel_as_base64_and_hash_back() {
+        let payload: &[u8] = b"{\"x\":\"\xff\xfe\"}";
+        let hash = event_hash(b"", 7, b"r\x80", b"", b"t", b"k", payload);
         let event = EventRef {
             seq: 7,
-            run_id: b"r",
+            run_id: b"r\x80",
             step_id: b"",
             at: b"t",
             kind: b"k",
-            payload_json: b"\xff",
-            hash: b"h",
+            payload_json: payload,
+            hash: &hash,
         };
+        let record = Record::from_event("o", &event, b"").unwrap();
+        assert_eq!(record.b64, ["run_id", "payload_json"]);
+        let mut line = Vec::new();
+        record.write_json(&mut line);
+        let back = Record::parse(&line).unwrap();
+        assert_eq!(back.field_bytes("payload_json").unwrap().as_ref(), payload);
+        assert_eq!(back.expected_hash(), hash);
+        // A plain record carries no b64 key at all.
+        let plain = EventRef {
+            run_id: b"r",
+            payload_json: b"{}",
+            ..event
+        };
+        let mut line = Vec::new();
+        Record::from_event("o", &plain, b"").unwrap().write_json(&mut line);
+        assert!(!String::from_utf8(line).unwrap().contains("b64"));
+        // A forged marker cannot make a record hash right.
+        let mut forged = back.clone();
+        forged.b64.push("origin".into());
+        assert_eq!(forged.expected_hash(), [0; 64]);
+        // A stored hash that is not text cannot be exported (and never passes the chain check).
+        let bad_hash = EventRef { hash: b"\xff", ..event };
         assert_eq!(
-            Record::from_event("o", &event, b"").unwrap_err(),
-            NotUtf8 {
-                seq: 7,
-                field: "payload_json"
-            }
+            Record::from_event("o", &bad_hash, b"").unwrap_err(),
+            NotUtf8 { seq: 7, field: "hash" }
         );
     }
 }

@@ -5,7 +5,7 @@
 use crate::db::{DbError, EventDb};
 use crate::head::Head;
 use crate::read_ahead::{ReadAhead, ReadPlan};
-use crate::walk::{ChainBreak, ChainCheck};
+use crate::walk::{ChainBreak, ChainCheck, Damage};
 
 /// What to walk.
 #[derive(Clone, Debug, Default)]
@@ -39,12 +39,20 @@ pub enum HeadCheck {
 pub struct WalkReport {
     /// The database's head when the walk began.
     pub db_head: Option<(u64, String)>,
+    /// The highest row's seq is not an integer, so there is no head to show.
+    pub db_head_unreadable: bool,
     /// How many events were checked.
     pub checked: u64,
     pub first_seq: Option<u64>,
     /// The last event that checked out.
     pub last_good: Option<Head>,
     pub chain_break: Option<ChainBreak>,
+    /// A row that cannot be an event (a field not text, a seq not an
+    /// integer): the walk stops there, as at a break.
+    pub damage: Option<Damage>,
+    /// A row whose seq no walk from seq 1 reaches (`NULL`, `0`, `-5`),
+    /// described; looked for only when the walk starts at seq 1.
+    pub unreachable_seq: Option<String>,
     /// The seq the walk was asked to reach (`--to`), when it did not.
     pub to_not_reached: Option<u64>,
     /// Every head asked about, sorted by seq, with its result.
@@ -55,6 +63,8 @@ impl WalkReport {
     /// True when the chain is intact over the range and every head matched.
     pub fn ok(&self) -> bool {
         self.chain_break.is_none()
+            && self.damage.is_none()
+            && self.unreachable_seq.is_none()
             && self.to_not_reached.is_none()
             && self
                 .heads
@@ -76,10 +86,28 @@ impl WalkReport {
 /// the number of events checked so far.
 pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -> Result<WalkReport, DbError> {
     let from = plan.from.max(1);
-    let db_head = db
-        .head()?
-        .map(|(seq, hash)| (seq, String::from_utf8_lossy(&hash).into_owned()));
-    let through = plan.to.or(db_head.as_ref().map(|(s, _)| *s)).unwrap_or(0);
+    // A walk by `seq > after` never sees rows with seq NULL, 0 or below.
+    let unreachable_seq = if from == 1 { db.first_unreachable_seq()? } else { None };
+    let (db_head, head_readable) = match db.head() {
+        Ok(head) => (
+            head.filter(|(seq, _)| *seq > 0)
+                .map(|(seq, hash)| (seq, String::from_utf8_lossy(&hash).into_owned())),
+            true,
+        ),
+        // The highest row's seq is not an integer (text and blobs sort above
+        // every number): walk to the end, where the reader names the row.
+        Err(DbError::Read {
+            source: rusqlite::Error::InvalidColumnType(..) | rusqlite::Error::FromSqlConversionFailure(..),
+            ..
+        }) => (None, false),
+        Err(e) => return Err(e),
+    };
+    let through = plan.to.or(db_head.as_ref().map(|(s, _)| *s));
+    let through = if head_readable {
+        Some(through.unwrap_or(0))
+    } else {
+        through
+    };
 
     let mut heads: Vec<(Head, HeadCheck)> = Vec::with_capacity(plan.heads.len());
     let mut pending: Vec<Head> = Vec::new();
@@ -92,7 +120,7 @@ pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -
         }
     }
     // The walk must reach the highest head even past `through`.
-    let through = through.max(pending.last().map_or(0, |h| h.seq));
+    let through = through.map(|t| t.max(pending.last().map_or(0, |h| h.seq)));
 
     let mut check = if from == 1 {
         ChainCheck::from_start()
@@ -101,12 +129,20 @@ pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -
     };
     let mut first_seq = None;
     let mut chain_break = None;
+    let mut damage = None;
     let mut last_seen = None;
     let mut next_head = pending.iter().peekable();
 
-    let reader = ReadAhead::spawn(db, ReadPlan::new(from - 1, Some(through)));
+    let reader = ReadAhead::spawn(db, ReadPlan::new(from - 1, through));
     'pages: while let Some(page) = reader.next_page() {
-        let page = page?;
+        let page = match page {
+            Ok(page) => page,
+            Err(e) => {
+                // Rows read before the damaged one were in the pages already checked.
+                damage = damage_in_range(e, through, check.last_good())?;
+                break 'pages;
+            }
+        };
         for event in page.iter() {
             first_seq.get_or_insert(event.seq);
             last_seen = Some(event.seq);
@@ -129,7 +165,7 @@ pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -
         reader.give_back(page);
     }
     for head in next_head {
-        let result = if chain_break.is_some() {
+        let result = if chain_break.is_some() || damage.is_some() {
             HeadCheck::AfterBreak
         } else {
             HeadCheck::Beyond {
@@ -141,16 +177,45 @@ pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -
     heads.sort_by_key(|(h, _)| h.seq);
     let to_not_reached = plan
         .to
-        .filter(|to| chain_break.is_none() && last_seen.is_none_or(|s| s < *to));
+        .filter(|to| chain_break.is_none() && damage.is_none() && last_seen.is_none_or(|s| s < *to));
     Ok(WalkReport {
         db_head,
+        db_head_unreadable: !head_readable,
         checked: check.checked(),
         first_seq,
         last_good: check.last_good(),
         chain_break,
+        damage,
+        unreachable_seq,
         to_not_reached,
         heads,
     })
+}
+
+/// A damaged row as a finding, when it lies in the walked range; any other
+/// error stays an error. A damaged row past `through` (read in the same page
+/// as the range's last events) is outside the walk and ends it quietly.
+fn damage_in_range(e: DbError, through: Option<u64>, last_good: Option<Head>) -> Result<Option<Damage>, DbError> {
+    let damage = match e {
+        DbError::BadField { seq, column, found, .. } => Damage {
+            seq: Some(seq),
+            column,
+            found: found.to_owned(),
+            after: seq.saturating_sub(1),
+            last_good,
+        },
+        DbError::BadSeq {
+            column, found, after, ..
+        } => Damage {
+            seq: None,
+            column,
+            found,
+            after,
+            last_good,
+        },
+        e => return Err(e),
+    };
+    Ok(through.is_none_or(|t| damage.position() <= t).then_some(damage))
 }
 
 fn sorted(heads: &[Head]) -> Vec<Head> {

@@ -83,6 +83,70 @@ impl fmt::Display for ChainBreak {
     }
 }
 
+/// A row that cannot be an event at all: a field that is not text, or a
+/// seq that is not a positive integer. The schema says `INTEGER` and `NOT
+/// NULL TEXT`, so such a row is damage, reported where it stands like a
+/// break (never as a setup error: the database opened and read fine).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    /// The row's seq; `None` when the seq itself is what is damaged.
+    pub seq: Option<u64>,
+    /// The column at fault.
+    pub column: String,
+    /// What it holds instead (`NULL`, `an integer`, `a blob`, ...).
+    pub found: String,
+    /// For a damaged seq: the last seq read before the row.
+    pub after: u64,
+    /// The last event that checked out before it, if any.
+    pub last_good: Option<Head>,
+}
+
+impl Damage {
+    /// A short machine name for the kind of damage.
+    pub fn kind_name(&self) -> &'static str {
+        if self.seq.is_some() { "bad-field" } else { "bad-seq" }
+    }
+
+    /// Where the walk stopped: the row's seq, or the one after the last read.
+    pub fn position(&self) -> u64 {
+        self.seq.unwrap_or(self.after + 1)
+    }
+
+    /// What is wrong, in words, without the seq.
+    pub fn reason(&self) -> String {
+        match self.seq {
+            Some(_) => format!(
+                "the row is damaged: column {:?} is {}, not text",
+                self.column, self.found
+            ),
+            None => format!(
+                "a row is damaged: its seq column {:?} holds {}, not a positive integer",
+                self.column, self.found
+            ),
+        }
+    }
+
+    /// `at seq N` or `after seq N`, for messages.
+    pub fn place(&self) -> String {
+        match self.seq {
+            Some(seq) => format!("at seq {seq}"),
+            None => format!("after seq {}", self.after),
+        }
+    }
+}
+
+impl fmt::Display for Damage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "broken {}: {}", self.place(), self.reason())
+    }
+}
+
+/// Why a row with seq `value` (NULL, zero or negative) is a finding: a walk
+/// by seq from 1 never reaches it, yet it sits in the events table.
+pub fn unreachable_reason(value: &str) -> String {
+    format!("a row has seq {value}, which no chain position can hold")
+}
+
 /// Walks a chain one event at a time, remembering only the previous
 /// event's seq and stored hash.
 #[derive(Clone, Debug)]

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use backon::{BackoffBuilder, ExponentialBuilder};
-use chainship_anchor::{AnchorStore, SignerKey, publish_head};
+use chainship_anchor::{AnchorStore, SignerKey, highest_verified_seq, publish_head};
 use chainship_chain::Head;
 use metrics::{counter, gauge};
 use tokio::sync::watch;
@@ -67,8 +67,10 @@ impl Anchoring {
     async fn run(self, mut delivered: watch::Receiver<Option<Head>>, published: watch::Sender<u64>, start: u64) {
         // A head below one already kept would read as the log going backwards
         // (another follower of this origin, e.g. to another sink, got further):
-        // publish only past the highest kept head.
-        let kept = match self.store.highest_seq(&self.origin).await {
+        // publish only past the highest kept head. Only heads this follower's
+        // keys signed count: a planted or torn file must not stop publishing.
+        let verifiers: Vec<_> = self.keys.iter().map(SignerKey::verifier).collect();
+        let kept = match highest_verified_seq(self.store.as_ref(), &self.origin, &verifiers).await {
             Ok(kept) => kept.unwrap_or(0),
             Err(e) => {
                 tracing::warn!(store = %self.store.describe(), error = %e, "cannot list the kept heads; publishing from the last recorded one");

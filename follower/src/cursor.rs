@@ -23,6 +23,15 @@ pub enum CursorError {
     },
     #[error("cursor {path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    #[error("cursor {path}: another follower holds it ({holder}); two followers of one cursor would deliver twice")]
+    Locked { path: PathBuf, holder: String },
+}
+
+/// The exclusive hold on a cursor (an advisory lock on `<cursor>.lock`),
+/// released when dropped or when the process ends, however it ends.
+#[derive(Debug)]
+pub struct CursorLock {
+    _file: File,
 }
 
 /// A cursor kept in a file.
@@ -52,6 +61,41 @@ impl FileCursor {
         let mut name = self.path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
         name.push(suffix);
         self.path.with_file_name(name)
+    }
+
+    /// Takes the cursor for this process: a second follower of the same
+    /// cursor (overlapping cron runs, a rolling update) is refused, naming
+    /// the holder, instead of racing this one.
+    pub fn lock(&self) -> Result<CursorLock, CursorError> {
+        let path = self.sibling(".lock");
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| self.io(e))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let holder = std::fs::read_to_string(&path).unwrap_or_default();
+                let holder = match holder.trim() {
+                    "" => "a process that has not said which".to_owned(),
+                    h => h.to_owned(),
+                };
+                return Err(CursorError::Locked {
+                    path: self.path.clone(),
+                    holder,
+                });
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(self.io(e)),
+        }
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let who = format!("pid {} on {}", std::process::id(), host.trim());
+        // Only a hint for the message above; the lock itself is what counts.
+        let _ = file.set_len(0).and_then(|_| file.write_all(who.as_bytes()));
+        Ok(CursorLock { _file: file })
     }
 
     /// Checks, before anything is delivered, that the cursor can be written
@@ -156,6 +200,21 @@ mod tests {
             assert!(matches!(err, CursorError::Corrupt { .. }), "{bad:?}: {err}");
             assert!(err.to_string().contains("corrupt"));
         }
+    }
+
+    #[test]
+    fn a_second_holder_is_refused_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let cursor = FileCursor::new(dir.path().join("cursor"));
+        let held = cursor.lock().unwrap();
+        let err = cursor.lock().unwrap_err();
+        assert!(matches!(err, CursorError::Locked { .. }), "{err}");
+        assert!(
+            err.to_string().contains(&format!("pid {}", std::process::id())),
+            "{err}"
+        );
+        drop(held);
+        cursor.lock().unwrap();
     }
 
     #[test]

@@ -38,7 +38,12 @@ impl Delivery {
         let Some(head) = batch.last_head() else { return Ok(()) };
         self.with_retry("delivering a batch", |sink, rt| rt.block_on(sink.deliver(batch)))?;
         self.health.sink_ok();
-        self.cursor.store(head)?;
+        if let Err(e) = self.cursor.store(head) {
+            // Delivered but not recorded: stop now (a restart reads the sink back), never go quiet.
+            tracing::error!(%head, error = %e, "the batch was delivered but the cursor could not be written; stopping");
+            self.health.fatal(&e.to_string());
+            return Err(e.into());
+        }
         metrics::delivered(batch.len(), batch.jsonl.len(), head.seq);
         tracing::debug!(first = batch.first_seq(), last = %head, events = batch.len(), "delivered");
         let _ = self.announce.send(Some(head));
@@ -80,6 +85,8 @@ pub struct Pipeline {
     to_worker: Option<SyncSender<Batch>>,
     from_worker: Receiver<Result<Batch, FollowError>>,
     in_flight: bool,
+    /// An empty batch handed back by a delivery that [`Pipeline::check`] saw finish.
+    spare: Option<Batch>,
     origin: String,
     worker: Option<JoinHandle<()>>,
 }
@@ -105,6 +112,7 @@ impl Pipeline {
             to_worker: Some(to_worker),
             from_worker,
             in_flight: false,
+            spare: None,
             origin: origin.to_owned(),
             worker: Some(worker),
         }
@@ -116,7 +124,7 @@ impl Pipeline {
         let spare = if self.in_flight {
             self.wait()?
         } else {
-            Batch::new(&self.origin)
+            self.spare.take().unwrap_or_else(|| Batch::new(&self.origin))
         };
         let sent = self.to_worker.as_ref().map(|tx| tx.send(batch));
         if !matches!(sent, Some(Ok(()))) {
@@ -124,6 +132,26 @@ impl Pipeline {
         }
         self.in_flight = true;
         Ok(spare)
+    }
+
+    /// Without waiting: the error of a delivery that has failed, so an idle
+    /// follower stops at once instead of only at its next batch.
+    pub fn check(&mut self) -> Result<(), FollowError> {
+        if !self.in_flight {
+            return Ok(());
+        }
+        match self.from_worker.try_recv() {
+            Ok(result) => {
+                self.in_flight = false;
+                self.spare = Some(result?);
+                Ok(())
+            }
+            Err(std::sync::mpsc::TryRecvError::Empty) => Ok(()),
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                self.in_flight = false;
+                Err(FollowError::Setup("the delivery thread has stopped".into()))
+            }
+        }
     }
 
     /// Waits until nothing is in flight, returning the last delivery's error if any.

@@ -95,7 +95,12 @@ impl From<CursorError> for FollowError {
 
 impl From<chainship_chain::DbError> for FollowError {
     fn from(e: chainship_chain::DbError) -> Self {
-        FollowError::Setup(e.to_string())
+        use chainship_chain::DbError::*;
+        match e {
+            // Damage to the record, not a setup problem: the chain cannot go on past it.
+            Replaced { .. } | BadField { .. } | BadSeq { .. } => FollowError::Integrity(e.to_string()),
+            _ => FollowError::Setup(e.to_string()),
+        }
     }
 }
 
@@ -163,12 +168,15 @@ impl Follower {
             stop,
             health,
         } = self;
+        let _lock = delivery.cursor.lock()?;
         delivery.cursor.check_writable()?;
         let db = EventDb::open(&cfg.db, &cfg.open)?;
         let cursor_head = delivery.cursor.load()?;
         let cursor_path = delivery.cursor.path().display().to_string();
         let start = resume::start_from_cursor(&db, cursor_head, cfg.start, &cursor_path)?;
-        let held = delivery.with_retry("reading back what the sink holds", |sink, rt| rt.block_on(sink.held()))?;
+        let held = delivery.with_retry("reading back what the sink holds", |sink, rt| {
+            rt.block_on(sink.held(start))
+        })?;
         let sink_name = delivery.sink.describe();
         let point = resume::with_sink(&db, start, held, &sink_name)?;
         if point.skipped > 0 {
@@ -195,8 +203,12 @@ impl Follower {
         let plan = ReadPlan {
             page_events: cfg.batch_size.clamp(256, 8192),
             tail: (!cfg.once).then_some(cfg.poll_interval),
+            after_hash: point.after.map(|h| h.hash),
             ..ReadPlan::new(after_seq, cfg.once.then_some(db_head))
         };
+        drop(db);
+        let mut fresh = FreshHead::new(&cfg, db_head);
+        let mut idle_behind: Option<Instant> = None;
         let reader = ReadAhead::spawn(EventDb::open(&cfg.db, &cfg.open)?, plan);
         let mut check = point.after.map_or_else(ChainCheck::from_start, ChainCheck::after);
         let mut pending = Pending {
@@ -208,7 +220,7 @@ impl Follower {
         let mut last_positions = Instant::now();
         // Every way out first hands over what checked out and waits for it.
         let finish = |pipeline: &mut Pipeline, pending: &mut Pending| -> Result<(), FollowError> {
-            submit(pipeline, pending, &db)?;
+            submit(pipeline, pending, None)?;
             pipeline.drain()
         };
 
@@ -221,7 +233,7 @@ impl Follower {
                 None => Duration::from_millis(100),
             };
             if pending.since.is_some() && wait.is_zero() {
-                submit(&mut pipeline, &mut pending, &db)?;
+                submit(&mut pipeline, &mut pending, Some(&mut fresh))?;
                 continue;
             }
             match reader.next_page_timeout(wait.min(Duration::from_millis(100))) {
@@ -243,7 +255,7 @@ impl Follower {
                         pending.prev_hash.extend_from_slice(&head.hash);
                         pending.since.get_or_insert_with(Instant::now);
                         if pending.batch.len() >= cfg.batch_size || pending.batch.jsonl.len() >= cfg.batch_bytes {
-                            submit(&mut pipeline, &mut pending, &db)?;
+                            submit(&mut pipeline, &mut pending, Some(&mut fresh))?;
                         }
                     }
                     reader.give_back(page);
@@ -253,10 +265,30 @@ impl Follower {
                     return Err(e.into());
                 }
                 Waited::Nothing => {
+                    if let Err(e) = pipeline.check() {
+                        return stopped(Err(e));
+                    }
                     if last_positions.elapsed() > Duration::from_secs(1) {
                         last_positions = Instant::now();
-                        let head = db.head()?.map_or(0, |(s, _)| s);
-                        metrics::positions(head, check.last_good().map_or(0, |h| h.seq));
+                        let read = check.last_good().map_or(0, |h| h.seq);
+                        let head = fresh.look();
+                        metrics::positions(head, read);
+                        // The reader is idle, yet a fresh connection sees more: its
+                        // files changed under it in a way it did not notice. Reopen.
+                        if head > read {
+                            let since = *idle_behind.get_or_insert_with(Instant::now);
+                            if since.elapsed() > Duration::from_secs(2) {
+                                tracing::warn!(
+                                    db_head = head,
+                                    read,
+                                    "the reader sees no new events while the database has them; reopening"
+                                );
+                                reader.request_reopen();
+                                idle_behind = None;
+                            }
+                        } else {
+                            idle_behind = None;
+                        }
                     }
                 }
                 Waited::Finished => {
@@ -270,17 +302,50 @@ impl Follower {
 
 /// Hands the pending batch to the delivery thread (which first waits for
 /// the batch before it to be acknowledged).
-fn submit(pipeline: &mut Pipeline, pending: &mut Pending, db: &EventDb) -> Result<(), FollowError> {
+fn submit(pipeline: &mut Pipeline, pending: &mut Pending, fresh: Option<&mut FreshHead>) -> Result<(), FollowError> {
     let Some(head) = pending.batch.last_head() else {
         return Ok(());
     };
     let full = std::mem::take(&mut pending.batch);
     pending.batch = pipeline.submit(full)?;
     pending.since = None;
-    if let Ok(Some((db_head, _))) = db.head() {
-        metrics::positions(db_head, head.seq);
+    if let Some(fresh) = fresh {
+        metrics::positions(fresh.look().max(head.seq), head.seq);
     }
     Ok(())
+}
+
+/// The database head as a new connection sees it, looked up at most once a
+/// second. Never from the reader's own connection: a reader stuck on a
+/// deleted WAL would report its own stale head, and lag would read 0 while
+/// the database grows.
+struct FreshHead {
+    db: PathBuf,
+    open: chainship_chain::OpenOptions,
+    seen: u64,
+    at: Option<Instant>,
+}
+
+impl FreshHead {
+    fn new(cfg: &FollowConfig, seen: u64) -> Self {
+        FreshHead {
+            db: cfg.db.clone(),
+            open: cfg.open.clone(),
+            seen,
+            at: Some(Instant::now()),
+        }
+    }
+
+    fn look(&mut self) -> u64 {
+        if self.at.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+            self.at = Some(Instant::now());
+            match EventDb::open(&self.db, &self.open).and_then(|db| db.head()) {
+                Ok(head) => self.seen = head.map_or(0, |(s, _)| s),
+                Err(e) => tracing::warn!(error = %e, "cannot read the database head for metrics"),
+            }
+        }
+        self.seen
+    }
 }
 
 /// A shutdown that came while the sink was still failing is a stop, not an error.

@@ -53,8 +53,13 @@ impl Health {
         });
     }
 
+    /// The follower is stopping on an error: unhealthy at once.
+    pub fn fatal(&self, reason: &str) {
+        self.with(|s| s.broken = Some(format!("stopping: {reason}")));
+    }
+
     pub fn chain_broken(&self, reason: &str) {
-        self.with(|s| s.broken = Some(reason.to_owned()));
+        self.with(|s| s.broken = Some(format!("chain broken: {reason}")));
     }
 
     /// `Ok` when healthy, else the reason.
@@ -62,7 +67,7 @@ impl Health {
         let limit = self.unhealthy_after;
         self.with(|s| {
             if let Some(reason) = &s.broken {
-                return Err(format!("chain broken: {reason}"));
+                return Err(reason.clone());
             }
             if let Some((since, reason)) = &s.sink_failing
                 && since.elapsed() > limit

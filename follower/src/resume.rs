@@ -3,10 +3,13 @@
 //!
 //! 1. The cursor's `seq:hash` must still be in the database (else it was
 //!    rewritten, cut, or restored from an older copy under us: stop).
-//! 2. What the sink already holds must be on the chain too (else someone
-//!    else wrote there, or the database was replaced: stop).
-//! 3. Resume after the higher of the two, never below the cursor: the sink
-//!    may hold a batch whose cursor write a crash cut short.
+//! 2. What the sink holds past the cursor must be proven: its records read
+//!    back, re-hashed and linked from the cursor with no gap (the sink does
+//!    this with a `HeldCheck`), and the last of them on the database's
+//!    chain (else someone else wrote there, or the database was replaced:
+//!    stop).
+//! 3. Resume after that, never below the cursor: the sink may hold a batch
+//!    whose cursor write a crash cut short.
 
 use chainship_chain::{EventDb, Head};
 
@@ -50,39 +53,33 @@ pub fn start_from_cursor(
     }
 }
 
-/// Combines the cursor's start with what the sink holds.
+/// Combines the cursor's start with what the sink provably holds past it
+/// (`Sink::held`, which read back and checked every record past `start`).
 pub fn with_sink(
     db: &EventDb,
     start: Option<Head>,
     held: Option<Head>,
     sink: &str,
 ) -> Result<ResumePoint, FollowError> {
-    let Some(held) = held else {
-        return Ok(ResumePoint {
-            after: start,
-            skipped: 0,
-        });
-    };
-    check_on_chain(db, held, &format!("the sink {sink}"))?;
     let start_seq = start.map_or(0, |h| h.seq);
-    if held.seq > start_seq {
-        Ok(ResumePoint {
-            after: Some(held),
-            skipped: held.seq - start_seq,
-        })
-    } else {
-        if held.seq < start_seq {
-            tracing::warn!(
-                sink,
-                sink_seq = held.seq,
-                cursor_seq = start_seq,
-                "the sink holds less than the cursor says was delivered; resuming after the cursor (never below it)"
-            );
+    match held {
+        Some(held) if held.seq > start_seq => {
+            // The records link from the cursor and re-hash, so this agreeing
+            // with the database means every one of them does.
+            check_on_chain(db, held, &format!("the sink {sink}"))?;
+            Ok(ResumePoint {
+                after: Some(held),
+                skipped: held.seq - start_seq,
+            })
         }
-        Ok(ResumePoint {
+        Some(held) if Some(held) != start => Err(FollowError::Integrity(format!(
+            "the sink {sink} answered {held} for what it holds past {}, which is not past it",
+            start.map_or("the start".to_owned(), |h| h.to_string())
+        ))),
+        _ => Ok(ResumePoint {
             after: start,
             skipped: 0,
-        })
+        }),
     }
 }
 

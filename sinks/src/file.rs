@@ -6,13 +6,13 @@
 //! follower resumes right after it: no record twice, none missing.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
-use chainship_chain::Head;
 use chainship_chain::record::Record;
+use chainship_chain::{Head, HeldCheck};
 
 use crate::Sink;
 use crate::batch::Batch;
@@ -55,6 +55,23 @@ fn opened<'a>(slot: &'a mut Option<File>, path: &Path) -> Result<&'a mut File, S
             .mode(0o640)
             .open(path)
             .map_err(|e| SinkError::permanent(format!("file sink {}: cannot open: {e}", path.display())))?;
+        // Held for the life of the process: two followers appending to one
+        // file interleave batches and cut each other's "torn" lines.
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(SinkError::permanent(format!(
+                    "file sink {}: another process holds it (another follower writing to this file?)",
+                    path.display()
+                )));
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(SinkError::permanent(format!(
+                    "file sink {}: cannot lock: {e}",
+                    path.display()
+                )));
+            }
+        }
         if !existed {
             sync_parent(path).map_err(|e| io_error(path, e))?;
         }
@@ -90,6 +107,36 @@ fn byte_at(file: &mut File, pos: u64) -> std::io::Result<u8> {
     Ok(b[0])
 }
 
+/// Where the lines past seq `after` begin: found by reading lines back from
+/// the end until one holds a seq at or below `after`.
+struct LinesFrom {
+    offset: u64,
+    /// How many lines follow it (messages count lines from the end: a line
+    /// number from the start would need the whole file read).
+    lines: u64,
+}
+
+fn start_of_lines_after(file: &mut File, len: u64, after: u64) -> std::io::Result<LinesFrom> {
+    let mut end = len;
+    let mut from_end = 0u64;
+    while end > 0 {
+        let start = last_newline_before(file, end - 1)?.map_or(0, |p| p + 1);
+        let mut line = vec![0u8; (end - 1 - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(&mut line)?;
+        // A line that is not a record is past the boundary: the check names it.
+        if Record::parse(&line).is_ok_and(|r| r.seq <= after) {
+            break;
+        }
+        end = start;
+        from_end += 1;
+    }
+    Ok(LinesFrom {
+        offset: end,
+        lines: from_end,
+    })
+}
+
 /// The position of the last `\n` before `end`, reading backwards in chunks.
 fn last_newline_before(file: &mut File, end: u64) -> std::io::Result<Option<u64>> {
     let mut chunk = vec![0u8; 64 * 1024];
@@ -109,45 +156,31 @@ fn last_newline_before(file: &mut File, end: u64) -> std::io::Result<Option<u64>
 
 #[async_trait]
 impl Sink for FileSink {
-    async fn held(&mut self) -> Result<Option<Head>, SinkError> {
-        let path = &self.path;
-        let file = opened(&mut self.file, path)?;
-        let len = repair_torn_tail(file, path).map_err(|e| io_error(path, e))?;
-        if len == 0 {
-            return Ok(None);
+    async fn held(&mut self, after: Option<Head>) -> Result<Option<Head>, SinkError> {
+        let path = self.path.clone();
+        let file = opened(&mut self.file, &path)?;
+        let len = repair_torn_tail(file, &path).map_err(|e| io_error(&path, e))?;
+        let mut check = HeldCheck::new(&self.origin, after);
+        let from = start_of_lines_after(file, len, check.after_seq()).map_err(|e| io_error(&path, e))?;
+        file.seek(SeekFrom::Start(from.offset))
+            .map_err(|e| io_error(&path, e))?;
+        let mut lines = BufReader::new(&*file).take(len - from.offset);
+        let mut line = Vec::new();
+        let mut from_end = from.lines;
+        loop {
+            line.clear();
+            if lines.read_until(b'\n', &mut line).map_err(|e| io_error(&path, e))? == 0 {
+                break;
+            }
+            let json = line.strip_suffix(b"\n").unwrap_or(&line);
+            check
+                .feed(json, &|| {
+                    format!("file sink {}: line {from_end} from the end", path.display())
+                })
+                .map_err(|m| SinkError::integrity(format!("{m}; the file holds what the chain does not")))?;
+            from_end = from_end.saturating_sub(1);
         }
-        let start = match last_newline_before(file, len - 1).map_err(|e| io_error(path, e))? {
-            Some(pos) => pos + 1,
-            None => 0,
-        };
-        let mut line = vec![0u8; (len - 1 - start) as usize];
-        file.seek(SeekFrom::Start(start))
-            .and_then(|_| file.read_exact(&mut line))
-            .map_err(|e| io_error(path, e))?;
-        let record = Record::parse(&line).map_err(|e| {
-            SinkError::integrity(format!(
-                "file sink {}: the last line is not a chainship record ({e}); is this the right file?",
-                self.path.display()
-            ))
-        })?;
-        if record.origin != self.origin {
-            return Err(SinkError::integrity(format!(
-                "file sink {}: holds records of origin {:?}, not {:?}",
-                self.path.display(),
-                record.origin,
-                self.origin
-            )));
-        }
-        Head::from_stored(record.seq, record.hash.as_bytes())
-            .map(Some)
-            .ok_or_else(|| {
-                SinkError::integrity(format!(
-                    "file sink {}: the last record (seq {}) has a malformed hash {:?}",
-                    self.path.display(),
-                    record.seq,
-                    record.hash
-                ))
-            })
+        Ok(check.head())
     }
 
     async fn deliver(&mut self, batch: &Batch) -> Result<(), SinkError> {

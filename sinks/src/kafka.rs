@@ -3,9 +3,10 @@
 //!
 //! Exactly once without trusting transactions: a batch is acknowledged only
 //! when every message has a successful delivery report; after any failure,
-//! and on start, the sink reads the tail of its partition back, finds the
-//! highest seq already there for its origin, and sends only what follows.
-//! A transactional id per origin fences an older producer, so two followers
+//! and on start, the sink reads its partition back from the last trusted
+//! event on, proves what it holds past it (every record re-hashed and
+//! linked: headers alone are never trusted), and sends only what follows.
+//! A transactional id per origin (`chainship-<origin segment>`) fences an older producer, so two followers
 //! of one origin cannot interleave (see the README for brokers without
 //! transactions). Each message: key = origin, value = the record JSON,
 //! headers `seq`, `hash`, `prev_hash`, `origin`.
@@ -13,11 +14,12 @@
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use chainship_chain::Head;
+use chainship_chain::record::Record;
+use chainship_chain::{Head, HeldCheck, origin_segment};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::util::Timeout;
 use rdkafka::{Offset, TopicPartitionList};
@@ -54,6 +56,12 @@ pub fn partition_for(origin: &str, partitions: usize) -> i32 {
     (u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]) % partitions.max(1) as u32) as i32
 }
 
+/// The transactional id that fences other producers of `origin`: one per
+/// origin, and never another origin's (`x/y` and `x_y` differ).
+pub fn transactional_id(origin: &str) -> String {
+    format!("chainship-{}", origin_segment(origin))
+}
+
 /// Parses `kafka://brokers/topic`.
 pub fn parse_kafka_url(url: &str) -> Result<(String, String), String> {
     let rest = url
@@ -77,14 +85,26 @@ pub fn parse_kafka_url(url: &str) -> Result<(String, String), String> {
 /// Sorts a Kafka error into transient and permanent, naming the setting to change.
 fn classify(what: &str, e: &KafkaError) -> SinkError {
     use RDKafkaErrorCode as C;
-    let message = format!("Kafka sink: {what}: {e}");
     // A client that cannot even be built was given settings librdkafka refuses.
-    if matches!(e, KafkaError::ClientConfig(..) | KafkaError::ClientCreation(_)) {
+    // Its own text quotes the value, which may be a secret (`sasl.pasword=…`): name the key only.
+    if let KafkaError::ClientConfig(_, description, key, value) = e {
+        // librdkafka's description may quote the value too.
+        let description = if value.is_empty() {
+            description.clone()
+        } else {
+            description.replace(value.as_str(), "***")
+        };
+        return SinkError::permanent(format!(
+            "Kafka sink: {what}: setting {key:?} refused: {description} (check --kafka-opt)"
+        ));
+    }
+    let message = format!("Kafka sink: {what}: {e}");
+    if matches!(e, KafkaError::ClientCreation(_)) {
         return SinkError::permanent(format!("{message} (check --kafka-opt)"));
     }
     match e.rdkafka_error_code() {
         Some(C::MessageSizeTooLarge) | Some(C::InvalidMessageSize) => SinkError::permanent(format!(
-            "{message} (raise the topic's max.message.bytes, or lower --batch-bytes / pass --kafka-opt message.max.bytes=...)"
+            "{message} (one record is larger than the producer's message.max.bytes or the topic's max.message.bytes allows: raise both)"
         )),
         Some(C::TopicAuthorizationFailed)
         | Some(C::ClusterAuthorizationFailed)
@@ -118,15 +138,6 @@ impl rdkafka::ClientContext for ReadBackContext {
 }
 
 impl rdkafka::consumer::ConsumerContext for ReadBackContext {}
-
-fn header<'a>(msg: &'a impl Message, name: &str) -> Option<&'a str> {
-    let headers = msg.headers()?;
-    headers
-        .iter()
-        .find(|h| h.key == name)
-        .and_then(|h| h.value)
-        .and_then(|v| std::str::from_utf8(v).ok())
-}
 
 impl KafkaSink {
     pub fn new(cfg: KafkaSinkConfig, origin: &str) -> Self {
@@ -188,18 +199,7 @@ impl KafkaSink {
                 .set("enable.idempotence", "true")
                 .set("acks", "all");
             if self.cfg.fence {
-                let id: String = self
-                    .origin
-                    .chars()
-                    .map(|c| {
-                        if c.is_ascii_alphanumeric() || "._-".contains(c) {
-                            c
-                        } else {
-                            '_'
-                        }
-                    })
-                    .collect();
-                config.set("transactional.id", format!("chainship-{id}"));
+                config.set("transactional.id", transactional_id(&self.origin));
             }
             let producer: FutureProducer = config.create().map_err(|e| classify("creating the producer", &e))?;
             if self.cfg.fence {
@@ -244,9 +244,12 @@ impl KafkaSink {
         Ok(p)
     }
 
-    /// Reads the partition's tail back and returns the highest seq of this
-    /// origin found there, looking further back while none is found.
-    fn read_tail(&mut self) -> Result<Option<Head>, SinkError> {
+    /// Reads back what the partition provably holds past `after` (see
+    /// [`Sink::held`]): the origin's records after the last one at or below
+    /// `after` (the boundary), fed to a [`HeldCheck`]. The scan starts at
+    /// the tail and reaches further back until it has seen the boundary or
+    /// the start of the partition.
+    fn read_back(&mut self, after: Option<Head>) -> Result<Option<Head>, SinkError> {
         let partition = self.partition()?;
         let topic = self.cfg.topic.clone();
         let mut config = self.consumer_config();
@@ -263,8 +266,9 @@ impl KafkaSink {
             .fetch_watermarks(&topic, partition, Duration::from_secs(10))
             .map_err(|e| classify("reading the partition's watermarks", &e))?;
         if high <= low {
-            return Ok(None);
+            return Ok(after);
         }
+        let after_seq = after.map_or(0, |h| h.seq);
         // Brokers differ in what the high watermark counts (tansu reports the
         // last batch's base offset + 1): start just below it and read on
         // until nothing more comes, widening the window backwards if needed.
@@ -277,7 +281,9 @@ impl KafkaSink {
             consumer
                 .assign(&tpl)
                 .map_err(|e| classify("assigning the partition", &e))?;
-            let mut best: Option<Head> = None;
+            let mut check = HeldCheck::new(&self.origin, after);
+            let mut failure: Option<String> = None;
+            let mut boundary = false;
             let started = Instant::now();
             let mut last_message = Instant::now();
             let mut at_end = false;
@@ -289,23 +295,20 @@ impl KafkaSink {
                         if msg.key() != Some(self.origin.as_bytes()) {
                             continue;
                         }
-                        let seq = header(&msg, "seq").and_then(|s| s.parse::<u64>().ok());
-                        let hash = header(&msg, "hash");
-                        match (
-                            seq,
-                            hash.and_then(|h| seq.and_then(|s| Head::from_stored(s, h.as_bytes()))),
-                        ) {
-                            (Some(_), Some(head)) => {
-                                if best.is_none_or(|b| head.seq > b.seq) {
-                                    best = Some(head);
-                                }
-                            }
-                            _ => {
-                                return Err(SinkError::integrity(format!(
-                                    "Kafka sink: topic {topic} partition {partition} offset {} holds a record keyed {:?} without valid seq/hash headers",
-                                    msg.offset(),
-                                    self.origin
-                                )));
+                        let payload = msg.payload().unwrap_or_default();
+                        // What follows the last record at or below `after` is
+                        // what must be proven; what came before it is covered.
+                        if after_seq > 0 && Record::parse(payload).is_ok_and(|r| r.seq <= after_seq) {
+                            boundary = true;
+                            check = HeldCheck::new(&self.origin, after);
+                            failure = None;
+                            continue;
+                        }
+                        if failure.is_none() {
+                            let offset = msg.offset();
+                            let place = || format!("topic {topic} partition {partition} offset {offset}");
+                            if let Err(m) = check.feed(payload, &place) {
+                                failure = Some(m);
                             }
                         }
                     }
@@ -316,16 +319,21 @@ impl KafkaSink {
                 }
                 let idle = last_message.elapsed();
                 // Another producer writing non-stop would keep this going: the
-                // scan is bounded, and what it found so far is past the start's end.
+                // scan is bounded. What it proved so far stays proven.
                 if (at_end && idle > Duration::from_millis(600))
                     || idle > Duration::from_secs(5)
-                    || started.elapsed() > Duration::from_secs(10)
+                    || started.elapsed() > Duration::from_secs(60)
                 {
                     break;
                 }
             }
-            if best.is_some() || start == low {
-                return Ok(best);
+            if boundary || start == low {
+                return match failure {
+                    Some(m) => Err(SinkError::integrity(format!(
+                        "Kafka sink: {m}; the partition holds what the chain does not"
+                    ))),
+                    None => Ok(check.head()),
+                };
             }
             window = window.saturating_mul(16);
         }
@@ -344,6 +352,7 @@ impl KafkaSink {
                 .map_err(|e| classify("beginning a transaction", &e))?;
         }
         let mut pending = Vec::with_capacity(batch.len());
+        let mut sent = Vec::with_capacity(batch.len());
         for (i, meta) in batch.records.iter().enumerate() {
             if meta.seq <= after_seq {
                 continue;
@@ -372,15 +381,30 @@ impl KafkaSink {
                 .payload(batch.record_json(i))
                 .headers(headers);
             pending.push(producer.send(record, Timeout::After(Duration::from_secs(300))));
+            sent.push((meta.seq, meta.end - meta.start));
         }
         let enqueued = Instant::now();
         let results = futures::future::join_all(pending).await;
         let acked = Instant::now();
-        let failed = results.into_iter().find_map(|r| r.err());
-        if let Some((e, _)) = failed {
+        let failed = results
+            .into_iter()
+            .zip(&sent)
+            .find_map(|(r, at)| r.err().map(|(e, _)| (e, at)));
+        if let Some((e, &(seq, bytes))) = failed {
             // No abort here: after timeouts librdkafka needs an epoch bump that
             // not every broker grants. The caller drops this producer instead;
             // the next one's init_transactions aborts what is left open.
+            if matches!(
+                e.rdkafka_error_code(),
+                Some(RDKafkaErrorCode::MessageSizeTooLarge | RDKafkaErrorCode::InvalidMessageSize)
+            ) {
+                // Retrying or smaller batches cannot help: this one record is too big.
+                return Err(SinkError::permanent(format!(
+                    "Kafka sink: seq {seq}'s record is {bytes} bytes, more than the producer or topic {topic} accepts ({e}): \
+                     raise the producer's message.max.bytes (--kafka-opt message.max.bytes=N) and the topic's max.message.bytes \
+                     (and the broker's message.max.bytes) above {bytes}"
+                )));
+            }
             return Err(classify("delivering a batch", &e));
         }
         if fence {
@@ -408,16 +432,21 @@ impl KafkaSink {
 
 #[async_trait]
 impl Sink for KafkaSink {
-    async fn held(&mut self) -> Result<Option<Head>, SinkError> {
-        let held = self.read_tail()?;
+    async fn held(&mut self, after: Option<Head>) -> Result<Option<Head>, SinkError> {
+        let held = self.read_back(after)?;
         self.recheck = false;
         Ok(held)
     }
 
     async fn deliver(&mut self, batch: &Batch) -> Result<(), SinkError> {
-        // After a failure part of the batch may have landed: send only what follows it.
+        // After a failure part of the batch may have landed: send only what
+        // provably follows the event before the batch.
         let after = if self.recheck {
-            self.read_tail()?.map_or(0, |h| h.seq)
+            let before = batch.records.first().and_then(|r| {
+                let prev = &r.prev_hash[..r.prev_len];
+                Head::from_stored(r.seq - 1, prev)
+            });
+            self.read_back(before)?.map_or(0, |h| h.seq)
         } else {
             0
         };

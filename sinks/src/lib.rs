@@ -30,9 +30,16 @@ use chainship_chain::Head;
 /// A destination for batches of records of one origin.
 #[async_trait]
 pub trait Sink: Send {
-    /// The last event this sink already holds for its origin, read back
-    /// from the sink itself; `None` when it holds nothing or cannot tell.
-    async fn held(&mut self) -> Result<Option<Head>, SinkError>;
+    /// What this sink provably holds past `after` (the last trusted head,
+    /// `None`: from seq 1): every record it holds for its origin with a
+    /// higher seq is read back and fed to a [`chainship_chain::HeldCheck`],
+    /// so the answer is the last of an unbroken run of records that re-hash
+    /// and link from `after` — or `after` itself when nothing is past it.
+    /// A record that does not fit (junk, a gap, another origin, a
+    /// differing duplicate) is an integrity error naming where it is: a
+    /// planted claim must never make the follower skip events. Sinks that
+    /// cannot read back answer `after`.
+    async fn held(&mut self, after: Option<Head>) -> Result<Option<Head>, SinkError>;
 
     /// Delivers a batch; returns only once the sink has made it durable.
     async fn deliver(&mut self, batch: &Batch) -> Result<(), SinkError>;

@@ -18,8 +18,7 @@ use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
 use crate::error::SinkError;
 use crate::kafka::partition_for;
-use crate::s3::{list_objects, origin_prefix};
-use crate::s3_client::classify;
+use crate::s3::{fetch_object, list_objects, object_lines, origin_prefix, refuse_legacy_layout};
 use crate::url::{SinkOptions, SinkUrl};
 
 /// Called with each record line and a function naming its place in the copy
@@ -51,7 +50,7 @@ pub async fn read_records(
     }
 }
 
-fn read_lines(mut reader: impl BufRead, name: &str, each: &mut OnRecord<'_>) -> Result<(), SinkError> {
+pub fn read_lines(mut reader: impl BufRead, name: &str, each: &mut OnRecord<'_>) -> Result<(), SinkError> {
     let mut line = Vec::new();
     let mut number = 0u64;
     loop {
@@ -83,28 +82,14 @@ async fn read_s3(
     let mut objects = list_objects(&client, bucket, &origin_prefix(prefix, origin))
         .await
         .map_err(fail)?;
+    if objects.is_empty() {
+        refuse_legacy_layout(&client, bucket, prefix, origin).await?;
+    }
     // By seq range, not by key: date partitions follow `at`, which is for people, not ordering.
     objects.sort_by_key(|(range, _)| (range.first, range.last));
     for (range, key) in objects {
-        let codec = range.codec;
-        let object = client
-            .get_object()
-            .bucket(bucket)
-            .key(&key)
-            .send()
-            .await
-            .map_err(|e| fail(classify(&key, &e)))?;
-        let body = object
-            .body
-            .collect()
-            .await
-            .map_err(|e| SinkError::permanent(format!("s3://{bucket}/{key}: {e}")))?
-            .into_bytes();
-        let name = format!("s3://{bucket}/{key}");
-        let decoder = codec
-            .decoder(&body[..])
-            .map_err(|e| SinkError::permanent(format!("{name}: {codec}: {e}")))?;
-        read_lines(BufReader::new(decoder), &name, each)?;
+        let body = fetch_object(&client, bucket, &key).await.map_err(fail)?;
+        object_lines(&body, range.codec, &format!("s3://{bucket}/{key}"), each).map_err(fail)?;
     }
     Ok(())
 }

@@ -13,15 +13,19 @@
 
 use std::collections::HashMap;
 
+use std::io::BufReader;
+
 use async_trait::async_trait;
 use aws_sdk_s3::primitives::ByteStream;
-use chainship_chain::Head;
+use chainship_chain::record::Record;
+use chainship_chain::{Head, HeldCheck, origin_segment};
 use tokio::sync::OnceCell;
 
 use crate::Sink;
 use crate::batch::Batch;
 use crate::compression::{Codec, Compression};
 use crate::error::SinkError;
+use crate::read_back::{OnRecord, read_lines};
 use crate::s3_client::{S3Failure, S3Settings, classify};
 use crate::s3_upload::{NewObject, PartPlan, abort_leftovers, upload_new};
 
@@ -67,12 +71,54 @@ pub fn parse_object_name(key: &str) -> Option<ObjectRange> {
     })
 }
 
-/// Where an origin's objects live: `PREFIX/<origin>/` (`<origin>/` without a prefix).
+/// Where an origin's objects live: `PREFIX/<origin segment>/` (see
+/// [`chainship_chain::origin_segment`]: `team/a` → `team%2Fa`, so one
+/// origin's prefix never holds another's objects).
 pub fn origin_prefix(prefix: &str, origin: &str) -> String {
+    join_prefix(prefix, &origin_segment(origin))
+}
+
+/// Where releases before the origin was encoded kept an origin's objects:
+/// `PREFIX/<origin>/` as written.
+pub fn legacy_origin_prefix(prefix: &str, origin: &str) -> String {
+    join_prefix(prefix, origin)
+}
+
+fn join_prefix(prefix: &str, segment: &str) -> String {
     match prefix.trim_matches('/') {
-        "" => format!("{origin}/"),
-        prefix => format!("{prefix}/{origin}/"),
+        "" => format!("{segment}/"),
+        prefix => format!("{prefix}/{segment}/"),
     }
+}
+
+/// Refuses to start an origin afresh whose objects sit under the legacy
+/// layout: resuming from nothing there would export everything again
+/// beside them. Only origins with `/`, `:` or `@` moved.
+pub async fn refuse_legacy_layout(
+    client: &aws_sdk_s3::Client,
+    bucket: &str,
+    prefix: &str,
+    origin: &str,
+) -> Result<(), SinkError> {
+    let (new, old) = (origin_prefix(prefix, origin), legacy_origin_prefix(prefix, origin));
+    if new == old {
+        return Ok(());
+    }
+    let legacy = list_objects(client, bucket, &old).await.map_err(|f| {
+        let message = format!("s3://{bucket}/{old}: {}", f.message);
+        if f.transient {
+            SinkError::transient(message)
+        } else {
+            SinkError::permanent(message)
+        }
+    })?;
+    if let Some((_, key)) = legacy.first() {
+        return Err(SinkError::permanent(format!(
+            "S3: origin {origin:?} has objects under the old layout s3://{bucket}/{old} (e.g. {key}); \
+             objects now live under s3://{bucket}/{new}: copy them there (see the README, \"S3 layout\"), then start again"
+        )));
+    }
+    Ok(())
 }
 
 /// Every batch object under `origin_prefix`, with the range its name says it
@@ -92,12 +138,52 @@ pub async fn list_objects(
     while let Some(page) = pages.next().await {
         let page = page.map_err(|e| classify(&format!("listing {origin_prefix}"), &e))?;
         for key in page.contents().iter().filter_map(|o| o.key()) {
-            if let Some(range) = parse_object_name(key) {
+            // An origin's objects sit directly under its prefix or in its dt=
+            // folders; anything deeper is not its own (a legacy-layout `team/a/b/...`).
+            let rest = &key[origin_prefix.len().min(key.len())..];
+            let own = !rest.contains('/') || (rest.starts_with("dt=") && rest.matches('/').count() == 1);
+            if let Some(range) = parse_object_name(key).filter(|_| own) {
                 objects.push((range, key.to_owned()));
             }
         }
     }
     Ok(objects)
+}
+
+/// Fetches one batch object, compressed, whole (objects are bounded by
+/// `--s3-batch-bytes`); [`object_lines`] then reads it.
+pub async fn fetch_object(client: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<bytes::Bytes, S3Failure> {
+    let object = client
+        .get_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .map_err(|e| classify(&format!("reading {key}"), &e))?;
+    Ok(object
+        .body
+        .collect()
+        .await
+        .map_err(|e| S3Failure {
+            transient: true,
+            status: None,
+            message: format!("reading {key}: {e}"),
+        })?
+        .into_bytes())
+}
+
+/// Calls `each` with every record line of a fetched object, in order,
+/// decompressing as it reads.
+pub fn object_lines(body: &[u8], codec: Codec, name: &str, each: &mut OnRecord<'_>) -> Result<(), S3Failure> {
+    let permanent = |message: String| S3Failure {
+        transient: false,
+        status: None,
+        message,
+    };
+    let decoder = codec
+        .decoder(body)
+        .map_err(|e| permanent(format!("{name}: {codec}: {e}")))?;
+    read_lines(BufReader::new(decoder), name, each).map_err(|e| permanent(e.message))
 }
 
 impl S3Sink {
@@ -142,24 +228,22 @@ impl S3Sink {
         }
     }
 
-    /// The metadata of an object, as (last seq, last hash, origin).
-    async fn object_head(&self, key: &str) -> Result<(Option<u64>, Option<String>, Option<String>), SinkError> {
-        let out = self
-            .client()
+    /// Whether the object at `key` holds exactly this batch's records (read
+    /// and compared, never taken from its metadata, which anyone can set).
+    async fn holds_exactly(&self, key: &str, codec: Codec, batch: &Batch) -> Result<bool, SinkError> {
+        let client = self.client().await.clone();
+        let body = fetch_object(&client, &self.cfg.bucket, key)
             .await
-            .head_object()
-            .bucket(&self.cfg.bucket)
-            .key(key)
-            .send()
-            .await
-            .map_err(|e| self.error(classify(&format!("reading {key}"), &e)))?;
-        let meta = out.metadata();
-        let get = |k: &str| meta.and_then(|m| m.get(k)).cloned();
-        Ok((
-            get("last-seq").and_then(|s| s.parse().ok()),
-            get("last-hash"),
-            get("origin"),
-        ))
+            .map_err(|f| self.error(f))?;
+        let mut held = Vec::with_capacity(batch.jsonl.len());
+        object_lines(&body, codec, key, &mut |line, _| {
+            if held.len() <= batch.jsonl.len() {
+                held.extend_from_slice(line);
+                held.push(b'\n');
+            }
+        })
+        .map_err(|f| self.error(f))?;
+        Ok(held == batch.jsonl)
     }
 }
 
@@ -178,15 +262,18 @@ fn date_of(at: &str) -> Option<&str> {
 
 #[async_trait]
 impl Sink for S3Sink {
-    async fn held(&mut self) -> Result<Option<Head>, SinkError> {
+    async fn held(&mut self, after: Option<Head>) -> Result<Option<Head>, SinkError> {
         let prefix = self.origin_prefix();
-        let client = self.client().await;
-        let objects = list_objects(client, &self.cfg.bucket, &prefix)
+        let client = self.client().await.clone();
+        let bucket = self.cfg.bucket.clone();
+        let mut objects = list_objects(&client, &bucket, &prefix)
             .await
             .map_err(|f| self.error(f))?;
-        let best = objects.into_iter().max_by_key(|(range, _)| range.last);
+        if objects.is_empty() {
+            refuse_legacy_layout(&client, &bucket, &self.cfg.prefix, &self.origin).await?;
+        }
         // Leftovers of a follower killed mid-upload: never visible as objects, but stored and billed.
-        match abort_leftovers(client, &self.cfg.bucket, &prefix).await {
+        match abort_leftovers(&client, &bucket, &prefix).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(n, %prefix, "S3 sink: aborted unfinished multipart uploads left by an earlier run"),
             // Housekeeping only: a policy without s3:ListBucketMultipartUploads must not stop the export.
@@ -195,21 +282,41 @@ impl Sink for S3Sink {
                 f.message
             ),
         }
-        let Some((range, key)) = best else { return Ok(None) };
-        let (last_seq, last_hash, origin) = self.object_head(&key).await?;
-        if origin.as_deref() != Some(self.origin.as_str()) || last_seq != Some(range.last) {
-            return Err(SinkError::integrity(format!(
-                "S3 sink: s3://{}/{key} says origin {origin:?} and last seq {last_seq:?} in its metadata, which its name and this follower's origin {:?} do not match",
-                self.cfg.bucket, self.origin
-            )));
+        // Names and metadata are claims anyone with write access can plant:
+        // every object past the trusted head is read and its records proven.
+        objects.sort_by_key(|(range, _)| (range.first, range.last));
+        let mut check = HeldCheck::new(&self.origin, after);
+        for (range, key) in objects.into_iter().filter(|(r, _)| r.last > after.map_or(0, |h| h.seq)) {
+            let name = format!("s3://{bucket}/{key}");
+            let mut seqs: Option<(u64, u64)> = None;
+            let mut failure = None;
+            let body = fetch_object(&client, &bucket, &key).await.map_err(|f| self.error(f))?;
+            object_lines(&body, range.codec, &name, &mut |line, place| {
+                if failure.is_some() {
+                    return;
+                }
+                if let Ok(r) = Record::parse(line) {
+                    seqs = Some(seqs.map_or((r.seq, r.seq), |(first, _)| (first, r.seq)));
+                }
+                if let Err(m) = check.feed(line, place) {
+                    failure = Some(m);
+                }
+            })
+            // The object is there but does not decode: what it holds is not records.
+            .map_err(|f| SinkError::integrity(format!("S3 sink: {}", f.message)))?;
+            if let Some(m) = failure {
+                return Err(SinkError::integrity(format!("S3 sink: {m}")));
+            }
+            if seqs != Some((range.first, range.last)) {
+                return Err(SinkError::integrity(format!(
+                    "S3 sink: {name}: its name says seqs {} to {} but it holds {}",
+                    range.first,
+                    range.last,
+                    seqs.map_or("no records".to_owned(), |(a, b)| format!("seqs {a} to {b}"))
+                )));
+            }
         }
-        let hash = last_hash.unwrap_or_default();
-        Head::from_stored(range.last, hash.as_bytes()).map(Some).ok_or_else(|| {
-            SinkError::integrity(format!(
-                "S3 sink: s3://{}/{key} has no well-formed last-hash in its metadata",
-                self.cfg.bucket
-            ))
-        })
+        Ok(check.head())
     }
 
     async fn deliver(&mut self, batch: &Batch) -> Result<(), SinkError> {
@@ -241,18 +348,15 @@ impl Sink for S3Sink {
                     return Err(self.error(f));
                 }
                 // Already there: a batch resent after a crash. Delivered only if it is this batch.
-                let (last_seq, last_hash, origin) = self.object_head(&key).await?;
-                if last_seq == Some(last.seq)
-                    && last_hash.as_deref() == Some(last.hash_str())
-                    && origin.as_deref() == Some(&self.origin)
-                {
+                if self.holds_exactly(&key, codec, batch).await? {
                     tracing::info!(%key, "S3 sink: the object was already uploaded; counted as delivered");
                     Ok(())
                 } else {
                     Err(SinkError::integrity(format!(
-                        "S3 sink: s3://{}/{key} already exists with another content (last hash {last_hash:?}, not {})",
+                        "S3 sink: s3://{}/{key} already exists and does not hold this batch (seqs {} to {})",
                         self.cfg.bucket,
-                        last.hash_str()
+                        batch.first_seq().unwrap_or(0),
+                        last.seq
                     )))
                 }
             }
@@ -267,17 +371,27 @@ impl Sink for S3Sink {
             .send()
             .await
             .map_err(|e| self.error(classify(&format!("HeadBucket {}", self.cfg.bucket), &e)))?;
-        // Prove write permission under the prefix with a probe that no listing takes for a batch.
-        let key = format!("{}.chainship-check-{}", self.origin_prefix(), std::process::id());
-        client
+        // Prove write permission with one probe object, written once ever: a
+        // second PUT is refused by its precondition (412), and S3 checks
+        // permission before preconditions, so either answer proves it. No
+        // delete: in a versioned or locked bucket that would pile up versions.
+        let key = format!("{}.chainship-check", self.origin_prefix());
+        let put = client
             .put_object()
             .bucket(&self.cfg.bucket)
             .key(&key)
-            .body(ByteStream::from_static(b"chainship check"))
+            .if_none_match("*")
+            .body(ByteStream::from_static(
+                b"chainship check: proves write permission; written once",
+            ))
             .send()
-            .await
-            .map_err(|e| self.error(classify(&format!("writing a probe {key}"), &e)))?;
-        let _ = client.delete_object().bucket(&self.cfg.bucket).key(&key).send().await;
+            .await;
+        if let Err(e) = put {
+            let f = classify(&format!("writing the probe {key}"), &e);
+            if !f.precondition_failed() {
+                return Err(self.error(f));
+            }
+        }
         Ok(format!(
             "bucket reachable, write permission under {}",
             self.origin_prefix()
@@ -311,8 +425,11 @@ mod tests {
         assert_eq!(date_of("2026-08-17T08:00:00Z"), Some("2026-08-17"));
         // The writer and every reader agree on where an origin lives, whatever slashes the URL has.
         for prefix in ["exports", "/exports/", "exports/"] {
-            assert_eq!(origin_prefix(prefix, "prod/agentrt"), "exports/prod/agentrt/");
+            assert_eq!(origin_prefix(prefix, "prod/agentrt"), "exports/prod%2Fagentrt/");
+            assert_eq!(legacy_origin_prefix(prefix, "prod/agentrt"), "exports/prod/agentrt/");
         }
+        // One origin's prefix never holds another's objects.
+        assert!(!origin_prefix("p", "team/a/b").starts_with(&origin_prefix("p", "team/a")));
         assert_eq!(origin_prefix("", "o"), "o/");
         assert_eq!(date_of("yesterday"), None);
     }

@@ -17,8 +17,8 @@ pub struct StdoutSink;
 
 #[async_trait]
 impl Sink for StdoutSink {
-    async fn held(&mut self) -> Result<Option<Head>, SinkError> {
-        Ok(None)
+    async fn held(&mut self, after: Option<Head>) -> Result<Option<Head>, SinkError> {
+        Ok(after)
     }
 
     async fn deliver(&mut self, batch: &Batch) -> Result<(), SinkError> {

@@ -31,7 +31,8 @@ pub enum AnchorCommand {
   chainship anchor verify --db audit.db --anchor s3://audit-anchors/heads --origin prod-eu1/agentrt \\
       --trusted-key /etc/chainship/trusted-keys --max-age 2h --json
 
-Kinds reported: altered, cut, fork, bad-signature, untrusted-key, heads-disagree, stale.
+Kinds reported: altered, cut, fork, bad-signature, untrusted-key, heads-disagree, stale,
+no-trusted-head (none kept for --origin: a typo? --allow-no-heads on a first run).
 Exit codes: 0 all good, 1 any finding, 2 usage or an unreadable store or database.")]
 pub struct AnchorVerifyArgs {
     #[command(flatten)]
@@ -41,6 +42,10 @@ pub struct AnchorVerifyArgs {
     /// Fail as `stale` when the newest head is older than this (e.g. 2h).
     #[arg(long, env = "CHAINSHIP_MAX_AGE", value_parser = humantime::parse_duration)]
     pub max_age: Option<Duration>,
+    /// Pass with no trusted head for the origin (a first run, before any head
+    /// was published); the output then says that no head was checked.
+    #[arg(long, env = "CHAINSHIP_ALLOW_NO_HEADS")]
+    pub allow_no_heads: bool,
 }
 
 /// Show the heads kept in the anchor store.
@@ -96,7 +101,8 @@ fn verify(args: &AnchorVerifyArgs) -> CmdResult {
     let db = EventDb::open(&args.db.db, &open)?;
     let set = load_heads(&args.common, &keys)?;
     let heads = set.heads();
-    let total = db.head()?.map_or(0, |(s, _)| s);
+    // Only for the progress bar: a head the walk cannot read is its to report.
+    let total = db.head().ok().flatten().map_or(0, |(s, _)| s);
     let bar = events_bar(total, args.common.json);
     bar.set_message("walking the chain");
     let report = walk_chain(
@@ -115,6 +121,18 @@ fn verify(args: &AnchorVerifyArgs) -> CmdResult {
     if let Some(max_age) = args.max_age {
         findings.extend(audit::check_stale(&set, max_age, SystemTime::now()));
     }
+    // Every trusted head is walked to, so none trusted means none checked.
+    let checked = report.heads.len();
+    let no_heads = audit::no_trusted_head(&args.common.origin, checked, "");
+    let mut warnings = Vec::new();
+    match no_heads {
+        Some(_) if args.allow_no_heads => warnings.push(format!(
+            "{}: no head was checked, only the chain itself (--allow-no-heads)",
+            audit::no_head_text(&args.common.origin, "")
+        )),
+        Some(f) => findings.push(f),
+        None => {}
+    }
     findings.sort_by_key(|f| (f.kind, f.seq));
     let last_trusted = report.last_trusted_head();
 
@@ -124,7 +142,8 @@ fn verify(args: &AnchorVerifyArgs) -> CmdResult {
             json!({
                 "status": if findings.is_empty() { "ok" } else { "failed" },
                 "origin": args.common.origin,
-                "heads": {"kept": set.kept, "trusted": set.trusted.len()},
+                "heads": {"kept": set.kept, "trusted": set.trusted.len(), "checked": checked},
+                "warnings": warnings,
                 "database": {
                     "head": report.db_head.as_ref().map(|(s, h)| json!({"seq": s, "hash": h})),
                     "checked": report.checked,
@@ -144,7 +163,15 @@ fn verify(args: &AnchorVerifyArgs) -> CmdResult {
                 .as_ref()
                 .map_or(String::new(), |(s, h)| format!(", head seq {s} {h}"))
         );
-        report::print_outcome(&findings, "the database matches every trusted head", last_trusted);
+        for w in &warnings {
+            outln!("warning: {w}");
+        }
+        let ok = if checked == 0 {
+            "the chain is intact; no head was checked"
+        } else {
+            "the database matches every trusted head"
+        };
+        report::print_outcome(&findings, ok, last_trusted);
     }
     Ok(if findings.is_empty() { OK } else { FAILED })
 }

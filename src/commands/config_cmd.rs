@@ -6,7 +6,7 @@ use clap::parser::ValueSource;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::config::{ConfigFile, is_secret, leaf_commands};
+use crate::config::{ConfigFile, is_secret, is_secret_kafka, leaf_commands};
 use crate::exit::{CliError, CmdResult, FAILED, OK};
 use crate::sink_args::SinkS3Args;
 
@@ -90,7 +90,7 @@ pub fn run(args: &ConfigCheckArgs, root: clap::Command, file: Option<&ConfigFile
             .iter()
             .map(|v| match v.split_once('=') {
                 _ if is_secret(long) => "****".to_owned(),
-                Some((k, _)) if is_secret(k) => format!("{k}=****"),
+                Some((k, _)) if is_secret_kafka(k) => format!("{k}=****"),
                 _ => v.clone(),
             })
             .collect();

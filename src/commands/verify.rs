@@ -1,6 +1,7 @@
 //! `chainship verify`: walk the database and check every event against the
 //! chain, optionally against one head kept elsewhere.
 
+use chainship_chain::walk::unreachable_reason;
 use chainship_chain::{EventDb, Head, HeadCheck, WalkPlan, WalkReport, walk_chain};
 use clap::Args;
 use serde_json::json;
@@ -16,7 +17,8 @@ use crate::progress::events_bar;
   chainship verify --db audit.db --head 1200:2d17715bc635406807722f1764c509105f5ac15ad430729545bc4d87055da291
   CHAINSHIP_DB=audit.db chainship verify --from 1000 --to 2000 --json
 
-Exit codes: 0 intact, 1 broken (or --to / --head not matched), 2 usage or unreadable database.")]
+Exit codes: 0 intact, 1 broken (a damaged row included, or --to / --head not matched),
+2 usage or unreadable database.")]
 pub struct VerifyArgs {
     #[command(flatten)]
     pub db: DbArgs,
@@ -47,7 +49,8 @@ pub fn run(args: &VerifyArgs) -> CmdResult {
         to: args.to,
         heads: args.head.into_iter().collect(),
     };
-    let total = match (db.head()?, args.to) {
+    // Only for the progress bar: a head the walk cannot read is its to report.
+    let total = match (db.head().ok().flatten(), args.to) {
         (Some((head, _)), to) => to.unwrap_or(head).min(head).saturating_sub(plan.from - 1),
         (None, _) => 0,
     };
@@ -68,9 +71,21 @@ fn to_text(r: &WalkReport) -> String {
     let mut out = String::new();
     match &r.db_head {
         Some((seq, hash)) => out += &format!("head: seq {seq} {hash}\n"),
+        None if r.db_head_unreadable => out += "head: unreadable (the highest row's seq is not an integer)\n",
+        None if r.unreachable_seq.is_some() => out += "head: none above seq 0\n",
         None => out += "head: none (the events table is empty)\n",
     }
-    if let Some(b) = &r.chain_break {
+    if let Some(value) = &r.unreachable_seq {
+        out += &format!("broken: {}\n", unreachable_reason(value));
+    }
+    if let Some(d) = &r.damage {
+        out += &format!("{d}\n");
+        out += &format!("  found:    {}\n", d.found);
+        match d.last_good {
+            Some(h) => out += &format!("last good: seq {} {}\n", h.seq, h.hash_str()),
+            None => out += "last good: none\n",
+        }
+    } else if let Some(b) = &r.chain_break {
         out += &format!("broken at seq {}: {}\n", b.seq, b.reason());
         out += &format!("  expected: {}\n", b.expected_str());
         out += &format!(
@@ -83,10 +98,16 @@ fn to_text(r: &WalkReport) -> String {
         }
     } else {
         match (r.first_seq, r.last_good) {
+            // Checked without a break, but a row outside the walk is damage: not "intact".
+            (Some(first), Some(last)) if r.unreachable_seq.is_some() => {
+                out += &format!("checked: {} event(s), seq {first} to {}\n", r.checked, last.seq);
+                out += &format!("last checked: seq {} {}\n", last.seq, last.hash_str());
+            }
             (Some(first), Some(last)) => {
                 out += &format!("intact: {} event(s), seq {first} to {}\n", r.checked, last.seq);
                 out += &format!("last checked: seq {} {}\n", last.seq, last.hash_str());
             }
+            _ if r.unreachable_seq.is_some() => out += "checked: 0 event(s)\n",
             _ => out += "intact: 0 event(s)\n",
         }
     }
@@ -128,16 +149,35 @@ fn to_json(r: &WalkReport) -> serde_json::Value {
     json!({
         "status": if r.ok() { "intact" } else { "broken" },
         "head": r.db_head.as_ref().map(|(seq, hash)| json!({"seq": seq, "hash": hash})),
+        "head_unreadable": r.db_head_unreadable,
         "checked": r.checked,
         "first_seq": r.first_seq,
-        "last_checked": r.chain_break.is_none().then_some(()).and(r.last_good.as_ref().map(head_json)),
+        "last_checked": (r.chain_break.is_none() && r.damage.is_none())
+            .then_some(())
+            .and(r.last_good.as_ref().map(head_json)),
         "last_good": r.last_good.as_ref().map(head_json),
-        "break": r.chain_break.as_ref().map(|b| json!({
-            "seq": b.seq,
-            "kind": b.kind_name(),
-            "reason": b.reason(),
-            "expected": b.expected_str(),
-            "found": b.found,
+        "break": match (&r.damage, &r.chain_break) {
+            (Some(d), _) => Some(json!({
+                "seq": d.seq,
+                "after": d.seq.is_none().then_some(d.after),
+                "kind": d.kind_name(),
+                "column": d.column,
+                "reason": d.reason(),
+                "expected": null,
+                "found": d.found,
+            })),
+            (None, Some(b)) => Some(json!({
+                "seq": b.seq,
+                "kind": b.kind_name(),
+                "reason": b.reason(),
+                "expected": b.expected_str(),
+                "found": b.found,
+            })),
+            (None, None) => None,
+        },
+        "unreachable_seq": r.unreachable_seq.as_ref().map(|v| json!({
+            "seq": v,
+            "reason": unreachable_reason(v),
         })),
         "to_not_reached": r.to_not_reached,
         "heads": r.heads.iter().map(|(h, c)| {

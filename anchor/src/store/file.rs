@@ -1,22 +1,41 @@
 //! `file:DIR` — one file per head, `DIR/<origin>/<seq, 20 digits>.head`,
-//! created with create-new (never overwritten) and fsynced with its
-//! directory. DIR is meant to be another user's or another host's mount.
+//! never overwritten. DIR is meant to be another user's or another host's
+//! mount.
+//!
+//! A head is written whole or not at all: into a temp file in the same
+//! directory, fsynced, then hard-linked to its name (the link fails if the
+//! name exists, so a kept head is never replaced) and the directory
+//! fsynced. A kill at any point leaves either no head or the whole head,
+//! plus at most a stray temp file, which listing ignores.
 
+use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
 use super::{AnchorStore, PutOutcome, StoreError, StoredNote, head_name, seq_from_name};
 
+/// The write-once probe `check` leaves nothing behind with (it is removed).
+const PROBE: &str = ".chainship-check";
+/// Temp files older than this are left by a killed writer and are removed.
+const STALE_TEMP: Duration = Duration::from_secs(3600);
+
 pub struct FileStore {
     dir: PathBuf,
+    /// Origin directories already swept of stale temp files by this process.
+    swept: Mutex<HashSet<PathBuf>>,
 }
 
 impl FileStore {
     pub fn new(dir: &Path) -> Self {
-        FileStore { dir: dir.to_owned() }
+        FileStore {
+            dir: dir.to_owned(),
+            swept: Mutex::new(HashSet::new()),
+        }
     }
 
     fn origin_dir(&self, origin: &str) -> PathBuf {
@@ -26,12 +45,59 @@ impl FileStore {
     fn io(&self, what: &str, path: &Path, e: std::io::Error) -> StoreError {
         let message = format!("anchor store {}: {what} {}: {e}", self.describe(), path.display());
         match e.kind() {
-            ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem | ErrorKind::NotADirectory => {
-                StoreError::permanent(message)
-            }
+            ErrorKind::PermissionDenied
+            | ErrorKind::ReadOnlyFilesystem
+            | ErrorKind::NotADirectory
+            | ErrorKind::Unsupported => StoreError::permanent(message),
             _ => StoreError::transient(message),
         }
     }
+
+    /// Removes temp files a killed writer left, once per origin directory
+    /// and process (they are harmless, only clutter).
+    fn sweep_stale_temps(&self, dir: &Path) {
+        if !self.swept.lock().is_ok_and(|mut s| s.insert(dir.to_owned())) {
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > STALE_TEMP));
+            if is_temp_name(&name) && old {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
+/// `.<head name>.<pid>.<random>.tmp`: unique per writer, never a head name.
+fn temp_name(seq: u64) -> String {
+    let mut random = [0u8; 8];
+    // Without randomness the pid and time still make the name unique enough.
+    if getrandom::fill(&mut random).is_err() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        random = nanos.to_le_bytes();
+    }
+    format!(".{}.{}.{}.tmp", head_name(seq), std::process::id(), hex::encode(random))
+}
+
+fn is_temp_name(name: &str) -> bool {
+    name.starts_with('.') && name.ends_with(".tmp") && name.contains(".head.")
+}
+
+/// Only exact `<20 digits>.head` names are heads.
+fn head_seq(name: &str) -> Option<u64> {
+    if name.contains('/') {
+        return None;
+    }
+    seq_from_name(name)
 }
 
 #[async_trait]
@@ -45,20 +111,28 @@ impl AnchorStore for FileStore {
             )));
         }
         std::fs::create_dir_all(&dir).map_err(|e| self.io("cannot create", &dir, e))?;
+        self.sweep_stale_temps(&dir);
         let path = dir.join(head_name(seq));
-        let mut file = match OpenOptions::new().write(true).create_new(true).open(&path) {
-            Ok(f) => f,
+        let tmp = dir.join(temp_name(seq));
+        let written = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .and_then(|mut f| f.write_all(note).and_then(|_| f.sync_all()));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(self.io("cannot write", &tmp, e));
+        }
+        // link(2) refuses an existing name: create-new, but of a whole file.
+        let linked = std::fs::hard_link(&tmp, &path);
+        let _ = std::fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => {}
             Err(e) if e.kind() == ErrorKind::AlreadyExists => {
                 let bytes = std::fs::read(&path).map_err(|e| self.io("cannot read", &path, e))?;
                 return Ok(PutOutcome::AlreadyThere(bytes));
             }
-            Err(e) => return Err(self.io("cannot create", &path, e)),
-        };
-        let written = file.write_all(note).and_then(|_| file.sync_all());
-        if let Err(e) = written {
-            // A half-written head would block this seq forever; remove it.
-            let _ = std::fs::remove_file(&path);
-            return Err(self.io("cannot write", &path, e));
+            Err(e) => return Err(self.io("cannot link (does the filesystem allow hard links?)", &path, e)),
         }
         File::open(&dir)
             .and_then(|d| d.sync_all())
@@ -73,40 +147,40 @@ impl AnchorStore for FileStore {
                 self.describe()
             )));
         }
+        let mut notes = Vec::new();
+        for seq in self.head_seqs(origin).await? {
+            // A head removed between listing and reading is simply not there.
+            notes.extend(self.get_head(origin, seq).await?);
+        }
+        Ok(notes)
+    }
+
+    async fn head_seqs(&self, origin: &str) -> Result<Vec<u64>, StoreError> {
         let dir = self.origin_dir(origin);
         let entries = match std::fs::read_dir(&dir) {
             Ok(e) => e,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(self.io("cannot list", &dir, e)),
         };
-        let mut notes = Vec::new();
+        let mut seqs = Vec::new();
         for entry in entries {
             let entry = entry.map_err(|e| self.io("cannot list", &dir, e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if !name.ends_with(".head") {
-                continue;
-            }
-            let path = entry.path();
-            let bytes = std::fs::read(&path).map_err(|e| self.io("cannot read", &path, e))?;
-            notes.push(StoredNote {
-                seq_in_name: seq_from_name(&name),
-                name: path.display().to_string(),
-                bytes,
-            });
+            seqs.extend(head_seq(&entry.file_name().to_string_lossy()));
         }
-        notes.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(notes)
+        seqs.sort_unstable();
+        Ok(seqs)
     }
 
-    async fn highest_seq(&self, origin: &str) -> Result<Option<u64>, StoreError> {
-        let dir = self.origin_dir(origin);
-        match std::fs::read_dir(&dir) {
-            Ok(entries) => Ok(entries
-                .filter_map(|e| e.ok())
-                .filter_map(|e| seq_from_name(&e.file_name().to_string_lossy()))
-                .max()),
+    async fn get_head(&self, origin: &str, seq: u64) -> Result<Option<StoredNote>, StoreError> {
+        let path = self.origin_dir(origin).join(head_name(seq));
+        match std::fs::read(&path) {
+            Ok(bytes) => Ok(Some(StoredNote {
+                name: path.display().to_string(),
+                seq_in_name: Some(seq),
+                bytes,
+            })),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(self.io("cannot list", &dir, e)),
+            Err(e) => Err(self.io("cannot read", &path, e)),
         }
     }
 
@@ -117,7 +191,8 @@ impl AnchorStore for FileStore {
                 self.describe()
             )));
         }
-        let probe = self.dir.join(format!(".chainship-check-{}", std::process::id()));
+        // One fixed name, removed at once: checks never pile up probes.
+        let probe = self.dir.join(PROBE);
         std::fs::write(&probe, b"chainship check").map_err(|e| self.io("cannot write", &probe, e))?;
         let _ = std::fs::remove_file(&probe);
         Ok("directory writable".into())
@@ -125,5 +200,100 @@ impl AnchorStore for FileStore {
 
     fn describe(&self) -> String {
         format!("file:{}", self.dir.display())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run<T>(f: impl std::future::Future<Output = T>) -> T {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    #[test]
+    fn a_kept_head_is_never_replaced_and_is_returned() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let store = FileStore::new(dir.path());
+        assert!(matches!(
+            run(store.put_new("o", 7, b"first")).unwrap(),
+            PutOutcome::Created
+        ));
+        match run(store.put_new("o", 7, b"second")).unwrap() {
+            PutOutcome::AlreadyThere(bytes) => assert_eq!(bytes, b"first"),
+            other => panic!("expected AlreadyThere, got {other:?}"),
+        }
+        let path = dir.path().join("o").join(head_name(7));
+        assert_eq!(std::fs::read(path).unwrap(), b"first");
+        // No temp file is left behind by either write.
+        let names: Vec<String> = std::fs::read_dir(dir.path().join("o"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec![head_name(7)]);
+    }
+
+    #[test]
+    fn temp_files_and_odd_names_are_not_heads() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let store = FileStore::new(dir.path());
+        run(store.put_new("o", 3, b"three")).unwrap();
+        let origin = dir.path().join("o");
+        // What a writer killed before its link leaves, and other clutter.
+        std::fs::write(origin.join(temp_name(9)), b"").unwrap();
+        std::fs::write(origin.join(format!(".{}.1.ab.tmp", head_name(10))), b"torn").unwrap();
+        std::fs::write(origin.join("x.head"), b"x").unwrap();
+        std::fs::write(origin.join("99999999999999999999.head"), b"past u64").unwrap();
+        assert_eq!(run(store.head_seqs("o")).unwrap(), vec![3]);
+        let notes = run(store.list("o")).unwrap();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!((notes[0].seq_in_name, &notes[0].bytes[..]), (Some(3), &b"three"[..]));
+        assert!(run(store.get_head("o", 9)).unwrap().is_none());
+    }
+
+    #[test]
+    fn stale_temp_files_are_swept_fresh_ones_kept() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let origin = dir.path().join("o");
+        std::fs::create_dir(&origin).unwrap();
+        let (stale, fresh) = (origin.join(temp_name(1)), origin.join(temp_name(2)));
+        std::fs::write(&stale, b"").unwrap();
+        std::fs::write(&fresh, b"").unwrap();
+        let two_hours_ago = std::time::SystemTime::now() - Duration::from_secs(7200);
+        File::options()
+            .write(true)
+            .open(&stale)
+            .unwrap()
+            .set_modified(two_hours_ago)
+            .unwrap();
+        run(FileStore::new(dir.path()).put_new("o", 5, b"five")).unwrap();
+        assert!(!stale.exists(), "a temp file older than an hour is removed");
+        assert!(fresh.exists(), "a temp file another writer may be using is kept");
+    }
+
+    #[test]
+    fn an_origin_does_not_see_the_heads_of_an_origin_below_it() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let store = FileStore::new(dir.path());
+        run(store.put_new("team/a", 1, b"a1")).unwrap();
+        run(store.put_new("team/a/b", 2, b"b2")).unwrap();
+        let a = run(store.list("team/a")).unwrap();
+        assert_eq!(a.len(), 1, "{a:?}");
+        assert_eq!(a[0].bytes, b"a1");
+        assert_eq!(run(store.head_seqs("team/a")).unwrap(), vec![1]);
+        assert_eq!(run(store.head_seqs("team/a/b")).unwrap(), vec![2]);
+    }
+
+    #[test]
+    fn check_leaves_no_probe() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let store = FileStore::new(dir.path());
+        for _ in 0..3 {
+            run(store.check()).unwrap();
+        }
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }

@@ -63,8 +63,11 @@ pub trait AnchorStore: Send + Sync {
     async fn put_new(&self, origin: &str, seq: u64, note: &[u8]) -> Result<PutOutcome, StoreError>;
     /// Every note kept for `origin`, sorted by name (so by seq).
     async fn list(&self, origin: &str) -> Result<Vec<StoredNote>, StoreError>;
-    /// The highest seq a head is kept for, from the names alone (no head is read).
-    async fn highest_seq(&self, origin: &str) -> Result<Option<u64>, StoreError>;
+    /// The seqs heads are kept for, ascending, from the names alone (no head
+    /// is read: a name proves nothing, see [`crate::highest_verified_seq`]).
+    async fn head_seqs(&self, origin: &str) -> Result<Vec<u64>, StoreError>;
+    /// The note kept for `seq`, if there is one.
+    async fn get_head(&self, origin: &str, seq: u64) -> Result<Option<StoredNote>, StoreError>;
     /// Checks that the store is reachable and writable, writing no head.
     async fn check(&self) -> Result<String, StoreError>;
     /// A short description for logs (no secrets).

@@ -1,14 +1,23 @@
-//! `s3://BUCKET/PREFIX` — one object per head, `PREFIX/<origin>/<seq, 20
-//! digits>.head`, written with `If-None-Match: *` so the server itself
+//! `s3://BUCKET/PREFIX` — one object per head, `PREFIX/<origin segment>/<seq,
+//! 20 digits>.head`, written with `If-None-Match: *` so the server itself
 //! refuses an overwrite, and, when the bucket has Object Lock, with
 //! COMPLIANCE retention for `retain_days`, so not even the bucket's owner
 //! can delete it before then.
+//!
+//! The origin is one percent-encoded key segment (`team/a` → `team%2Fa`,
+//! [`origin_segment`]): used raw, `team/a`'s prefix would hold `team/a/b`'s
+//! heads. Plain origins keep the key they always had; heads an older
+//! version wrote under a raw `team/a/` are refused with a message to copy
+//! them, never silently ignored.
 
+use std::collections::HashSet;
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use aws_sdk_s3::primitives::{ByteStream, DateTime};
 use aws_sdk_s3::types::{ChecksumAlgorithm, ObjectLockEnabled, ObjectLockMode};
+use chainship_chain::origin_segment;
 use chainship_sinks::s3_client::{S3Settings, classify};
 use futures::{StreamExt, TryStreamExt};
 use tokio::sync::OnceCell;
@@ -17,6 +26,9 @@ use super::{AnchorStore, PutOutcome, StoreError, StoredNote, head_name, seq_from
 
 /// Heads fetched at once by `list`.
 const FETCHES_IN_FLIGHT: usize = 16;
+/// The one probe object `check` ever writes (write-once: in an Object Lock
+/// bucket a probe per run could never be deleted).
+const PROBE: &str = ".chainship-check";
 
 pub struct S3Store {
     bucket: String,
@@ -25,6 +37,8 @@ pub struct S3Store {
     retain_days: u32,
     client: OnceCell<aws_sdk_s3::Client>,
     object_lock: OnceCell<bool>,
+    /// Origins whose layout `put_new` has checked (no heads left at the legacy key).
+    layout_ok: Mutex<HashSet<String>>,
 }
 
 impl S3Store {
@@ -36,6 +50,7 @@ impl S3Store {
             retain_days,
             client: OnceCell::new(),
             object_lock: OnceCell::new(),
+            layout_ok: Mutex::new(HashSet::new()),
         }
     }
 
@@ -43,12 +58,40 @@ impl S3Store {
         self.client.get_or_init(|| self.settings.client()).await
     }
 
-    fn origin_prefix(&self, origin: &str) -> String {
+    /// `PREFIX/` (or nothing) followed by `rest`.
+    fn key(&self, rest: &str) -> String {
         if self.prefix.is_empty() {
-            format!("{origin}/")
+            rest.to_owned()
         } else {
-            format!("{}/{origin}/", self.prefix)
+            format!("{}/{rest}", self.prefix)
         }
+    }
+
+    fn origin_prefix(&self, origin: &str) -> String {
+        self.key(&format!("{}/", origin_segment(origin)))
+    }
+
+    /// Where an older version kept this origin's heads, when that differs.
+    fn legacy_prefix(&self, origin: &str) -> Option<String> {
+        (origin_segment(origin) != origin).then(|| self.key(&format!("{origin}/")))
+    }
+
+    /// Refuses an origin whose heads are all still at the legacy key: publishing
+    /// afresh beside them, or verifying without them, would hide them.
+    async fn refuse_legacy_layout(&self, origin: &str) -> Result<(), StoreError> {
+        let Some(legacy) = self.legacy_prefix(origin) else {
+            return Ok(());
+        };
+        if self.head_keys(&legacy, true).await?.is_empty() {
+            return Ok(());
+        }
+        Err(StoreError::permanent(format!(
+            "anchor store {}: the heads of origin {origin:?} are under s3://{}/{legacy} (the layout before origins were encoded as one key segment); copy them to s3://{}/{} and run again",
+            self.describe(),
+            self.bucket,
+            self.bucket,
+            self.origin_prefix(origin)
+        )))
     }
 
     fn failure(&self, f: chainship_sinks::s3_client::S3Failure) -> StoreError {
@@ -93,16 +136,19 @@ impl S3Store {
             .copied()
     }
 
-    /// The keys of the origin's head objects, in listing order.
-    async fn head_keys(&self, origin: &str) -> Result<Vec<String>, StoreError> {
-        let prefix = self.origin_prefix(origin);
+    /// The keys of the head objects directly under `prefix` (exact
+    /// `<20 digits>.head` names), in listing order; only the first when
+    /// `first_only`.
+    async fn head_keys(&self, prefix: &str, first_only: bool) -> Result<Vec<String>, StoreError> {
         let mut keys = Vec::new();
+        // The delimiter keeps deeper keys (another origin's, in the legacy layout) out.
         let mut pages = self
             .client()
             .await
             .list_objects_v2()
             .bucket(&self.bucket)
-            .prefix(&prefix)
+            .prefix(prefix)
+            .delimiter("/")
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {
@@ -110,15 +156,39 @@ impl S3Store {
             keys.extend(
                 page.contents()
                     .iter()
-                    .filter_map(|o| o.key().map(str::to_owned))
-                    .filter(|k| k.ends_with(".head")),
+                    .filter_map(|o| o.key())
+                    .filter(|k| {
+                        k.strip_prefix(prefix)
+                            .is_some_and(|n| !n.contains('/') && seq_from_name(n).is_some())
+                    })
+                    .map(str::to_owned),
             );
+            if first_only && !keys.is_empty() {
+                keys.truncate(1);
+                break;
+            }
+        }
+        Ok(keys)
+    }
+
+    /// The origin's head keys; refuses a legacy layout when there are none.
+    async fn origin_head_keys(&self, origin: &str) -> Result<Vec<String>, StoreError> {
+        let keys = self.head_keys(&self.origin_prefix(origin), false).await?;
+        if keys.is_empty() {
+            self.refuse_legacy_layout(origin).await?;
         }
         Ok(keys)
     }
 
     async fn get(&self, key: &str) -> Result<Vec<u8>, StoreError> {
-        let out = self
+        self.get_if_there(key)
+            .await?
+            .ok_or_else(|| StoreError::transient(format!("anchor store {}: {key} vanished", self.describe())))
+    }
+
+    /// The object's bytes, or `None` when there is no such key.
+    async fn get_if_there(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let out = match self
             .client()
             .await
             .get_object()
@@ -126,19 +196,38 @@ impl S3Store {
             .key(key)
             .send()
             .await
-            .map_err(|e| self.failure(classify(&format!("reading {key}"), &e)))?;
+        {
+            Ok(out) => out,
+            Err(e) => {
+                let f = classify(&format!("reading {key}"), &e);
+                return if f.status == Some(404) {
+                    Ok(None)
+                } else {
+                    Err(self.failure(f))
+                };
+            }
+        };
         let body = out
             .body
             .collect()
             .await
             .map_err(|e| StoreError::transient(format!("anchor store {}: reading {key}: {e}", self.describe())))?;
-        Ok(body.into_bytes().to_vec())
+        Ok(Some(body.into_bytes().to_vec()))
     }
 }
 
 #[async_trait]
 impl AnchorStore for S3Store {
     async fn put_new(&self, origin: &str, seq: u64, note: &[u8]) -> Result<PutOutcome, StoreError> {
+        let checked = self.layout_ok.lock().is_ok_and(|ok| ok.contains(origin));
+        if !checked && self.legacy_prefix(origin).is_some() {
+            if self.head_keys(&self.origin_prefix(origin), true).await?.is_empty() {
+                self.refuse_legacy_layout(origin).await?;
+            }
+            if let Ok(mut ok) = self.layout_ok.lock() {
+                ok.insert(origin.to_owned());
+            }
+        }
         let key = format!("{}{}", self.origin_prefix(origin), head_name(seq));
         let locked = self.object_lock().await?;
         let mut put = self
@@ -171,7 +260,7 @@ impl AnchorStore for S3Store {
     }
 
     async fn list(&self, origin: &str) -> Result<Vec<StoredNote>, StoreError> {
-        let mut keys = self.head_keys(origin).await?;
+        let mut keys = self.origin_head_keys(origin).await?;
         keys.sort();
         // Heads are small and many: fetch several at once, keeping the listing's order.
         futures::stream::iter(keys)
@@ -188,9 +277,20 @@ impl AnchorStore for S3Store {
             .await
     }
 
-    async fn highest_seq(&self, origin: &str) -> Result<Option<u64>, StoreError> {
-        let keys = self.head_keys(origin).await?;
-        Ok(keys.iter().filter_map(|k| seq_from_name(k)).max())
+    async fn head_seqs(&self, origin: &str) -> Result<Vec<u64>, StoreError> {
+        let keys = self.origin_head_keys(origin).await?;
+        let mut seqs: Vec<u64> = keys.iter().filter_map(|k| seq_from_name(k)).collect();
+        seqs.sort_unstable();
+        Ok(seqs)
+    }
+
+    async fn get_head(&self, origin: &str, seq: u64) -> Result<Option<StoredNote>, StoreError> {
+        let key = format!("{}{}", self.origin_prefix(origin), head_name(seq));
+        Ok(self.get_if_there(&key).await?.map(|bytes| StoredNote {
+            name: format!("s3://{}/{key}", self.bucket),
+            seq_in_name: Some(seq),
+            bytes,
+        }))
     }
 
     async fn check(&self) -> Result<String, StoreError> {
@@ -202,20 +302,26 @@ impl AnchorStore for S3Store {
             .await
             .map_err(|e| self.failure(classify(&format!("HeadBucket {}", self.bucket), &e)))?;
         let locked = self.object_lock().await?;
-        let key = format!(
-            "{}.chainship-check-{}",
-            self.origin_prefix("_check"),
-            std::process::id()
-        );
-        client
+        // Written once ever and never deleted: S3 checks the permission before
+        // the precondition, so the 412 of every later run proves write access too.
+        let key = self.key(PROBE);
+        let put = client
             .put_object()
             .bucket(&self.bucket)
             .key(&key)
-            .body(ByteStream::from_static(b"chainship check"))
+            .if_none_match("*")
+            .checksum_algorithm(ChecksumAlgorithm::Sha256)
+            .body(ByteStream::from_static(
+                b"chainship check: proves the anchor store is writable\n",
+            ))
             .send()
-            .await
-            .map_err(|e| self.failure(classify(&format!("writing a probe {key}"), &e)))?;
-        let _ = client.delete_object().bucket(&self.bucket).key(&key).send().await;
+            .await;
+        if let Err(e) = put {
+            let f = classify(&format!("writing the probe {key}"), &e);
+            if !f.precondition_failed() {
+                return Err(self.failure(f));
+            }
+        }
         Ok(if locked {
             format!(
                 "bucket reachable and writable; Object Lock on: heads kept {} days in COMPLIANCE mode",

@@ -1,0 +1,785 @@
+//! The follower never goes blind, never skips, never counts what the sink
+//! does not provably hold (issue: hardening). Each test reproduces a defect
+//! as it was found: a writer that restarts, a replaced database, records
+//! planted in a shared topic or bucket, colliding origins, one event too
+//! large or not UTF-8, two followers on one cursor, a cursor that cannot
+//! be written after a delivery.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use tempfile::TempDir;
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn metric(port: u16, name: &str) -> Option<f64> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut body = String::new();
+    stream.read_to_string(&mut body).ok()?;
+    body.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.split_whitespace().last()?.parse().ok())
+}
+
+fn seq_of(head: &str) -> u64 {
+    head.split(':').next().unwrap().parse().unwrap()
+}
+
+fn file_follow(db: &Path, out: &Path, cursor: &Path, origin: &str, extra: &[&str]) -> std::process::Command {
+    let mut cmd = bin();
+    cmd.args(["follow", "--db", path_str(db), "--origin", origin])
+        .args(["--sink", &format!("file:{}", path_str(out))])
+        .args([
+            "--cursor",
+            path_str(cursor),
+            "--poll-interval",
+            "50ms",
+            "--batch-linger",
+            "50ms",
+        ])
+        .args(extra);
+    cmd
+}
+
+fn spawn(mut cmd: std::process::Command) -> KillOnDrop {
+    KillOnDrop(cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap())
+}
+
+fn stderr_of(child: &mut Child) -> String {
+    let mut s = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut s);
+    }
+    s
+}
+
+#[test]
+fn a_writer_that_closes_and_reopens_ten_times_is_followed_within_seconds() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 500);
+    let (out, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let _follower = spawn(file_follow(
+        &db,
+        &out,
+        &cursor,
+        "test/agentrt",
+        &["--from-start", "--metrics-addr", &addr],
+    ));
+    wait_for_cursor(&cursor, &db_head(&db), Duration::from_secs(20));
+    for round in 0..10 {
+        // Each run opens the database, appends, and closes it: the last
+        // connection's close removes the -wal and -shm the follower had open.
+        let out = run(&["generate", "--db", path_str(&db), "--append", "--events", "100"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let head = db_head(&db);
+        let committed = Instant::now();
+        wait_for_cursor(&cursor, &head, Duration::from_secs(5));
+        assert!(
+            committed.elapsed() < Duration::from_secs(3),
+            "round {round}: exported {head} only after {:?}",
+            committed.elapsed()
+        );
+        // Metrics follow the database head from a fresh look, never the reader's view.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while metric(port, "chainship_db_head_seq") != Some(seq_of(&head) as f64) {
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: db head metric never reached {head}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    assert_eq!(reverify_jsonl(&out, "test/agentrt").0, 1500);
+}
+
+#[test]
+fn the_metrics_see_a_growing_database_even_when_the_reader_cannot() {
+    // The database is replaced (mv) by a copy that holds everything and more:
+    // the follower reopens and goes on; the lag never reads 0 while behind.
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 300);
+    let (out, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
+    let _follower = spawn(file_follow(&db, &out, &cursor, "test/agentrt", &["--from-start"]));
+    wait_for_cursor(&cursor, &db_head(&db), Duration::from_secs(20));
+    let bigger = dir.path().join("bigger.db");
+    std::fs::copy(&db, &bigger).unwrap();
+    assert_eq!(
+        code(&run(&[
+            "generate",
+            "--db",
+            path_str(&bigger),
+            "--append",
+            "--events",
+            "200"
+        ])),
+        0
+    );
+    std::fs::rename(&bigger, &db).unwrap();
+    wait_for_cursor(&cursor, &db_head(&db), Duration::from_secs(5));
+    assert_eq!(reverify_jsonl(&out, "test/agentrt").0, 500);
+}
+
+#[test]
+fn a_database_replaced_by_an_older_copy_stops_the_follower() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 500);
+    // The same seed writes the same events: a backup taken at seq 300.
+    let older = dir.path().join("older.db");
+    assert_eq!(
+        code(&run(&["generate", "--db", path_str(&older), "--events", "300"])),
+        0
+    );
+    let (out, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
+    let mut follower = spawn(file_follow(&db, &out, &cursor, "test/agentrt", &["--from-start"]));
+    wait_for_cursor(&cursor, &db_head(&db), Duration::from_secs(20));
+    std::fs::rename(&older, &db).unwrap();
+    let status = wait_with_limit(&mut follower, Duration::from_secs(10));
+    let err = stderr_of(&mut follower);
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("replaced") && err.contains("seq 500"), "{err}");
+}
+
+#[test]
+fn two_followers_on_one_cursor_or_one_file_sink_the_second_is_refused() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 200);
+    let (out, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
+    let mut first = spawn(file_follow(&db, &out, &cursor, "test/agentrt", &["--from-start"]));
+    wait_for_cursor(&cursor, &db_head(&db), Duration::from_secs(20));
+
+    let same_cursor = file_follow(
+        &db,
+        &dir.path().join("other.jsonl"),
+        &cursor,
+        "test/agentrt",
+        &["--once"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(code(&same_cursor), 2, "{}", stderr(&same_cursor));
+    let err = stderr(&same_cursor);
+    assert!(
+        err.contains("another follower holds it") && err.contains(&format!("pid {}", first.id())),
+        "{err}"
+    );
+
+    let same_sink = file_follow(
+        &db,
+        &out,
+        &dir.path().join("cursor2"),
+        "test/agentrt",
+        &["--from-start", "--once"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(code(&same_sink), 2, "{}", stderr(&same_sink));
+    assert!(
+        stderr(&same_sink).contains("another process holds it"),
+        "{}",
+        stderr(&same_sink)
+    );
+
+    // The first one was not disturbed: it still exports, every event once.
+    assert_eq!(
+        code(&run(&["generate", "--db", path_str(&db), "--append", "--events", "50"])),
+        0
+    );
+    wait_for_cursor(&cursor, &db_head(&db), Duration::from_secs(10));
+    assert!(matches!(first.try_wait(), Ok(None)));
+    assert_eq!(reverify_jsonl(&out, "test/agentrt").0, 250);
+}
+
+#[test]
+fn a_cursor_that_cannot_be_written_after_delivery_stops_the_follower_loudly() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 100);
+    let (out, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
+    let port = free_port();
+    let mut follower = spawn(file_follow(
+        &db,
+        &out,
+        &cursor,
+        "test/agentrt",
+        &["--from-start", "--metrics-addr", &format!("127.0.0.1:{port}")],
+    ));
+    wait_for_cursor(&cursor, &db_head(&db), Duration::from_secs(20));
+    // The cursor is written through `cursor.tmp`: a directory there makes the next write fail.
+    std::fs::create_dir(dir.path().join("cursor.tmp")).unwrap();
+    assert_eq!(
+        code(&run(&["generate", "--db", path_str(&db), "--append", "--events", "10"])),
+        0
+    );
+    let status = wait_with_limit(&mut follower, Duration::from_secs(10));
+    let err = stderr_of(&mut follower);
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(err.contains("the cursor could not be written"), "{err}");
+    // What the sink got but the cursor did not record is read back on restart: nothing twice.
+    std::fs::remove_dir(dir.path().join("cursor.tmp")).unwrap();
+    let again = file_follow(&db, &out, &cursor, "test/agentrt", &["--once"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&again), 0, "{}", stderr(&again));
+    assert_eq!(reverify_jsonl(&out, "test/agentrt").0, 110);
+}
+
+/// A row whose payload is not UTF-8, with its correct chain hash, appended
+/// as a runtime storing raw bytes in a TEXT column would.
+fn append_non_utf8_event(db: &Path) {
+    let conn = tamper(db);
+    let (seq, prev): (i64, String) = conn
+        .query_row("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    let payload: &[u8] = b"{\"note\":\"\xff\xfe raw\"}";
+    let seq = seq as u64 + 1;
+    let hash = chainship_chain::event_hash(
+        prev.as_bytes(),
+        seq,
+        b"run-x",
+        b"",
+        b"2026-11-30T00:00:00Z",
+        b"tool.call",
+        payload,
+    );
+    let hash = String::from_utf8(hash.to_vec()).unwrap();
+    conn.execute(
+        "INSERT INTO events (seq, run_id, step_id, at, type, payload_json, hash) VALUES (?1, 'run-x', '', '2026-11-30T00:00:00Z', 'tool.call', CAST(?2 AS TEXT), ?3)",
+        rusqlite::params![seq as i64, payload, hash],
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_field_that_is_not_utf8_is_exported_exactly_and_verifies() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 20);
+    append_non_utf8_event(&db);
+    assert_eq!(
+        code(&run(&["generate", "--db", path_str(&db), "--append", "--events", "5"])),
+        0
+    );
+    let verify = run(&["verify", "--db", path_str(&db)]);
+    assert_eq!(code(&verify), 0, "{}", stderr(&verify));
+    let (out, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
+    let res = file_follow(&db, &out, &cursor, "test/agentrt", &["--from-start", "--once"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&res), 0, "{}", stderr(&res));
+    let text = std::fs::read_to_string(&out).unwrap();
+    let line = text.lines().nth(20).unwrap();
+    assert!(line.contains(r#""b64":["payload_json"]"#), "{line}");
+    // The record carries the stored bytes exactly: decoded, they hash to the chain.
+    let record = chainship_chain::record::Record::parse(line.as_bytes()).unwrap();
+    assert_eq!(
+        record.field_bytes("payload_json").unwrap().as_ref(),
+        b"{\"note\":\"\xff\xfe raw\"}"
+    );
+    assert_eq!(record.expected_hash().as_slice(), record.hash.as_bytes());
+    // Every reader takes it: a restart resumes after it, and verify-export checks it.
+    let again = file_follow(&db, &out, &cursor, "test/agentrt", &["--once"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&again), 0, "{}", stderr(&again));
+    let (key, vkey) = keygen(dir.path(), "t", "k");
+    let store = dir.path().join("heads");
+    std::fs::create_dir(&store).unwrap();
+    std::fs::remove_file(&cursor).unwrap();
+    let out2 = dir.path().join("out2.jsonl");
+    let anchored = file_follow(
+        &db,
+        &out2,
+        &cursor,
+        "test/agentrt",
+        &[
+            "--from-start",
+            "--once",
+            "--anchor",
+            &format!("file:{}", path_str(&store)),
+            "--signing-key",
+            path_str(&key),
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(code(&anchored), 0, "{}", stderr(&anchored));
+    let checked = run(&[
+        "verify-export",
+        "--from",
+        &format!("file:{}", path_str(&out2)),
+        "--anchor",
+        &format!("file:{}", path_str(&store)),
+        "--trusted-key",
+        &vkey,
+        "--origin",
+        "test/agentrt",
+    ]);
+    assert_eq!(code(&checked), 0, "{}{}", stdout(&checked), stderr(&checked));
+}
+
+// ---- Records planted in a shared topic or bucket ----
+
+async fn topic(name: &str, partitions: i32) -> String {
+    let topic = unique_bucket(name);
+    let admin: AdminClient<_> = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", kafka_addr())
+        .create()
+        .unwrap();
+    let made = admin
+        .create_topics(
+            &[NewTopic::new(&topic, partitions, TopicReplication::Fixed(1))],
+            &AdminOptions::new(),
+        )
+        .await
+        .expect("the broker creates a topic");
+    assert!(made[0].is_ok(), "{made:?}");
+    topic
+}
+
+fn kafka_follow(db: &Path, topic: &str, origin: &str, cursor: &Path, extra: &[&str]) -> std::process::Command {
+    let mut cmd = bin();
+    cmd.args([
+        "follow",
+        "--db",
+        path_str(db),
+        "--origin",
+        origin,
+        "--cursor",
+        path_str(cursor),
+    ])
+    .args([
+        "--sink",
+        &format!("kafka://{}/{topic}", kafka_addr()),
+        "--retry-max-delay",
+        "1s",
+    ])
+    .args(extra);
+    cmd
+}
+
+fn hash_at(db: &Path, seq: u64) -> String {
+    tamper(db)
+        .query_row("SELECT hash FROM events WHERE seq = ?1", [seq as i64], |r| r.get(0))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_planted_kafka_record_never_makes_the_follower_skip() {
+    let _serial = SERIAL.lock().await;
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 1000);
+    let origin = "plant/agentrt";
+    let topic = topic("plant", 1).await;
+    let cursor = dir.path().join("cursor");
+    let first = kafka_follow(&db, &topic, origin, &cursor, &["--from-start", "--once"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&first), 0, "{}", stderr(&first));
+    assert_eq!(
+        code(&run(&[
+            "generate",
+            "--db",
+            path_str(&db),
+            "--append",
+            "--events",
+            "500"
+        ])),
+        0
+    );
+    // Anyone who can write to the topic: the origin's key, headers naming a
+    // real seq and its real hash from the database, junk as the value.
+    let producer: FutureProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", kafka_addr())
+        .create()
+        .unwrap();
+    let planted_hash = hash_at(&db, 1400);
+    let headers = OwnedHeaders::new()
+        .insert(Header {
+            key: "seq",
+            value: Some("1400"),
+        })
+        .insert(Header {
+            key: "hash",
+            value: Some(planted_hash.as_str()),
+        })
+        .insert(Header {
+            key: "origin",
+            value: Some(origin),
+        });
+    producer
+        .send(
+            FutureRecord::to(&topic)
+                .partition(0)
+                .key(origin)
+                .payload("junk")
+                .headers(headers),
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+    let before = std::fs::read_to_string(&cursor).unwrap();
+    let res = kafka_follow(&db, &topic, origin, &cursor, &["--once"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&res), 1, "{}", stderr(&res));
+    assert!(stderr(&res).contains("not a chainship record"), "{}", stderr(&res));
+    assert!(
+        stderr(&res).contains(&format!("topic {topic} partition 0 offset")),
+        "{}",
+        stderr(&res)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&cursor).unwrap(),
+        before,
+        "nothing counted as delivered"
+    );
+}
+
+#[tokio::test]
+async fn kafka_origins_that_differ_only_in_punctuation_do_not_fence_each_other() {
+    let _serial = SERIAL.lock().await;
+    let dir = TempDir::new().unwrap();
+    let topic = topic("fence-names", 3).await;
+    let (db_a, db_b) = (generate(dir.path(), "a.db", 300), generate(dir.path(), "b.db", 300));
+    let cursor_a = dir.path().join("ca");
+    let mut a = KillOnDrop(
+        kafka_follow(&db_a, &topic, "x/y", &cursor_a, &["--from-start", "--batch-size", "50"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_cursor(&cursor_a, &db_head(&db_a), Duration::from_secs(60));
+    // Another origin whose old transactional id was the same (`x/y` → `x_y`).
+    let b = kafka_follow(
+        &db_b,
+        &topic,
+        "x_y",
+        &dir.path().join("cb"),
+        &["--from-start", "--once"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(code(&b), 0, "{}", stderr(&b));
+    // The first follower was not fenced: it still delivers.
+    assert_eq!(
+        code(&run(&[
+            "generate",
+            "--db",
+            path_str(&db_a),
+            "--append",
+            "--events",
+            "100"
+        ])),
+        0
+    );
+    let head = db_head(&db_a);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_to_string(&cursor_a).unwrap_or_default().trim() != head {
+        if let Ok(Some(status)) = a.try_wait() {
+            panic!("the x/y follower stopped ({status}): {}", stderr_of(&mut a));
+        }
+        assert!(Instant::now() < deadline, "x/y follower did not reach {head}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[tokio::test]
+async fn one_record_too_large_for_kafka_names_its_seq_and_the_settings() {
+    let _serial = SERIAL.lock().await;
+    let dir = TempDir::new().unwrap();
+    let db = dir.path().join("big.db");
+    let made = run(&[
+        "generate",
+        "--db",
+        path_str(&db),
+        "--events",
+        "10",
+        "--large-every",
+        "7",
+        "--large-bytes",
+        "1500000",
+    ]);
+    assert_eq!(code(&made), 0, "{}", stderr(&made));
+    let topic = topic("big", 1).await;
+    let res = kafka_follow(
+        &db,
+        &topic,
+        "big/agentrt",
+        &dir.path().join("c"),
+        &["--from-start", "--once"],
+    )
+    .output()
+    .unwrap();
+    let err = stderr(&res);
+    assert_eq!(code(&res), 2, "{err}");
+    assert!(err.contains("seq 7's record is"), "{err}");
+    assert!(
+        err.contains("message.max.bytes") && err.contains("max.message.bytes"),
+        "{err}"
+    );
+}
+
+async fn bucket(name: &str) -> String {
+    let bucket = unique_bucket(name);
+    s3_client().create_bucket().bucket(&bucket).send().await.unwrap();
+    bucket
+}
+
+fn s3_follow(db: &Path, bucket: &str, origin: &str, cursor: &Path, extra: &[&str]) -> std::process::Command {
+    let mut cmd = bin();
+    s3_env(&mut cmd);
+    cmd.args([
+        "follow",
+        "--db",
+        path_str(db),
+        "--origin",
+        origin,
+        "--cursor",
+        path_str(cursor),
+    ])
+    .args(["--sink", &format!("s3://{bucket}/exports"), "--retry-max-delay", "1s"])
+    .args(["--s3-endpoint", &s3_endpoint(), "--s3-path-style"])
+    .args(extra);
+    cmd
+}
+
+#[tokio::test]
+async fn a_planted_s3_object_never_makes_the_follower_skip() {
+    let _serial = SERIAL.lock().await;
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 1000);
+    let origin = "plant/agentrt";
+    let bucket = bucket("plant").await;
+    let cursor = dir.path().join("cursor");
+    let first = s3_follow(&db, &bucket, origin, &cursor, &["--from-start", "--once"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&first), 0, "{}", stderr(&first));
+    assert_eq!(
+        code(&run(&[
+            "generate",
+            "--db",
+            path_str(&db),
+            "--append",
+            "--events",
+            "500"
+        ])),
+        0
+    );
+    // An empty object named for seq 1400, with metadata that names the real hash.
+    let key = format!("exports/plant%2Fagentrt/{:020}-{:020}.jsonl.gz", 1400, 1400);
+    s3_client()
+        .put_object()
+        .bucket(&bucket)
+        .key(&key)
+        .metadata("origin", origin)
+        .metadata("last-seq", "1400")
+        .metadata("last-hash", hash_at(&db, 1400))
+        .body(aws_sdk_s3::primitives::ByteStream::from_static(b""))
+        .send()
+        .await
+        .unwrap();
+    let before = std::fs::read_to_string(&cursor).unwrap();
+    let res = s3_follow(&db, &bucket, origin, &cursor, &["--once"]).output().unwrap();
+    assert_eq!(code(&res), 1, "{}", stderr(&res));
+    assert!(stderr(&res).contains(&key), "{}", stderr(&res));
+    assert_eq!(
+        std::fs::read_to_string(&cursor).unwrap(),
+        before,
+        "nothing counted as delivered"
+    );
+}
+
+#[tokio::test]
+async fn s3_origins_where_one_is_a_prefix_of_the_other_stay_apart() {
+    let _serial = SERIAL.lock().await;
+    let dir = TempDir::new().unwrap();
+    let bucket = bucket("nested").await;
+    let (db_a, db_b) = (generate(dir.path(), "a.db", 300), generate(dir.path(), "b.db", 200));
+    // team/a/b first: under the old layout its objects sat inside team/a/'s prefix.
+    for (db, origin, cursor) in [
+        (&db_b, "team/a/b", "cb"),
+        (&db_a, "team/a", "ca"),
+        (&db_b, "team/a/b", "cb"),
+    ] {
+        let res = s3_follow(
+            db,
+            &bucket,
+            origin,
+            &dir.path().join(cursor),
+            &["--from-start", "--once"],
+        )
+        .output()
+        .unwrap();
+        assert_eq!(code(&res), 0, "{origin}: {}", stderr(&res));
+    }
+    for (origin, events) in [("team/a", 300), ("team/a/b", 200)] {
+        let copy = dir.path().join(format!("{}.jsonl", origin.replace('/', "_")));
+        let mut records = Vec::new();
+        let listed = s3_client()
+            .list_objects_v2()
+            .bucket(&bucket)
+            .prefix(format!("exports/{}/", chainship_chain::origin_segment(origin)))
+            .send()
+            .await
+            .unwrap();
+        for obj in listed.contents() {
+            let body = s3_client()
+                .get_object()
+                .bucket(&bucket)
+                .key(obj.key().unwrap())
+                .send()
+                .await
+                .unwrap()
+                .body
+                .collect()
+                .await
+                .unwrap()
+                .into_bytes();
+            flate2::read::GzDecoder::new(&body[..])
+                .read_to_end(&mut records)
+                .unwrap();
+        }
+        std::fs::write(&copy, records).unwrap();
+        assert_eq!(reverify_jsonl(&copy, origin).0, events, "{origin}");
+    }
+}
+
+#[test]
+fn a_line_planted_in_a_file_sink_never_makes_the_follower_skip() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 100);
+    let (out, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
+    let first = file_follow(&db, &out, &cursor, "test/agentrt", &["--from-start", "--once"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&first), 0, "{}", stderr(&first));
+    assert_eq!(
+        code(&run(&["generate", "--db", path_str(&db), "--append", "--events", "50"])),
+        0
+    );
+    // A record that claims seq 140 with the database's real hash, and junk content.
+    let planted = format!(
+        "{{\"origin\":\"test/agentrt\",\"seq\":140,\"hash\":\"{}\"}}\n",
+        hash_at(&db, 140)
+    );
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&out)
+        .unwrap()
+        .write_all(planted.as_bytes())
+        .unwrap();
+    let before = std::fs::read_to_string(&cursor).unwrap();
+    let res = file_follow(&db, &out, &cursor, "test/agentrt", &["--once"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&res), 1, "{}", stderr(&res));
+    assert!(
+        stderr(&res).contains("line 1 from the end: not a chainship record"),
+        "{}",
+        stderr(&res)
+    );
+    assert_eq!(std::fs::read_to_string(&cursor).unwrap(), before);
+}
+
+#[tokio::test]
+async fn objects_under_the_legacy_s3_layout_are_named_not_exported_again() {
+    let _serial = SERIAL.lock().await;
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 50);
+    let bucket = bucket("legacy").await;
+    // Where releases before the origin was encoded put origin old/x's objects.
+    let legacy = format!("exports/old/x/{:020}-{:020}.jsonl.gz", 1, 50);
+    s3_client()
+        .put_object()
+        .bucket(&bucket)
+        .key(&legacy)
+        .body(aws_sdk_s3::primitives::ByteStream::from_static(b""))
+        .send()
+        .await
+        .unwrap();
+    let res = s3_follow(
+        &db,
+        &bucket,
+        "old/x",
+        &dir.path().join("c"),
+        &["--from-start", "--once"],
+    )
+    .output()
+    .unwrap();
+    let err = stderr(&res);
+    assert_eq!(code(&res), 2, "{err}");
+    assert!(
+        err.contains("exports/old/x/") && err.contains("exports/old%2Fx/"),
+        "{err}"
+    );
+    // A plain origin has one layout only and is not affected by a deeper one's objects.
+    let plain = s3_follow(&db, &bucket, "old", &dir.path().join("c2"), &["--from-start", "--once"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&plain), 0, "{}", stderr(&plain));
+}
+
+#[tokio::test]
+async fn check_on_an_s3_sink_writes_one_probe_ever() {
+    let _serial = SERIAL.lock().await;
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 10);
+    let bucket = bucket("probe").await;
+    s3_client()
+        .put_bucket_versioning()
+        .bucket(&bucket)
+        .versioning_configuration(
+            aws_sdk_s3::types::VersioningConfiguration::builder()
+                .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let mut cmd = bin();
+        s3_env(&mut cmd);
+        let out = cmd
+            .args(["check", "--db", path_str(&db), "--origin", "probe/agentrt"])
+            .args([
+                "--sink",
+                &format!("s3://{bucket}/exports"),
+                "--cursor",
+                path_str(&dir.path().join("c")),
+            ])
+            .args(["--s3-endpoint", &s3_endpoint(), "--s3-path-style"])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    }
+    let versions = s3_client().list_object_versions().bucket(&bucket).send().await.unwrap();
+    assert_eq!(versions.versions().len(), 1, "{versions:?}");
+    assert!(versions.delete_markers().is_empty(), "{versions:?}");
+}

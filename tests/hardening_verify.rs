@@ -1,0 +1,475 @@
+//! Issue 12, "Hardening": the verifiers never pass when they checked
+//! nothing, report damage as damage, see rows no walk reaches, judge a copy
+//! that starts after `--after` only by the heads above it, and never echo a
+//! Kafka secret.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use common::*;
+use tempfile::TempDir;
+
+const ORIGIN: &str = "harden/agentrt";
+
+/// A database exported to a file in batches of 100, with signed heads kept.
+struct Anchored {
+    dir: TempDir,
+    db: PathBuf,
+    anchors: PathBuf,
+    verifier: String,
+}
+
+fn export_anchored(events: u64) -> Anchored {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "audit.db", events);
+    let anchors = dir.path().join("anchors");
+    std::fs::create_dir(&anchors).unwrap();
+    let (key, verifier) = keygen(dir.path(), "harden/chainship", "head.key");
+    let out = bin()
+        .args(["follow", "--once", "--from-start", "--batch-size", "100"])
+        .args(["--db", path_str(&db), "--origin", ORIGIN])
+        .args([
+            "--sink",
+            &format!("file:{}", path_str(&dir.path().join("events.jsonl"))),
+        ])
+        .args(["--cursor", path_str(&dir.path().join("cursor"))])
+        .args(["--anchor", &format!("file:{}", path_str(&anchors))])
+        .args(["--signing-key", path_str(&key)])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    Anchored {
+        dir,
+        db,
+        anchors,
+        verifier,
+    }
+}
+
+impl Anchored {
+    fn anchor_url(&self) -> String {
+        format!("file:{}", path_str(&self.anchors))
+    }
+
+    fn anchor_verify(&self, db: &Path, origin: &str, extra: &[&str]) -> Output {
+        bin()
+            .args(["anchor", "verify", "--db", path_str(db), "--origin", origin])
+            .args(["--anchor", &self.anchor_url(), "--trusted-key", &self.verifier])
+            .args(extra)
+            .output()
+            .unwrap()
+    }
+
+    fn verify_export(&self, copy: &Path, extra: &[&str]) -> Output {
+        bin()
+            .args(["verify-export", "--from", &format!("file:{}", path_str(copy))])
+            .args(["--anchor", &self.anchor_url(), "--trusted-key", &self.verifier])
+            .args(extra)
+            .output()
+            .unwrap()
+    }
+
+    /// The kept heads as (seq, hash), ascending, as the store lists them.
+    fn kept_heads(&self) -> Vec<(u64, String)> {
+        let out = run(&[
+            "anchor",
+            "list",
+            "--json",
+            "--origin",
+            ORIGIN,
+            "--anchor",
+            &self.anchor_url(),
+            "--trusted-key",
+            &self.verifier,
+        ]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        json_of(&out)["heads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| (h["seq"].as_u64().unwrap(), h["hash"].as_str().unwrap().to_owned()))
+            .collect()
+    }
+
+    fn lines(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.path().join("events.jsonl"))
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn write_copy(&self, name: &str, lines: &[String]) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        path
+    }
+}
+
+fn json_of(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}{}", stdout(out), stderr(out)))
+}
+
+fn kinds(json: &serde_json::Value) -> Vec<(String, Option<u64>)> {
+    json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["kind"].as_str().unwrap().to_owned(), f["seq"].as_u64()))
+        .collect()
+}
+
+fn all_output(out: &Output) -> String {
+    format!("{}{}", stdout(out), stderr(out))
+}
+
+// Item 2: a check that covered no trusted head is not a pass.
+
+#[test]
+fn anchor_verify_of_an_origin_with_no_heads_fails_unless_allowed() {
+    let a = export_anchored(200);
+    let out = a.anchor_verify(&a.db, "harden/agentrtt", &[]);
+    assert_eq!(code(&out), 1, "{}", all_output(&out));
+    assert!(
+        stdout(&out).contains("no trusted head for origin harden/agentrtt"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!stdout(&out).contains("ok:"), "{}", stdout(&out));
+
+    let out = a.anchor_verify(&a.db, "harden/agentrtt", &["--json"]);
+    assert_eq!(code(&out), 1);
+    let json = json_of(&out);
+    assert_eq!(json["status"], "failed");
+    assert_eq!(kinds(&json), vec![("no-trusted-head".to_owned(), None)], "{json}");
+    assert!(
+        json["findings"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no trusted head for origin harden/agentrtt")
+    );
+
+    // A first run may pass, saying that no head was checked.
+    let out = a.anchor_verify(&a.db, "harden/agentrtt", &["--allow-no-heads"]);
+    assert_eq!(code(&out), 0, "{}", all_output(&out));
+    assert!(stdout(&out).contains("no head was checked"), "{}", stdout(&out));
+    let out = bin()
+        .env("CHAINSHIP_ALLOW_NO_HEADS", "true")
+        .args(["anchor", "verify", "--json", "--db", path_str(&a.db)])
+        .args(["--origin", "harden/agentrtt", "--anchor", &a.anchor_url()])
+        .args(["--trusted-key", &a.verifier])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", all_output(&out));
+    let json = json_of(&out);
+    assert_eq!(json["heads"]["checked"], 0, "{json}");
+    assert!(
+        json["warnings"][0].as_str().unwrap().contains("no head was checked"),
+        "{json}"
+    );
+
+    // The right origin still passes, its heads checked.
+    let out = a.anchor_verify(&a.db, ORIGIN, &["--json"]);
+    assert_eq!(code(&out), 0, "{}", all_output(&out));
+    assert!(json_of(&out)["heads"]["checked"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn verify_export_checks_the_origin_the_copy_names() {
+    let a = export_anchored(200);
+    let renamed: Vec<String> = a.lines().iter().map(|l| l.replace(ORIGIN, "other/agentrt")).collect();
+    let other = a.write_copy("other.jsonl", &renamed);
+
+    // Its origin taken from the copy: no heads there, so nothing was checked.
+    let out = a.verify_export(&other, &[]);
+    assert_eq!(code(&out), 1, "{}", all_output(&out));
+    assert!(
+        stdout(&out).contains("no trusted head for origin other/agentrt"),
+        "{}",
+        stdout(&out)
+    );
+    let out = a.verify_export(&other, &["--allow-no-heads"]);
+    assert_eq!(code(&out), 0, "{}", all_output(&out));
+    assert!(stdout(&out).contains("no head was checked"), "{}", stdout(&out));
+
+    // With --origin, a copy naming another origin is refused in one finding naming both.
+    let out = a.verify_export(&other, &["--origin", ORIGIN, "--json"]);
+    assert_eq!(code(&out), 1, "{}", all_output(&out));
+    let json = json_of(&out);
+    let found = json["findings"].as_array().unwrap();
+    assert_eq!(found.len(), 1, "{json}");
+    let message = found[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("other/agentrt") && message.contains(ORIGIN) && message.contains("line 1"),
+        "{message}"
+    );
+
+    // An origin that is no origin (it would be a path in the anchor store).
+    let escaped: Vec<String> = a.lines().iter().map(|l| l.replace(ORIGIN, "../x")).collect();
+    let escaped = a.write_copy("escaped.jsonl", &escaped);
+    for extra in [&[][..], &["--allow-no-heads"][..]] {
+        let out = a.verify_export(&escaped, extra);
+        assert_eq!(code(&out), 1, "{}", all_output(&out));
+        assert!(
+            stdout(&out).contains("line 1") && stdout(&out).contains("\"../x\""),
+            "{}",
+            stdout(&out)
+        );
+    }
+
+    // The copy as exported still passes, with or without --origin.
+    let whole = a.dir.path().join("events.jsonl");
+    assert_eq!(code(&a.verify_export(&whole, &[])), 0);
+    assert_eq!(code(&a.verify_export(&whole, &["--origin", ORIGIN])), 0);
+}
+
+// Item 4: heads at or below --after cannot be checked by such a run.
+
+#[test]
+fn verify_export_after_a_head_skips_the_heads_below_it() {
+    let a = export_anchored(1000);
+    let heads = a.kept_heads();
+    let (start, hash) = heads
+        .iter()
+        .find(|(s, _)| *s >= 400 && *s < 1000)
+        .cloned()
+        .expect("a kept head between 400 and 1000");
+    assert!(heads.iter().any(|(s, _)| *s < start), "{heads:?}");
+    let lines = a.lines();
+    let tail = a.write_copy("tail.jsonl", &lines[start as usize..]);
+
+    let after = format!("{start}:{hash}");
+    let out = a.verify_export(&tail, &["--after", &after, "--json"]);
+    assert_eq!(code(&out), 0, "{}", all_output(&out));
+    let json = json_of(&out);
+    assert_eq!(kinds(&json), vec![], "no gap below the start: {json}");
+    assert_eq!(json["last_trusted_head"]["seq"], 1000, "{json}");
+    let above = heads.iter().filter(|(s, _)| *s > start).count();
+    assert_eq!(json["heads"]["checked"].as_u64(), Some(above as u64), "{json}");
+
+    // The head at --after's seq must be the start given.
+    let wrong = format!("{start}:{}", "0".repeat(64));
+    let out = a.verify_export(&tail, &["--after", &wrong, "--json"]);
+    assert_eq!(code(&out), 1, "{}", all_output(&out));
+    let json = json_of(&out);
+    assert_eq!(kinds(&json)[0], ("fork".to_owned(), Some(start)), "{json}");
+    assert!(json["last_trusted_head"].is_null(), "{json}");
+
+    // Past the last head nothing is left to check: not a pass.
+    let (last, last_hash) = heads.last().cloned().unwrap();
+    let empty = a.write_copy("empty.jsonl", &[]);
+    let out = a.verify_export(&empty, &["--origin", ORIGIN, "--after", &format!("{last}:{last_hash}")]);
+    assert_eq!(code(&out), 1, "{}", all_output(&out));
+    assert!(
+        stdout(&out).contains(&format!("no trusted head for origin {ORIGIN} above --after seq {last}")),
+        "{}",
+        stdout(&out)
+    );
+}
+
+// Items 6c and 9c: damaged rows are findings, not setup errors.
+
+/// Rebuilds `events` without column types or constraints, so a test can
+/// store what the real schema forbids (NULL, numbers and blobs in text
+/// columns, a seq that is not an integer).
+fn untyped(db: &Path) -> rusqlite::Connection {
+    let conn = tamper(db);
+    conn.execute_batch(
+        "ALTER TABLE events RENAME TO typed;
+         CREATE TABLE events (seq, run_id, step_id, at, type, payload_json, hash);
+         INSERT INTO events SELECT seq, run_id, step_id, at, type, payload_json, hash FROM typed;
+         DROP TABLE typed;",
+    )
+    .unwrap();
+    conn
+}
+
+fn copy_db(a: &Anchored, name: &str) -> PathBuf {
+    let copy = a.dir.path().join(name);
+    std::fs::copy(&a.db, &copy).unwrap();
+    copy
+}
+
+fn verify(db: &Path, json: bool) -> Output {
+    let mut cmd = bin();
+    cmd.args(["verify", "--db", path_str(db)]);
+    if json {
+        cmd.arg("--json");
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn a_field_that_is_not_text_is_a_finding_with_its_seq_and_column() {
+    let a = export_anchored(300);
+    let cases = [
+        ("payload_json", "NULL"),
+        ("run_id", "42"),
+        ("at", "1.5"),
+        ("hash", "x'00ff'"),
+    ];
+    for (column, value) in cases {
+        let db = copy_db(&a, &format!("{column}.db"));
+        untyped(&db)
+            .execute(&format!("UPDATE events SET {column} = {value} WHERE seq = 150"), [])
+            .unwrap();
+
+        let out = verify(&db, false);
+        assert_eq!(code(&out), 1, "{column}: {}", all_output(&out));
+        let text = stdout(&out);
+        assert!(
+            text.contains("broken at seq 150") && text.contains(&format!("\"{column}\"")),
+            "{column}: {text}"
+        );
+        assert!(text.contains("last good: seq 149 "), "{column}: {text}");
+
+        let out = verify(&db, true);
+        assert_eq!(code(&out), 1, "{column}: {}", all_output(&out));
+        let json = json_of(&out);
+        assert_eq!(json["status"], "broken");
+        assert_eq!(json["break"]["seq"], 150, "{json}");
+        assert_eq!(json["break"]["column"], column, "{json}");
+        assert_eq!(json["last_good"]["seq"], 149, "{json}");
+
+        let out = a.anchor_verify(&db, ORIGIN, &["--json"]);
+        assert_eq!(code(&out), 1, "{column}: {}", all_output(&out));
+        let json = json_of(&out);
+        assert!(kinds(&json).contains(&("altered".into(), Some(150))), "{json}");
+        let message = json["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["kind"] == "altered")
+            .unwrap()["message"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(message.contains(column) && message.contains("seq 149"), "{message}");
+        assert!(json["last_trusted_head"]["seq"].as_u64().unwrap() < 150, "{json}");
+    }
+}
+
+#[test]
+fn a_seq_that_is_not_an_integer_is_a_finding() {
+    let a = export_anchored(300);
+    // A real number in place of a seq, and a row with a text seq (text sorts
+    // above every number, so it is the "highest" row).
+    let cases = [
+        ("real", "UPDATE events SET seq = 150.5 WHERE seq = 151"),
+        (
+            "text",
+            "INSERT INTO events SELECT 'x', run_id, step_id, at, type, payload_json, hash FROM events WHERE seq = 1",
+        ),
+    ];
+    for (name, sql) in cases {
+        let db = copy_db(&a, &format!("seq-{name}.db"));
+        untyped(&db).execute(sql, []).unwrap();
+        let out = verify(&db, true);
+        assert_eq!(code(&out), 1, "{name}: {}", all_output(&out));
+        let json = json_of(&out);
+        assert_eq!(json["break"]["kind"], "bad-seq", "{name}: {json}");
+        assert_eq!(json["break"]["column"], "seq", "{name}: {json}");
+
+        let out = a.anchor_verify(&db, ORIGIN, &["--json"]);
+        assert_eq!(code(&out), 1, "{name}: {}", all_output(&out));
+        let json = json_of(&out);
+        assert!(
+            json["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f["kind"] == "altered" && f["message"].as_str().unwrap().contains("seq column")),
+            "{name}: {json}"
+        );
+    }
+}
+
+#[test]
+fn rows_with_a_seq_no_walk_reaches_are_findings() {
+    let a = export_anchored(200);
+    // A copy of event 1 with another seq.
+    let insert = |db: &rusqlite::Connection, seq: &str| {
+        db.execute(
+            &format!("INSERT INTO events SELECT {seq}, run_id, step_id, at, type, payload_json, hash FROM events WHERE seq = 1"),
+            [],
+        )
+        .unwrap();
+    };
+    for value in ["0", "-5"] {
+        let db = copy_db(&a, &format!("seq{value}.db"));
+        insert(&tamper(&db), value);
+        let out = verify(&db, false);
+        assert_eq!(code(&out), 1, "seq {value}: {}", all_output(&out));
+        assert!(
+            stdout(&out).contains(&format!("a row has seq {value}, which no chain position can hold")),
+            "{}",
+            stdout(&out)
+        );
+        assert!(!stdout(&out).contains("intact"), "{}", stdout(&out));
+        let json = json_of(&verify(&db, true));
+        assert_eq!(json["status"], "broken");
+        assert_eq!(json["unreachable_seq"]["seq"], value, "{json}");
+
+        let out = a.anchor_verify(&db, ORIGIN, &[]);
+        assert_eq!(code(&out), 1, "{}", all_output(&out));
+        assert!(
+            stdout(&out).contains(&format!("a row has seq {value}")),
+            "{}",
+            stdout(&out)
+        );
+    }
+    let db = copy_db(&a, "seq-null.db");
+    insert(&untyped(&db), "NULL");
+    let out = verify(&db, false);
+    assert_eq!(code(&out), 1, "{}", all_output(&out));
+    assert!(stdout(&out).contains("a row has seq NULL"), "{}", stdout(&out));
+}
+
+// Item 9e: a Kafka secret is never echoed.
+
+#[test]
+fn a_malformed_kafka_opt_never_echoes_its_value() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "audit.db", 5);
+    let sink = format!("file:{}", path_str(&dir.path().join("out.jsonl")));
+    let cursor = path_str(&dir.path().join("cursor")).to_owned();
+    let follow = |extra: &[&str], env: Option<&str>| {
+        let mut cmd = bin();
+        cmd.args(["follow", "--once", "--from-start", "--db", path_str(&db)])
+            .args(["--origin", ORIGIN, "--sink", &sink, "--cursor", &cursor])
+            .args(extra);
+        if let Some(opts) = env {
+            cmd.env("CHAINSHIP_KAFKA_OPTS", opts);
+        }
+        cmd.output().unwrap()
+    };
+    let cases: [(&[&str], Option<&str>); 4] = [
+        (&["--kafka-opt", "sasl.password:hunter2"], None),
+        (&["--kafka-opt=sasl.password hunter2"], None),
+        (&["--kafka-opt", "hunter2"], None),
+        (&[], Some("security.protocol=sasl_ssl;sasl.password:hunter2")),
+    ];
+    for (extra, env) in cases {
+        let out = follow(extra, env);
+        assert_eq!(code(&out), 2, "{extra:?} {env:?}: {}", all_output(&out));
+        assert!(!all_output(&out).contains("hunter2"), "{}", all_output(&out));
+        assert!(stderr(&out).contains("--kafka-opt"), "{}", stderr(&out));
+    }
+    let out = follow(&["--kafka-opt", "sasl.password:hunter2"], None);
+    assert!(
+        stderr(&out).contains("sasl.password"),
+        "the setting is named: {}",
+        stderr(&out)
+    );
+
+    // The same value in a config file.
+    let config = dir.path().join("c.toml");
+    std::fs::write(&config, "kafka-opt = [\"sasl.password:hunter2\"]\n").unwrap();
+    for args in [&["config", "check"][..], &["verify", "--db", path_str(&db)][..]] {
+        let out = bin().args(args).args(["--config", path_str(&config)]).output().unwrap();
+        assert_eq!(code(&out), 2, "{args:?}: {}", all_output(&out));
+        assert!(!all_output(&out).contains("hunter2"), "{}", all_output(&out));
+    }
+}
