@@ -6,7 +6,7 @@ RUN cargo build --release --locked --bin chainship
 
 FROM debian:bookworm-slim
 RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates \
+ && apt-get install -y --no-install-recommends ca-certificates curl \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home-dir /var/lib/chainship --create-home chainship
 COPY --from=build /src/target/release/chainship /usr/local/bin/chainship

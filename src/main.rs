@@ -69,20 +69,22 @@ enum Command {
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
+    // Errors before the arguments are parsed still honour `--log-format`.
+    let early_format = logging::requested_format(&argv);
     let config = match config::config_path(&argv)
         .map(|p| config::ConfigFile::load(&p))
         .transpose()
     {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("chainship: {e}");
+            logging::fatal(early_format, e.code, &e.message);
             return ExitCode::from(e.code);
         }
     };
     let mut command = Cli::command();
     if let Some(file) = &config {
         if let Err(e) = file.validate(&command) {
-            eprintln!("chainship: {e}");
+            logging::fatal(early_format, e.code, &e.message);
             return ExitCode::from(e.code);
         }
         command = config::apply_to(file.apply(command), file, &argv);
@@ -105,7 +107,8 @@ fn main() -> ExitCode {
                 .map(str::trim)
                 .take_while(|l| !l.is_empty() && !l.starts_with("Usage:"))
                 .collect();
-            eprintln!("chainship: {}", message.join(" ").trim_start_matches("error: "));
+            let message = message.join(" ");
+            logging::fatal(early_format, exit::USAGE, message.trim_start_matches("error: "));
             return ExitCode::from(exit::USAGE);
         }
     };
@@ -126,7 +129,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("chainship: {e}");
+            logging::fatal(cli.log_format, e.code, &e.message);
             ExitCode::from(e.code)
         }
     }

@@ -63,6 +63,16 @@ fn compose_file_describes_the_deployment() {
         "{setup}"
     );
     assert_eq!(strings(&services["verify"]["profiles"]), vec!["nightly"]);
+    // The healthcheck asks the follower's /healthz; it never runs anything that touches the sink.
+    let health = services["follower"]["healthcheck"]["test"]
+        .as_vec()
+        .expect("a healthcheck test list")
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(health.contains("http://127.0.0.1:9464/healthz"), "{health}");
+    assert!(!health.contains("chainship"), "{health}");
     assert!(
         strings(&services["verify"]["command"])
             .join(" ")

@@ -14,20 +14,11 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use tempfile::TempDir;
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn metric(port: u16, name: &str) -> Option<f64> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
@@ -344,23 +335,6 @@ fn a_field_that_is_not_utf8_is_exported_exactly_and_verifies() {
 
 // ---- Records planted in a shared topic or bucket ----
 
-async fn topic(name: &str, partitions: i32) -> String {
-    let topic = unique_bucket(name);
-    let admin: AdminClient<_> = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", kafka_addr())
-        .create()
-        .unwrap();
-    let made = admin
-        .create_topics(
-            &[NewTopic::new(&topic, partitions, TopicReplication::Fixed(1))],
-            &AdminOptions::new(),
-        )
-        .await
-        .expect("the broker creates a topic");
-    assert!(made[0].is_ok(), "{made:?}");
-    topic
-}
-
 fn kafka_follow(db: &Path, topic: &str, origin: &str, cursor: &Path, extra: &[&str]) -> std::process::Command {
     let mut cmd = bin();
     cmd.args([
@@ -394,7 +368,7 @@ async fn a_planted_kafka_record_never_makes_the_follower_skip() {
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "m.db", 1000);
     let origin = "plant/agentrt";
-    let topic = topic("plant", 1).await;
+    let topic = kafka_topic("plant", 1).await;
     let cursor = dir.path().join("cursor");
     let first = kafka_follow(&db, &topic, origin, &cursor, &["--from-start", "--once"])
         .output()
@@ -464,7 +438,7 @@ async fn a_planted_kafka_record_never_makes_the_follower_skip() {
 async fn kafka_origins_that_differ_only_in_punctuation_do_not_fence_each_other() {
     let _serial = SERIAL.lock().await;
     let dir = TempDir::new().unwrap();
-    let topic = topic("fence-names", 3).await;
+    let topic = kafka_topic("fence-names", 3).await;
     let (db_a, db_b) = (generate(dir.path(), "a.db", 300), generate(dir.path(), "b.db", 300));
     let cursor_a = dir.path().join("ca");
     let mut a = KillOnDrop(
@@ -526,7 +500,7 @@ async fn one_record_too_large_for_kafka_names_its_seq_and_the_settings() {
         "1500000",
     ]);
     assert_eq!(code(&made), 0, "{}", stderr(&made));
-    let topic = topic("big", 1).await;
+    let topic = kafka_topic("big", 1).await;
     let res = kafka_follow(
         &db,
         &topic,

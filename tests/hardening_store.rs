@@ -381,14 +381,6 @@ async fn check_writes_one_probe_object_ever() {
     );
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// GET a path within `limit`; (status, body), or None.
 fn get(port: u16, path: &str, limit: Duration) -> Option<(u16, String)> {
     let mut stream = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), limit).ok()?;

@@ -10,14 +10,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use tempfile::TempDir;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// GET a path; returns (status code, body). None while nothing listens.
 fn get(port: u16, path: &str) -> Option<(u16, String)> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;

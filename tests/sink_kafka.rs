@@ -10,28 +10,10 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use tempfile::TempDir;
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const PARTITIONS: i32 = 3;
-
-async fn topic(name: &str) -> String {
-    let topic = unique_bucket(name);
-    let admin: AdminClient<_> = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", kafka_addr())
-        .create()
-        .unwrap();
-    let made = admin
-        .create_topics(
-            &[NewTopic::new(&topic, PARTITIONS, TopicReplication::Fixed(1))],
-            &AdminOptions::new(),
-        )
-        .await
-        .expect("the broker creates a topic");
-    assert!(made[0].is_ok(), "{made:?}");
-    topic
-}
 
 fn follow_cmd(db: &Path, topic: &str, origin: &str, cursor: &Path, extra: &[&str]) -> std::process::Command {
     let mut cmd = bin();
@@ -77,7 +59,7 @@ async fn live_writer_to_kafka_every_event_once_in_order() {
     let _serial = SERIAL.lock().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "live.db", 2000);
-    let topic = topic("live").await;
+    let topic = kafka_topic("live", PARTITIONS).await;
     let cursor = dir.path().join("cursor");
     let mut writer = live_writer(&db, "500", &[]);
     let mut follower = KillOnDrop(spawn_follow(
@@ -102,7 +84,7 @@ async fn kill_9_at_twenty_moments_keeps_every_event_exactly_once() {
     // 10k events there at start, 40k more appended while the kills happen.
     let db = generate(dir.path(), "crash.db", 10_000);
     let mut writer = live_writer(&db, "600", &["--follow-max", "40000"]);
-    let topic = topic("crash").await;
+    let topic = kafka_topic("crash", PARTITIONS).await;
     let cursor = dir.path().join("cursor");
     let mut rng: u64 = 0xD6E8_FEB8_6659_FD93;
     let mut delivered = Vec::new();
@@ -137,7 +119,7 @@ async fn a_broker_outage_longer_than_message_timeout_loses_nothing() {
     let _serial = SERIAL.lock().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "outage.db", 1000);
-    let topic = topic("outage").await;
+    let topic = kafka_topic("outage", PARTITIONS).await;
     let cursor = dir.path().join("cursor");
     let mut writer = live_writer(&db, "300", &[]);
     let mut follower = KillOnDrop(spawn_follow(
@@ -184,7 +166,7 @@ async fn a_record_that_disagrees_with_the_database_stops_the_follower() {
         ])),
         0
     );
-    let topic = topic("disagree").await;
+    let topic = kafka_topic("disagree", PARTITIONS).await;
     let out = follow_cmd(
         &other,
         &topic,
@@ -217,7 +199,7 @@ async fn a_second_follower_of_the_same_origin_fences_the_first() {
     let _serial = SERIAL.lock().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "fence.db", 500);
-    let topic = topic("fence").await;
+    let topic = kafka_topic("fence", PARTITIONS).await;
     let mut writer = live_writer(&db, "200", &[]);
     let start = |cursor: &str, log: &str| {
         KillOnDrop(

@@ -91,11 +91,9 @@ impl FileIdentity {
     pub fn of(path: &Path) -> FileIdentity {
         use std::os::unix::fs::MetadataExt;
         let id = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
-        let mut wal = path.as_os_str().to_owned();
-        wal.push("-wal");
         FileIdentity {
             db: id(path),
-            wal: id(Path::new(&wal)),
+            wal: id(&wal_path(path)),
         }
     }
 }
@@ -120,15 +118,37 @@ impl EventDb {
     pub fn open(path: &Path, options: &OpenOptions) -> Result<EventDb, DbError> {
         options.schema.validate()?;
         check_file(path, options.allow_symlink)?;
+        match EventDb::connect(path, options, false) {
+            // A WAL database needs its -shm, which a read-only connection creates
+            // beside it. On a read-only mount with no -wal there is none and none
+            // can be made; but then nobody can be writing either (a writer would
+            // need the -wal there), so the file is read as it stands. A writer
+            // that starts later creates the -wal: the tailing reader sees the
+            // files change and reopens normally.
+            Err(DbError::Open { reason, .. }) if !wal_path(path).exists() && is_cantopen(&reason) => {
+                let db = EventDb::connect(path, options, true)?;
+                tracing::info!(db = %path.display(), "no -wal and its directory is not writable: opened as immutable (nothing can be writing it)");
+                Ok(db)
+            }
+            other => other,
+        }
+    }
+
+    fn connect(path: &Path, options: &OpenOptions, immutable: bool) -> Result<EventDb, DbError> {
         // Taken before opening: a file swapped in between reads as changed, never as the same.
         let identity = FileIdentity::of(path);
         let open_err = |e: rusqlite::Error| DbError::Open {
             path: path.to_owned(),
             reason: e.to_string(),
         };
-        let conn =
-            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-                .map_err(open_err)?;
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = if immutable {
+            let uri = format!("file:{}?immutable=1", uri_path(path));
+            Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
+        } else {
+            Connection::open_with_flags(path, flags)
+        }
+        .map_err(open_err)?;
         conn.busy_timeout(Duration::from_secs(5)).map_err(open_err)?;
         conn.pragma_update(None, "query_only", true).map_err(open_err)?;
 
@@ -150,7 +170,11 @@ impl EventDb {
             identity,
             schema,
         };
-        db.check_table()?;
+        db.check_table().map_err(|e| match e {
+            // SQLite opens lazily: a missing -shm shows at the first read.
+            DbError::Read { source, .. } if is_cantopen(&source.to_string()) => open_err(source),
+            e => e,
+        })?;
         Ok(db)
     }
 
@@ -340,6 +364,33 @@ impl EventDb {
             .query_row("PRAGMA data_version", [], |row| row.get(0))
             .map_err(self.read_err())
     }
+}
+
+fn wal_path(path: &Path) -> PathBuf {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    PathBuf::from(wal)
+}
+
+/// What SQLite says when a read-only connection cannot make the -shm a WAL
+/// database needs (at open, or at the first read).
+fn is_cantopen(reason: &str) -> bool {
+    reason.contains("unable to open database file") || reason.contains("attempt to write a readonly database")
+}
+
+/// A path for an SQLite `file:` URI: `%`, `?` and `#` would end or escape the path.
+fn uri_path(path: &Path) -> String {
+    let text = path.to_string_lossy();
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '?' => out.push_str("%3f"),
+            '#' => out.push_str("%23"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 fn describe(value: ValueRef<'_>) -> &'static str {

@@ -11,10 +11,16 @@
 //! in the cursor file and is published again after a restart.
 //! The last published head is kept in `<cursor>.anchored` so the lag is
 //! known across restarts.
+//!
+//! `chainship_anchor_seconds_since_publish` is kept by a task of its own,
+//! once a second, so it grows while publishing fails or hangs. It counts
+//! from this process's last successful publish; before the first one, from
+//! the modification time of `<cursor>.anchored` (when that file records a
+//! head and its time is not in the future), else from the follower's start.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use chainship_anchor::{AnchorStore, SignerKey, highest_verified_seq, publish_head};
@@ -58,13 +64,27 @@ impl AnchoringHandle {
 
 impl Anchoring {
     pub fn spawn(self, rt: &tokio::runtime::Handle, delivered: watch::Receiver<Option<Head>>) -> AnchoringHandle {
-        let start = read_head_file(&self.anchored_file).ok().flatten().map_or(0, |h| h.seq);
+        let recorded = read_head_file(&self.anchored_file).ok().flatten();
+        let start = recorded.map_or(0, |h| h.seq);
         let (tx, published) = watch::channel(start);
-        rt.spawn(self.run(delivered, tx, start));
+        // Until this process publishes, the age counts from the recorded
+        // publish, else from now (the follower's start).
+        let since = recorded
+            .and_then(|_| recorded_at(&self.anchored_file))
+            .unwrap_or_else(Instant::now);
+        let (published_at, since) = watch::channel(since);
+        rt.spawn(report_age(since));
+        rt.spawn(self.run(delivered, tx, published_at, start));
         AnchoringHandle { published }
     }
 
-    async fn run(self, mut delivered: watch::Receiver<Option<Head>>, published: watch::Sender<u64>, start: u64) {
+    async fn run(
+        self,
+        mut delivered: watch::Receiver<Option<Head>>,
+        published: watch::Sender<u64>,
+        published_at: watch::Sender<Instant>,
+        start: u64,
+    ) {
         // A head below one already kept would read as the log going backwards
         // (another follower of this origin, e.g. to another sink, got further):
         // publish only past the highest kept head. Only heads this follower's
@@ -79,7 +99,6 @@ impl Anchoring {
         };
         let mut last = start.max(kept);
         let _ = published.send(last);
-        let mut last_at = Instant::now();
         gauge!(m::ANCHORED_SEQ).set(last as f64);
         let new_backoff = || {
             ExponentialBuilder::default()
@@ -90,7 +109,6 @@ impl Anchoring {
                 .build()
         };
         let mut backoff = new_backoff();
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
         let mut last_published: Option<Instant> = None;
         // Once the follower is done, the newest head goes out without waiting for the interval.
         let mut finishing = false;
@@ -109,8 +127,9 @@ impl Anchoring {
                 match publish_head(self.store.as_ref(), &self.keys, &self.origin, head).await {
                     Ok(()) => {
                         last = head.seq;
-                        last_at = Instant::now();
-                        last_published = Some(last_at);
+                        let now = Instant::now();
+                        last_published = Some(now);
+                        published_at.send_replace(now);
                         backoff = new_backoff();
                         let _ = published.send(last);
                         if let Err(e) = write_atomically(&self.anchored_file, format!("{head}\n").as_bytes()) {
@@ -145,10 +164,55 @@ impl Anchoring {
                     }
                 }
             }
-            tokio::select! {
-                changed = delivered.changed() => if changed.is_err() { return },
-                _ = tick.tick() => gauge!(m::ANCHOR_AGE).set(last_at.elapsed().as_secs_f64()),
+            if delivered.changed().await.is_err() {
+                return;
             }
         }
+    }
+}
+
+/// Sets the age gauge once a second from the last publish time, whatever
+/// the publishing loop is doing; ends with that loop (its sender dropped).
+async fn report_age(mut since: watch::Receiver<Instant>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        gauge!(m::ANCHOR_AGE).set(since.borrow_and_update().elapsed().as_secs_f64());
+        tokio::select! {
+            _ = tick.tick() => {}
+            changed = since.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
+/// When the head in `<cursor>.anchored` was published, as its modification
+/// time; None when that time is unknown or in the future (a clock that
+/// jumped, a copied file), which would make the age read too small.
+fn recorded_at(file: &Path) -> Option<Instant> {
+    let modified = std::fs::metadata(file).and_then(|m| m.modified()).ok()?;
+    let age = SystemTime::now().duration_since(modified).ok()?;
+    Instant::now().checked_sub(age)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_recorded_publish_time_is_the_files_mtime_unless_unusable() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("cursor.anchored");
+        assert!(recorded_at(&file).is_none(), "no file");
+
+        std::fs::write(&file, "1:00\n").unwrap();
+        let an_hour = Duration::from_secs(3600);
+        let f = std::fs::File::options().write(true).open(&file).unwrap();
+        f.set_modified(SystemTime::now() - an_hour).unwrap();
+        let age = recorded_at(&file).unwrap().elapsed();
+        assert!(age >= an_hour && age < an_hour + Duration::from_secs(60), "{age:?}");
+
+        // A time in the future would make the age read 0 for as long.
+        f.set_modified(SystemTime::now() + an_hour).unwrap();
+        assert!(recorded_at(&file).is_none());
     }
 }

@@ -1,6 +1,9 @@
 //! The follower's metric names, in one place, Prometheus style. The CLI
 //! installs the exporter; without one these calls cost next to nothing.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use chainship_sinks::ErrorKind;
 use metrics::{counter, describe_counter, describe_gauge, gauge};
 
 pub const EVENTS_EXPORTED: &str = "chainship_events_exported_total";
@@ -18,7 +21,8 @@ pub const ANCHOR_AGE: &str = "chainship_anchor_seconds_since_publish";
 pub const ANCHOR_ERRORS: &str = "chainship_anchor_publish_errors_total";
 pub const ANCHOR_LAG: &str = "chainship_anchor_lag_events";
 
-/// Registers help texts (call once the exporter is installed).
+/// Registers help texts and every counter at 0 (call once the exporter is
+/// installed; the metrics server does, before it serves a scrape).
 pub fn describe() {
     describe_counter!(EVENTS_EXPORTED, "Events delivered to the sink and acknowledged.");
     describe_counter!(BATCHES, "Batches delivered to the sink and acknowledged.");
@@ -43,18 +47,51 @@ pub fn describe() {
     );
     describe_counter!(ANCHOR_ERRORS, "Failed attempts to publish a head to the anchor store.");
     describe_gauge!(ANCHOR_LAG, "Delivered events not yet covered by a published head.");
+    register_at_zero();
 }
+
+/// Exports every counter at 0 from the start: a counter that appears only
+/// at its first increment hides that increment from `increase()` and
+/// `rate()`, and until then an alert on it has nothing to match.
+pub fn register_at_zero() {
+    for kind in [ErrorKind::Transient, ErrorKind::Permanent, ErrorKind::Integrity] {
+        counter!(SINK_ERRORS, "kind" => kind.as_str()).increment(0);
+    }
+    for name in [
+        EVENTS_EXPORTED,
+        BATCHES,
+        BYTES_EXPORTED,
+        RETRIES,
+        CHAIN_BREAKS,
+        DUPLICATES_AVOIDED,
+        ANCHOR_ERRORS,
+    ] {
+        counter!(name).increment(0);
+    }
+}
+
+/// Whether `chainship_cursor_seq` holds a position yet. The follower's first
+/// position report is the resume point, which the sink already holds, so it
+/// seeds the gauge; later reports pass the seq read, which runs ahead of
+/// the sink, so after that only deliveries move it.
+static CURSOR_KNOWN: AtomicBool = AtomicBool::new(false);
 
 pub fn delivered(events: usize, bytes: usize, cursor_seq: u64) {
     counter!(EVENTS_EXPORTED).increment(events as u64);
     counter!(BATCHES).increment(1);
     counter!(BYTES_EXPORTED).increment(bytes as u64);
+    CURSOR_KNOWN.store(true, Ordering::Relaxed);
     gauge!(CURSOR_SEQ).set(cursor_seq as f64);
 }
 
-pub fn positions(db_head: u64, cursor_seq: u64) {
+/// The database head and the follower's position in it (first the resume
+/// point, then the last seq read).
+pub fn positions(db_head: u64, position: u64) {
+    if !CURSOR_KNOWN.swap(true, Ordering::Relaxed) {
+        gauge!(CURSOR_SEQ).set(position as f64);
+    }
     gauge!(DB_HEAD_SEQ).set(db_head as f64);
-    gauge!(EXPORT_LAG).set(db_head.saturating_sub(cursor_seq) as f64);
+    gauge!(EXPORT_LAG).set(db_head.saturating_sub(position) as f64);
 }
 
 pub fn sink_error(kind: &'static str) {

@@ -125,6 +125,17 @@ fn classify(what: &str, e: &KafkaError) -> SinkError {
     }
 }
 
+/// A client whose failures come back as errors from its calls: librdkafka's
+/// own log and error callbacks would repeat a down broker in dozens of lines.
+struct QuietContext;
+
+impl rdkafka::ClientContext for QuietContext {
+    fn log(&self, _level: rdkafka::config::RDKafkaLogLevel, _fac: &str, _log_message: &str) {}
+    fn error(&self, _error: KafkaError, _reason: &str) {}
+}
+
+impl rdkafka::consumer::ConsumerContext for QuietContext {}
+
 /// The read-back consumer's context: reaching the end of the partition is
 /// what it is looking for, not an error to log.
 struct ReadBackContext;
@@ -142,7 +153,7 @@ impl rdkafka::consumer::ConsumerContext for ReadBackContext {}
 impl KafkaSink {
     pub fn new(cfg: KafkaSinkConfig, origin: &str) -> Self {
         KafkaSink {
-            partition: cfg.partition,
+            partition: None,
             cfg,
             origin: origin.to_owned(),
             producer: None,
@@ -212,16 +223,32 @@ impl KafkaSink {
         Ok(self.producer.as_ref().expect("just created"))
     }
 
+    /// The partition this origin's records go to, from the topic's metadata
+    /// (read once, by a plain client: never the transactional producer, whose
+    /// creation would fence a running follower of this origin).
     fn partition(&mut self) -> Result<i32, SinkError> {
         if let Some(p) = self.partition {
             return Ok(p);
         }
         let topic = self.cfg.topic.clone();
-        let producer = self.producer()?;
-        let metadata = producer
-            .client()
+        let client: BaseConsumer<QuietContext> = self
+            .consumer_config()
+            .set("group.id", "chainship-metadata")
+            .create_with_context(QuietContext)
+            .map_err(|e| classify("creating a metadata client", &e))?;
+        let metadata = client
             .fetch_metadata(Some(&topic), Duration::from_secs(10))
-            .map_err(|e| classify(&format!("reading metadata of topic {topic}"), &e))?;
+            .map_err(|e| match e.rdkafka_error_code() {
+                Some(
+                    RDKafkaErrorCode::BrokerTransportFailure
+                    | RDKafkaErrorCode::AllBrokersDown
+                    | RDKafkaErrorCode::OperationTimedOut,
+                ) => SinkError::transient(format!(
+                    "Kafka sink: broker unreachable: no answer from {} within 10 s ({e})",
+                    self.cfg.brokers
+                )),
+                _ => classify(&format!("reading metadata of topic {topic}"), &e),
+            })?;
         let t = metadata.topics().iter().find(|t| t.name() == topic);
         let count = match t {
             Some(t) if t.error().is_none() && !t.partitions().is_empty() => t.partitions().len(),
@@ -239,7 +266,16 @@ impl KafkaSink {
                 ));
             }
         };
-        let p = partition_for(&self.origin, count);
+        let p = match self.cfg.partition {
+            // Retrying cannot make a partition exist: say so once.
+            Some(p) if p < 0 || p as usize >= count => {
+                return Err(SinkError::permanent(format!(
+                    "Kafka sink: topic {topic} has {count} partition(s); --kafka-partition {p} does not exist"
+                )));
+            }
+            Some(p) => p,
+            None => partition_for(&self.origin, count),
+        };
         self.partition = Some(p);
         Ok(p)
     }
@@ -322,7 +358,7 @@ impl KafkaSink {
                 // scan is bounded. What it proved so far stays proven.
                 if (at_end && idle > Duration::from_millis(600))
                     || idle > Duration::from_secs(5)
-                    || started.elapsed() > Duration::from_secs(60)
+                    || started.elapsed() > Duration::from_secs(10)
                 {
                     break;
                 }

@@ -263,6 +263,7 @@ fn date_of(at: &str) -> Option<&str> {
 #[async_trait]
 impl Sink for S3Sink {
     async fn held(&mut self, after: Option<Head>) -> Result<Option<Head>, SinkError> {
+        self.cfg.settings.check_credentials().await.map_err(|f| self.error(f))?;
         let prefix = self.origin_prefix();
         let client = self.client().await.clone();
         let bucket = self.cfg.bucket.clone();
@@ -364,6 +365,7 @@ impl Sink for S3Sink {
     }
 
     async fn check(&mut self) -> Result<String, SinkError> {
+        self.cfg.settings.check_credentials().await.map_err(|f| self.error(f))?;
         let client = self.client().await.clone();
         client
             .head_bucket()

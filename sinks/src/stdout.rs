@@ -23,9 +23,14 @@ impl Sink for StdoutSink {
 
     async fn deliver(&mut self, batch: &Batch) -> Result<(), SinkError> {
         let mut out = std::io::stdout().lock();
-        out.write_all(&batch.jsonl)
-            .and_then(|_| out.flush())
-            .map_err(|e| SinkError::permanent(format!("stdout sink: {e}")))
+        match out.write_all(&batch.jsonl).and_then(|_| out.flush()) {
+            Ok(()) => Ok(()),
+            // The reader has gone (`... | head`): nothing to retry or report.
+            // End as Unix tools do on SIGPIPE (status 141), like the CLI's own
+            // output; the cursor stays at the last batch written whole.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(141),
+            Err(e) => Err(SinkError::permanent(format!("stdout sink: {e}"))),
+        }
     }
 
     async fn check(&mut self) -> Result<String, SinkError> {

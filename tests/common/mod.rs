@@ -348,3 +348,31 @@ pub fn wait_for_cursor(cursor: &Path, head: &str, limit: std::time::Duration) {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// A free TCP port on loopback (for `--metrics-addr`).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A new topic with `partitions` partitions on the test broker.
+pub async fn kafka_topic(name: &str, partitions: i32) -> String {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    let topic = unique_bucket(name);
+    let admin: AdminClient<_> = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", kafka_addr())
+        .create()
+        .unwrap();
+    let made = admin
+        .create_topics(
+            &[NewTopic::new(&topic, partitions, TopicReplication::Fixed(1))],
+            &AdminOptions::new(),
+        )
+        .await
+        .expect("the broker creates a topic");
+    assert!(made[0].is_ok(), "{made:?}");
+    topic
+}

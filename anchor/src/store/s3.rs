@@ -294,6 +294,7 @@ impl AnchorStore for S3Store {
     }
 
     async fn check(&self) -> Result<String, StoreError> {
+        self.settings.check_credentials().await.map_err(|f| self.failure(f))?;
         let client = self.client().await;
         client
             .head_bucket()

@@ -1,0 +1,194 @@
+//! Routine operator paths that must not break a deployment (issue:
+//! operator paths): `check` next to a running follower, a database on a
+//! read-only mount, a pinned partition that does not exist.
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::*;
+use tempfile::TempDir;
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn kafka_args<'a>(db: &'a Path, topic: &str, cursor: &'a Path) -> Vec<String> {
+    vec![
+        "--db".into(),
+        path_str(db).into(),
+        "--origin".into(),
+        "ops/agentrt".into(),
+        "--cursor".into(),
+        path_str(cursor).into(),
+        "--sink".into(),
+        format!("kafka://{}/{topic}", kafka_addr()),
+    ]
+}
+
+#[tokio::test]
+async fn check_next_to_a_running_kafka_follower_does_not_fence_it() {
+    let _serial = SERIAL.lock().await;
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 300);
+    let cursor = dir.path().join("cursor");
+    let topic = kafka_topic("check-fence", 1).await;
+    let mut follower = KillOnDrop(
+        bin()
+            .arg("follow")
+            .args(kafka_args(&db, &topic, &cursor))
+            .args(["--from-start", "--retry-max-delay", "1s"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_cursor(&cursor, &db_head(&db), Duration::from_secs(60));
+    // The compose healthcheck used to run this every minute.
+    for _ in 0..3 {
+        let out = bin()
+            .arg("check")
+            .args(kafka_args(&db, &topic, &cursor))
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    }
+    assert_eq!(
+        code(&run(&[
+            "generate",
+            "--db",
+            path_str(&db),
+            "--append",
+            "--events",
+            "100"
+        ])),
+        0
+    );
+    let head = db_head(&db);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_to_string(&cursor).unwrap_or_default().trim() != head {
+        if let Ok(Some(status)) = follower.try_wait() {
+            let mut err = String::new();
+            use std::io::Read;
+            follower.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            panic!("the follower stopped ({status}) after check ran: {err}");
+        }
+        assert!(Instant::now() < deadline, "the follower did not reach {head}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[tokio::test]
+async fn a_pinned_partition_that_does_not_exist_is_named_not_retried() {
+    let _serial = SERIAL.lock().await;
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 10);
+    let topic = kafka_topic("pinned", 1).await;
+    let started = Instant::now();
+    let out = bin()
+        .arg("follow")
+        .args(kafka_args(&db, &topic, &dir.path().join("c")))
+        .args(["--from-start", "--once", "--kafka-partition", "7"])
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(code(&out), 2, "{err}");
+    assert!(
+        err.contains("has 1 partition(s); --kafka-partition 7 does not exist"),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_wal_database_on_a_read_only_directory_is_read_when_nothing_writes_it() {
+    let dir = TempDir::new().unwrap();
+    let data = dir.path().join("ro");
+    std::fs::create_dir(&data).unwrap();
+    let db = generate(&data, "m.db", 200);
+    assert!(
+        !data.join("m.db-wal").exists(),
+        "the writer has closed: no -wal is left"
+    );
+    let head = db_head(&db);
+    // As the sidecar runs it: another user, the directory not writable for it.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o555)).unwrap();
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    std::fs::set_permissions(&out_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let as_nobody = |args: &[&str]| {
+        std::process::Command::new("setpriv")
+            .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_chainship"))
+            .args(args)
+            .output()
+            .expect("setpriv (util-linux) runs the binary as nobody")
+    };
+    let verify = as_nobody(&["verify", "--db", path_str(&db)]);
+    assert_eq!(code(&verify), 0, "{}{}", stdout(&verify), stderr(&verify));
+    assert!(stdout(&verify).contains("intact"), "{}", stdout(&verify));
+    let out = out_dir.join("out.jsonl");
+    let follow = as_nobody(&[
+        "follow",
+        "--db",
+        path_str(&db),
+        "--origin",
+        "ops/agentrt",
+        "--sink",
+        &format!("file:{}", path_str(&out)),
+        "--cursor",
+        path_str(&out_dir.join("cursor")),
+        "--from-start",
+        "--once",
+    ]);
+    assert_eq!(code(&follow), 0, "{}", stderr(&follow));
+    assert_eq!(std::fs::read_to_string(out_dir.join("cursor")).unwrap().trim(), head);
+    assert!(!data.join("m.db-wal").exists() && !data.join("m.db-shm").exists());
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn missing_aws_credentials_are_one_clear_line() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 10);
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let out = bin()
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_PROFILE")
+        .env("HOME", &home)
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .args([
+            "follow",
+            "--db",
+            path_str(&db),
+            "--origin",
+            "ops/agentrt",
+            "--from-start",
+            "--once",
+        ])
+        .args([
+            "--cursor",
+            path_str(&dir.path().join("c")),
+            "--sink",
+            "s3://some-bucket/exports",
+        ])
+        .args(["--s3-endpoint", &s3_endpoint(), "--s3-path-style"])
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(code(&out), 2, "{err}");
+    assert!(
+        err.contains("no AWS credentials") && err.contains("AWS_ACCESS_KEY_ID"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
