@@ -192,3 +192,88 @@ fn missing_aws_credentials_are_one_clear_line() {
     );
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }
+
+/// `follow --once` into a file sink, signing heads with `keys` (comma-separated paths).
+fn follow_signed(dir: &Path, db: &Path, store: &Path, keys: &str) {
+    let out = bin()
+        .args([
+            "follow",
+            "--db",
+            path_str(db),
+            "--origin",
+            "ops/agentrt",
+            "--from-start",
+            "--once",
+        ])
+        .args(["--sink", &format!("file:{}", path_str(&dir.join("out.jsonl")))])
+        .args(["--cursor", path_str(&dir.join("cursor"))])
+        .args(["--anchor", &format!("file:{}", path_str(store)), "--signing-key", keys])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+fn anchor_verify(db: &Path, store: &Path, trusted: &[String]) -> (i32, String) {
+    let mut cmd = bin();
+    cmd.args([
+        "anchor",
+        "verify",
+        "--json",
+        "--db",
+        path_str(db),
+        "--origin",
+        "ops/agentrt",
+    ])
+    .args(["--anchor", &format!("file:{}", path_str(store))]);
+    for k in trusted {
+        cmd.args(["--trusted-key", k]);
+    }
+    let out = cmd.output().unwrap();
+    (code(&out), format!("{}{}", stdout(&out), stderr(&out)))
+}
+
+#[test]
+fn key_rotation_as_documented_keeps_old_heads_trusted_and_refuses_a_leaked_old_key() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 100);
+    let store = dir.path().join("heads");
+    std::fs::create_dir(&store).unwrap();
+    let (old, old_v) = keygen(dir.path(), "ops/chainship-2026", "old.key");
+    let (new, new_v) = keygen(dir.path(), "ops/chainship-2027", "new.key");
+    let append = |n: &str| {
+        assert_eq!(
+            code(&run(&["generate", "--db", path_str(&db), "--append", "--events", n])),
+            0
+        )
+    };
+    // 1. Heads signed by the old key.
+    follow_signed(dir.path(), &db, &store, path_str(&old));
+    // 2. Rotation: sign with both keys; the first head signed by both is at 200.
+    append("100");
+    follow_signed(
+        dir.path(),
+        &db,
+        &store,
+        &format!("{},{}", path_str(&old), path_str(&new)),
+    );
+    // 3. Only the new key from here on.
+    append("100");
+    follow_signed(dir.path(), &db, &store, path_str(&new));
+    // 4. Auditors: the old key retired after seq 200, the new key trusted.
+    let trusted = [format!("{old_v} until=200"), new_v.clone()];
+    let (status, out) = anchor_verify(&db, &store, &trusted);
+    assert_eq!(status, 0, "{out}");
+    assert!(out.contains("\"last_trusted_head\"") && out.contains("\"trusted\":3"), "{out}");
+    // A leaked old key signs a head past its retirement: refused, and named.
+    append("100");
+    follow_signed(dir.path(), &db, &store, path_str(&old));
+    let (status, out) = anchor_verify(&db, &store, &trusted);
+    assert_eq!(status, 1, "{out}");
+    assert!(
+        out.contains("untrusted-key") && out.contains("retired after seq 200"),
+        "{out}"
+    );
+    // Without the retirement the forged head would have passed: the setting is what catches it.
+    let (status, out) = anchor_verify(&db, &store, &[old_v, new_v]);
+    assert_eq!(status, 0, "{out}");
+}

@@ -164,6 +164,27 @@ pub fn check_heads(notes: &[StoredNote], origin: &str, keys: &[VerifierKey]) -> 
                 continue;
             }
         };
+        // A key retired at a rotation vouches only for heads up to its last seq:
+        // past it, its signature is what a leaked old key would produce.
+        let seq = signed.head.seq;
+        let retired: Vec<&VerifierKey> = keys
+            .iter()
+            .filter(|k| signers.contains(&k.name) && !k.trusted_for(seq))
+            .collect();
+        signers.retain(|name| !retired.iter().any(|k| &k.name == name));
+        if signers.is_empty() {
+            let names: Vec<String> = retired
+                .iter()
+                .map(|k| format!("{} (retired after seq {})", k.name, k.retired_after.unwrap_or_default()))
+                .collect();
+            let msg = format!(
+                "{}: head at seq {seq} is signed only by retired keys: {}; a head past a key's retirement needs a current key",
+                stored.name,
+                names.join(", ")
+            );
+            set.findings.push(finding(Kind::UntrustedKey, msg));
+            continue;
+        }
         if signed.origin != origin || stored.seq_in_name.is_some_and(|s| s != signed.head.seq) {
             let msg = format!(
                 "{}: holds head {} of origin {:?}, which its place in the store does not match",

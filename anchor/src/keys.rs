@@ -102,12 +102,14 @@ impl SignerKey {
 }
 
 /// Reads trusted verifier keys: each argument is a key, or a file of keys
-/// (one a line, `#` comments allowed).
+/// (one a line, `#` comments allowed). A key may be followed by
+/// ` until=SEQ`: retired at a rotation, it is trusted for heads up to SEQ
+/// only (see the README, "Rotating the signing key").
 pub fn load_trusted(args: &[String]) -> Result<Vec<VerifierKey>, String> {
     let mut keys = Vec::new();
     for arg in args {
         if arg.contains('+') && !Path::new(arg).exists() {
-            keys.push(VerifierKey::parse(arg).map_err(|e| format!("--trusted-key: {e}"))?);
+            keys.push(parse_trusted(arg).map_err(|e| format!("--trusted-key: {e}"))?);
             continue;
         }
         let text = std::fs::read_to_string(arg).map_err(|e| format!("--trusted-key {arg}: {e}"))?;
@@ -116,13 +118,27 @@ pub fn load_trusted(args: &[String]) -> Result<Vec<VerifierKey>, String> {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            keys.push(VerifierKey::parse(line).map_err(|e| format!("--trusted-key {arg} line {}: {e}", n + 1))?);
+            keys.push(parse_trusted(line).map_err(|e| format!("--trusted-key {arg} line {}: {e}", n + 1))?);
         }
     }
     if keys.is_empty() {
         return Err("--trusted-key: at least one trusted key is needed".into());
     }
     Ok(keys)
+}
+
+/// `KEY` or `KEY until=SEQ`.
+fn parse_trusted(text: &str) -> Result<VerifierKey, String> {
+    let mut words = text.split_whitespace();
+    let mut key = VerifierKey::parse(words.next().unwrap_or_default())?;
+    for word in words {
+        let seq = word
+            .strip_prefix("until=")
+            .and_then(|s| s.parse::<u64>().ok())
+            .ok_or_else(|| format!("{word:?}: after a key only until=SEQ may follow (the last seq it vouches for)"))?;
+        key.retired_after = Some(seq);
+    }
+    Ok(key)
 }
 
 #[cfg(test)]
@@ -153,5 +169,16 @@ mod tests {
         assert_eq!(load_trusted(&[file.to_str().unwrap().into()]).unwrap().len(), 2);
         assert_eq!(load_trusted(std::slice::from_ref(&a)).unwrap()[0].name, "a");
         assert!(load_trusted(&[]).is_err());
+        let retired = load_trusted(&[format!("{a} until=200")]).unwrap();
+        assert_eq!(retired[0].retired_after, Some(200));
+        assert!(retired[0].trusted_for(200) && !retired[0].trusted_for(201));
+        std::fs::write(&file, format!("{a} until=7\n{b}\n")).unwrap();
+        let both = load_trusted(&[file.to_str().unwrap().into()]).unwrap();
+        assert_eq!((both[0].retired_after, both[1].retired_after), (Some(7), None));
+        assert!(
+            load_trusted(&[format!("{a} until=soon")])
+                .unwrap_err()
+                .contains("until=SEQ")
+        );
     }
 }

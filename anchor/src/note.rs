@@ -132,6 +132,10 @@ pub struct VerifierKey {
     pub name: String,
     pub id: [u8; 4],
     pub key: VerifyingKey,
+    /// A trusted key retired at a rotation: it vouches for heads up to this
+    /// seq only, so a leaked old key cannot sign new ones (chainship's
+    /// trust setting, not part of the C2SP key text).
+    pub retired_after: Option<u64>,
 }
 
 impl VerifierKey {
@@ -140,6 +144,7 @@ impl VerifierKey {
             name: name.to_owned(),
             id: key_id(name, key.as_bytes()),
             key,
+            retired_after: None,
         }
     }
 
@@ -177,7 +182,13 @@ impl VerifierKey {
             name: name.to_owned(),
             id,
             key,
+            retired_after: None,
         })
+    }
+
+    /// Whether this key may vouch for a head at `seq`.
+    pub fn trusted_for(&self, seq: u64) -> bool {
+        self.retired_after.is_none_or(|last| seq <= last)
     }
 
     /// Checks this key's signature line(s) in a note: `None` when the note

@@ -194,7 +194,7 @@ impl Follower {
         let after_seq = point.after.map_or(0, |h| h.seq);
         let _ = delivery.announce.send(point.after);
         let db_head = db.head()?.map_or(0, |(s, _)| s);
-        metrics::positions(db_head, after_seq);
+        metrics::resumed(db_head, after_seq);
         tracing::info!(origin = %cfg.origin, sink = %sink_name, resume_after = after_seq, db_head, once = cfg.once, "following");
         if cfg.once && db_head <= after_seq {
             return Ok(Outcome::Done);
@@ -272,7 +272,7 @@ impl Follower {
                         last_positions = Instant::now();
                         let read = check.last_good().map_or(0, |h| h.seq);
                         let head = fresh.look();
-                        metrics::positions(head, read);
+                        metrics::database_head(head);
                         // The reader is idle, yet a fresh connection sees more: its
                         // files changed under it in a way it did not notice. Reopen.
                         if head > read {
@@ -310,7 +310,7 @@ fn submit(pipeline: &mut Pipeline, pending: &mut Pending, fresh: Option<&mut Fre
     pending.batch = pipeline.submit(full)?;
     pending.since = None;
     if let Some(fresh) = fresh {
-        metrics::positions(fresh.look().max(head.seq), head.seq);
+        metrics::database_head(fresh.look().max(head.seq));
     }
     Ok(())
 }

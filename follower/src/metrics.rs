@@ -1,7 +1,7 @@
 //! The follower's metric names, in one place, Prometheus style. The CLI
 //! installs the exporter; without one these calls cost next to nothing.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use chainship_sinks::ErrorKind;
 use metrics::{counter, describe_counter, describe_gauge, gauge};
@@ -70,28 +70,39 @@ pub fn register_at_zero() {
     }
 }
 
-/// Whether `chainship_cursor_seq` holds a position yet. The follower's first
-/// position report is the resume point, which the sink already holds, so it
-/// seeds the gauge; later reports pass the seq read, which runs ahead of
-/// the sink, so after that only deliveries move it.
-static CURSOR_KNOWN: AtomicBool = AtomicBool::new(false);
+/// The last delivered seq (the cursor) and the last database head seen:
+/// lag is always head − cursor, whichever of the two moved last.
+static CURSOR: AtomicU64 = AtomicU64::new(0);
+static DB_HEAD: AtomicU64 = AtomicU64::new(0);
+
+fn set_lag() {
+    let lag = DB_HEAD
+        .load(Ordering::Relaxed)
+        .saturating_sub(CURSOR.load(Ordering::Relaxed));
+    gauge!(EXPORT_LAG).set(lag as f64);
+}
+
+/// At start: the resume point (already delivered) and the database head.
+pub fn resumed(db_head: u64, cursor_seq: u64) {
+    CURSOR.store(cursor_seq, Ordering::Relaxed);
+    gauge!(CURSOR_SEQ).set(cursor_seq as f64);
+    database_head(db_head);
+}
 
 pub fn delivered(events: usize, bytes: usize, cursor_seq: u64) {
     counter!(EVENTS_EXPORTED).increment(events as u64);
     counter!(BATCHES).increment(1);
     counter!(BYTES_EXPORTED).increment(bytes as u64);
-    CURSOR_KNOWN.store(true, Ordering::Relaxed);
+    CURSOR.store(cursor_seq, Ordering::Relaxed);
     gauge!(CURSOR_SEQ).set(cursor_seq as f64);
+    set_lag();
 }
 
-/// The database head and the follower's position in it (first the resume
-/// point, then the last seq read).
-pub fn positions(db_head: u64, position: u64) {
-    if !CURSOR_KNOWN.swap(true, Ordering::Relaxed) {
-        gauge!(CURSOR_SEQ).set(position as f64);
-    }
+/// The database head, as a fresh connection saw it.
+pub fn database_head(db_head: u64) {
+    DB_HEAD.store(db_head, Ordering::Relaxed);
     gauge!(DB_HEAD_SEQ).set(db_head as f64);
-    gauge!(EXPORT_LAG).set(db_head.saturating_sub(position) as f64);
+    set_lag();
 }
 
 pub fn sink_error(kind: &'static str) {
