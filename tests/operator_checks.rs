@@ -263,7 +263,10 @@ fn key_rotation_as_documented_keeps_old_heads_trusted_and_refuses_a_leaked_old_k
     let trusted = [format!("{old_v} until=200"), new_v.clone()];
     let (status, out) = anchor_verify(&db, &store, &trusted);
     assert_eq!(status, 0, "{out}");
-    assert!(out.contains("\"last_trusted_head\"") && out.contains("\"trusted\":3"), "{out}");
+    assert!(
+        out.contains("\"last_trusted_head\"") && out.contains("\"trusted\":3"),
+        "{out}"
+    );
     // A leaked old key signs a head past its retirement: refused, and named.
     append("100");
     follow_signed(dir.path(), &db, &store, path_str(&old));
@@ -276,4 +279,76 @@ fn key_rotation_as_documented_keeps_old_heads_trusted_and_refuses_a_leaked_old_k
     // Without the retirement the forged head would have passed: the setting is what catches it.
     let (status, out) = anchor_verify(&db, &store, &[old_v, new_v]);
     assert_eq!(status, 0, "{out}");
+}
+
+#[test]
+fn heartbeats_keep_max_age_meaning_the_follower_vouched_recently() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 100);
+    let store = dir.path().join("heads");
+    std::fs::create_dir(&store).unwrap();
+    let (key, vkey) = keygen(dir.path(), "ops/chainship", "k");
+    let cursor = dir.path().join("cursor");
+    let mut follower = KillOnDrop(
+        bin()
+            .args([
+                "follow",
+                "--db",
+                path_str(&db),
+                "--origin",
+                "ops/agentrt",
+                "--from-start",
+            ])
+            .args(["--sink", &format!("file:{}", path_str(&dir.path().join("out.jsonl")))])
+            .args(["--cursor", path_str(&cursor), "--anchor-heartbeat", "1s"])
+            .args([
+                "--anchor",
+                &format!("file:{}", path_str(&store)),
+                "--signing-key",
+                path_str(&key),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_cursor(&cursor, &db_head(&db), Duration::from_secs(20));
+    // A quiet runtime: nothing new for longer than --max-age, yet the follower vouches.
+    std::thread::sleep(Duration::from_millis(3500));
+    let heartbeats = std::fs::read_dir(store.join("ops/agentrt"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().matches('.').count() == 2)
+        .count();
+    assert!(heartbeats >= 2, "{heartbeats} heartbeats in 3.5 s at 1 s");
+    let verify = |max_age: &str| {
+        bin()
+            .args([
+                "anchor",
+                "verify",
+                "--db",
+                path_str(&db),
+                "--origin",
+                "ops/agentrt",
+                "--max-age",
+                max_age,
+            ])
+            .args([
+                "--anchor",
+                &format!("file:{}", path_str(&store)),
+                "--trusted-key",
+                &vkey,
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = verify("2s");
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    // A follower that stopped vouching goes stale, however quiet the runtime is.
+    signal(&follower, SIGTERM);
+    wait_with_limit(&mut follower, Duration::from_secs(10));
+    std::thread::sleep(Duration::from_millis(3000));
+    let out = verify("2s");
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("stale"), "{}", stdout(&out));
 }

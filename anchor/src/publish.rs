@@ -9,7 +9,7 @@ use chainship_chain::Head;
 use crate::keys::SignerKey;
 use crate::note::{SignedNote, VerifierKey};
 use crate::signed_head::SignedHead;
-use crate::store::{AnchorStore, PutOutcome, StoreError};
+use crate::store::{AnchorStore, PutOutcome, StoreError, head_name, heartbeat_name};
 
 /// Signs and writes `head` for `origin`. A note already kept for that seq
 /// (a restart re-publishing its cursor) counts as published only if it
@@ -21,7 +21,7 @@ pub async fn publish_head(
     head: Head,
 ) -> Result<(), StoreError> {
     let note = SignedHead::new(origin, head, SystemTime::now()).sign(keys);
-    match store.put_new(origin, head.seq, note.as_bytes()).await? {
+    match store.put_new(origin, &head_name(head.seq), note.as_bytes()).await? {
         PutOutcome::Created => Ok(()),
         PutOutcome::AlreadyThere(bytes) => {
             let kept = SignedNote::parse(&bytes)
@@ -44,6 +44,25 @@ pub async fn publish_head(
             }
         }
     }
+}
+
+/// Publishes `head` again as a heartbeat (a new `published` time, its own
+/// write-once name): while the log is idle, this is what shows the
+/// follower still vouches for it.
+pub async fn publish_heartbeat(
+    store: &dyn AnchorStore,
+    keys: &[SignerKey],
+    origin: &str,
+    head: Head,
+) -> Result<(), StoreError> {
+    let now = SystemTime::now();
+    let seconds = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let note = SignedHead::new(origin, head, now).sign(keys);
+    // A heartbeat of the same second is already there: as good as this one.
+    store
+        .put_new(origin, &heartbeat_name(head.seq, seconds), note.as_bytes())
+        .await
+        .map(|_| ())
 }
 
 /// The highest seq kept for `origin` by a note that one of `keys` signed.

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use backon::{BackoffBuilder, ExponentialBuilder};
-use chainship_anchor::{AnchorStore, SignerKey, highest_verified_seq, publish_head};
+use chainship_anchor::{AnchorStore, SignerKey, highest_verified_seq, publish_head, publish_heartbeat};
 use chainship_chain::Head;
 use metrics::{counter, gauge};
 use tokio::sync::watch;
@@ -41,6 +41,8 @@ pub struct Anchoring {
     pub max_delay: Duration,
     /// The least time between two published heads (zero: after every batch).
     pub interval: Duration,
+    /// While idle, publish the last head again at least this often (zero: never).
+    pub heartbeat: Duration,
     pub health: Arc<Health>,
 }
 
@@ -74,7 +76,8 @@ impl Anchoring {
             .unwrap_or_else(Instant::now);
         let (published_at, since) = watch::channel(since);
         rt.spawn(report_age(since));
-        rt.spawn(self.run(delivered, tx, published_at, start));
+        let start_head = recorded.filter(|h| h.seq == start);
+        rt.spawn(self.run(delivered, tx, published_at, start, start_head));
         AnchoringHandle { published }
     }
 
@@ -84,6 +87,7 @@ impl Anchoring {
         published: watch::Sender<u64>,
         published_at: watch::Sender<Instant>,
         start: u64,
+        start_head: Option<Head>,
     ) {
         // A head below one already kept would read as the log going backwards
         // (another follower of this origin, e.g. to another sink, got further):
@@ -98,6 +102,9 @@ impl Anchoring {
             }
         };
         let mut last = start.max(kept);
+        // The head a heartbeat re-publishes: the last one this follower published.
+        let mut last_head = start_head.filter(|h| h.seq == last);
+        let mut next_beat = Instant::now() + self.heartbeat;
         let _ = published.send(last);
         gauge!(m::ANCHORED_SEQ).set(last as f64);
         let new_backoff = || {
@@ -127,7 +134,9 @@ impl Anchoring {
                 match publish_head(self.store.as_ref(), &self.keys, &self.origin, head).await {
                     Ok(()) => {
                         last = head.seq;
+                        last_head = Some(head);
                         let now = Instant::now();
+                        next_beat = now + self.heartbeat;
                         last_published = Some(now);
                         published_at.send_replace(now);
                         backoff = new_backoff();
@@ -164,8 +173,36 @@ impl Anchoring {
                     }
                 }
             }
-            if delivered.changed().await.is_err() {
-                return;
+            let beat = last_head.filter(|_| !self.heartbeat.is_zero());
+            tokio::select! {
+                changed = delivered.changed() => if changed.is_err() { return },
+                _ = tokio::time::sleep_until(next_beat.into()), if beat.is_some() => {
+                    let head = beat.expect("guarded by the select condition");
+                    next_beat = self.heartbeat_once(head, &published_at).await;
+                }
+            }
+        }
+    }
+
+    /// Publishes `head` again while nothing new arrives, so `anchor verify
+    /// --max-age` tells a quiet runtime from a frozen follower. Returns
+    /// when the next heartbeat is due.
+    async fn heartbeat_once(&self, head: Head, published_at: &watch::Sender<Instant>) -> Instant {
+        match publish_heartbeat(self.store.as_ref(), &self.keys, &self.origin, head).await {
+            Ok(()) => {
+                let now = Instant::now();
+                published_at.send_replace(now);
+                // Its time, for the age after a restart (see `recorded_at`).
+                let _ = write_atomically(&self.anchored_file, format!("{head}\n").as_bytes());
+                self.health.anchor_ok();
+                tracing::debug!(%head, "heartbeat published");
+                now + self.heartbeat
+            }
+            Err(e) => {
+                counter!(m::ANCHOR_ERRORS).increment(1);
+                self.health.anchor_failed(&e.message);
+                tracing::warn!(store = %self.store.describe(), %head, error = %e, "publishing a heartbeat failed; retrying");
+                Instant::now() + self.max_delay.min(self.heartbeat)
             }
         }
     }

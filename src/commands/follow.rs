@@ -87,6 +87,10 @@ pub struct FollowArgs {
     /// newest is published at once when the follower stops.
     #[arg(long, env = "CHAINSHIP_ANCHOR_INTERVAL", default_value = "0s", value_parser = humantime::parse_duration)]
     pub anchor_interval: Duration,
+    /// While no event arrives, publish the last head again this often, so
+    /// `anchor verify --max-age` can tell a quiet runtime from a stopped follower (0s: never).
+    #[arg(long, env = "CHAINSHIP_ANCHOR_HEARTBEAT", default_value = "30m", value_parser = humantime::parse_duration)]
+    pub anchor_heartbeat: Duration,
     /// Key file(s) that sign the heads (from `chainship keygen`); repeat to sign with several while rotating.
     #[arg(
         long = "signing-key",
@@ -204,6 +208,7 @@ pub fn run(args: &FollowArgs) -> CmdResult {
             anchored_file,
             max_delay: args.retry_max_delay,
             interval: args.anchor_interval,
+            heartbeat: args.anchor_heartbeat,
             health: Arc::clone(&health),
         }
         .spawn(runtime.handle(), follower.delivered_heads())

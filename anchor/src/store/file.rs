@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{AnchorStore, PutOutcome, StoreError, StoredNote, head_name, seq_from_name};
+use super::{AnchorStore, PutOutcome, StoreError, StoredNote, head_name, note_seq, seq_from_name};
 
 /// The write-once probe `check` leaves nothing behind with (it is removed).
 const PROBE: &str = ".chainship-check";
@@ -76,7 +76,7 @@ impl FileStore {
 }
 
 /// `.<head name>.<pid>.<random>.tmp`: unique per writer, never a head name.
-fn temp_name(seq: u64) -> String {
+fn temp_name(name: &str) -> String {
     let mut random = [0u8; 8];
     // Without randomness the pid and time still make the name unique enough.
     if getrandom::fill(&mut random).is_err() {
@@ -85,7 +85,7 @@ fn temp_name(seq: u64) -> String {
             .map_or(0, |d| d.as_nanos() as u64);
         random = nanos.to_le_bytes();
     }
-    format!(".{}.{}.{}.tmp", head_name(seq), std::process::id(), hex::encode(random))
+    format!(".{name}.{}.{}.tmp", std::process::id(), hex::encode(random))
 }
 
 fn is_temp_name(name: &str) -> bool {
@@ -102,7 +102,7 @@ fn head_seq(name: &str) -> Option<u64> {
 
 #[async_trait]
 impl AnchorStore for FileStore {
-    async fn put_new(&self, origin: &str, seq: u64, note: &[u8]) -> Result<PutOutcome, StoreError> {
+    async fn put_new(&self, origin: &str, name: &str, note: &[u8]) -> Result<PutOutcome, StoreError> {
         let dir = self.origin_dir(origin);
         if !self.dir.is_dir() {
             return Err(StoreError::transient(format!(
@@ -112,8 +112,13 @@ impl AnchorStore for FileStore {
         }
         std::fs::create_dir_all(&dir).map_err(|e| self.io("cannot create", &dir, e))?;
         self.sweep_stale_temps(&dir);
-        let path = dir.join(head_name(seq));
-        let tmp = dir.join(temp_name(seq));
+        if note_seq(name).is_none() || name.contains('/') {
+            return Err(StoreError::permanent(format!(
+                "anchor store: {name:?} is not a head's name"
+            )));
+        }
+        let path = dir.join(name);
+        let tmp = dir.join(temp_name(name));
         let written = OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -147,10 +152,35 @@ impl AnchorStore for FileStore {
                 self.describe()
             )));
         }
+        let dir = self.origin_dir(origin);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(self.io("cannot list", &dir, e)),
+        };
+        let mut names = Vec::new();
+        for entry in entries {
+            let name = entry.map_err(|e| self.io("cannot list", &dir, e))?.file_name();
+            let name = name.to_string_lossy().into_owned();
+            // Heads and heartbeats only: temp files and other names are not notes.
+            if !name.contains('/') && note_seq(&name).is_some() {
+                names.push(name);
+            }
+        }
+        names.sort();
         let mut notes = Vec::new();
-        for seq in self.head_seqs(origin).await? {
-            // A head removed between listing and reading is simply not there.
-            notes.extend(self.get_head(origin, seq).await?);
+        for name in names {
+            let path = dir.join(&name);
+            match std::fs::read(&path) {
+                Ok(bytes) => notes.push(StoredNote {
+                    name: path.display().to_string(),
+                    seq_in_name: note_seq(&name),
+                    bytes,
+                }),
+                // A note removed between listing and reading is simply not there.
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(self.io("cannot read", &path, e)),
+            }
         }
         Ok(notes)
     }
@@ -219,10 +249,10 @@ mod tests {
         let dir = tempfile::TempDir::new().unwrap();
         let store = FileStore::new(dir.path());
         assert!(matches!(
-            run(store.put_new("o", 7, b"first")).unwrap(),
+            run(store.put_new("o", &head_name(7), b"first")).unwrap(),
             PutOutcome::Created
         ));
-        match run(store.put_new("o", 7, b"second")).unwrap() {
+        match run(store.put_new("o", &head_name(7), b"second")).unwrap() {
             PutOutcome::AlreadyThere(bytes) => assert_eq!(bytes, b"first"),
             other => panic!("expected AlreadyThere, got {other:?}"),
         }
@@ -240,10 +270,10 @@ mod tests {
     fn temp_files_and_odd_names_are_not_heads() {
         let dir = tempfile::TempDir::new().unwrap();
         let store = FileStore::new(dir.path());
-        run(store.put_new("o", 3, b"three")).unwrap();
+        run(store.put_new("o", &head_name(3), b"three")).unwrap();
         let origin = dir.path().join("o");
         // What a writer killed before its link leaves, and other clutter.
-        std::fs::write(origin.join(temp_name(9)), b"").unwrap();
+        std::fs::write(origin.join(temp_name(&head_name(9))), b"").unwrap();
         std::fs::write(origin.join(format!(".{}.1.ab.tmp", head_name(10))), b"torn").unwrap();
         std::fs::write(origin.join("x.head"), b"x").unwrap();
         std::fs::write(origin.join("99999999999999999999.head"), b"past u64").unwrap();
@@ -259,7 +289,7 @@ mod tests {
         let dir = tempfile::TempDir::new().unwrap();
         let origin = dir.path().join("o");
         std::fs::create_dir(&origin).unwrap();
-        let (stale, fresh) = (origin.join(temp_name(1)), origin.join(temp_name(2)));
+        let (stale, fresh) = (origin.join(temp_name(&head_name(1))), origin.join(temp_name(&head_name(2))));
         std::fs::write(&stale, b"").unwrap();
         std::fs::write(&fresh, b"").unwrap();
         let two_hours_ago = std::time::SystemTime::now() - Duration::from_secs(7200);
@@ -269,7 +299,7 @@ mod tests {
             .unwrap()
             .set_modified(two_hours_ago)
             .unwrap();
-        run(FileStore::new(dir.path()).put_new("o", 5, b"five")).unwrap();
+        run(FileStore::new(dir.path()).put_new("o", &head_name(5), b"five")).unwrap();
         assert!(!stale.exists(), "a temp file older than an hour is removed");
         assert!(fresh.exists(), "a temp file another writer may be using is kept");
     }
@@ -278,8 +308,8 @@ mod tests {
     fn an_origin_does_not_see_the_heads_of_an_origin_below_it() {
         let dir = tempfile::TempDir::new().unwrap();
         let store = FileStore::new(dir.path());
-        run(store.put_new("team/a", 1, b"a1")).unwrap();
-        run(store.put_new("team/a/b", 2, b"b2")).unwrap();
+        run(store.put_new("team/a", &head_name(1), b"a1")).unwrap();
+        run(store.put_new("team/a/b", &head_name(2), b"b2")).unwrap();
         let a = run(store.list("team/a")).unwrap();
         assert_eq!(a.len(), 1, "{a:?}");
         assert_eq!(a[0].bytes, b"a1");

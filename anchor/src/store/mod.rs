@@ -59,9 +59,10 @@ impl fmt::Display for StoreError {
 
 #[async_trait]
 pub trait AnchorStore: Send + Sync {
-    /// Writes `note` as the head for `seq` unless one is already there.
-    async fn put_new(&self, origin: &str, seq: u64, note: &[u8]) -> Result<PutOutcome, StoreError>;
-    /// Every note kept for `origin`, sorted by name (so by seq).
+    /// Writes `note` under `name` (a [`head_name`] or [`heartbeat_name`])
+    /// unless a note is already there.
+    async fn put_new(&self, origin: &str, name: &str, note: &[u8]) -> Result<PutOutcome, StoreError>;
+    /// Every note kept for `origin`, heads and heartbeats, sorted by name (so by seq).
     async fn list(&self, origin: &str) -> Result<Vec<StoredNote>, StoreError>;
     /// The seqs heads are kept for, ascending, from the names alone (no head
     /// is read: a name proves nothing, see [`crate::highest_verified_seq`]).
@@ -79,8 +80,29 @@ pub fn head_name(seq: u64) -> String {
     format!("{seq:020}.head")
 }
 
-/// The seq a head name says it holds.
+/// A heartbeat: the same head published again while the log is idle, so a
+/// kept note younger than `--max-age` means "the follower vouched within
+/// this time", not "the runtime was busy". Its own name, write-once like a
+/// head's: `<seq, 20 digits>.<unix seconds, 20 digits>.head`.
+pub fn heartbeat_name(seq: u64, unix_seconds: u64) -> String {
+    format!("{seq:020}.{unix_seconds:020}.head")
+}
+
+/// The seq a head name (`<seq>.head`, not a heartbeat) says it holds.
 pub fn seq_from_name(name: &str) -> Option<u64> {
     let digits = name.rsplit('/').next()?.strip_suffix(".head")?;
+    twenty_digits(digits)
+}
+
+/// The seq any kept note's name says it holds: a head or a heartbeat.
+pub fn note_seq(name: &str) -> Option<u64> {
+    let stem = name.rsplit('/').next()?.strip_suffix(".head")?;
+    match stem.split_once('.') {
+        None => twenty_digits(stem),
+        Some((seq, at)) => twenty_digits(at).and(twenty_digits(seq)),
+    }
+}
+
+fn twenty_digits(digits: &str) -> Option<u64> {
     (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit())).then(|| digits.parse().ok())?
 }

@@ -22,7 +22,7 @@ use chainship_sinks::s3_client::{S3Settings, classify};
 use futures::{StreamExt, TryStreamExt};
 use tokio::sync::OnceCell;
 
-use super::{AnchorStore, PutOutcome, StoreError, StoredNote, head_name, seq_from_name};
+use super::{AnchorStore, PutOutcome, StoreError, StoredNote, head_name, note_seq, seq_from_name};
 
 /// Heads fetched at once by `list`.
 const FETCHES_IN_FLIGHT: usize = 16;
@@ -159,7 +159,7 @@ impl S3Store {
                     .filter_map(|o| o.key())
                     .filter(|k| {
                         k.strip_prefix(prefix)
-                            .is_some_and(|n| !n.contains('/') && seq_from_name(n).is_some())
+                            .is_some_and(|n| !n.contains('/') && note_seq(n).is_some())
                     })
                     .map(str::to_owned),
             );
@@ -218,7 +218,7 @@ impl S3Store {
 
 #[async_trait]
 impl AnchorStore for S3Store {
-    async fn put_new(&self, origin: &str, seq: u64, note: &[u8]) -> Result<PutOutcome, StoreError> {
+    async fn put_new(&self, origin: &str, name: &str, note: &[u8]) -> Result<PutOutcome, StoreError> {
         let checked = self.layout_ok.lock().is_ok_and(|ok| ok.contains(origin));
         if !checked && self.legacy_prefix(origin).is_some() {
             if self.head_keys(&self.origin_prefix(origin), true).await?.is_empty() {
@@ -228,7 +228,12 @@ impl AnchorStore for S3Store {
                 ok.insert(origin.to_owned());
             }
         }
-        let key = format!("{}{}", self.origin_prefix(origin), head_name(seq));
+        if note_seq(name).is_none() || name.contains('/') {
+            return Err(StoreError::permanent(format!(
+                "anchor store: {name:?} is not a head's name"
+            )));
+        }
+        let key = format!("{}{name}", self.origin_prefix(origin));
         let locked = self.object_lock().await?;
         let mut put = self
             .client()
@@ -267,7 +272,7 @@ impl AnchorStore for S3Store {
             .map(|key| async move {
                 let bytes = self.get(&key).await?;
                 Ok(StoredNote {
-                    seq_in_name: seq_from_name(&key),
+                    seq_in_name: note_seq(&key),
                     name: format!("s3://{}/{key}", self.bucket),
                     bytes,
                 })
