@@ -13,32 +13,28 @@ pub struct AnchorS3Args {
     /// S3 endpoint for the anchor store (MinIO, Ceph, ...); default AWS.
     #[arg(
         long,
-        env = "CHAINSHIP_ANCHOR_S3_ENDPOINT",
         value_name = "URL",
         help_heading = "Anchor store (S3)"
     )]
     pub anchor_s3_endpoint: Option<String>,
     #[arg(
         long,
-        env = "CHAINSHIP_ANCHOR_S3_REGION",
         value_name = "REGION",
         help_heading = "Anchor store (S3)"
     )]
     pub anchor_s3_region: Option<String>,
     /// Path-style addressing (most S3-compatible servers need it).
-    #[arg(long, env = "CHAINSHIP_ANCHOR_S3_PATH_STYLE", help_heading = "Anchor store (S3)")]
+    #[arg(long, help_heading = "Anchor store (S3)")]
     pub anchor_s3_path_style: bool,
     /// AWS profile for the anchor store's credentials.
     #[arg(
         long,
-        env = "CHAINSHIP_ANCHOR_S3_PROFILE",
         value_name = "NAME",
         help_heading = "Anchor store (S3)"
     )]
     pub anchor_s3_profile: Option<String>,
     #[arg(
         long,
-        env = "CHAINSHIP_ANCHOR_S3_ACCESS_KEY_ID",
         value_name = "ID",
         help_heading = "Anchor store (S3)"
     )]
@@ -46,16 +42,13 @@ pub struct AnchorS3Args {
     /// Better set by environment than on the command line.
     #[arg(
         long,
-        env = "CHAINSHIP_ANCHOR_S3_SECRET_ACCESS_KEY",
         value_name = "SECRET",
-        hide_env_values = true,
         help_heading = "Anchor store (S3)"
     )]
     pub anchor_s3_secret_access_key: Option<String>,
     /// With Object Lock on the bucket, keep each head under COMPLIANCE retention this many days.
     #[arg(
         long,
-        env = "CHAINSHIP_ANCHOR_RETAIN_DAYS",
         default_value_t = 400,
         value_name = "DAYS",
         help_heading = "Anchor store (S3)"

@@ -9,10 +9,10 @@ use clap::Args;
 #[derive(Args, Clone, Debug)]
 pub struct DbArgs {
     /// The audit database (SQLite), opened read-only.
-    #[arg(long, env = "CHAINSHIP_DB", value_name = "PATH")]
+    #[arg(long, value_name = "PATH")]
     pub db: PathBuf,
     /// Follow the path even if it is a symbolic link.
-    #[arg(long, env = "CHAINSHIP_ALLOW_SYMLINK")]
+    #[arg(long)]
     pub allow_symlink: bool,
     #[command(flatten)]
     pub schema: SchemaArgs,
@@ -23,7 +23,6 @@ pub struct DbArgs {
 pub struct SchemaArgs {
     #[arg(
         long,
-        env = "CHAINSHIP_TABLE",
         default_value = "events",
         value_name = "NAME",
         help_heading = "Schema"
@@ -31,7 +30,6 @@ pub struct SchemaArgs {
     pub table: String,
     #[arg(
         long,
-        env = "CHAINSHIP_SEQ_COLUMN",
         default_value = "seq",
         value_name = "NAME",
         help_heading = "Schema"
@@ -39,7 +37,6 @@ pub struct SchemaArgs {
     pub seq_column: String,
     #[arg(
         long,
-        env = "CHAINSHIP_RUN_ID_COLUMN",
         default_value = "run_id",
         value_name = "NAME",
         help_heading = "Schema"
@@ -47,7 +44,6 @@ pub struct SchemaArgs {
     pub run_id_column: String,
     #[arg(
         long,
-        env = "CHAINSHIP_STEP_ID_COLUMN",
         default_value = "step_id",
         value_name = "NAME",
         help_heading = "Schema"
@@ -55,7 +51,6 @@ pub struct SchemaArgs {
     pub step_id_column: String,
     #[arg(
         long,
-        env = "CHAINSHIP_AT_COLUMN",
         default_value = "at",
         value_name = "NAME",
         help_heading = "Schema"
@@ -63,7 +58,6 @@ pub struct SchemaArgs {
     pub at_column: String,
     #[arg(
         long,
-        env = "CHAINSHIP_TYPE_COLUMN",
         default_value = "type",
         value_name = "NAME",
         help_heading = "Schema"
@@ -71,7 +65,6 @@ pub struct SchemaArgs {
     pub type_column: String,
     #[arg(
         long,
-        env = "CHAINSHIP_PAYLOAD_COLUMN",
         default_value = "payload_json",
         value_name = "NAME",
         help_heading = "Schema"
@@ -79,7 +72,6 @@ pub struct SchemaArgs {
     pub payload_column: String,
     #[arg(
         long,
-        env = "CHAINSHIP_HASH_COLUMN",
         default_value = "hash",
         value_name = "NAME",
         help_heading = "Schema"

@@ -16,6 +16,7 @@ mod anchor_args;
 mod commands;
 mod config;
 mod db_args;
+mod env_names;
 mod exit;
 mod logging;
 mod metrics_server;
@@ -41,10 +42,10 @@ use crate::logging::LogFormat;
 Exit codes: 0 ok, 1 verification failed, 2 usage or setup error.")]
 struct Cli {
     /// Log format on stderr.
-    #[arg(long, global = true, env = "CHAINSHIP_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
     /// A TOML file of settings (keys are the long flag names); flags and CHAINSHIP_* variables override it.
-    #[arg(long, global = true, env = "CHAINSHIP_CONFIG", value_name = "FILE")]
+    #[arg(long, global = true, value_name = "FILE")]
     config: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
@@ -67,7 +68,13 @@ enum Command {
     Anchor(commands::anchor::AnchorCommand),
 }
 
+/// The command tree, with every flag's environment variable named by rule.
+fn cli_command() -> clap::Command {
+    env_names::apply(Cli::command())
+}
+
 fn main() -> ExitCode {
+    let legacy_env = env_names::adopt_legacy_names();
     let argv: Vec<String> = std::env::args().collect();
     // Errors before the arguments are parsed still honour `--log-format`.
     let early_format = logging::requested_format(&argv);
@@ -81,7 +88,7 @@ fn main() -> ExitCode {
             return ExitCode::from(e.code);
         }
     };
-    let mut command = Cli::command();
+    let mut command = cli_command();
     if let Some(file) = &config {
         if let Err(e) = file.validate(&command) {
             logging::fatal(early_format, e.code, &e.message);
@@ -113,6 +120,10 @@ fn main() -> ExitCode {
         }
     };
     logging::init(cli.log_format);
+    for old in legacy_env {
+        let new = env_names::replacement(old).unwrap_or_default();
+        tracing::warn!("{old} is the old name of {new}; it still works, but rename it");
+    }
     let result = match &cli.command {
         Command::Verify(args) => commands::verify::run(args),
         Command::Generate(args) => commands::generate::run(args),
@@ -122,7 +133,7 @@ fn main() -> ExitCode {
         Command::VerifyExport(args) => commands::verify_export::run(args),
         Command::Check(args) => commands::check::run(args),
         Command::Config(commands::config_cmd::ConfigCommand::Check(args)) => {
-            commands::config_cmd::run(args, Cli::command(), config.as_ref())
+            commands::config_cmd::run(args, cli_command(), config.as_ref())
         }
         Command::Anchor(cmd) => commands::anchor::run(cmd),
     };

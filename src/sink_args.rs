@@ -12,19 +12,18 @@ use clap::Args;
 #[derive(Args, Clone, Debug)]
 pub struct SinkS3Args {
     /// S3 endpoint for the sink (MinIO, Ceph, ...); default AWS.
-    #[arg(long, env = "CHAINSHIP_S3_ENDPOINT", value_name = "URL", help_heading = "S3 sink")]
+    #[arg(long, value_name = "URL", help_heading = "S3 sink")]
     pub s3_endpoint: Option<String>,
-    #[arg(long, env = "CHAINSHIP_S3_REGION", value_name = "REGION", help_heading = "S3 sink")]
+    #[arg(long, value_name = "REGION", help_heading = "S3 sink")]
     pub s3_region: Option<String>,
     /// Path-style addressing (most S3-compatible servers need it).
-    #[arg(long, env = "CHAINSHIP_S3_PATH_STYLE", help_heading = "S3 sink")]
+    #[arg(long, help_heading = "S3 sink")]
     pub s3_path_style: bool,
     /// AWS profile for the sink's credentials (default: the standard AWS chain).
-    #[arg(long, env = "CHAINSHIP_S3_PROFILE", value_name = "NAME", help_heading = "S3 sink")]
+    #[arg(long, value_name = "NAME", help_heading = "S3 sink")]
     pub s3_profile: Option<String>,
     #[arg(
         long,
-        env = "CHAINSHIP_S3_ACCESS_KEY_ID",
         value_name = "ID",
         help_heading = "S3 sink"
     )]
@@ -32,33 +31,29 @@ pub struct SinkS3Args {
     /// Better set by environment than on the command line.
     #[arg(
         long,
-        env = "CHAINSHIP_S3_SECRET_ACCESS_KEY",
         value_name = "SECRET",
-        hide_env_values = true,
         help_heading = "S3 sink"
     )]
     pub s3_secret_access_key: Option<String>,
     /// Events per object, at most (S3 batches are larger: SIEM loaders prefer fewer, larger objects).
     #[arg(
         long,
-        env = "CHAINSHIP_S3_BATCH_EVENTS",
         default_value_t = 50_000,
         help_heading = "S3 sink"
     )]
     pub s3_batch_events: usize,
     /// Uncompressed bytes per object, at most (a number of bytes, or with a unit: 64MiB).
-    #[arg(long, env = "CHAINSHIP_S3_BATCH_BYTES", default_value = "64MiB", value_name = "SIZE", value_parser = parse_size, help_heading = "S3 sink")]
+    #[arg(long, default_value = "64MiB", value_name = "SIZE", value_parser = parse_size, help_heading = "S3 sink")]
     pub s3_batch_bytes: usize,
     /// Upload a partial object once its first event has waited this long.
-    #[arg(long, env = "CHAINSHIP_S3_BATCH_AGE", default_value = "60s", value_parser = humantime::parse_duration, help_heading = "S3 sink")]
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration, help_heading = "S3 sink")]
     pub s3_batch_age: Duration,
     /// Put objects under dt=YYYY-MM-DD/ (from the first event's `at`).
-    #[arg(long, env = "CHAINSHIP_S3_DATE_PARTITION", help_heading = "S3 sink")]
+    #[arg(long, help_heading = "S3 sink")]
     pub s3_date_partition: bool,
     /// How objects are compressed; the name says which (.jsonl.gz, .jsonl.zst).
     #[arg(
         long,
-        env = "CHAINSHIP_S3_COMPRESSION",
         default_value = "gzip",
         value_name = "gzip|zstd",
         help_heading = "S3 sink"
@@ -67,29 +62,27 @@ pub struct SinkS3Args {
     /// Compression level: gzip 1-9 (default 1), zstd 1-19 (default 3).
     #[arg(
         long,
-        env = "CHAINSHIP_S3_COMPRESSION_LEVEL",
         value_name = "N",
         help_heading = "S3 sink"
     )]
     pub s3_compression_level: Option<i32>,
     /// Objects of at least this many (compressed) bytes go up as a multipart upload.
-    #[arg(long, env = "CHAINSHIP_S3_MULTIPART_THRESHOLD", default_value = "8MiB", value_name = "SIZE", value_parser = parse_size, help_heading = "S3 sink")]
+    #[arg(long, default_value = "8MiB", value_name = "SIZE", value_parser = parse_size, help_heading = "S3 sink")]
     pub s3_multipart_threshold: usize,
     /// Size of each part of a multipart upload (S3 needs at least 5MiB).
-    #[arg(long, env = "CHAINSHIP_S3_PART_SIZE", default_value = "8MiB", value_name = "SIZE", value_parser = parse_part_size, help_heading = "S3 sink")]
+    #[arg(long, default_value = "8MiB", value_name = "SIZE", value_parser = parse_part_size, help_heading = "S3 sink")]
     pub s3_part_size: usize,
     /// A librdkafka setting passed through (TLS, SASL, compression...), KEY=VALUE; repeat for more.
     /// Values are never logged.
-    #[arg(long = "kafka-opt", env = "CHAINSHIP_KAFKA_OPTS", value_delimiter = ';', value_name = "KEY=VALUE", value_parser = KafkaOptParser, hide_env_values = true, help_heading = "Kafka sink")]
+    #[arg(long = "kafka-opt", value_delimiter = ';', value_name = "KEY=VALUE", value_parser = KafkaOptParser, help_heading = "Kafka sink")]
     pub kafka_opts: Vec<(String, String)>,
     /// Do not use a transactional id to fence other followers of this origin
     /// (for brokers without transactions; then run one follower per origin yourself).
-    #[arg(long, env = "CHAINSHIP_KAFKA_NO_FENCE", help_heading = "Kafka sink")]
+    #[arg(long, help_heading = "Kafka sink")]
     pub kafka_no_fence: bool,
     /// Pin the partition (default: a stable hash of the origin).
     #[arg(
         long,
-        env = "CHAINSHIP_KAFKA_PARTITION",
         value_name = "N",
         help_heading = "Kafka sink"
     )]

@@ -40,11 +40,11 @@ pub struct AnchorVerifyArgs {
     #[command(flatten)]
     pub common: AnchorCommon,
     /// Fail as `stale` when the newest head is older than this (e.g. 2h).
-    #[arg(long, env = "CHAINSHIP_MAX_AGE", value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = humantime::parse_duration)]
     pub max_age: Option<Duration>,
     /// Pass with no trusted head for the origin (a first run, before any head
     /// was published); the output then says that no head was checked.
-    #[arg(long, env = "CHAINSHIP_ALLOW_NO_HEADS")]
+    #[arg(long)]
     pub allow_no_heads: bool,
 }
 
@@ -61,15 +61,14 @@ pub struct AnchorListArgs {
 #[derive(Args, Debug)]
 pub struct AnchorCommon {
     /// The anchor store: file:DIR or s3://BUCKET/PREFIX.
-    #[arg(long, env = "CHAINSHIP_ANCHOR", value_name = "URL", value_parser = str::parse::<AnchorUrl>)]
+    #[arg(long, value_name = "URL", value_parser = str::parse::<AnchorUrl>)]
     pub anchor: AnchorUrl,
     /// Whose heads: the origin the follower publishes as.
-    #[arg(long, env = "CHAINSHIP_ORIGIN", value_parser = parse_origin)]
+    #[arg(long, value_parser = parse_origin)]
     pub origin: String,
     /// A trusted verifier key (NAME+KEYID+BASE64), or a file of them; repeat for several.
     #[arg(
         long = "trusted-key",
-        env = "CHAINSHIP_TRUSTED_KEYS",
         value_name = "KEY|FILE",
         value_delimiter = ','
     )]

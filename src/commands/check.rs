@@ -26,19 +26,18 @@ use crate::sink_args::SinkS3Args;
 Exit codes: 0 everything ok, 1 something failed (each item says what), 2 usage error.")]
 pub struct CheckArgs {
     /// The audit database (opened read-only).
-    #[arg(long, env = "CHAINSHIP_DB", value_name = "PATH")]
+    #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
-    #[arg(long, env = "CHAINSHIP_ORIGIN", value_parser = parse_origin)]
+    #[arg(long, value_parser = parse_origin)]
     pub origin: String,
-    #[arg(long, env = "CHAINSHIP_SINK", value_name = "URL")]
+    #[arg(long, value_name = "URL")]
     pub sink: SinkUrl,
-    #[arg(long, env = "CHAINSHIP_CURSOR", value_name = "URL", value_parser = crate::commands::follow::parse_cursor_url)]
+    #[arg(long, value_name = "URL", value_parser = crate::commands::follow::parse_cursor_url)]
     pub cursor: Option<PathBuf>,
-    #[arg(long, env = "CHAINSHIP_ANCHOR", value_name = "URL", value_parser = str::parse::<AnchorUrl>)]
+    #[arg(long, value_name = "URL", value_parser = str::parse::<AnchorUrl>)]
     pub anchor: Option<AnchorUrl>,
     #[arg(
         long = "signing-key",
-        env = "CHAINSHIP_SIGNING_KEYS",
         value_name = "PATH",
         value_delimiter = ','
     )]

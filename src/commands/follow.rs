@@ -33,68 +33,67 @@ pub struct FollowArgs {
     #[command(flatten)]
     pub db: DbArgs,
     /// The log's identity, carried in every record (e.g. prod-eu1/agentrt).
-    #[arg(long, env = "CHAINSHIP_ORIGIN", value_parser = parse_origin)]
+    #[arg(long, value_parser = parse_origin)]
     pub origin: String,
     /// Where to ship: file:PATH (JSON Lines) or stdout:.
-    #[arg(long, env = "CHAINSHIP_SINK", value_name = "URL")]
+    #[arg(long, value_name = "URL")]
     pub sink: SinkUrl,
     /// Where to keep the delivered position: file:PATH.
-    #[arg(long, env = "CHAINSHIP_CURSOR", value_name = "URL", value_parser = parse_cursor_url)]
+    #[arg(long, value_name = "URL", value_parser = parse_cursor_url)]
     pub cursor: PathBuf,
     /// With no cursor yet, start at seq 1.
-    #[arg(long, env = "CHAINSHIP_FROM_START", conflicts_with = "from_seq")]
+    #[arg(long, conflicts_with = "from_seq")]
     pub from_start: bool,
     /// With no cursor yet, start at this seq (the event before it is trusted as stored).
-    #[arg(long, env = "CHAINSHIP_FROM_SEQ", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub from_seq: Option<u64>,
     /// Deliver what is there now, then exit 0 (for cron).
-    #[arg(long, env = "CHAINSHIP_ONCE")]
+    #[arg(long)]
     pub once: bool,
     /// Events per batch.
-    #[arg(long, env = "CHAINSHIP_BATCH_SIZE", default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub batch_size: u64,
     /// Bytes of records per batch, at most (a single larger event still goes alone).
-    #[arg(long, env = "CHAINSHIP_BATCH_BYTES", default_value_t = 8 << 20)]
+    #[arg(long, default_value_t = 8 << 20)]
     pub batch_bytes: usize,
     /// Deliver a partial batch once its first event has waited this long.
-    #[arg(long, env = "CHAINSHIP_BATCH_LINGER", default_value = "200ms", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration)]
     pub batch_linger: Duration,
     /// How often an idle follower looks for new events.
-    #[arg(long, env = "CHAINSHIP_POLL_INTERVAL", default_value = "250ms", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "250ms", value_parser = humantime::parse_duration)]
     pub poll_interval: Duration,
     /// On a chain break: exit (1), or wait for an operator while serving metrics.
-    #[arg(long, env = "CHAINSHIP_ON_BREAK", value_enum, default_value_t = OnBreakArg::Exit)]
+    #[arg(long, value_enum, default_value_t = OnBreakArg::Exit)]
     pub on_break: OnBreakArg,
     /// Longest wait between retries of a failing sink.
-    #[arg(long, env = "CHAINSHIP_RETRY_MAX_DELAY", default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub retry_max_delay: Duration,
     /// Stop (exit 2) when the sink has failed this long; default: retry forever.
-    #[arg(long, env = "CHAINSHIP_GIVE_UP_AFTER", value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = humantime::parse_duration)]
     pub give_up_after: Option<Duration>,
     /// /healthz turns 503 once the sink has failed (or anchoring lagged) this long.
-    #[arg(long, env = "CHAINSHIP_UNHEALTHY_AFTER", default_value = "60s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub unhealthy_after: Duration,
     /// On SIGTERM, how long a failing delivery may still be retried.
-    #[arg(long, env = "CHAINSHIP_SHUTDOWN_GRACE", default_value = "5s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub shutdown_grace: Duration,
     /// Serve Prometheus /metrics and /healthz here (e.g. 127.0.0.1:9464).
-    #[arg(long, env = "CHAINSHIP_METRICS_ADDR", value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
     /// Publish each delivered head, signed, here: file:DIR or s3://BUCKET/PREFIX.
-    #[arg(long, env = "CHAINSHIP_ANCHOR", value_name = "URL", value_parser = str::parse::<AnchorUrl>, requires = "signing_keys")]
+    #[arg(long, value_name = "URL", value_parser = str::parse::<AnchorUrl>, requires = "signing_keys")]
     pub anchor: Option<AnchorUrl>,
     /// Publish a head at most this often (default 0s: after every batch); the
     /// newest is published at once when the follower stops.
-    #[arg(long, env = "CHAINSHIP_ANCHOR_INTERVAL", default_value = "0s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
     pub anchor_interval: Duration,
     /// While no event arrives, publish the last head again this often, so
     /// `anchor verify --max-age` can tell a quiet runtime from a stopped follower (0s: never).
-    #[arg(long, env = "CHAINSHIP_ANCHOR_HEARTBEAT", default_value = "30m", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
     pub anchor_heartbeat: Duration,
     /// Key file(s) that sign the heads (from `chainship keygen`); repeat to sign with several while rotating.
     #[arg(
         long = "signing-key",
-        env = "CHAINSHIP_SIGNING_KEYS",
         value_name = "PATH",
         value_delimiter = ','
     )]

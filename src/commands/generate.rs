@@ -22,7 +22,7 @@ use crate::exit::{CliError, CmdResult, OK};
   chainship generate --db demo.db --append --events 0 --follow-rate 200 --follow-for 30s")]
 pub struct GenerateArgs {
     /// The database to create (refused if it exists, unless --append).
-    #[arg(long, env = "CHAINSHIP_DB", value_name = "PATH")]
+    #[arg(long, value_name = "PATH")]
     pub db: PathBuf,
     /// How many events to write at once.
     #[arg(long, default_value_t = 1000, value_name = "N")]

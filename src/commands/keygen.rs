@@ -18,10 +18,10 @@ verifier key (NAME+KEYID+BASE64) to auditors for `anchor verify --trusted-key`.
 The signing key belongs to the follower, never to the audit database's writer.")]
 pub struct KeygenArgs {
     /// The key's name (no spaces or '+'), e.g. prod-eu1/chainship.
-    #[arg(long, env = "CHAINSHIP_KEY_NAME")]
+    #[arg(long)]
     pub name: String,
     /// Where to write the private key (must not exist).
-    #[arg(long, env = "CHAINSHIP_KEY_OUT", value_name = "PATH")]
+    #[arg(long, value_name = "PATH")]
     pub out: PathBuf,
     #[arg(long)]
     pub json: bool,

@@ -23,13 +23,13 @@ pub struct VerifyArgs {
     #[command(flatten)]
     pub db: DbArgs,
     /// First seq to check; the event before it is trusted as stored.
-    #[arg(long, env = "CHAINSHIP_FROM", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub from: Option<u64>,
     /// Last seq to check (default: the database's head when the walk starts).
-    #[arg(long, env = "CHAINSHIP_TO", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub to: Option<u64>,
     /// A head kept elsewhere (SEQ:HASH) that the database must still match.
-    #[arg(long, env = "CHAINSHIP_HEAD", value_name = "SEQ:HASH")]
+    #[arg(long, value_name = "SEQ:HASH")]
     pub head: Option<Head>,
     /// Print one JSON object instead of text.
     #[arg(long)]

@@ -34,21 +34,20 @@ Identical duplicates are a warning. A file's first record must name --origin.
 Exit codes: 0 whole and matching, 1 any error, 2 usage or an unreadable source.")]
 pub struct VerifyExportArgs {
     /// The copy: file:PATH, s3://BUCKET/PREFIX or kafka://HOST:PORT/TOPIC.
-    #[arg(long = "from", env = "CHAINSHIP_EXPORT", value_name = "URL")]
+    #[arg(long = "from", value_name = "URL")]
     pub source: SinkUrl,
     /// The anchor store: file:DIR or s3://BUCKET/PREFIX.
-    #[arg(long, env = "CHAINSHIP_ANCHOR", value_name = "URL", value_parser = str::parse::<AnchorUrl>)]
+    #[arg(long, value_name = "URL", value_parser = str::parse::<AnchorUrl>)]
     pub anchor: AnchorUrl,
     /// A trusted verifier key (NAME+KEYID+BASE64), or a file of them; repeat for several.
     #[arg(
         long = "trusted-key",
-        env = "CHAINSHIP_TRUSTED_KEYS",
         value_name = "KEY|FILE",
         value_delimiter = ','
     )]
     pub trusted_keys: Vec<String>,
     /// Whose copy (needed for s3:// and kafka://; a file's first record names it otherwise).
-    #[arg(long, env = "CHAINSHIP_ORIGIN", value_parser = parse_origin)]
+    #[arg(long, value_parser = parse_origin)]
     pub origin: Option<String>,
     /// The copy starts after this trusted head (SEQ:HASH) instead of at seq 1;
     /// kept heads at or below it are not checked (one at its seq must match it).
@@ -56,7 +55,7 @@ pub struct VerifyExportArgs {
     pub after: Option<Head>,
     /// Pass with no trusted head to compare with (a first run, before any
     /// head was published); the output then says that no head was checked.
-    #[arg(long, env = "CHAINSHIP_ALLOW_NO_HEADS")]
+    #[arg(long)]
     pub allow_no_heads: bool,
     #[command(flatten)]
     pub sink_s3: SinkS3Args,

@@ -1,0 +1,92 @@
+//! Every flag can be set by an environment variable named by one rule:
+//! `--kafka-opt` → `CHAINSHIP_KAFKA_OPT`, `--signing-key` →
+//! `CHAINSHIP_SIGNING_KEY`. The rule is applied here, once, to the whole
+//! command tree, so no flag can be left out or named off the pattern.
+//! Repeatable flags take several values in one variable, separated as the
+//! flag's own value delimiter says (`,` for keys, `;` for `--kafka-opt`).
+//!
+//! Names used before the rule (`CHAINSHIP_SIGNING_KEYS`, …) still work:
+//! [`adopt_legacy_names`] copies them to the new name when that is unset.
+
+use clap::{Arg, Command};
+
+/// The variable for a long flag name.
+pub fn env_name(long: &str) -> String {
+    format!("CHAINSHIP_{}", long.to_ascii_uppercase().replace('-', "_"))
+}
+
+/// Names every flag's variable by the rule, in every subcommand. Values are
+/// never shown in `--help` (several are secrets).
+pub fn apply(cmd: Command) -> Command {
+    cmd.mut_args(name_arg).mut_subcommands(apply)
+}
+
+fn name_arg(arg: Arg) -> Arg {
+    match arg.get_long() {
+        Some("help" | "version") | None => arg,
+        Some(long) => {
+            let name = env_name(long);
+            arg.env(name).hide_env_values(true)
+        }
+    }
+}
+
+/// Variables named before the rule, and the names that replaced them.
+const LEGACY: [(&str, &str); 7] = [
+    ("CHAINSHIP_SIGNING_KEYS", "CHAINSHIP_SIGNING_KEY"),
+    ("CHAINSHIP_TRUSTED_KEYS", "CHAINSHIP_TRUSTED_KEY"),
+    ("CHAINSHIP_KAFKA_OPTS", "CHAINSHIP_KAFKA_OPT"),
+    ("CHAINSHIP_EXPORT", "CHAINSHIP_FROM"),
+    ("CHAINSHIP_KEY_NAME", "CHAINSHIP_NAME"),
+    ("CHAINSHIP_KEY_OUT", "CHAINSHIP_OUT"),
+    ("CHAINSHIP_DEMO_DIR", "CHAINSHIP_DIR"),
+];
+
+/// Copies each legacy variable that is set to its new name when that is
+/// unset; returns the legacy names it used, for a deprecation warning once
+/// logging is up. Runs first thing in `main`, before any thread exists.
+pub fn adopt_legacy_names() -> Vec<&'static str> {
+    let mut used = Vec::new();
+    for (old, new) in LEGACY {
+        if let Some(value) = std::env::var_os(old)
+            && std::env::var_os(new).is_none()
+        {
+            // SAFETY: called at the start of main, before any other thread
+            // is spawned, so nothing reads the environment concurrently.
+            unsafe { std::env::set_var(new, value) };
+            used.push(old);
+        }
+    }
+    used
+}
+
+/// The new name of a legacy variable.
+pub fn replacement(old: &str) -> Option<&'static str> {
+    LEGACY.iter().find(|(o, _)| *o == old).map(|(_, n)| *n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_flag_of_every_command_follows_the_rule() {
+        fn walk(cmd: &Command, path: &str, seen: &mut usize) {
+            for arg in cmd.get_arguments() {
+                if let Some(long) = arg.get_long().filter(|l| !matches!(*l, "help" | "version")) {
+                    let env = arg.get_env().map(|e| e.to_string_lossy().into_owned());
+                    assert_eq!(env.as_deref(), Some(env_name(long).as_str()), "{path} --{long}");
+                    *seen += 1;
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), seen);
+            }
+        }
+        let mut seen = 0;
+        walk(&crate::cli_command(), "chainship", &mut seen);
+        assert!(seen > 80, "only {seen} flags found");
+        assert_eq!(env_name("kafka-opt"), "CHAINSHIP_KAFKA_OPT");
+        assert_eq!(replacement("CHAINSHIP_SIGNING_KEYS"), Some("CHAINSHIP_SIGNING_KEY"));
+    }
+}
