@@ -11,48 +11,23 @@ use clap::Args;
 #[derive(Args, Clone, Debug)]
 pub struct AnchorS3Args {
     /// S3 endpoint for the anchor store (MinIO, Ceph, ...); default AWS.
-    #[arg(
-        long,
-        value_name = "URL",
-        help_heading = "Anchor store (S3)"
-    )]
+    #[arg(long, value_name = "URL", help_heading = "Anchor store (S3)")]
     pub anchor_s3_endpoint: Option<String>,
-    #[arg(
-        long,
-        value_name = "REGION",
-        help_heading = "Anchor store (S3)"
-    )]
+    #[arg(long, value_name = "REGION", help_heading = "Anchor store (S3)")]
     pub anchor_s3_region: Option<String>,
     /// Path-style addressing (most S3-compatible servers need it).
     #[arg(long, help_heading = "Anchor store (S3)")]
     pub anchor_s3_path_style: bool,
     /// AWS profile for the anchor store's credentials.
-    #[arg(
-        long,
-        value_name = "NAME",
-        help_heading = "Anchor store (S3)"
-    )]
+    #[arg(long, value_name = "NAME", help_heading = "Anchor store (S3)")]
     pub anchor_s3_profile: Option<String>,
-    #[arg(
-        long,
-        value_name = "ID",
-        help_heading = "Anchor store (S3)"
-    )]
+    #[arg(long, value_name = "ID", help_heading = "Anchor store (S3)")]
     pub anchor_s3_access_key_id: Option<String>,
     /// Better set by environment than on the command line.
-    #[arg(
-        long,
-        value_name = "SECRET",
-        help_heading = "Anchor store (S3)"
-    )]
+    #[arg(long, value_name = "SECRET", help_heading = "Anchor store (S3)")]
     pub anchor_s3_secret_access_key: Option<String>,
     /// With Object Lock on the bucket, keep each head under COMPLIANCE retention this many days.
-    #[arg(
-        long,
-        default_value_t = 400,
-        value_name = "DAYS",
-        help_heading = "Anchor store (S3)"
-    )]
+    #[arg(long, default_value_t = 400, value_name = "DAYS", help_heading = "Anchor store (S3)")]
     pub anchor_retain_days: u32,
 }
 

@@ -64,6 +64,11 @@ impl ConfigFile {
                     .as_table_like()
                     .ok_or_else(|| bad(line, key, "must be a table of librdkafka settings"))?;
                 for (k, v) in table.iter() {
+                    // Each setting's own line, not the `[kafka]` header's.
+                    let line = table
+                        .key(k)
+                        .and_then(|k| k.span())
+                        .map_or(line, |s| line_of(&text, s.start));
                     let value = v
                         .as_value()
                         .and_then(scalar)
@@ -146,12 +151,20 @@ fn find_arg<'a>(cmd: &'a Command, long: &str) -> Option<&'a Arg> {
 
 /// Every command that runs something (subcommands of subcommands included).
 pub fn leaf_commands(root: &Command) -> Vec<Command> {
+    leaf_paths(root).into_iter().map(|(_, c)| c).collect()
+}
+
+/// Every command that runs something, with its full path (`anchor verify`):
+/// two commands may share a name (`verify`, `anchor verify`).
+pub fn leaf_paths(root: &Command) -> Vec<(String, Command)> {
     let mut out = Vec::new();
     for sub in root.get_subcommands() {
         if sub.has_subcommands() {
-            out.extend(leaf_commands(sub));
+            for (path, leaf) in leaf_paths(sub) {
+                out.push((format!("{} {path}", sub.get_name()), leaf));
+            }
         } else {
-            out.push(sub.clone());
+            out.push((sub.get_name().to_owned(), sub.clone()));
         }
     }
     out

@@ -21,61 +21,21 @@ pub struct DbArgs {
 /// Table and column names (agentrt's by default).
 #[derive(Args, Clone, Debug)]
 pub struct SchemaArgs {
-    #[arg(
-        long,
-        default_value = "events",
-        value_name = "NAME",
-        help_heading = "Schema"
-    )]
+    #[arg(long, default_value = "events", value_name = "NAME", help_heading = "Schema")]
     pub table: String,
-    #[arg(
-        long,
-        default_value = "seq",
-        value_name = "NAME",
-        help_heading = "Schema"
-    )]
+    #[arg(long, default_value = "seq", value_name = "NAME", help_heading = "Schema")]
     pub seq_column: String,
-    #[arg(
-        long,
-        default_value = "run_id",
-        value_name = "NAME",
-        help_heading = "Schema"
-    )]
+    #[arg(long, default_value = "run_id", value_name = "NAME", help_heading = "Schema")]
     pub run_id_column: String,
-    #[arg(
-        long,
-        default_value = "step_id",
-        value_name = "NAME",
-        help_heading = "Schema"
-    )]
+    #[arg(long, default_value = "step_id", value_name = "NAME", help_heading = "Schema")]
     pub step_id_column: String,
-    #[arg(
-        long,
-        default_value = "at",
-        value_name = "NAME",
-        help_heading = "Schema"
-    )]
+    #[arg(long, default_value = "at", value_name = "NAME", help_heading = "Schema")]
     pub at_column: String,
-    #[arg(
-        long,
-        default_value = "type",
-        value_name = "NAME",
-        help_heading = "Schema"
-    )]
+    #[arg(long, default_value = "type", value_name = "NAME", help_heading = "Schema")]
     pub type_column: String,
-    #[arg(
-        long,
-        default_value = "payload_json",
-        value_name = "NAME",
-        help_heading = "Schema"
-    )]
+    #[arg(long, default_value = "payload_json", value_name = "NAME", help_heading = "Schema")]
     pub payload_column: String,
-    #[arg(
-        long,
-        default_value = "hash",
-        value_name = "NAME",
-        help_heading = "Schema"
-    )]
+    #[arg(long, default_value = "hash", value_name = "NAME", help_heading = "Schema")]
     pub hash_column: String,
 }
 

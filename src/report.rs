@@ -1,6 +1,8 @@
 //! How findings and runs are shown, shared by the commands that judge a
 //! database or a copy against the kept heads.
 
+use std::io::Write;
+
 use chainship_anchor::Finding;
 use chainship_chain::Head;
 use serde_json::json;
@@ -57,19 +59,34 @@ pub fn print_outcome(findings: &[Finding], ok: &str, last_trusted: Option<Head>)
     }
 }
 
+/// The exit status of a tool whose stdout reader has gone (128 + SIGPIPE).
+pub const CLOSED_STDOUT: u8 = 141;
+
 /// Writes one line to stdout. When the reader has gone (a closed pipe) the
 /// process exits as Unix tools do on SIGPIPE (status 141), without a panic;
 /// any other write error is a setup error (exit 2).
 pub fn stdout_line(args: std::fmt::Arguments<'_>) {
-    use std::io::Write;
+    if let Err(e) = try_stdout_line(args) {
+        if e.code != CLOSED_STDOUT {
+            // Never `eprintln!`: it panics when stderr is closed too.
+            let _ = writeln!(std::io::stderr(), "chainship: {e}");
+        }
+        std::process::exit(i32::from(e.code));
+    }
+}
+
+/// Writes one line to stdout, or returns the error (code 141 for a closed
+/// pipe) to a caller that must clean up before it exits.
+pub fn try_stdout_line(args: std::fmt::Arguments<'_>) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
     let written = out.write_fmt(args).and_then(|()| out.write_all(b"\n"));
-    if let Err(e) = written {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(141);
-        }
-        eprintln!("chainship: writing to stdout: {e}");
-        std::process::exit(i32::from(crate::exit::USAGE));
+    match written {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(CliError {
+            code: CLOSED_STDOUT,
+            message: "stdout was closed".into(),
+        }),
+        Err(e) => Err(CliError::usage(format!("writing to stdout: {e}"))),
     }
 }
 

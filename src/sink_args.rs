@@ -22,25 +22,13 @@ pub struct SinkS3Args {
     /// AWS profile for the sink's credentials (default: the standard AWS chain).
     #[arg(long, value_name = "NAME", help_heading = "S3 sink")]
     pub s3_profile: Option<String>,
-    #[arg(
-        long,
-        value_name = "ID",
-        help_heading = "S3 sink"
-    )]
+    #[arg(long, value_name = "ID", help_heading = "S3 sink")]
     pub s3_access_key_id: Option<String>,
     /// Better set by environment than on the command line.
-    #[arg(
-        long,
-        value_name = "SECRET",
-        help_heading = "S3 sink"
-    )]
+    #[arg(long, value_name = "SECRET", help_heading = "S3 sink")]
     pub s3_secret_access_key: Option<String>,
     /// Events per object, at most (S3 batches are larger: SIEM loaders prefer fewer, larger objects).
-    #[arg(
-        long,
-        default_value_t = 50_000,
-        help_heading = "S3 sink"
-    )]
+    #[arg(long, default_value_t = 50_000, help_heading = "S3 sink")]
     pub s3_batch_events: usize,
     /// Uncompressed bytes per object, at most (a number of bytes, or with a unit: 64MiB).
     #[arg(long, default_value = "64MiB", value_name = "SIZE", value_parser = parse_size, help_heading = "S3 sink")]
@@ -52,19 +40,10 @@ pub struct SinkS3Args {
     #[arg(long, help_heading = "S3 sink")]
     pub s3_date_partition: bool,
     /// How objects are compressed; the name says which (.jsonl.gz, .jsonl.zst).
-    #[arg(
-        long,
-        default_value = "gzip",
-        value_name = "gzip|zstd",
-        help_heading = "S3 sink"
-    )]
+    #[arg(long, default_value = "gzip", value_name = "gzip|zstd", help_heading = "S3 sink")]
     pub s3_compression: Codec,
     /// Compression level: gzip 1-9 (default 1), zstd 1-19 (default 3).
-    #[arg(
-        long,
-        value_name = "N",
-        help_heading = "S3 sink"
-    )]
+    #[arg(long, value_name = "N", help_heading = "S3 sink")]
     pub s3_compression_level: Option<i32>,
     /// Objects of at least this many (compressed) bytes go up as a multipart upload.
     #[arg(long, default_value = "8MiB", value_name = "SIZE", value_parser = parse_size, help_heading = "S3 sink")]
@@ -81,11 +60,7 @@ pub struct SinkS3Args {
     #[arg(long, help_heading = "Kafka sink")]
     pub kafka_no_fence: bool,
     /// Pin the partition (default: a stable hash of the origin).
-    #[arg(
-        long,
-        value_name = "N",
-        help_heading = "Kafka sink"
-    )]
+    #[arg(long, value_name = "N", help_heading = "Kafka sink")]
     pub kafka_partition: Option<i32>,
 }
 

@@ -1,4 +1,4 @@
-//! Property tests of the break rules in shared/chain-format.md: damage a
+//! Property tests of the break rules in docs/chain-format.md: damage a
 //! generated chain in one way and check that the walk names exactly the seq
 //! and kind the rules give.
 

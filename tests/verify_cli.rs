@@ -11,7 +11,7 @@ use tempfile::TempDir;
 const H1: &str = "329225706e099dcf734d05b51f7cc508a36511efdf614f97d2918cf3b2a04249";
 const H2: &str = "2d17715bc635406807722f1764c509105f5ac15ad430729545bc4d87055da291";
 
-/// The two worked events of shared/chain-format.md, in agentrt's table.
+/// The two worked events of docs/chain-format.md, in agentrt's table.
 fn worked_example_db(dir: &TempDir) -> std::path::PathBuf {
     let db = dir.path().join("worked.db");
     let conn = tamper(&db);

@@ -21,6 +21,9 @@ struct Seen {
     hash: HexHash,
     prev: HexHash,
     prev_len: usize,
+    /// The hash its fields give: with `hash`, what tells two copies of a
+    /// seq apart even when an altered one kept the original's hash field.
+    content: HexHash,
 }
 
 pub struct ExportCheck {
@@ -149,24 +152,33 @@ impl ExportCheck {
             return;
         };
         let prev_len = r.prev_hash.len();
-        if r.expected_hash() != hash {
+        let content = r.expected_hash();
+        if content != hash {
             let mut f = finding(
                 Kind::Altered,
                 Some(r.seq),
                 format!("{}: seq {} does not hash to its own hash field", where_(), r.seq),
             );
-            f.expected = Some(String::from_utf8_lossy(&r.expected_hash()).into_owned());
+            f.expected = Some(String::from_utf8_lossy(&content).into_owned());
             f.found = Some(r.hash.to_string());
             self.findings.push(f);
             // It still holds its place in the copy: go on checking the order and links.
         }
-        let seen = Seen { hash, prev, prev_len };
+        let seen = Seen {
+            hash,
+            prev,
+            prev_len,
+            content,
+        };
         let next = self.last.map_or(1, |(s, _)| s + 1);
 
         if r.seq < next {
             // Either a duplicate, or a late record filling a gap.
             if let Some(earlier) = self.recent.get(&r.seq).copied() {
-                if earlier.hash == hash {
+                // Identical only if both the hash field and what the fields
+                // hash to agree: an altered copy may keep the hash field.
+                // A copy that cannot be hashed at all (all zero) proves nothing.
+                if earlier.hash == hash && earlier.content == content && content != [0; 64] {
                     self.identical_duplicates += 1;
                 } else {
                     let mut f = finding(
@@ -174,8 +186,11 @@ impl ExportCheck {
                         Some(r.seq),
                         format!("{}: seq {} delivered twice with different contents", where_(), r.seq),
                     );
-                    f.expected = Some(String::from_utf8_lossy(&earlier.hash).into_owned());
-                    f.found = Some(r.hash.to_string());
+                    // Hash fields that agree would show nothing; the altered finding names the difference.
+                    if earlier.hash != hash {
+                        f.expected = Some(String::from_utf8_lossy(&earlier.hash).into_owned());
+                        f.found = Some(r.hash.to_string());
+                    }
                     self.findings.push(f);
                 }
                 return;
@@ -383,6 +398,19 @@ mod tests {
         let mut dup = good.clone();
         dup.insert(5, good[4].clone());
         assert_eq!(check(&dup, &heads), (vec![], Some(8), 1));
+
+        // A second copy of seq 5 with another payload but the same hash
+        // field: altered and a differing duplicate, never an identical one.
+        let mut differing = good.clone();
+        differing.insert(5, good[4].replace(r#"\"n\":5}"#, r#"\"n\":50}"#));
+        let (found, last, identical) = check(&differing, &heads);
+        assert_eq!(found, vec![(Kind::Altered, Some(5)), (Kind::Duplicate, Some(5))]);
+        assert_eq!((last, identical), (Some(4), 0));
+        // The altered copy first, the intact one second: the same.
+        let mut first_altered = good.clone();
+        first_altered[4] = differing[5].clone();
+        first_altered.insert(5, good[4].clone());
+        assert_eq!(check(&first_altered, &heads).2, 0);
 
         let mut swapped = good.clone();
         swapped.swap(2, 3);

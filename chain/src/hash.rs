@@ -1,6 +1,6 @@
 //! The event hash: lower-case hex SHA-256 of seven netstrings
 //! (`<byte length>:<bytes>,`): previous hash, seq, run_id, step_id, at, type,
-//! payload_json — see `shared/chain-format.md`.
+//! payload_json — see `docs/chain-format.md`.
 //!
 //! The fields are fed to the hasher one by one, straight from where they
 //! were read: no concatenated copy of the event is ever made.
@@ -88,7 +88,7 @@ impl Glue {
 mod tests {
     use super::*;
 
-    // The worked examples of shared/chain-format.md.
+    // The worked examples of docs/chain-format.md.
     const H1: &str = "329225706e099dcf734d05b51f7cc508a36511efdf614f97d2918cf3b2a04249";
     const H2: &str = "2d17715bc635406807722f1764c509105f5ac15ad430729545bc4d87055da291";
 

@@ -1,4 +1,4 @@
-//! The rule that decides where a chain breaks (`shared/chain-format.md`,
+//! The rule that decides where a chain breaks (`docs/chain-format.md`,
 //! "What a break is"): walking by seq, event N breaks the chain when its
 //! stored hash is not the one its fields and event N-1's stored hash give,
 //! or when its seq is not N-1's seq plus one.

@@ -27,7 +27,7 @@ pub enum AnchorCommand {
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
   chainship anchor verify --db /data/audit.db --anchor file:/mnt/anchors --origin prod-eu1/agentrt \\
-      --trusted-key 'prod-eu1/chainship+1a2b3c4d+AW...'
+      --trusted-key /etc/chainship/head.pub
   chainship anchor verify --db audit.db --anchor s3://audit-anchors/heads --origin prod-eu1/agentrt \\
       --trusted-key /etc/chainship/trusted-keys --max-age 2h --json
 
@@ -67,11 +67,7 @@ pub struct AnchorCommon {
     #[arg(long, value_parser = parse_origin)]
     pub origin: String,
     /// A trusted verifier key (NAME+KEYID+BASE64), or a file of them; repeat for several.
-    #[arg(
-        long = "trusted-key",
-        value_name = "KEY|FILE",
-        value_delimiter = ','
-    )]
+    #[arg(long = "trusted-key", value_name = "KEY|FILE", value_delimiter = ',')]
     pub trusted_keys: Vec<String>,
     #[command(flatten)]
     pub s3: AnchorS3Args,

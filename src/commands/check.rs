@@ -36,11 +36,7 @@ pub struct CheckArgs {
     pub cursor: Option<PathBuf>,
     #[arg(long, value_name = "URL", value_parser = str::parse::<AnchorUrl>)]
     pub anchor: Option<AnchorUrl>,
-    #[arg(
-        long = "signing-key",
-        value_name = "PATH",
-        value_delimiter = ','
-    )]
+    #[arg(long = "signing-key", value_name = "PATH", value_delimiter = ',')]
     pub signing_keys: Vec<PathBuf>,
     #[command(flatten)]
     pub sink_s3: SinkS3Args,

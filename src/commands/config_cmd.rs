@@ -6,7 +6,7 @@ use clap::parser::ValueSource;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::config::{ConfigFile, is_secret, is_secret_kafka, leaf_commands};
+use crate::config::{ConfigFile, is_secret, is_secret_kafka, leaf_paths};
 use crate::exit::{CliError, CmdResult, FAILED, OK};
 use crate::sink_args::SinkS3Args;
 
@@ -24,7 +24,7 @@ pub enum ConfigCommand {
 Unknown keys and values a flag would refuse are errors naming the file, line and key (exit 2).
 Settings come from flags, then CHAINSHIP_* variables, then the file, then built-in defaults.")]
 pub struct ConfigCheckArgs {
-    /// Which command's settings to show.
+    /// Which command's settings to show, by its full name (`follow`, `anchor verify`, `verify-export`, ...).
     #[arg(long = "for", default_value = "follow", value_name = "COMMAND")]
     pub command: String,
     #[arg(long)]
@@ -34,11 +34,27 @@ pub struct ConfigCheckArgs {
 pub fn run(args: &ConfigCheckArgs, root: clap::Command, file: Option<&ConfigFile>) -> CmdResult {
     let file = file.ok_or_else(|| CliError::usage("config check needs --config FILE (or CHAINSHIP_CONFIG)"))?;
     file.validate(&root)?;
-    let leaf_name = args.command.split_whitespace().last().unwrap_or("follow").to_owned();
-    let leaf = leaf_commands(&root)
-        .into_iter()
-        .find(|c| c.get_name() == leaf_name)
-        .ok_or_else(|| CliError::usage(format!("--for {:?}: no such command", args.command)))?;
+    // The full path (`anchor verify`), never just its last word: `verify`
+    // and `anchor verify` are different commands with different settings.
+    let wanted = args.command.split_whitespace().collect::<Vec<_>>().join(" ");
+    let paths = leaf_paths(&root);
+    let Some((_, leaf)) = paths.iter().find(|(path, _)| *path == wanted) else {
+        let valid: Vec<&str> = paths.iter().map(|(path, _)| path.as_str()).collect();
+        return Err(CliError::usage(format!(
+            "--for {:?}: no such command; use one of: {}",
+            args.command,
+            valid.join(", ")
+        )));
+    };
+    let leaf_name = leaf.get_name().to_owned();
+    // Global settings (`--log-format`) apply to every command: show them too.
+    let mut leaf = leaf.clone();
+    for global in root
+        .get_arguments()
+        .filter(|a| a.is_global_set() && a.get_id() != "config")
+    {
+        leaf = leaf.arg(global.clone().global(false));
+    }
     let leaf = file.apply(leaf);
     // Show what is missing instead of failing on it.
     let required: Vec<String> = leaf
@@ -110,7 +126,7 @@ pub fn run(args: &ConfigCheckArgs, root: clap::Command, file: Option<&ConfigFile
             "{}",
             json!({
                 "file": file.path,
-                "command": args.command,
+                "command": wanted,
                 "settings": settings.iter().map(|(k, v, s)| json!({"key": k, "values": v, "source": s})).collect::<Vec<_>>(),
                 "missing": missing,
             })
@@ -121,7 +137,7 @@ pub fn run(args: &ConfigCheckArgs, root: clap::Command, file: Option<&ConfigFile
             outln!("{k} = {}    # {s}", v.join(","));
         }
         if !missing.is_empty() {
-            outln!("missing for `chainship {}`: {}", args.command, missing.join(", "));
+            outln!("missing for `chainship {wanted}`: {}", missing.join(", "));
         }
     }
     Ok(if missing.is_empty() { OK } else { FAILED })

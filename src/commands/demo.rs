@@ -4,11 +4,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::Args;
 
 use crate::exit::{CliError, CmdResult, OK};
+use crate::report::CLOSED_STDOUT;
 
 /// Run the end-to-end demo: generate, follow, anchor, verify, tamper, catch.
 #[derive(Args, Debug)]
@@ -16,7 +19,8 @@ use crate::exit::{CliError, CmdResult, OK};
   chainship demo
   chainship demo --dir /tmp/my-demo --events 5000")]
 pub struct DemoArgs {
-    /// Work here (created; must not exist). Default: a new directory under the system temp dir.
+    /// Work here (created; must not exist), and keep it afterwards. Default: a
+    /// new directory under the system temp dir ($TMPDIR), removed at the end.
     #[arg(long, env = "CHAINSHIP_DEMO_DIR", value_name = "DIR")]
     pub dir: Option<PathBuf>,
     /// Events in the demo database before the live writer starts.
@@ -29,9 +33,19 @@ pub struct DemoArgs {
 
 const ORIGIN: &str = "demo/agentrt";
 
+/// `outln!` that hands a closed stdout back as an error instead of exiting
+/// at once, so the demo still stops its children and removes its directory.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        crate::report::try_stdout_line(format_args!($($arg)*))?
+    };
+}
+
 struct Demo {
     exe: PathBuf,
     dir: PathBuf,
+    /// Set by SIGINT/SIGTERM: the demo stops at the next step, cleaning up.
+    interrupted: Arc<AtomicBool>,
 }
 
 impl Demo {
@@ -49,7 +63,18 @@ impl Demo {
         cmd
     }
 
+    fn check_interrupted(&self) -> Result<(), CliError> {
+        if self.interrupted.load(Ordering::Relaxed) {
+            return Err(CliError {
+                code: 130,
+                message: "demo: interrupted".into(),
+            });
+        }
+        Ok(())
+    }
+
     fn run(&self, args: &[&str]) -> Result<Output, CliError> {
+        self.check_interrupted()?;
         self.cmd(args)
             .output()
             .map_err(|e| CliError::usage(format!("demo: cannot run {}: {e}", self.exe.display())))
@@ -67,11 +92,13 @@ impl Demo {
         Ok(out)
     }
 
-    fn spawn(&self, args: &[&str]) -> Result<Child, CliError> {
+    fn spawn(&self, args: &[&str]) -> Result<Running, CliError> {
+        self.check_interrupted()?;
         self.cmd(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
+            .map(Running)
             .map_err(|e| CliError::usage(format!("demo: cannot start {}: {e}", self.exe.display())))
     }
 
@@ -100,6 +127,33 @@ impl Demo {
     }
 }
 
+/// A child that is killed if the demo ends before it does, so that a demo
+/// failing midway leaves no writer or follower running in its directory.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// The demo's own temporary directory, removed however the demo ends (an
+/// error returned midway included). `None` for a `--dir`, which is kept.
+struct Cleanup(Option<PathBuf>);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.0
+            && let Err(e) = std::fs::remove_dir_all(dir)
+        {
+            tracing::warn!("demo: cannot remove {}: {e}", dir.display());
+        }
+    }
+}
+
 fn first_line(text: &[u8]) -> String {
     String::from_utf8_lossy(text).lines().next().unwrap_or("").to_owned()
 }
@@ -120,15 +174,42 @@ fn describe(finding: &serde_json::Value) -> String {
 }
 
 pub fn run(args: &DemoArgs) -> CmdResult {
+    match demo(args) {
+        // The reader of stdout left (`chainship demo | head -3`): exit 141
+        // quietly, as every command does, but after the clean-up.
+        Err(e) if e.code == CLOSED_STDOUT => Ok(CLOSED_STDOUT),
+        other => other,
+    }
+}
+
+fn demo(args: &DemoArgs) -> CmdResult {
     let exe = std::env::current_exe().map_err(|e| CliError::usage(format!("demo: cannot find this binary: {e}")))?;
+    // Ctrl-C stops the demo at its next step instead of killing it, so that
+    // the temporary directory is still removed; a second one kills it.
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ = signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&interrupted));
+        let _ = signal_hook::flag::register(signal, Arc::clone(&interrupted));
+    }
     let dir = match &args.dir {
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!("chainship-demo-{}", std::process::id())),
     };
-    std::fs::create_dir(&dir).map_err(|e| CliError::usage(format!("--dir {}: {e}", dir.display())))?;
+    std::fs::create_dir(&dir).map_err(|e| match args.dir {
+        Some(_) => CliError::usage(format!("--dir {}: {e}", dir.display())),
+        None => CliError::usage(format!("demo: cannot create {}: {e}", dir.display())),
+    })?;
+    // Declared before the children: dropped after them, once they are gone.
+    let _cleanup = Cleanup(args.dir.is_none().then(|| dir.clone()));
     std::fs::create_dir(dir.join("anchors")).map_err(|e| CliError::usage(format!("{}: {e}", dir.display())))?;
-    let d = Demo { exe, dir };
-    outln!("chainship demo in {}", d.dir.display());
+    let d = Demo { exe, dir, interrupted };
+    match args.dir {
+        Some(_) => say!("chainship demo in {}", d.dir.display()),
+        None => say!(
+            "chainship demo in {} (removed at the end; --dir DIR keeps the files)",
+            d.dir.display()
+        ),
+    }
 
     // 1. A signing key and a demo audit database.
     let key_out = d.expect_ok(
@@ -147,7 +228,7 @@ pub fn run(args: &DemoArgs) -> CmdResult {
         ],
     )?;
     std::fs::copy(d.path("audit.db"), d.path("backup.db")).map_err(|e| CliError::usage(format!("demo: {e}")))?;
-    outln!(
+    say!(
         "1. key demo/chainship (verifier {verifier}); audit.db with {} events; a backup copy taken",
         args.events
     );
@@ -183,21 +264,21 @@ pub fn run(args: &DemoArgs) -> CmdResult {
         "--batch-size",
         "100",
     ])?;
-    let writer_ok = writer.wait().map(|s| s.success()).unwrap_or(false);
+    let writer_ok = writer.0.wait().map(|s| s.success()).unwrap_or(false);
     let head_out = d.expect_ok("verify", &["verify", "--db", &d.p("audit.db"), "--json"])?;
     let head: serde_json::Value = serde_json::from_slice(&head_out.stdout).unwrap_or_default();
     let final_seq = head["head"]["seq"].as_u64().unwrap_or(0);
     let deadline = Instant::now() + Duration::from_secs(30);
     while seq_in(&d.path("cursor")) < final_seq || seq_in(&d.path("cursor.anchored")) < final_seq {
         if Instant::now() > deadline {
-            let _ = follower.kill();
             return Err(CliError::failed("demo: the follower did not catch up within 30 s"));
         }
+        d.check_interrupted()?;
         std::thread::sleep(Duration::from_millis(50));
     }
     // SAFETY: kill(2) on our own child.
-    unsafe { kill(follower.id() as i32, 15) };
-    let follower_ok = follower.wait().map(|s| s.success()).unwrap_or(false);
+    unsafe { kill(follower.0.id() as i32, 15) };
+    let follower_ok = follower.0.wait().map(|s| s.success()).unwrap_or(false);
     if !writer_ok || !follower_ok {
         return Err(CliError::failed(
             "demo: the writer or the follower did not exit cleanly",
@@ -206,7 +287,7 @@ pub fn run(args: &DemoArgs) -> CmdResult {
     let heads = std::fs::read_dir(d.path("anchors").join(ORIGIN))
         .map(|r| r.count())
         .unwrap_or(0);
-    outln!(
+    say!(
         "2. followed while a writer appended for {}: {final_seq} events in events.jsonl, {heads} signed heads in anchors/",
         humantime::format_duration(args.writer_for)
     );
@@ -218,7 +299,7 @@ pub fn run(args: &DemoArgs) -> CmdResult {
             "demo: anchor verify failed on the intact database: {json}"
         )));
     }
-    outln!(
+    say!(
         "3. anchor verify audit.db: ok, last trusted head seq {}",
         json["last_trusted_head"]["seq"]
     );
@@ -241,7 +322,7 @@ pub fn run(args: &DemoArgs) -> CmdResult {
             "demo: the altered copy was not caught as expected: {json}"
         )));
     }
-    outln!(
+    say!(
         "4. altered seq {altered_seq} in a copy: anchor verify exits 1: {}",
         describe(first)
     );
@@ -267,16 +348,20 @@ pub fn run(args: &DemoArgs) -> CmdResult {
             "demo: the restored backup was not caught as a fork: {json}"
         )));
     }
-    outln!(
+    say!(
         "5. restored the backup and appended new events: anchor verify exits 1: {}, last trusted head seq {}",
         describe(first),
         json["last_trusted_head"]["seq"]
     );
-    outln!(
-        "all as expected. Try: chainship anchor verify --db {} --anchor file:{} --origin {ORIGIN} --trusted-key '{verifier}'",
-        d.p("audit.db"),
-        d.p("anchors")
-    );
+    if args.dir.is_some() {
+        say!(
+            "all as expected. Try: chainship anchor verify --db {} --anchor file:{} --origin {ORIGIN} --trusted-key '{verifier}'",
+            d.p("audit.db"),
+            d.p("anchors")
+        );
+    } else {
+        say!("all as expected. Run `chainship demo --dir DIR` to keep the files and try the commands yourself.");
+    }
     Ok(OK)
 }
 

@@ -24,9 +24,9 @@ use crate::sink_args::SinkS3Args;
 #[command(after_help = "Examples:
   chainship follow --db /data/audit.db --origin prod-eu1/agentrt \\
       --sink file:/var/lib/chainship/events.jsonl --cursor file:/var/lib/chainship/cursor --from-start
-  chainship follow --once --db audit.db --origin dev/agentrt --sink stdout: --cursor cursor | jq .seq
-  CHAINSHIP_DB=audit.db CHAINSHIP_ORIGIN=dev/agentrt CHAINSHIP_SINK=file:out.jsonl \\
-      CHAINSHIP_CURSOR=file:cursor chainship follow --metrics-addr 127.0.0.1:9464
+  chainship follow --once --db audit.db --origin dev/agentrt --sink stdout: --cursor cursor --from-start | head -3
+  CHAINSHIP_DB=audit.db CHAINSHIP_ORIGIN=dev/agentrt CHAINSHIP_SINK=file:out.jsonl CHAINSHIP_FROM_START=true \\
+      CHAINSHIP_CURSOR=file:cursor2 chainship follow --metrics-addr 127.0.0.1:9464
 
 Exit codes: 0 stopped or done, 1 chain broken or database/sink disagree, 2 usage or setup error.")]
 pub struct FollowArgs {
@@ -92,11 +92,7 @@ pub struct FollowArgs {
     #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
     pub anchor_heartbeat: Duration,
     /// Key file(s) that sign the heads (from `chainship keygen`); repeat to sign with several while rotating.
-    #[arg(
-        long = "signing-key",
-        value_name = "PATH",
-        value_delimiter = ','
-    )]
+    #[arg(long = "signing-key", value_name = "PATH", value_delimiter = ',')]
     pub signing_keys: Vec<PathBuf>,
     #[command(flatten)]
     pub anchor_s3: AnchorS3Args,

@@ -19,7 +19,7 @@ use crate::exit::{CliError, CmdResult, OK};
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "Examples:
   chainship generate --db demo.db --events 100000
-  chainship generate --db demo.db --append --events 0 --follow-rate 200 --follow-for 30s")]
+  chainship generate --db demo.db --append --events 0 --follow-rate 200 --follow-for 5s")]
 pub struct GenerateArgs {
     /// The database to create (refused if it exists, unless --append).
     #[arg(long, value_name = "PATH")]

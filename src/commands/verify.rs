@@ -14,7 +14,7 @@ use crate::progress::events_bar;
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
   chainship verify --db /var/lib/agentrt/audit.db
-  chainship verify --db audit.db --head 1200:2d17715bc635406807722f1764c509105f5ac15ad430729545bc4d87055da291
+  chainship verify --db audit.db --head 1200:e2b46cc3bab5ed21f4a390d35f3847bc57866a6d8ae3b644e5b2fa595121a4fb
   CHAINSHIP_DB=audit.db chainship verify --from 1000 --to 2000 --json
 
 Exit codes: 0 intact, 1 broken (a damaged row included, or --to / --head not matched),

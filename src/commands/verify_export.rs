@@ -40,11 +40,7 @@ pub struct VerifyExportArgs {
     #[arg(long, value_name = "URL", value_parser = str::parse::<AnchorUrl>)]
     pub anchor: AnchorUrl,
     /// A trusted verifier key (NAME+KEYID+BASE64), or a file of them; repeat for several.
-    #[arg(
-        long = "trusted-key",
-        value_name = "KEY|FILE",
-        value_delimiter = ','
-    )]
+    #[arg(long = "trusted-key", value_name = "KEY|FILE", value_delimiter = ',')]
     pub trusted_keys: Vec<String>,
     /// Whose copy (needed for s3:// and kafka://; a file's first record names it otherwise).
     #[arg(long, value_parser = parse_origin)]

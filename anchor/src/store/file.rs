@@ -289,7 +289,10 @@ mod tests {
         let dir = tempfile::TempDir::new().unwrap();
         let origin = dir.path().join("o");
         std::fs::create_dir(&origin).unwrap();
-        let (stale, fresh) = (origin.join(temp_name(&head_name(1))), origin.join(temp_name(&head_name(2))));
+        let (stale, fresh) = (
+            origin.join(temp_name(&head_name(1))),
+            origin.join(temp_name(&head_name(2))),
+        );
         std::fs::write(&stale, b"").unwrap();
         std::fs::write(&fresh, b"").unwrap();
         let two_hours_ago = std::time::SystemTime::now() - Duration::from_secs(7200);
