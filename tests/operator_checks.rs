@@ -352,3 +352,19 @@ fn heartbeats_keep_max_age_meaning_the_follower_vouched_recently() {
     assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
     assert!(stdout(&out).contains("stale"), "{}", stdout(&out));
 }
+
+#[test]
+fn check_against_an_unreachable_broker_says_so_in_a_few_lines() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 10);
+    // Nothing listens on port 1.
+    let out = bin()
+        .args(["check", "--db", path_str(&db), "--origin", "ops/agentrt"])
+        .args(["--sink", "kafka://127.0.0.1:1/audit", "--cursor", path_str(&dir.path().join("c"))])
+        .output()
+        .unwrap();
+    let all = format!("{}{}", stdout(&out), stderr(&out));
+    assert_eq!(code(&out), 1, "{all}");
+    assert!(all.contains("broker unreachable"), "{all}");
+    assert!(all.lines().count() < 10, "{} lines:\n{all}", all.lines().count());
+}
