@@ -42,7 +42,14 @@ pub struct SchemaArgs {
 impl DbArgs {
     /// The open options, with the names checked before anything is opened.
     pub fn open_options(&self) -> Result<OpenOptions, chainship_chain::SchemaError> {
-        let s = &self.schema;
+        self.schema.open_options(self.allow_symlink)
+    }
+}
+
+impl SchemaArgs {
+    /// How to open a database with these table and column names.
+    pub fn open_options(&self, allow_symlink: bool) -> Result<OpenOptions, chainship_chain::SchemaError> {
+        let s = self;
         let schema = Schema {
             table: s.table.clone(),
             seq: s.seq_column.clone(),
@@ -54,9 +61,6 @@ impl DbArgs {
             hash: s.hash_column.clone(),
         };
         schema.validate()?;
-        Ok(OpenOptions {
-            schema,
-            allow_symlink: self.allow_symlink,
-        })
+        Ok(OpenOptions { schema, allow_symlink })
     }
 }

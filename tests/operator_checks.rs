@@ -360,11 +360,129 @@ fn check_against_an_unreachable_broker_says_so_in_a_few_lines() {
     // Nothing listens on port 1.
     let out = bin()
         .args(["check", "--db", path_str(&db), "--origin", "ops/agentrt"])
-        .args(["--sink", "kafka://127.0.0.1:1/audit", "--cursor", path_str(&dir.path().join("c"))])
+        .args([
+            "--sink",
+            "kafka://127.0.0.1:1/audit",
+            "--cursor",
+            path_str(&dir.path().join("c")),
+        ])
         .output()
         .unwrap();
     let all = format!("{}{}", stdout(&out), stderr(&out));
     assert_eq!(code(&out), 1, "{all}");
     assert!(all.contains("broker unreachable"), "{all}");
     assert!(all.lines().count() < 10, "{} lines:\n{all}", all.lines().count());
+}
+
+fn follow_once_anchored(dir: &Path, db: &Path, store: &Path, key: &Path, cursor: &str) -> std::process::Output {
+    bin()
+        .args([
+            "follow",
+            "--db",
+            path_str(db),
+            "--origin",
+            "ops/agentrt",
+            "--from-start",
+            "--once",
+        ])
+        .args([
+            "--sink",
+            &format!("file:{}", path_str(&dir.join(format!("{cursor}.jsonl")))),
+        ])
+        .args([
+            "--cursor",
+            path_str(&dir.join(cursor)),
+            "--shutdown-grace",
+            "2s",
+            "--retry-max-delay",
+            "1s",
+        ])
+        .args([
+            "--anchor",
+            &format!("file:{}", path_str(store)),
+            "--signing-key",
+            path_str(key),
+        ])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn follow_once_with_its_newest_head_unpublished_is_not_success() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 50);
+    let (key, _) = keygen(dir.path(), "ops/chainship", "k");
+    // The anchor mount is missing: delivered, but not anchored.
+    let out = follow_once_anchored(dir.path(), &db, &dir.path().join("no-such-mount"), &key, "c");
+    let err = stderr(&out);
+    assert_eq!(code(&out), 2, "{err}");
+    assert!(err.contains("was not published to the anchor store"), "{err}");
+}
+
+#[test]
+fn a_store_that_contradicts_a_delivered_head_stops_the_follower_with_exit_1() {
+    let dir = TempDir::new().unwrap();
+    let (key, _) = keygen(dir.path(), "ops/chainship", "k");
+    let (store, other_store) = (dir.path().join("heads"), dir.path().join("other"));
+    std::fs::create_dir(&store).unwrap();
+    std::fs::create_dir(&other_store).unwrap();
+    // Another database's head for seq 100, signed with the same key, already kept.
+    let other = dir.path().join("other.db");
+    assert_eq!(
+        code(&run(&[
+            "generate",
+            "--db",
+            path_str(&other),
+            "--events",
+            "100",
+            "--seed",
+            "9"
+        ])),
+        0
+    );
+    assert_eq!(
+        code(&follow_once_anchored(dir.path(), &other, &other_store, &key, "c0")),
+        0
+    );
+    std::fs::create_dir_all(store.join("ops/agentrt")).unwrap();
+    let name = format!("{:020}.head", 100);
+    std::fs::copy(
+        other_store.join("ops/agentrt").join(&name),
+        store.join("ops/agentrt").join(&name),
+    )
+    .unwrap();
+    let db = generate(dir.path(), "m.db", 100);
+    let started = Instant::now();
+    let out = follow_once_anchored(dir.path(), &db, &store, &key, "c1");
+    let err = stderr(&out);
+    assert_eq!(code(&out), 1, "{err}");
+    assert!(err.contains("heads-disagree"), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "retried for {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn check_opens_the_database_with_the_table_and_columns_it_is_given() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 10);
+    tamper(&db)
+        .execute_batch("ALTER TABLE events RENAME TO audit_events")
+        .unwrap();
+    let check = |extra: &[&str]| {
+        bin()
+            .args(["check", "--db", path_str(&db), "--origin", "ops/agentrt"])
+            .args(["--sink", &format!("file:{}", path_str(&dir.path().join("out.jsonl")))])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = check(&["--table", "audit_events"]);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("readable, head seq 10"), "{}", stdout(&out));
+    let out = check(&[]);
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("no table named \"events\""), "{}", stdout(&out));
 }

@@ -19,7 +19,7 @@ pub mod url;
 pub use audit::{Finding, HeadSet, Kind};
 pub use keys::SignerKey;
 pub use note::VerifierKey;
-pub use publish::{highest_verified_seq, publish_head, publish_heartbeat};
+pub use publish::{highest_verified_head, publish_head, publish_heartbeat};
 pub use signed_head::SignedHead;
 pub use store::{AnchorStore, StoreError};
 pub use url::{AnchorUrl, open_store};

@@ -29,7 +29,7 @@ pub async fn publish_head(
                 .and_then(|n| SignedHead::parse_text(&n.text).ok());
             match kept {
                 Some(k) if k.origin == origin && k.head == head => Ok(()),
-                Some(k) => Err(StoreError::permanent(format!(
+                Some(k) => Err(StoreError::integrity(format!(
                     "heads-disagree: {} already keeps head {} for origin {:?} at seq {}, not {head}",
                     store.describe(),
                     k.head,
@@ -65,23 +65,23 @@ pub async fn publish_heartbeat(
         .map(|_| ())
 }
 
-/// The highest seq kept for `origin` by a note that one of `keys` signed.
+/// The highest head kept for `origin` by a note that one of `keys` signed.
 ///
 /// A name alone proves nothing: an empty or planted `18446744073709551615.head`
 /// would otherwise stop a publisher that never goes below the highest kept
 /// head. Walks down from the highest name, logging each note it has to pass
 /// over, and stops at the first that verifies.
-pub async fn highest_verified_seq(
+pub async fn highest_verified_head(
     store: &dyn AnchorStore,
     origin: &str,
     keys: &[VerifierKey],
-) -> Result<Option<u64>, StoreError> {
+) -> Result<Option<Head>, StoreError> {
     for seq in store.head_seqs(origin).await?.into_iter().rev() {
         let Some(stored) = store.get_head(origin, seq).await? else {
             continue;
         };
         match verified_by(&stored.bytes, origin, seq, keys) {
-            Ok(()) => return Ok(Some(seq)),
+            Ok(head) => return Ok(Some(head)),
             Err(why) => tracing::warn!(
                 file = %stored.name,
                 "ignoring a kept head not published by this follower's key: {why}"
@@ -92,7 +92,7 @@ pub async fn highest_verified_seq(
 }
 
 /// Whether `bytes` is a head for `origin` at `seq` signed by one of `keys`.
-fn verified_by(bytes: &[u8], origin: &str, seq: u64, keys: &[VerifierKey]) -> Result<(), String> {
+fn verified_by(bytes: &[u8], origin: &str, seq: u64, keys: &[VerifierKey]) -> Result<Head, String> {
     let note = SignedNote::parse(bytes).map_err(|e| format!("not a signed note ({e})"))?;
     if !keys.iter().any(|k| k.check(&note) == Some(true)) {
         return Err("no valid signature by the signing key(s)".into());
@@ -104,7 +104,7 @@ fn verified_by(bytes: &[u8], origin: &str, seq: u64, keys: &[VerifierKey]) -> Re
             head.head, head.origin
         ));
     }
-    Ok(())
+    Ok(head.head)
 }
 
 #[cfg(test)]
@@ -132,7 +132,7 @@ mod tests {
             SignerKey::generate("other").unwrap(),
         );
         let verifiers = [mine.verifier()];
-        assert_eq!(run(highest_verified_seq(&store, "o", &verifiers)).unwrap(), None);
+        assert_eq!(run(highest_verified_head(&store, "o", &verifiers)).unwrap(), None);
         run(publish_head(&store, std::slice::from_ref(&mine), "o", head(5))).unwrap();
         // Above it: an empty head, garbage, another key's head, and my head
         // for another origin and seq copied in.
@@ -148,6 +148,11 @@ mod tests {
         .unwrap();
         let note = SignedHead::new("o", head(6), SystemTime::now()).sign(std::slice::from_ref(&mine));
         std::fs::write(origin.join(crate::store::head_name(10)), note).unwrap();
-        assert_eq!(run(highest_verified_seq(&store, "o", &verifiers)).unwrap(), Some(5));
+        assert_eq!(
+            run(highest_verified_head(&store, "o", &verifiers))
+                .unwrap()
+                .map(|h| h.seq),
+            Some(5)
+        );
     }
 }

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use backon::{BackoffBuilder, ExponentialBuilder};
-use chainship_anchor::{AnchorStore, SignerKey, highest_verified_seq, publish_head, publish_heartbeat};
+use chainship_anchor::{AnchorStore, SignerKey, highest_verified_head, publish_head, publish_heartbeat};
 use chainship_chain::Head;
 use metrics::{counter, gauge};
 use tokio::sync::watch;
@@ -44,11 +44,14 @@ pub struct Anchoring {
     /// While idle, publish the last head again at least this often (zero: never).
     pub heartbeat: Duration,
     pub health: Arc<Health>,
+    /// Set when the store contradicts a delivered head: the follower stops.
+    pub stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Follows what the task has published.
 pub struct AnchoringHandle {
     published: watch::Receiver<u64>,
+    failure: Arc<std::sync::OnceLock<String>>,
 }
 
 impl AnchoringHandle {
@@ -61,6 +64,11 @@ impl AnchoringHandle {
 
     pub fn published_seq(&self) -> u64 {
         *self.published.borrow()
+    }
+
+    /// The integrity finding that stopped anchoring (and the follower), if any.
+    pub fn failure(&self) -> Option<String> {
+        self.failure.get().cloned()
     }
 }
 
@@ -77,8 +85,9 @@ impl Anchoring {
         let (published_at, since) = watch::channel(since);
         rt.spawn(report_age(since));
         let start_head = recorded.filter(|h| h.seq == start);
-        rt.spawn(self.run(delivered, tx, published_at, start, start_head));
-        AnchoringHandle { published }
+        let failure = Arc::new(std::sync::OnceLock::new());
+        rt.spawn(self.run(delivered, tx, published_at, start, start_head, Arc::clone(&failure)));
+        AnchoringHandle { published, failure }
     }
 
     async fn run(
@@ -88,24 +97,26 @@ impl Anchoring {
         published_at: watch::Sender<Instant>,
         start: u64,
         start_head: Option<Head>,
+        failure: Arc<std::sync::OnceLock<String>>,
     ) {
         // A head below one already kept would read as the log going backwards
         // (another follower of this origin, e.g. to another sink, got further):
         // publish only past the highest kept head. Only heads this follower's
         // keys signed count: a planted or torn file must not stop publishing.
         let verifiers: Vec<_> = self.keys.iter().map(SignerKey::verifier).collect();
-        let kept = match highest_verified_seq(self.store.as_ref(), &self.origin, &verifiers).await {
-            Ok(kept) => kept.unwrap_or(0),
+        let kept = match highest_verified_head(self.store.as_ref(), &self.origin, &verifiers).await {
+            Ok(kept) => kept,
             Err(e) => {
                 tracing::warn!(store = %self.store.describe(), error = %e, "cannot list the kept heads; publishing from the last recorded one");
-                0
+                None
             }
         };
-        let mut last = start.max(kept);
+        let mut last = start.max(kept.map_or(0, |h| h.seq));
         // The head a heartbeat re-publishes: the last one this follower published.
         let mut last_head = start_head.filter(|h| h.seq == last);
         let mut next_beat = Instant::now() + self.heartbeat;
-        let _ = published.send(last);
+        // Waiters learn that kept heads cover a delivered one only after the
+        // check below has compared them (see the loop's first lines).
         gauge!(m::ANCHORED_SEQ).set(last as f64);
         let new_backoff = || {
             ExponentialBuilder::default()
@@ -121,6 +132,24 @@ impl Anchoring {
         let mut finishing = false;
         loop {
             let newest = *delivered.borrow_and_update();
+            // A head this follower's key signed for the seq just delivered, with
+            // another hash: another chain under this origin and key. Stop.
+            if let (Some(k), Some(h)) = (kept, newest)
+                && h.seq == k.seq
+                && h.hash != k.hash
+            {
+                let message = format!(
+                    "heads-disagree: {} already keeps head {k} for origin {:?}, signed by this follower's key, but the delivered head is {h}",
+                    self.store.describe(),
+                    self.origin
+                );
+                tracing::error!("{message}; stopping");
+                self.health.fatal(&message);
+                let _ = failure.set(message);
+                self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                return;
+            }
+            published.send_if_modified(|p| std::mem::replace(p, last) != last);
             if let Some(head) = newest.filter(|h| h.seq > last) {
                 let wait = last_published.map_or(Duration::ZERO, |at| self.interval.saturating_sub(at.elapsed()));
                 if !finishing && !wait.is_zero() {
@@ -149,6 +178,16 @@ impl Anchoring {
                         self.health.anchor_ok();
                         tracing::debug!(%head, store = %self.store.describe(), "head published");
                         continue;
+                    }
+                    Err(e) if e.integrity => {
+                        // The store keeps another head for this seq: retrying cannot
+                        // change that, and going on would publish past a contradiction.
+                        counter!(m::ANCHOR_ERRORS).increment(1);
+                        tracing::error!(store = %self.store.describe(), %head, error = %e, "the anchor store contradicts a delivered head; stopping");
+                        self.health.fatal(&e.message);
+                        let _ = failure.set(e.message);
+                        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                        return;
                     }
                     Err(e) => {
                         counter!(m::ANCHOR_ERRORS).increment(1);

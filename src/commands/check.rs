@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use chainship_anchor::{AnchorUrl, SignerKey};
-use chainship_chain::{EventDb, OpenOptions};
+use chainship_chain::EventDb;
 use chainship_follower::FileCursor;
 use chainship_sinks::{SinkUrl, open_sink};
 use clap::Args;
@@ -25,9 +25,14 @@ use crate::sink_args::SinkS3Args;
 
 Exit codes: 0 everything ok, 1 something failed (each item says what), 2 usage error.")]
 pub struct CheckArgs {
-    /// The audit database (opened read-only).
+    /// The audit database (opened read-only), as the follower opens it.
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
+    /// Follow the database path even if it is a symbolic link.
+    #[arg(long)]
+    pub allow_symlink: bool,
+    #[command(flatten)]
+    pub schema: crate::db_args::SchemaArgs,
     #[arg(long, value_parser = parse_origin)]
     pub origin: String,
     #[arg(long, value_name = "URL")]
@@ -51,12 +56,14 @@ pub fn run(args: &CheckArgs) -> CmdResult {
     let mut results: Vec<(String, Result<String, String>)> = Vec::new();
 
     if let Some(db) = &args.db {
-        let r = EventDb::open(db, &OpenOptions::default())
-            .and_then(|d| d.head())
-            .map(|h| match h {
-                Some((seq, _)) => format!("readable, head seq {seq}"),
-                None => "readable, no events yet".into(),
-            });
+        let open = args
+            .schema
+            .open_options(args.allow_symlink)
+            .map_err(|e| CliError::usage(e.to_string()))?;
+        let r = EventDb::open(db, &open).and_then(|d| d.head()).map(|h| match h {
+            Some((seq, _)) => format!("readable, head seq {seq}"),
+            None => "readable, no events yet".into(),
+        });
         results.push((format!("database {}", db.display()), r.map_err(|e| e.to_string())));
     }
     if let Some(path) = &args.cursor {

@@ -204,20 +204,33 @@ pub fn run(args: &FollowArgs) -> CmdResult {
             max_delay: args.retry_max_delay,
             interval: args.anchor_interval,
             heartbeat: args.anchor_heartbeat,
+            stop: Arc::clone(&stop),
             health: Arc::clone(&health),
         }
         .spawn(runtime.handle(), follower.delivered_heads())
     });
     let result = follower.run();
+    if let Some(anchoring) = &anchoring
+        && let Some(finding) = anchoring.failure()
+    {
+        return Err(CliError::failed(finding));
+    }
     if let (Some(mut anchoring), Some(last)) = (anchoring, *delivered.borrow()) {
         // Give the newest head a chance to be published before exiting.
         let limit = args.shutdown_grace.max(Duration::from_secs(1));
         if !runtime.block_on(anchoring.wait_for(last.seq, limit)) {
-            tracing::warn!(
-                head = %last,
-                anchored = anchoring.published_seq(),
-                "exiting before the newest head was published; it is in the cursor and will be published on the next start"
+            if let Some(finding) = anchoring.failure() {
+                return Err(CliError::failed(finding));
+            }
+            let message = format!(
+                "the newest head {last} was not published to the anchor store within --shutdown-grace (last published: seq {}); it is in the cursor and the next run publishes it",
+                anchoring.published_seq()
             );
+            // A cron job must not read success while the copy is not anchored.
+            if args.once && result.is_ok() {
+                return Err(CliError::usage(message));
+            }
+            tracing::warn!("{message}");
         }
     }
     match result {

@@ -33,6 +33,9 @@ pub enum PutOutcome {
 pub struct StoreError {
     /// Worth retrying (a server away, a timeout).
     pub transient: bool,
+    /// The store keeps something that contradicts this head (heads-disagree):
+    /// never retried; the follower stops with exit 1.
+    pub integrity: bool,
     pub message: String,
 }
 
@@ -40,12 +43,21 @@ impl StoreError {
     pub fn transient(m: impl fmt::Display) -> Self {
         StoreError {
             transient: true,
+            integrity: false,
             message: m.to_string(),
         }
     }
     pub fn permanent(m: impl fmt::Display) -> Self {
         StoreError {
             transient: false,
+            integrity: false,
+            message: m.to_string(),
+        }
+    }
+    pub fn integrity(m: impl fmt::Display) -> Self {
+        StoreError {
+            transient: false,
+            integrity: true,
             message: m.to_string(),
         }
     }
@@ -65,7 +77,7 @@ pub trait AnchorStore: Send + Sync {
     /// Every note kept for `origin`, heads and heartbeats, sorted by name (so by seq).
     async fn list(&self, origin: &str) -> Result<Vec<StoredNote>, StoreError>;
     /// The seqs heads are kept for, ascending, from the names alone (no head
-    /// is read: a name proves nothing, see [`crate::highest_verified_seq`]).
+    /// is read: a name proves nothing, see [`crate::highest_verified_head`]).
     async fn head_seqs(&self, origin: &str) -> Result<Vec<u64>, StoreError>;
     /// The note kept for `seq`, if there is one.
     async fn get_head(&self, origin: &str, seq: u64) -> Result<Option<StoredNote>, StoreError>;
