@@ -757,3 +757,315 @@ async fn check_on_an_s3_sink_writes_one_probe_ever() {
     assert_eq!(versions.versions().len(), 1, "{versions:?}");
     assert!(versions.delete_markers().is_empty(), "{versions:?}");
 }
+
+#[test]
+fn writers_restarting_while_other_tools_open_the_database_never_stop_or_blind_the_follower() {
+    // Ops tooling (a plain sqlite3 query) that opens and closes the database
+    // read-write between writer sessions deletes and recreates its -wal/-shm.
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 100);
+    let (out, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
+    let mut follower = spawn(file_follow(&db, &out, &cursor, "test/agentrt", &["--from-start"]));
+    wait_for_cursor(&cursor, &db_head(&db), Duration::from_secs(20));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let tool = {
+        let (db, stop) = (db.clone(), std::sync::Arc::clone(&stop));
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _: Option<i64> = tamper(&db)
+                    .query_row("SELECT max(seq) FROM events", [], |r| r.get(0))
+                    .ok();
+                std::thread::sleep(Duration::from_millis(70));
+            }
+        })
+    };
+    for _ in 0..5 {
+        let writer = run(&[
+            "generate",
+            "--db",
+            path_str(&db),
+            "--append",
+            "--events",
+            "0",
+            "--follow-rate",
+            "50",
+            "--follow-for",
+            "1s",
+        ]);
+        assert_eq!(code(&writer), 0, "{}", stderr(&writer));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    tool.join().unwrap();
+    let head = db_head(&db);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(&cursor).unwrap_or_default().trim() != head {
+        if let Ok(Some(status)) = follower.try_wait() {
+            panic!("the follower stopped ({status}): {}", stderr_of(&mut follower));
+        }
+        assert!(Instant::now() < deadline, "the follower did not reach {head}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(reverify_jsonl(&out, "test/agentrt").1, head.split(':').nth(1).unwrap());
+}
+
+/// A record of this chain with its payload changed and its hash recomputed:
+/// what someone who can write to the sink, but not sign heads, would plant.
+fn forged(line: &str) -> String {
+    let mut r = chainship_chain::record::Record::parse(line.as_bytes()).unwrap();
+    r.payload_json = "{\"forged\":true}".into();
+    let h = r.expected_hash();
+    r.hash = String::from_utf8(h.to_vec()).unwrap().into();
+    let mut out = Vec::new();
+    r.write_json(&mut out);
+    String::from_utf8(out).unwrap()
+}
+
+/// A file export of `db` with heads kept in `store`, and the verifier key.
+fn anchored_file_export(dir: &Path, db: &Path, origin: &str) -> (std::path::PathBuf, std::path::PathBuf, String) {
+    let (key, vkey) = keygen(dir, "t", "k");
+    let store = dir.join("heads");
+    std::fs::create_dir_all(&store).unwrap();
+    let out = dir.join("export.jsonl");
+    let res = file_follow(
+        db,
+        &out,
+        &dir.join("export-cursor"),
+        origin,
+        &[
+            "--from-start",
+            "--once",
+            "--anchor",
+            &format!("file:{}", path_str(&store)),
+            "--signing-key",
+            path_str(&key),
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(code(&res), 0, "{}", stderr(&res));
+    (out, store, vkey)
+}
+
+fn verify_export(from: &str, store: &Path, vkey: &str, origin: &str, extra: &[&str]) -> std::process::Output {
+    let mut cmd = bin();
+    s3_env(&mut cmd)
+        .args([
+            "verify-export",
+            "--from",
+            from,
+            "--origin",
+            origin,
+            "--trusted-key",
+            vkey,
+        ])
+        .args(["--anchor", &format!("file:{}", path_str(store))])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn stray_or_misnamed_s3_objects_under_the_origin_are_findings() {
+    let _serial = SERIAL.lock().await;
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 80);
+    let (file_copy, store, vkey) = anchored_file_export(dir.path(), &db, "atk/s");
+    let bucket = bucket("stray").await;
+    let shipped = s3_follow(
+        &db,
+        &bucket,
+        "atk/s",
+        &dir.path().join("c"),
+        &["--from-start", "--once"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(code(&shipped), 0, "{}", stderr(&shipped));
+    let s3_args = ["--s3-endpoint", &s3_endpoint(), "--s3-path-style"];
+    let clean = verify_export(&format!("s3://{bucket}/exports"), &store, &vkey, "atk/s", &s3_args);
+    assert_eq!(code(&clean), 0, "{}{}", stdout(&clean), stderr(&clean));
+    // A forged seq 10 under a name the batch pattern does not match: a SIEM loader takes it in.
+    let lines: Vec<String> = std::fs::read_to_string(&file_copy)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(format!("{}\n", forged(&lines[9])).as_bytes()).unwrap();
+    let body = gz.finish().unwrap();
+    let put = |key: String, body: Vec<u8>| {
+        let bucket = bucket.clone();
+        async move {
+            s3_client()
+                .put_object()
+                .bucket(&bucket)
+                .key(&key)
+                .body(aws_sdk_s3::primitives::ByteStream::from(body))
+                .send()
+                .await
+                .unwrap();
+            key
+        }
+    };
+    let stray = put("exports/atk%2Fs/evil.jsonl.gz".into(), body.clone()).await;
+    let res = verify_export(&format!("s3://{bucket}/exports"), &store, &vkey, "atk/s", &s3_args);
+    assert_eq!(code(&res), 1, "{}{}", stdout(&res), stderr(&res));
+    assert!(stdout(&res).contains(&stray), "{}", stdout(&res));
+    let follow = s3_follow(
+        &db,
+        &bucket,
+        "atk/s",
+        &dir.path().join("c2"),
+        &["--from-start", "--once"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(code(&follow), 1, "{}", stderr(&follow));
+    assert!(stderr(&follow).contains(&stray), "{}", stderr(&follow));
+    s3_client()
+        .delete_object()
+        .bucket(&bucket)
+        .key(&stray)
+        .send()
+        .await
+        .unwrap();
+    // A batch object whose contents are not the range its name says.
+    let misnamed = put(format!("exports/atk%2Fs/{:020}-{:020}.jsonl.gz", 81, 90), body).await;
+    let res = verify_export(&format!("s3://{bucket}/exports"), &store, &vkey, "atk/s", &s3_args);
+    assert_eq!(code(&res), 1, "{}{}", stdout(&res), stderr(&res));
+    assert!(stdout(&res).contains("its name says seqs 81 to 90"), "{}", stdout(&res));
+    s3_client()
+        .delete_object()
+        .bucket(&bucket)
+        .key(&misnamed)
+        .send()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_kafka_record_claiming_the_origin_under_another_key_or_at_the_cursor_is_caught() {
+    let _serial = SERIAL.lock().await;
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 60);
+    let (file_copy, store, vkey) = anchored_file_export(dir.path(), &db, "atk/k");
+    let lines: Vec<String> = std::fs::read_to_string(&file_copy)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let producer: FutureProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", kafka_addr())
+        .create()
+        .unwrap();
+    let send = |topic: String, key: &'static str, value: String| {
+        let producer = producer.clone();
+        async move {
+            producer
+                .send(
+                    FutureRecord::to(&topic).partition(0).key(key).payload(&value),
+                    Duration::from_secs(10),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    // 1. A forged seq 30 filed under another key: consumers of values take it as atk/k's.
+    let topic1 = kafka_topic("otherkey", 1).await;
+    let cursor1 = dir.path().join("k1");
+    let first = kafka_follow(&db, &topic1, "atk/k", &cursor1, &["--from-start", "--once"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&first), 0, "{}", stderr(&first));
+    send(topic1.clone(), "atk/x", forged(&lines[29])).await;
+    let res = verify_export(
+        &format!("kafka://{}/{topic1}", kafka_addr()),
+        &store,
+        &vkey,
+        "atk/k",
+        &[],
+    );
+    assert_eq!(code(&res), 1, "{}{}", stdout(&res), stderr(&res));
+    assert!(stdout(&res).contains("seq 30"), "{}", stdout(&res));
+    // 2. A forged copy of the cursor's own record after it: the follower stops.
+    let topic2 = kafka_topic("atcursor", 1).await;
+    let cursor2 = dir.path().join("k2");
+    let first = kafka_follow(&db, &topic2, "atk/k", &cursor2, &["--from-start", "--once"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&first), 0, "{}", stderr(&first));
+    send(topic2.clone(), "atk/k", forged(&lines[59])).await;
+    assert_eq!(
+        code(&run(&["generate", "--db", path_str(&db), "--append", "--events", "20"])),
+        0
+    );
+    let before = std::fs::read_to_string(&cursor2).unwrap();
+    let res = kafka_follow(&db, &topic2, "atk/k", &cursor2, &["--once"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&res), 1, "{}", stderr(&res));
+    assert!(
+        stderr(&res).contains("is not the record delivered at the cursor"),
+        "{}",
+        stderr(&res)
+    );
+    assert_eq!(std::fs::read_to_string(&cursor2).unwrap(), before);
+}
+
+#[test]
+fn planted_head_files_at_future_seqs_never_stop_anchoring() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 60);
+    let (key, vkey) = keygen(dir.path(), "t", "k");
+    let store = dir.path().join("heads");
+    let origin_dir = store.join("test/agentrt");
+    std::fs::create_dir_all(&origin_dir).unwrap();
+    // Empty files at every head name the follower will use next.
+    for seq in 61..=200 {
+        std::fs::write(origin_dir.join(format!("{seq:020}.head")), b"").unwrap();
+    }
+    assert_eq!(
+        code(&run(&["generate", "--db", path_str(&db), "--append", "--events", "40"])),
+        0
+    );
+    let (out, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
+    let res = file_follow(
+        &db,
+        &out,
+        &cursor,
+        "test/agentrt",
+        &[
+            "--from-start",
+            "--once",
+            "--anchor",
+            &format!("file:{}", path_str(&store)),
+            "--signing-key",
+            path_str(&key),
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(code(&res), 0, "{}", stderr(&res));
+    // The head for 100 went beside the planted file; the verifier sees both.
+    let out = bin()
+        .args([
+            "anchor",
+            "verify",
+            "--json",
+            "--db",
+            path_str(&db),
+            "--origin",
+            "test/agentrt",
+        ])
+        .args([
+            "--anchor",
+            &format!("file:{}", path_str(&store)),
+            "--trusted-key",
+            &vkey,
+        ])
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["last_trusted_head"]["seq"], 100, "{json}");
+    assert_eq!(code(&out), 1, "the planted files are still reported: {json}");
+}

@@ -12,36 +12,41 @@ use crate::signed_head::SignedHead;
 use crate::store::{AnchorStore, PutOutcome, StoreError, head_name, heartbeat_name};
 
 /// Signs and writes `head` for `origin`. A note already kept for that seq
-/// (a restart re-publishing its cursor) counts as published only if it
-/// holds the same origin, seq and hash.
+/// (a restart re-publishing its cursor) counts as published only if this
+/// follower's key signed it for the same head; one its key signed for
+/// another hash is a contradiction (`heads-disagree`, never retried). A note
+/// its key did not sign (planted, torn, another follower's) must not hold
+/// the seq hostage: the head is written beside it, under a heartbeat name,
+/// and `anchor verify` still reports the stranger.
 pub async fn publish_head(
     store: &dyn AnchorStore,
     keys: &[SignerKey],
     origin: &str,
     head: Head,
 ) -> Result<(), StoreError> {
-    let note = SignedHead::new(origin, head, SystemTime::now()).sign(keys);
-    match store.put_new(origin, &head_name(head.seq), note.as_bytes()).await? {
-        PutOutcome::Created => Ok(()),
-        PutOutcome::AlreadyThere(bytes) => {
-            let kept = SignedNote::parse(&bytes)
-                .ok()
-                .and_then(|n| SignedHead::parse_text(&n.text).ok());
-            match kept {
-                Some(k) if k.origin == origin && k.head == head => Ok(()),
-                Some(k) => Err(StoreError::integrity(format!(
-                    "heads-disagree: {} already keeps head {} for origin {:?} at seq {}, not {head}",
-                    store.describe(),
-                    k.head,
-                    k.origin,
-                    head.seq
-                ))),
-                None => Err(StoreError::permanent(format!(
-                    "{} already keeps an unreadable note at seq {}",
-                    store.describe(),
-                    head.seq
-                ))),
-            }
+    let now = SystemTime::now();
+    let note = SignedHead::new(origin, head, now).sign(keys);
+    let PutOutcome::AlreadyThere(bytes) = store.put_new(origin, &head_name(head.seq), note.as_bytes()).await? else {
+        return Ok(());
+    };
+    let verifiers: Vec<VerifierKey> = keys.iter().map(SignerKey::verifier).collect();
+    match verified_by(&bytes, origin, head.seq, &verifiers) {
+        Ok(kept) if kept == head => Ok(()),
+        Ok(kept) => Err(StoreError::integrity(format!(
+            "heads-disagree: {} already keeps head {kept} for origin {origin:?}, signed by this follower's key, not {head}",
+            store.describe()
+        ))),
+        Err(why) => {
+            tracing::warn!(
+                store = %store.describe(),
+                seq = head.seq,
+                "a note this follower's key did not sign occupies the head's name ({why}); publishing beside it"
+            );
+            let seconds = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+            store
+                .put_new(origin, &heartbeat_name(head.seq, seconds), note.as_bytes())
+                .await
+                .map(|_| ())
         }
     }
 }

@@ -125,7 +125,9 @@ impl EventDb {
             // need the -wal there), so the file is read as it stands. A writer
             // that starts later creates the -wal: the tailing reader sees the
             // files change and reopens normally.
-            Err(DbError::Open { reason, .. }) if !wal_path(path).exists() && is_cantopen(&reason) => {
+            Err(DbError::Open { reason, .. })
+                if !wal_path(path).exists() && is_cantopen(&reason) && !dir_writable(path) =>
+            {
                 let db = EventDb::connect(path, options, true)?;
                 tracing::info!(db = %path.display(), "no -wal and its directory is not writable: opened as immutable (nothing can be writing it)");
                 Ok(db)
@@ -188,9 +190,9 @@ impl EventDb {
         FileIdentity::of(&self.path) != self.identity
     }
 
-    /// A new connection to the same path with the same options.
-    pub fn reopen(&self) -> Result<EventDb, DbError> {
-        EventDb::open(&self.path, &self.options)
+    /// The options it was opened with (to open it again).
+    pub fn options(&self) -> &OpenOptions {
+        &self.options
     }
 
     fn read_err(&self) -> impl Fn(rusqlite::Error) -> DbError + '_ {
@@ -370,6 +372,22 @@ fn wal_path(path: &Path) -> PathBuf {
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
     PathBuf::from(wal)
+}
+
+/// Whether this process may create files beside `path` (the -wal and -shm a
+/// writer needs). Asked of the kernel, so a read-only mount says no even to
+/// root; a directory that merely lacks them right now (a writer restarting)
+/// says yes, and its database is then never opened immutable.
+fn dir_writable(path: &Path) -> bool {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let Ok(c_dir) = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(dir.as_os_str())) else {
+        return true;
+    };
+    // SAFETY: access(2) reads a NUL-terminated path we own; nothing else is touched.
+    unsafe { libc::access(c_dir.as_ptr(), libc::W_OK) == 0 }
 }
 
 /// What SQLite says when a read-only connection cannot make the -shm a WAL

@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 
-use crate::db::{DbError, EventDb};
+use std::path::Path;
+
+use crate::db::{DbError, EventDb, OpenOptions};
 use crate::event::EventBatch;
 use crate::hash::HexHash;
 
@@ -135,14 +137,17 @@ struct Flags {
 }
 
 fn read_pages(
-    mut db: EventDb,
+    db: EventDb,
     plan: ReadPlan,
     pages: &Sender<Result<EventBatch, DbError>>,
     spares: &Receiver<EventBatch>,
     flags: &Flags,
 ) {
+    let (path, options) = (db.path().to_owned(), db.options().clone());
+    let mut db = Some(db);
     let mut after = plan.after;
     let mut after_hash = plan.after_hash;
+    let mut troubles = 0u32;
     loop {
         if flags.stop.load(Ordering::Relaxed) {
             return;
@@ -150,19 +155,33 @@ fn read_pages(
         if plan.through.is_some_and(|t| after >= t) {
             return;
         }
-        if plan.tail.is_some() && (flags.reopen.swap(false, Ordering::Relaxed) || db.files_replaced()) {
-            match reopen(&db, after, after_hash.as_ref()) {
-                Ok(fresh) => db = fresh,
+        let stale = db.as_ref().is_none_or(|d| d.files_replaced());
+        if plan.tail.is_some() && (flags.reopen.swap(false, Ordering::Relaxed) || stale) {
+            // Close first: SQLite shares one -shm mapping per database file
+            // within a process, so a new connection opened while the old one
+            // is open would attach to the old (deleted) -shm and read garbage.
+            db = None;
+            match reopen(&path, &options, after, after_hash.as_ref()) {
+                Ok(fresh) => db = Some(fresh),
+                Err(e) if passing(&e, &mut troubles) => {
+                    flags.reopen.store(true, Ordering::Relaxed);
+                    continue;
+                }
                 Err(e) => {
                     let _ = pages.send(Err(e));
                     return;
                 }
             }
         }
+        let Some(conn) = db.as_ref() else { return };
         // Taken before the read, so a commit landing just after it is seen.
         let version = match plan.tail {
-            Some(_) => match db.data_version() {
+            Some(_) => match conn.data_version() {
                 Ok(v) => v,
+                Err(e) if passing(&e, &mut troubles) => {
+                    flags.reopen.store(true, Ordering::Relaxed);
+                    continue;
+                }
                 Err(e) => {
                     let _ = pages.send(Err(e));
                     return;
@@ -171,7 +190,7 @@ fn read_pages(
             None => 0,
         };
         let mut page = spares.try_recv().unwrap_or_default();
-        let result = db.read_page(after, plan.page_events, plan.page_bytes, &mut page);
+        let result = conn.read_page(after, plan.page_events, plan.page_bytes, &mut page);
         if let Some(through) = plan.through {
             let keep = page.iter().take_while(|e| e.seq <= through).count();
             page.truncate(keep);
@@ -185,35 +204,55 @@ fn read_pages(
             return;
         }
         match result {
+            // Nothing was read past the error: reopen and read it again.
+            Err(e) if plan.tail.is_some() && !read_any && passing(&e, &mut troubles) => {
+                flags.reopen.store(true, Ordering::Relaxed);
+            }
             Err(e) => {
                 let _ = pages.send(Err(e));
                 return;
             }
-            Ok(_) if !read_any => match plan.tail {
+            Ok(_) if read_any => troubles = 0,
+            Ok(_) => match plan.tail {
                 None => return,
                 Some(poll) => {
-                    if let Err(e) = wait_for_commit(&db, poll, version, flags) {
+                    if let Err(e) = wait_for_commit(conn, poll, version, flags) {
                         let _ = pages.send(Err(e));
                         return;
                     }
                 }
             },
-            Ok(_) => {}
         }
     }
+}
+
+/// Whether a tailing reader should reopen and try again after `e`: while a
+/// writer restarts, its new -wal and -shm are being set up, and a connection
+/// opened in that moment can read them half made ("malformed", "unable to
+/// open"). A few tries a fifth of a second apart ride that out; damage that
+/// stays is reported.
+fn passing(e: &DbError, troubles: &mut u32) -> bool {
+    let transient = matches!(e, DbError::Read { .. } | DbError::Open { .. } | DbError::NotSqlite(_));
+    if !transient || *troubles >= 10 {
+        return false;
+    }
+    *troubles += 1;
+    tracing::debug!(error = %e, attempt = *troubles, "reading the database failed while tailing; reopening");
+    std::thread::sleep(Duration::from_millis(200));
+    true
 }
 
 /// Opens the database afresh and checks it still holds event `after` as
 /// read before: a file swapped for an older or rewritten copy must stop the
 /// reader, not silently become the chain it follows.
-fn reopen(db: &EventDb, after: u64, after_hash: Option<&HexHash>) -> Result<EventDb, DbError> {
-    let fresh = db.reopen()?;
-    tracing::info!(db = %db.path().display(), "the database or its WAL was replaced (a writer restarted?); reopened");
+fn reopen(path: &Path, options: &OpenOptions, after: u64, after_hash: Option<&HexHash>) -> Result<EventDb, DbError> {
+    let fresh = EventDb::open(path, options)?;
+    tracing::info!(db = %path.display(), "the database or its WAL was replaced (a writer restarted?); reopened");
     if let (Some(expected), true) = (after_hash, after > 0) {
         let found = fresh.hash_at(after)?;
         if found.as_deref() != Some(&expected[..]) {
             return Err(DbError::Replaced {
-                path: db.path().to_owned(),
+                path: path.to_owned(),
                 seq: after,
                 found: found.map_or("no such event".to_owned(), |h| {
                     format!("hash {}", String::from_utf8_lossy(&h))

@@ -102,7 +102,12 @@ impl<'a> Record<'a> {
             _ => return None,
         };
         if self.b64.iter().any(|f| f == field) {
-            BASE64.decode(value.as_bytes()).ok().map(Cow::Owned)
+            // Only the one form the exporter writes: bytes that are not UTF-8,
+            // in padded standard base64. Anything else would let a writer to the
+            // sink re-encode a plain field and blind the rules that read it.
+            let bytes = BASE64.decode(value.as_bytes()).ok()?;
+            let canonical = std::str::from_utf8(&bytes).is_err() && BASE64.encode(&bytes) == value.as_ref();
+            canonical.then_some(Cow::Owned(bytes))
         } else {
             Some(Cow::Borrowed(value.as_bytes()))
         }
@@ -207,6 +212,14 @@ mod tests {
         let mut forged = back.clone();
         forged.b64.push("origin".into());
         assert_eq!(forged.expected_hash(), [0; 64]);
+        // Nor can a text field re-encoded as base64, or a non-canonical encoding.
+        let mut reencoded = back.clone();
+        reencoded.kind = BASE64.encode("k").into();
+        reencoded.b64.push("type".into());
+        assert_eq!(reencoded.expected_hash(), [0; 64]);
+        let mut unpadded = back.clone();
+        unpadded.run_id = BASE64.encode(b"r\x80").trim_end_matches('=').to_owned().into();
+        assert_eq!(unpadded.expected_hash(), [0; 64]);
         // A stored hash that is not text cannot be exported (and never passes the chain check).
         let bad_hash = EventRef { hash: b"\xff", ..event };
         assert_eq!(

@@ -125,6 +125,14 @@ fn classify(what: &str, e: &KafkaError) -> SinkError {
     }
 }
 
+/// Whether a message in the origin's partition is the origin's: keyed with
+/// it, or — whatever its key — a record whose value names it (a record
+/// filed under another key is still one a consumer of values would take as
+/// this origin's, so it must be checked, never skipped).
+pub fn is_origins(msg: &impl Message, payload: &[u8], origin: &str) -> bool {
+    msg.key() == Some(origin.as_bytes()) || Record::parse(payload).is_ok_and(|r| r.origin == origin)
+}
+
 /// A client whose failures come back as errors from its calls: librdkafka's
 /// own log and error callbacks would repeat a down broker in dozens of lines.
 struct QuietContext;
@@ -319,6 +327,8 @@ impl KafkaSink {
                 .map_err(|e| classify("assigning the partition", &e))?;
             let mut check = HeldCheck::new(&self.origin, after);
             let mut failure: Option<String> = None;
+            // A differing copy of the cursor's record: never reset by a later boundary.
+            let mut planted: Option<String> = None;
             let mut boundary = false;
             let started = Instant::now();
             let mut last_message = Instant::now();
@@ -328,20 +338,34 @@ impl KafkaSink {
                     Some(Ok(msg)) => {
                         last_message = Instant::now();
                         at_end = false;
-                        if msg.key() != Some(self.origin.as_bytes()) {
+                        let payload = msg.payload().unwrap_or_default();
+                        if !is_origins(&msg, payload, &self.origin) {
                             continue;
                         }
-                        let payload = msg.payload().unwrap_or_default();
+                        let offset = msg.offset();
                         // What follows the last record at or below `after` is
-                        // what must be proven; what came before it is covered.
-                        if after_seq > 0 && Record::parse(payload).is_ok_and(|r| r.seq <= after_seq) {
+                        // what must be proven; what came before it is covered,
+                        // but the cursor's own record must be exactly what was delivered.
+                        if let Some(r) = Record::parse(payload)
+                            .ok()
+                            .filter(|r| after_seq > 0 && r.seq <= after_seq)
+                        {
+                            let delivered = after.is_some_and(|a| {
+                                r.seq != a.seq || (r.hash.as_bytes() == &a.hash[..] && r.expected_hash() == a.hash)
+                            });
+                            if !delivered && planted.is_none() {
+                                planted = Some(format!(
+                                    "Kafka sink: topic {topic} partition {partition} offset {offset}: seq {} is not the record delivered at the cursor ({}); the partition holds what the chain does not",
+                                    r.seq,
+                                    after.map_or(String::new(), |a| a.to_string())
+                                ));
+                            }
                             boundary = true;
                             check = HeldCheck::new(&self.origin, after);
                             failure = None;
                             continue;
                         }
                         if failure.is_none() {
-                            let offset = msg.offset();
                             let place = || format!("topic {topic} partition {partition} offset {offset}");
                             if let Err(m) = check.feed(payload, &place) {
                                 failure = Some(m);
@@ -362,6 +386,9 @@ impl KafkaSink {
                 {
                     break;
                 }
+            }
+            if let Some(m) = planted {
+                return Err(SinkError::integrity(m));
             }
             if boundary || start == low {
                 return match failure {

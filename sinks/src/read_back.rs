@@ -18,7 +18,9 @@ use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
 use crate::error::SinkError;
 use crate::kafka::partition_for;
-use crate::s3::{fetch_object, list_objects, object_lines, origin_prefix, refuse_legacy_layout};
+use crate::s3::{
+    fetch_object, list_origin, object_lines, origin_prefix, range_message, refuse_legacy_layout, stray_message,
+};
 use crate::url::{SinkOptions, SinkUrl};
 
 /// Called with each record line and a function naming its place in the copy
@@ -79,20 +81,48 @@ async fn read_s3(
 ) -> Result<(), SinkError> {
     let client = options.s3.client().await;
     let fail = |f: crate::s3_client::S3Failure| SinkError::permanent(format!("s3://{bucket}/{prefix}: {}", f.message));
-    let mut objects = list_objects(&client, bucket, &origin_prefix(prefix, origin))
+    let listing = list_origin(&client, bucket, &origin_prefix(prefix, origin))
         .await
         .map_err(fail)?;
-    if objects.is_empty() {
+    // What is wrong with an object (not one, undecodable, not the range its name
+    // says) is a finding about the copy: handed on as a line that is no record,
+    // at a place that says what is wrong.
+    let mut finding = |message: String| each(NOT_A_RECORD, &|| message.clone());
+    for key in &listing.strays {
+        finding(stray_message(bucket, key));
+    }
+    let mut objects = listing.objects;
+    if objects.is_empty() && listing.strays.is_empty() {
         refuse_legacy_layout(&client, bucket, prefix, origin).await?;
     }
     // By seq range, not by key: date partitions follow `at`, which is for people, not ordering.
     objects.sort_by_key(|(range, _)| (range.first, range.last));
     for (range, key) in objects {
+        let name = format!("s3://{bucket}/{key}");
         let body = fetch_object(&client, bucket, &key).await.map_err(fail)?;
-        object_lines(&body, range.codec, &format!("s3://{bucket}/{key}"), each).map_err(fail)?;
+        let mut seqs: Option<(u64, u64)> = None;
+        let read = object_lines(&body, range.codec, &name, &mut |line, place| {
+            if let Ok(r) = chainship_chain::record::Record::parse(line) {
+                seqs = Some(seqs.map_or((r.seq, r.seq), |(first, _)| (first, r.seq)));
+            }
+            each(line, place)
+        });
+        match read {
+            Err(f) => each(NOT_A_RECORD, &|| {
+                format!("{name}: cannot be read as records ({})", f.message)
+            }),
+            Ok(()) => {
+                if let Some(m) = range_message(&name, &range, seqs) {
+                    each(NOT_A_RECORD, &|| m.clone());
+                }
+            }
+        }
     }
     Ok(())
 }
+
+/// Handed to the record callback for an object that is wrong as a whole.
+const NOT_A_RECORD: &[u8] = b"-";
 
 fn read_kafka(
     brokers: &str,
@@ -143,11 +173,12 @@ fn read_kafka(
         match consumer.poll(Duration::from_millis(200)) {
             Some(Ok(msg)) => {
                 last = Instant::now();
-                if msg.key() != Some(origin.as_bytes()) {
+                let payload = msg.payload().unwrap_or_default();
+                if !crate::kafka::is_origins(&msg, payload, origin) {
                     continue;
                 }
                 let offset = msg.offset();
-                each(msg.payload().unwrap_or_default(), &|| {
+                each(payload, &|| {
                     format!("kafka://{brokers}/{topic} partition {partition} offset {offset}")
                 });
             }

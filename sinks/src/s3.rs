@@ -121,14 +121,26 @@ pub async fn refuse_legacy_layout(
     Ok(())
 }
 
-/// Every batch object under `origin_prefix`, with the range its name says it
-/// holds; other objects (a `check` probe, foreign files) are left out.
-pub async fn list_objects(
+/// What an origin's prefix holds: its batch objects, with the range each
+/// name says it holds, and every other key under it ("strays": a planted
+/// `evil.jsonl.gz`, a `.jsonl` with no codec). A SIEM loader reading the
+/// prefix takes strays in, so a check must name them, never pass over them.
+#[derive(Debug, Default)]
+pub struct OriginListing {
+    pub objects: Vec<(ObjectRange, String)>,
+    pub strays: Vec<String>,
+}
+
+/// The `check` probe: the one key under a prefix that is neither.
+pub const PROBE_NAME: &str = ".chainship-check";
+
+/// Lists everything under `origin_prefix`.
+pub async fn list_origin(
     client: &aws_sdk_s3::Client,
     bucket: &str,
     origin_prefix: &str,
-) -> Result<Vec<(ObjectRange, String)>, S3Failure> {
-    let mut objects = Vec::new();
+) -> Result<OriginListing, S3Failure> {
+    let mut listing = OriginListing::default();
     let mut pages = client
         .list_objects_v2()
         .bucket(bucket)
@@ -142,12 +154,42 @@ pub async fn list_objects(
             // folders; anything deeper is not its own (a legacy-layout `team/a/b/...`).
             let rest = &key[origin_prefix.len().min(key.len())..];
             let own = !rest.contains('/') || (rest.starts_with("dt=") && rest.matches('/').count() == 1);
-            if let Some(range) = parse_object_name(key).filter(|_| own) {
-                objects.push((range, key.to_owned()));
+            match parse_object_name(key).filter(|_| own) {
+                Some(range) => listing.objects.push((range, key.to_owned())),
+                None if rest == PROBE_NAME => {}
+                None => listing.strays.push(key.to_owned()),
             }
         }
     }
-    Ok(objects)
+    Ok(listing)
+}
+
+/// Every batch object under `origin_prefix` (strays left out: see [`list_origin`]).
+pub async fn list_objects(
+    client: &aws_sdk_s3::Client,
+    bucket: &str,
+    origin_prefix: &str,
+) -> Result<Vec<(ObjectRange, String)>, S3Failure> {
+    Ok(list_origin(client, bucket, origin_prefix).await?.objects)
+}
+
+/// The message for a stray key under an origin's prefix.
+pub fn stray_message(bucket: &str, key: &str) -> String {
+    format!(
+        "s3://{bucket}/{key}: under the origin's prefix but not a chainship batch object; a loader reading the prefix would take it in unchecked"
+    )
+}
+
+/// Whether an object's records are the range its name says, as (first, last) seen.
+pub fn range_message(name: &str, range: &ObjectRange, seqs: Option<(u64, u64)>) -> Option<String> {
+    (seqs != Some((range.first, range.last))).then(|| {
+        format!(
+            "{name}: its name says seqs {} to {} but it holds {}",
+            range.first,
+            range.last,
+            seqs.map_or("no records".to_owned(), |(a, b)| format!("seqs {a} to {b}"))
+        )
+    })
 }
 
 /// Fetches one batch object, compressed, whole (objects are bounded by
@@ -267,9 +309,16 @@ impl Sink for S3Sink {
         let prefix = self.origin_prefix();
         let client = self.client().await.clone();
         let bucket = self.cfg.bucket.clone();
-        let mut objects = list_objects(&client, &bucket, &prefix)
+        let listing = list_origin(&client, &bucket, &prefix)
             .await
             .map_err(|f| self.error(f))?;
+        if let Some(key) = listing.strays.first() {
+            return Err(SinkError::integrity(format!(
+                "S3 sink: {}: remove it",
+                stray_message(&bucket, key)
+            )));
+        }
+        let mut objects = listing.objects;
         if objects.is_empty() {
             refuse_legacy_layout(&client, &bucket, &self.cfg.prefix, &self.origin).await?;
         }
@@ -308,13 +357,8 @@ impl Sink for S3Sink {
             if let Some(m) = failure {
                 return Err(SinkError::integrity(format!("S3 sink: {m}")));
             }
-            if seqs != Some((range.first, range.last)) {
-                return Err(SinkError::integrity(format!(
-                    "S3 sink: {name}: its name says seqs {} to {} but it holds {}",
-                    range.first,
-                    range.last,
-                    seqs.map_or("no records".to_owned(), |(a, b)| format!("seqs {a} to {b}"))
-                )));
+            if let Some(m) = range_message(&name, &range, seqs) {
+                return Err(SinkError::integrity(format!("S3 sink: {m}")));
             }
         }
         Ok(check.head())
@@ -377,7 +421,7 @@ impl Sink for S3Sink {
         // second PUT is refused by its precondition (412), and S3 checks
         // permission before preconditions, so either answer proves it. No
         // delete: in a versioned or locked bucket that would pile up versions.
-        let key = format!("{}.chainship-check", self.origin_prefix());
+        let key = format!("{}{PROBE_NAME}", self.origin_prefix());
         let put = client
             .put_object()
             .bucket(&self.cfg.bucket)
