@@ -42,13 +42,25 @@ pub async fn publish_head(
                 seq = head.seq,
                 "a note this follower's key did not sign occupies the head's name ({why}); publishing beside it"
             );
-            let seconds = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-            store
-                .put_new(origin, &heartbeat_name(head.seq, seconds), note.as_bytes())
-                .await
-                .map(|_| ())
+            put_beside(store, origin, head.seq, now, &note).await
         }
     }
+}
+
+/// Writes `note` under the heartbeat name of `seq` at `at`. One already
+/// there from the same second is as good as this one.
+async fn put_beside(
+    store: &dyn AnchorStore,
+    origin: &str,
+    seq: u64,
+    at: SystemTime,
+    note: &str,
+) -> Result<(), StoreError> {
+    let seconds = at.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    store
+        .put_new(origin, &heartbeat_name(seq, seconds), note.as_bytes())
+        .await
+        .map(|_| ())
 }
 
 /// Publishes `head` again as a heartbeat (a new `published` time, its own
@@ -61,13 +73,8 @@ pub async fn publish_heartbeat(
     head: Head,
 ) -> Result<(), StoreError> {
     let now = SystemTime::now();
-    let seconds = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let note = SignedHead::new(origin, head, now).sign(keys);
-    // A heartbeat of the same second is already there: as good as this one.
-    store
-        .put_new(origin, &heartbeat_name(head.seq, seconds), note.as_bytes())
-        .await
-        .map(|_| ())
+    put_beside(store, origin, head.seq, now, &note).await
 }
 
 /// The highest head kept for `origin` by a note that one of `keys` signed.

@@ -149,7 +149,15 @@ impl Anchoring {
                 self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
                 return;
             }
-            published.send_if_modified(|p| std::mem::replace(p, last) != last);
+            // Covered and compared: the newest delivered head, as far as kept heads reach.
+            let covered = newest.map_or(start, |h| h.seq.min(last)).max(start);
+            published.send_if_modified(|p| {
+                let raise = *p < covered;
+                if raise {
+                    *p = covered;
+                }
+                raise
+            });
             if let Some(head) = newest.filter(|h| h.seq > last) {
                 let wait = last_published.map_or(Duration::ZERO, |at| self.interval.saturating_sub(at.elapsed()));
                 if !finishing && !wait.is_zero() {

@@ -89,10 +89,15 @@ fn check_on_chain(db: &EventDb, head: Head, whose: &str) -> Result<(), FollowErr
     match db.hash_at(head.seq).map_err(setup)? {
         Some(hash) if hash == head.hash => Ok(()),
         Some(hash) => Err(FollowError::Integrity(format!(
-            "the database was rewritten under {whose}, or {whose} holds another chain (another database's, or planted records): event seq {} has hash {}, but {whose} holds {}",
+            "the database was rewritten under {whose}: event seq {} has hash {}, but {whose} holds {}{}",
             head.seq,
             String::from_utf8_lossy(&hash),
-            head
+            head,
+            if whose.starts_with("the sink") {
+                " (or the sink holds another chain: another database's under this origin, or planted records)"
+            } else {
+                ""
+            }
         ))),
         None => {
             let db_head = db.head().map_err(setup)?;
