@@ -15,15 +15,35 @@ pub fn env_name(long: &str) -> String {
     format!("CHAINSHIP_{}", long.to_ascii_uppercase().replace('-', "_"))
 }
 
+/// Flags that narrow what a check covers, or let it pass on nothing: never
+/// taken from the environment, so a variable left in a job's environment
+/// (or the same name meaning another flag elsewhere, `CHAINSHIP_FROM`) can
+/// never make a nightly check cover less. Given on the command line only.
+const COMMAND_LINE_ONLY: [(&str, &str); 4] = [
+    ("verify", "from"),
+    ("verify", "to"),
+    ("verify-export", "after"),
+    ("*", "allow-no-heads"),
+];
+
 /// Names every flag's variable by the rule, in every subcommand. Values are
 /// never shown in `--help` (several are secrets).
 pub fn apply(cmd: Command) -> Command {
-    cmd.mut_args(name_arg).mut_subcommands(apply)
+    let name = cmd.get_name().to_owned();
+    cmd.mut_args(|arg| name_arg(&name, arg)).mut_subcommands(apply)
 }
 
-fn name_arg(arg: Arg) -> Arg {
+/// Whether `--long` of command `name` is set on the command line only.
+pub fn command_line_only(name: &str, long: &str) -> bool {
+    COMMAND_LINE_ONLY
+        .iter()
+        .any(|(c, l)| *l == long && (*c == "*" || *c == name))
+}
+
+fn name_arg(command: &str, arg: Arg) -> Arg {
     match arg.get_long() {
         Some("help" | "version") | None => arg,
+        Some(long) if command_line_only(command, long) => arg,
         Some(long) => {
             let name = env_name(long);
             arg.env(name).hide_env_values(true)
@@ -75,7 +95,8 @@ mod tests {
             for arg in cmd.get_arguments() {
                 if let Some(long) = arg.get_long().filter(|l| !matches!(*l, "help" | "version")) {
                     let env = arg.get_env().map(|e| e.to_string_lossy().into_owned());
-                    assert_eq!(env.as_deref(), Some(env_name(long).as_str()), "{path} --{long}");
+                    let expected = (!command_line_only(cmd.get_name(), long)).then(|| env_name(long));
+                    assert_eq!(env, expected, "{path} --{long}");
                     *seen += 1;
                 }
             }
@@ -88,5 +109,7 @@ mod tests {
         assert!(seen > 80, "only {seen} flags found");
         assert_eq!(env_name("kafka-opt"), "CHAINSHIP_KAFKA_OPT");
         assert_eq!(replacement("CHAINSHIP_SIGNING_KEYS"), Some("CHAINSHIP_SIGNING_KEY"));
+        assert!(command_line_only("verify", "from") && !command_line_only("verify-export", "from"));
+        assert!(command_line_only("anchor", "allow-no-heads") && command_line_only("verify-export", "allow-no-heads"));
     }
 }

@@ -910,6 +910,17 @@ async fn stray_or_misnamed_s3_objects_under_the_origin_are_findings() {
             key
         }
     };
+    // The name `check` once used for its probe is no exemption either.
+    let probe_named = put("exports/atk%2Fs/.chainship-check".into(), body.clone()).await;
+    let res = verify_export(&format!("s3://{bucket}/exports"), &store, &vkey, "atk/s", &s3_args);
+    assert_eq!(code(&res), 1, "{}{}", stdout(&res), stderr(&res));
+    s3_client()
+        .delete_object()
+        .bucket(&bucket)
+        .key(&probe_named)
+        .send()
+        .await
+        .unwrap();
     let stray = put("exports/atk%2Fs/evil.jsonl.gz".into(), body.clone()).await;
     let res = verify_export(&format!("s3://{bucket}/exports"), &store, &vkey, "atk/s", &s3_args);
     assert_eq!(code(&res), 1, "{}{}", stdout(&res), stderr(&res));

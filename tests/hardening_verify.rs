@@ -155,13 +155,7 @@ fn anchor_verify_of_an_origin_with_no_heads_fails_unless_allowed() {
     let out = a.anchor_verify(&a.db, "harden/agentrtt", &["--allow-no-heads"]);
     assert_eq!(code(&out), 0, "{}", all_output(&out));
     assert!(stdout(&out).contains("no head was checked"), "{}", stdout(&out));
-    let out = bin()
-        .env("CHAINSHIP_ALLOW_NO_HEADS", "true")
-        .args(["anchor", "verify", "--json", "--db", path_str(&a.db)])
-        .args(["--origin", "harden/agentrtt", "--anchor", &a.anchor_url()])
-        .args(["--trusted-key", &a.verifier])
-        .output()
-        .unwrap();
+    let out = a.anchor_verify(&a.db, "harden/agentrtt", &["--allow-no-heads", "--json"]);
     assert_eq!(code(&out), 0, "{}", all_output(&out));
     let json = json_of(&out);
     assert_eq!(json["heads"]["checked"], 0, "{json}");
@@ -169,6 +163,16 @@ fn anchor_verify_of_an_origin_with_no_heads_fails_unless_allowed() {
         json["warnings"][0].as_str().unwrap().contains("no head was checked"),
         "{json}"
     );
+    // Never from the environment: a variable left in a nightly job's
+    // environment must not make it pass on nothing.
+    let out = bin()
+        .env("CHAINSHIP_ALLOW_NO_HEADS", "true")
+        .args(["anchor", "verify", "--json", "--db", path_str(&a.db)])
+        .args(["--origin", "harden/agentrtt", "--anchor", &a.anchor_url()])
+        .args(["--trusted-key", &a.verifier])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 1, "{}", all_output(&out));
 
     // The right origin still passes, its heads checked.
     let out = a.anchor_verify(&a.db, ORIGIN, &["--json"]);

@@ -486,3 +486,90 @@ fn check_opens_the_database_with_the_table_and_columns_it_is_given() {
     assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
     assert!(stdout(&out).contains("no table named \"events\""), "{}", stdout(&out));
 }
+
+#[test]
+fn a_head_published_in_the_future_never_keeps_max_age_fresh() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 50);
+    let store = dir.path().join("heads");
+    std::fs::create_dir(&store).unwrap();
+    let (key, vkey) = keygen(dir.path(), "ops/chainship", "k");
+    follow_signed(dir.path(), &db, &store, path_str(&key));
+    // A heartbeat whose `published` is decades ahead, signed with the real key
+    // (a clock far ahead, or whoever holds the key and wants --max-age to pass forever).
+    let head: chainship_chain::Head = db_head(&db).parse().unwrap();
+    let future = std::time::SystemTime::now() + Duration::from_secs(60 * 60 * 24 * 365 * 50);
+    let signer = chainship_anchor::SignerKey::load(&key).unwrap();
+    let note = chainship_anchor::SignedHead::new("ops/agentrt", head, future).sign(&[signer]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    std::fs::write(
+        store
+            .join("ops/agentrt")
+            .join(format!("{:020}.{now:020}.head", head.seq)),
+        note,
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    let out = bin()
+        .args([
+            "anchor",
+            "verify",
+            "--db",
+            path_str(&db),
+            "--origin",
+            "ops/agentrt",
+            "--max-age",
+            "2s",
+        ])
+        .args([
+            "--anchor",
+            &format!("file:{}", path_str(&store)),
+            "--trusted-key",
+            &vkey,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("in the future"), "{}", stdout(&out));
+}
+
+#[test]
+fn check_refuses_the_producer_settings_follow_would_refuse() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 5);
+    let out = bin()
+        .args([
+            "check",
+            "--db",
+            path_str(&db),
+            "--origin",
+            "ops/agentrt",
+            "--kafka-opt",
+            "linger.ms=SECRETXYZ",
+        ])
+        .args(["--sink", &format!("kafka://{}/audit", kafka_addr())])
+        .output()
+        .unwrap();
+    let all = format!("{}{}", stdout(&out), stderr(&out));
+    assert_eq!(code(&out), 1, "{all}");
+    assert!(all.contains("linger.ms"), "{all}");
+}
+
+#[test]
+fn a_new_anchor_store_gets_the_head_even_if_an_old_one_had_it() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "m.db", 50);
+    let (key, vkey) = keygen(dir.path(), "ops/chainship", "k");
+    let (old, new) = (dir.path().join("old"), dir.path().join("new"));
+    std::fs::create_dir(&old).unwrap();
+    std::fs::create_dir(&new).unwrap();
+    follow_signed(dir.path(), &db, &old, path_str(&key));
+    // The operator points the follower at another store: `<cursor>.anchored` is not that store's word.
+    follow_signed(dir.path(), &db, &new, path_str(&key));
+    let (status, out) = anchor_verify(&db, &new, &[vkey]);
+    assert_eq!(status, 0, "{out}");
+    assert!(out.contains("\"seq\":50"), "{out}");
+}

@@ -256,6 +256,26 @@ fn disagreements(trusted: &[TrustedHead]) -> Vec<Finding> {
 
 /// `stale`: the newest trusted head was published more than `max_age` ago.
 pub fn check_stale(set: &HeadSet, max_age: Duration, now: SystemTime) -> Option<Finding> {
+    // A head "published" in the future (a clock far ahead, or a forged time)
+    // would make every later run look fresh: it vouches for nothing here.
+    let skew = Duration::from_secs(300);
+    if let Some(t) = set
+        .trusted
+        .iter()
+        .find(|t| t.signed.published_time().is_some_and(|p| p > now + skew))
+    {
+        return Some(Finding {
+            kind: Kind::Stale,
+            seq: Some(t.signed.head.seq),
+            message: format!(
+                "{}: published {}, in the future: a clock ahead or a forged time; --max-age cannot rely on it",
+                t.source, t.signed.published
+            ),
+            expected: None,
+            found: None,
+            source: Some(t.source.clone()),
+        });
+    }
     let newest = set
         .trusted
         .iter()

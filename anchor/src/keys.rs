@@ -132,6 +132,9 @@ fn parse_trusted(text: &str) -> Result<VerifierKey, String> {
     let mut words = text.split_whitespace();
     let mut key = VerifierKey::parse(words.next().unwrap_or_default())?;
     for word in words {
+        if key.retired_after.is_some() {
+            return Err(format!("{word:?}: a key is retired once (one until=SEQ)"));
+        }
         let seq = word
             .strip_prefix("until=")
             .and_then(|s| s.parse::<u64>().ok())

@@ -76,7 +76,8 @@ impl Anchoring {
     pub fn spawn(self, rt: &tokio::runtime::Handle, delivered: watch::Receiver<Option<Head>>) -> AnchoringHandle {
         let recorded = read_head_file(&self.anchored_file).ok().flatten();
         let start = recorded.map_or(0, |h| h.seq);
-        let (tx, published) = watch::channel(start);
+        // Nothing counts as published until the store's own heads are read.
+        let (tx, published) = watch::channel(0);
         // Until this process publishes, the age counts from the recorded
         // publish, else from now (the follower's start).
         let since = recorded
@@ -86,7 +87,7 @@ impl Anchoring {
         rt.spawn(report_age(since));
         let start_head = recorded.filter(|h| h.seq == start);
         let failure = Arc::new(std::sync::OnceLock::new());
-        rt.spawn(self.run(delivered, tx, published_at, start, start_head, Arc::clone(&failure)));
+        rt.spawn(self.run(delivered, tx, published_at, start_head, Arc::clone(&failure)));
         AnchoringHandle { published, failure }
     }
 
@@ -95,7 +96,6 @@ impl Anchoring {
         mut delivered: watch::Receiver<Option<Head>>,
         published: watch::Sender<u64>,
         published_at: watch::Sender<Instant>,
-        start: u64,
         start_head: Option<Head>,
         failure: Arc<std::sync::OnceLock<String>>,
     ) {
@@ -111,7 +111,9 @@ impl Anchoring {
                 None
             }
         };
-        let mut last = start.max(kept.map_or(0, |h| h.seq));
+        // Only the store says what it keeps: `<cursor>.anchored` may name a head
+        // published to another store (the follower was pointed at a new one).
+        let mut last = kept.map_or(0, |h| h.seq);
         // The head a heartbeat re-publishes: the last one this follower published.
         let mut last_head = start_head.filter(|h| h.seq == last);
         let mut next_beat = Instant::now() + self.heartbeat;
@@ -150,7 +152,7 @@ impl Anchoring {
                 return;
             }
             // Covered and compared: the newest delivered head, as far as kept heads reach.
-            let covered = newest.map_or(start, |h| h.seq.min(last)).max(start);
+            let covered = newest.map_or(0, |h| h.seq.min(last));
             published.send_if_modified(|p| {
                 let raise = *p < covered;
                 if raise {

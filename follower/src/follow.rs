@@ -238,6 +238,7 @@ impl Follower {
             }
             match reader.next_page_timeout(wait.min(Duration::from_millis(100))) {
                 Waited::Page(Ok(page)) => {
+                    idle_behind = None;
                     for event in page.iter() {
                         let head = match check.check(&event) {
                             Ok(head) => head,

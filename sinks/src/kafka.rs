@@ -144,6 +144,11 @@ impl rdkafka::ClientContext for QuietContext {
 
 impl rdkafka::consumer::ConsumerContext for QuietContext {}
 
+impl rdkafka::producer::ProducerContext for QuietContext {
+    type DeliveryOpaque = ();
+    fn delivery(&self, _: &rdkafka::message::DeliveryResult<'_>, _: Self::DeliveryOpaque) {}
+}
+
 /// The read-back consumer's context: reaching the end of the partition is
 /// what it is looking for, not an error to log.
 struct ReadBackContext;
@@ -196,30 +201,37 @@ impl KafkaSink {
         config
     }
 
+    /// The producer's settings: chainship's defaults, then `--kafka-opt`,
+    /// then what exactly-once depends on; the transactional id only when fencing.
+    fn producer_config(&self, transactional: bool) -> ClientConfig {
+        // Whole batches are enqueued at once, so no linger is needed to fill
+        // librdkafka's batches; --kafka-opt can still set one.
+        let mut config = ClientConfig::new();
+        config.set("linger.ms", "0");
+        // An undelivered batch is resent after a read-back, so a bounded
+        // wait only makes failures visible sooner; --kafka-opt can raise it.
+        config.set("message.timeout.ms", "30000");
+        // Records are JSON with two hex hashes each: lz4 cuts the bytes sent and
+        // stored several-fold for little CPU, and every Kafka client reads it.
+        config.set("compression.type", "lz4");
+        for (k, v) in &self.cfg.options {
+            config.set(k, v);
+        }
+        config
+            .set("bootstrap.servers", &self.cfg.brokers)
+            .set("enable.idempotence", "true")
+            .set("acks", "all");
+        if transactional {
+            config.set("transactional.id", transactional_id(&self.origin));
+        }
+        config
+    }
+
     /// The producer, created (and its transactions initialised) on first use
     /// and again after a fatal error.
     fn producer(&mut self) -> Result<&FutureProducer, SinkError> {
         if self.producer.is_none() {
-            // Whole batches are enqueued at once, so no linger is needed to fill
-            // librdkafka's batches; --kafka-opt can still set one.
-            let mut config = ClientConfig::new();
-            config.set("linger.ms", "0");
-            // An undelivered batch is resent after a read-back, so a bounded
-            // wait only makes failures visible sooner; --kafka-opt can raise it.
-            config.set("message.timeout.ms", "30000");
-            // Records are JSON with two hex hashes each: lz4 cuts the bytes sent and
-            // stored several-fold for little CPU, and every Kafka client reads it.
-            config.set("compression.type", "lz4");
-            for (k, v) in &self.cfg.options {
-                config.set(k, v);
-            }
-            config
-                .set("bootstrap.servers", &self.cfg.brokers)
-                .set("enable.idempotence", "true")
-                .set("acks", "all");
-            if self.cfg.fence {
-                config.set("transactional.id", transactional_id(&self.origin));
-            }
+            let config = self.producer_config(self.cfg.fence);
             let producer: FutureProducer = config.create().map_err(|e| classify("creating the producer", &e))?;
             if self.cfg.fence {
                 producer
@@ -552,6 +564,12 @@ impl Sink for KafkaSink {
     }
 
     async fn check(&mut self) -> Result<String, SinkError> {
+        // The producer's settings as follow would use them, without a
+        // transactional id (that would fence a running follower) and unused.
+        let _: rdkafka::producer::BaseProducer<QuietContext> = self
+            .producer_config(false)
+            .create_with_context(QuietContext)
+            .map_err(|e| classify("checking the producer settings", &e))?;
         let partition = self.partition()?;
         Ok(format!(
             "topic {} reachable; origin {:?} goes to partition {partition}",

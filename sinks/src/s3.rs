@@ -131,7 +131,8 @@ pub struct OriginListing {
     pub strays: Vec<String>,
 }
 
-/// The `check` probe: the one key under a prefix that is neither.
+/// The `check` probe, at the prefix's root: outside every origin's folder,
+/// so nothing a loader reads from an origin's folder is exempt from checks.
 pub const PROBE_NAME: &str = ".chainship-check";
 
 /// Lists everything under `origin_prefix`.
@@ -156,7 +157,6 @@ pub async fn list_origin(
             let own = !rest.contains('/') || (rest.starts_with("dt=") && rest.matches('/').count() == 1);
             match parse_object_name(key).filter(|_| own) {
                 Some(range) => listing.objects.push((range, key.to_owned())),
-                None if rest == PROBE_NAME => {}
                 None => listing.strays.push(key.to_owned()),
             }
         }
@@ -421,7 +421,9 @@ impl Sink for S3Sink {
         // second PUT is refused by its precondition (412), and S3 checks
         // permission before preconditions, so either answer proves it. No
         // delete: in a versioned or locked bucket that would pile up versions.
-        let key = format!("{}{PROBE_NAME}", self.origin_prefix());
+        let key = join_prefix(&self.cfg.prefix, PROBE_NAME)
+            .trim_end_matches('/')
+            .to_owned();
         let put = client
             .put_object()
             .bucket(&self.cfg.bucket)
