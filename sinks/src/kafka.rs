@@ -254,6 +254,9 @@ impl KafkaSink {
         let client: BaseConsumer<QuietContext> = self
             .consumer_config()
             .set("group.id", "chainship-metadata")
+            // As a producer's metadata request would: a broker with auto-create
+            // on makes the topic, one without answers "unknown topic".
+            .set("allow.auto.create.topics", "true")
             .create_with_context(QuietContext)
             .map_err(|e| classify("creating a metadata client", &e))?;
         let metadata = client
