@@ -60,7 +60,16 @@ impl HeldCheck {
     /// line). Records at or below `after` are ignored: they are covered by
     /// the trusted head.
     pub fn feed(&mut self, json: &[u8], location: &dyn Fn() -> String) -> Result<(), String> {
-        let record = Record::parse(json).map_err(|e| format!("{}: not a chainship record ({e})", location()))?;
+        self.feed_parsed(Record::parse(json), location)
+    }
+
+    /// [`HeldCheck::feed`] for a line the caller has parsed already.
+    pub fn feed_parsed(
+        &mut self,
+        parsed: Result<Record<'_>, serde_json::Error>,
+        location: &dyn Fn() -> String,
+    ) -> Result<(), String> {
+        let record = parsed.map_err(|e| format!("{}: not a chainship record ({e})", location()))?;
         if record.origin != self.origin {
             return Err(format!(
                 "{}: a record of origin {:?} (seq {}), not {:?}",

@@ -113,6 +113,15 @@ impl<'a> Record<'a> {
         }
     }
 
+    /// Just the `seq` of a record line, without building the record.
+    pub fn seq_of(json: &[u8]) -> Option<u64> {
+        #[derive(Deserialize)]
+        struct Seq {
+            seq: u64,
+        }
+        serde_json::from_slice::<Seq>(json).ok().map(|s| s.seq)
+    }
+
     /// Parses one record (one JSON Lines line).
     pub fn parse(json: &'a [u8]) -> Result<Self, serde_json::Error> {
         serde_json::from_slice(json)

@@ -317,9 +317,11 @@ fn submit(pipeline: &mut Pipeline, pending: &mut Pending, fresh: Option<&mut Fre
 }
 
 /// The database head as a new connection sees it, looked up at most once a
-/// second. Never from the reader's own connection: a reader stuck on a
-/// deleted WAL would report its own stale head, and lag would read 0 while
-/// the database grows.
+/// second, for metrics and as a second opinion on an idle reader. Not proof
+/// on its own: SQLite shares one `-shm` mapping per database within a
+/// process, so while the reader still holds a replaced one this connection
+/// sees it too. What catches replaced files is the reader's own identity
+/// check on every poll (`chain::FileIdentity`), which closes and reopens.
 struct FreshHead {
     db: PathBuf,
     open: chainship_chain::OpenOptions,

@@ -129,8 +129,8 @@ fn classify(what: &str, e: &KafkaError) -> SinkError {
 /// it, or — whatever its key — a record whose value names it (a record
 /// filed under another key is still one a consumer of values would take as
 /// this origin's, so it must be checked, never skipped).
-pub fn is_origins(msg: &impl Message, payload: &[u8], origin: &str) -> bool {
-    msg.key() == Some(origin.as_bytes()) || Record::parse(payload).is_ok_and(|r| r.origin == origin)
+pub fn belongs_to(origin: &str, key: Option<&[u8]>, parsed: &Result<Record<'_>, serde_json::Error>) -> bool {
+    key == Some(origin.as_bytes()) || parsed.as_ref().is_ok_and(|r| r.origin == origin)
 }
 
 /// A client whose failures come back as errors from its calls: librdkafka's
@@ -353,18 +353,15 @@ impl KafkaSink {
                     Some(Ok(msg)) => {
                         last_message = Instant::now();
                         at_end = false;
-                        let payload = msg.payload().unwrap_or_default();
-                        if !is_origins(&msg, payload, &self.origin) {
+                        let parsed = Record::parse(msg.payload().unwrap_or_default());
+                        if !belongs_to(&self.origin, msg.key(), &parsed) {
                             continue;
                         }
                         let offset = msg.offset();
                         // What follows the last record at or below `after` is
                         // what must be proven; what came before it is covered,
                         // but the cursor's own record must be exactly what was delivered.
-                        if let Some(r) = Record::parse(payload)
-                            .ok()
-                            .filter(|r| after_seq > 0 && r.seq <= after_seq)
-                        {
+                        if let Some(r) = parsed.as_ref().ok().filter(|r| after_seq > 0 && r.seq <= after_seq) {
                             let delivered = after.is_some_and(|a| {
                                 r.seq != a.seq || (r.hash.as_bytes() == &a.hash[..] && r.expected_hash() == a.hash)
                             });
@@ -382,7 +379,7 @@ impl KafkaSink {
                         }
                         if failure.is_none() {
                             let place = || format!("topic {topic} partition {partition} offset {offset}");
-                            if let Err(m) = check.feed(payload, &place) {
+                            if let Err(m) = check.feed_parsed(parsed, &place) {
                                 failure = Some(m);
                             }
                         }

@@ -18,9 +18,7 @@ use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
 use crate::error::SinkError;
 use crate::kafka::partition_for;
-use crate::s3::{
-    fetch_object, list_origin, object_lines, origin_prefix, range_message, refuse_legacy_layout, stray_message,
-};
+use crate::s3::{batch_object_lines, fetch_object, list_origin, origin_prefix, refuse_legacy_layout, stray_message};
 use crate::url::{SinkOptions, SinkUrl};
 
 /// Called with each record line and a function naming its place in the copy
@@ -100,22 +98,8 @@ async fn read_s3(
     for (range, key) in objects {
         let name = format!("s3://{bucket}/{key}");
         let body = fetch_object(&client, bucket, &key).await.map_err(fail)?;
-        let mut seqs: Option<(u64, u64)> = None;
-        let read = object_lines(&body, range.codec, &name, &mut |line, place| {
-            if let Ok(r) = chainship_chain::record::Record::parse(line) {
-                seqs = Some(seqs.map_or((r.seq, r.seq), |(first, _)| (first, r.seq)));
-            }
-            each(line, place)
-        });
-        match read {
-            Err(f) => each(NOT_A_RECORD, &|| {
-                format!("{name}: cannot be read as records ({})", f.message)
-            }),
-            Ok(()) => {
-                if let Some(m) = range_message(&name, &range, seqs) {
-                    each(NOT_A_RECORD, &|| m.clone());
-                }
-            }
+        if let Some(m) = batch_object_lines(&body, &range, &name, each) {
+            each(NOT_A_RECORD, &|| m.clone());
         }
     }
     Ok(())
@@ -174,7 +158,8 @@ fn read_kafka(
             Some(Ok(msg)) => {
                 last = Instant::now();
                 let payload = msg.payload().unwrap_or_default();
-                if !crate::kafka::is_origins(&msg, payload, origin) {
+                let parsed = chainship_chain::record::Record::parse(payload);
+                if !crate::kafka::belongs_to(origin, msg.key(), &parsed) {
                     continue;
                 }
                 let offset = msg.offset();

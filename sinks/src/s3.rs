@@ -180,8 +180,26 @@ pub fn stray_message(bucket: &str, key: &str) -> String {
     )
 }
 
+/// Reads a fetched batch object line by line into `each`, and checks it is
+/// what its name says. Returns what is wrong with the object as a whole (it
+/// does not decode, or its records are not its name's range), if anything:
+/// the one reading of an object that the sink's resume and `verify-export` share.
+pub fn batch_object_lines(body: &[u8], range: &ObjectRange, name: &str, each: &mut OnRecord<'_>) -> Option<String> {
+    let mut seqs: Option<(u64, u64)> = None;
+    let read = object_lines(body, range.codec, name, &mut |line, place| {
+        if let Some(seq) = Record::seq_of(line) {
+            seqs = Some(seqs.map_or((seq, seq), |(first, _)| (first, seq)));
+        }
+        each(line, place)
+    });
+    match read {
+        Err(f) => Some(format!("{name}: cannot be read as records ({})", f.message)),
+        Ok(()) => range_message(name, range, seqs),
+    }
+}
+
 /// Whether an object's records are the range its name says, as (first, last) seen.
-pub fn range_message(name: &str, range: &ObjectRange, seqs: Option<(u64, u64)>) -> Option<String> {
+fn range_message(name: &str, range: &ObjectRange, seqs: Option<(u64, u64)>) -> Option<String> {
     (seqs != Some((range.first, range.last))).then(|| {
         format!(
             "{name}: its name says seqs {} to {} but it holds {}",
@@ -338,26 +356,17 @@ impl Sink for S3Sink {
         let mut check = HeldCheck::new(&self.origin, after);
         for (range, key) in objects.into_iter().filter(|(r, _)| r.last > after.map_or(0, |h| h.seq)) {
             let name = format!("s3://{bucket}/{key}");
-            let mut seqs: Option<(u64, u64)> = None;
-            let mut failure = None;
             let body = fetch_object(&client, &bucket, &key).await.map_err(|f| self.error(f))?;
-            object_lines(&body, range.codec, &name, &mut |line, place| {
-                if failure.is_some() {
-                    return;
-                }
-                if let Ok(r) = Record::parse(line) {
-                    seqs = Some(seqs.map_or((r.seq, r.seq), |(first, _)| (first, r.seq)));
-                }
-                if let Err(m) = check.feed(line, place) {
+            let mut failure = None;
+            let whole = batch_object_lines(&body, &range, &name, &mut |line, place| {
+                if failure.is_none()
+                    && let Err(m) = check.feed(line, place)
+                {
                     failure = Some(m);
                 }
-            })
-            // The object is there but does not decode: what it holds is not records.
-            .map_err(|f| SinkError::integrity(format!("S3 sink: {}", f.message)))?;
-            if let Some(m) = failure {
-                return Err(SinkError::integrity(format!("S3 sink: {m}")));
-            }
-            if let Some(m) = range_message(&name, &range, seqs) {
+            });
+            // A record that does not fit, or an object that is not what its name says.
+            if let Some(m) = failure.or(whole) {
                 return Err(SinkError::integrity(format!("S3 sink: {m}")));
             }
         }
