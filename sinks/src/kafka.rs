@@ -308,8 +308,20 @@ impl KafkaSink {
     /// `after` (the boundary), fed to a [`HeldCheck`]. The scan starts at
     /// the tail and reaches further back until it has seen the boundary or
     /// the start of the partition.
+    ///
+    /// When fencing, the producer is set up first: its `init_transactions`
+    /// completes or aborts whatever transaction an earlier producer of this
+    /// origin left open (a follower killed mid-commit), so what is read
+    /// back can no longer change under the reader.
     fn read_back(&mut self, after: Option<Head>) -> Result<Option<Head>, SinkError> {
+        self.read_back_with(after, self.cfg.fence)
+    }
+
+    fn read_back_with(&mut self, after: Option<Head>, fence_first: bool) -> Result<Option<Head>, SinkError> {
         let partition = self.partition()?;
+        if fence_first {
+            self.producer()?;
+        }
         let topic = self.cfg.topic.clone();
         let mut config = self.consumer_config();
         config
@@ -390,13 +402,17 @@ impl KafkaSink {
                     None => {}
                 }
                 let idle = last_message.elapsed();
-                // Another producer writing non-stop would keep this going: the
-                // scan is bounded. What it proved so far stays proven.
-                if (at_end && idle > Duration::from_millis(600))
-                    || idle > Duration::from_secs(5)
-                    || started.elapsed() > Duration::from_secs(10)
-                {
+                if at_end && idle > Duration::from_millis(600) {
                     break;
+                }
+                // A scan cut short would prove less than the partition holds and
+                // resend the rest as duplicates: say so and let the caller retry.
+                if idle > Duration::from_secs(10) || started.elapsed() > Duration::from_secs(60) {
+                    return Err(SinkError::transient(format!(
+                        "Kafka sink: reading back topic {topic} partition {partition} did not reach its end \
+                         (no end-of-partition within {} s; the broker is slow or another producer writes non-stop)",
+                        started.elapsed().as_secs()
+                    )));
                 }
             }
             if let Some(m) = planted {
@@ -521,20 +537,23 @@ impl Sink for KafkaSink {
                 let prev = &r.prev_hash[..r.prev_len];
                 Head::from_stored(r.seq - 1, prev)
             });
+            let last = batch.last_head().map_or(0, |h| h.seq);
+            if self.cfg.fence {
+                // Records past this batch appeared while it failed: another
+                // follower of this origin is writing. Look before fencing,
+                // and stop: never take the origin back from it.
+                let seen = self.read_back_with(before, false)?.map_or(0, |h| h.seq);
+                if seen > last {
+                    return Err(SinkError::permanent(format!(
+                        "Kafka sink: another follower for this origin took over: the topic holds seq {seen}, past this batch's seq {last}"
+                    )));
+                }
+            }
             self.read_back(before)?.map_or(0, |h| h.seq)
         } else {
             0
         };
         self.recheck = false;
-        let last = batch.last_head().map_or(0, |h| h.seq);
-        if self.cfg.fence && after > last {
-            // Records past this batch appeared while it failed: another
-            // follower of this origin is writing. Stop; never fight it.
-            self.producer = None;
-            return Err(SinkError::permanent(format!(
-                "Kafka sink: another follower for this origin took over: the topic holds seq {after}, past this batch's seq {last}"
-            )));
-        }
         let result = self.send_all(batch, after).await;
         if result.is_err() {
             self.recheck = true;
