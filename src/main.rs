@@ -12,10 +12,9 @@ macro_rules! outln {
     };
 }
 
-mod anchor_args;
+mod args;
 mod commands;
 mod config;
-mod db_args;
 mod env_names;
 mod exit;
 mod logging;
@@ -23,7 +22,6 @@ mod metrics_server;
 mod origin;
 mod progress;
 mod report;
-mod sink_args;
 
 use std::process::ExitCode;
 

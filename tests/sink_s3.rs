@@ -373,15 +373,16 @@ async fn zstd_objects_above_the_threshold_go_up_in_parts_and_read_back_whole() {
 
 #[tokio::test]
 async fn a_multipart_upload_never_overwrites_and_leaves_no_parts_behind() {
-    use chainship_sinks::s3_upload::{NewObject, PartPlan, upload_new};
+    use chainship_s3::{NewObject, PartPlan, upload_new};
     let _serial = SERIAL.lock().await;
     let bucket = bucket().await;
     let object = NewObject {
         bucket: &bucket,
         key: "p/o/00000000000000000001-00000000000000000002.jsonl.zst",
         content_type: "application/x-ndjson",
-        content_encoding: "zstd",
+        content_encoding: Some("zstd"),
         metadata: Default::default(),
+        retain_until: None,
     };
     let plan = PartPlan {
         threshold: 5 << 20,

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use chainship_sinks::s3_client::{S3Settings, split_s3_url};
+use chainship_s3::{S3Location, S3Settings};
 
 use crate::store::AnchorStore;
 use crate::store::file::FileStore;
@@ -13,7 +13,7 @@ use crate::store::s3::S3Store;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AnchorUrl {
     File(PathBuf),
-    S3 { bucket: String, prefix: String },
+    S3(S3Location),
 }
 
 impl FromStr for AnchorUrl {
@@ -22,11 +22,7 @@ impl FromStr for AnchorUrl {
     fn from_str(url: &str) -> Result<Self, String> {
         let err = |why: &str| format!("anchor {url:?}: {why}");
         if let Some(rest) = url.strip_prefix("s3://") {
-            let (bucket, prefix) = split_s3_url(rest).map_err(|e| err(&e))?;
-            return Ok(AnchorUrl::S3 {
-                bucket: bucket.to_owned(),
-                prefix: prefix.trim_matches('/').to_owned(),
-            });
+            return S3Location::parse(rest).map(AnchorUrl::S3).map_err(|e| err(&e));
         }
         if let Some(rest) = url.strip_prefix("file:") {
             let path = rest.strip_prefix("//").unwrap_or(rest);
@@ -43,7 +39,7 @@ impl std::fmt::Display for AnchorUrl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             AnchorUrl::File(p) => write!(f, "file:{}", p.display()),
-            AnchorUrl::S3 { bucket, prefix } => write!(f, "s3://{bucket}/{prefix}"),
+            AnchorUrl::S3(at) => at.fmt(f),
         }
     }
 }
@@ -52,6 +48,6 @@ impl std::fmt::Display for AnchorUrl {
 pub fn open_store(url: &AnchorUrl, s3: &S3Settings, retain_days: u32) -> Arc<dyn AnchorStore> {
     match url {
         AnchorUrl::File(dir) => Arc::new(FileStore::new(dir)),
-        AnchorUrl::S3 { bucket, prefix } => Arc::new(S3Store::new(bucket, prefix, s3.clone(), retain_days)),
+        AnchorUrl::S3(at) => Arc::new(S3Store::new(at.clone(), s3.clone(), retain_days)),
     }
 }

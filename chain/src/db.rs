@@ -75,6 +75,17 @@ pub enum DbError {
     Replaced { path: PathBuf, seq: u64, found: String },
 }
 
+impl crate::HasKind for DbError {
+    fn kind(&self) -> crate::ErrorKind {
+        match self {
+            // Damage to the record, not a setup problem: the chain cannot go on past it.
+            DbError::Replaced { .. } | DbError::BadField { .. } | DbError::BadSeq { .. } => crate::ErrorKind::Integrity,
+            // A busy or locked database passes; the follower retries reads itself.
+            _ => crate::ErrorKind::Permanent,
+        }
+    }
+}
+
 /// Which files a connection reads: the database and its `-wal`, by device
 /// and inode. A writer that closes its last connection deletes the `-wal`
 /// (and `-shm`); one that starts again creates new ones. A connection

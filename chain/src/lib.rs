@@ -4,9 +4,11 @@
 //! (`SEQ:HASH`, [`head`]), the settable table and column names ([`schema`]),
 //! reading the events table read-only and in bounded pages ([`db`],
 //! [`read_ahead`]), the rule that decides where a chain breaks ([`walk`]) and
-//! the JSON record every sink ships ([`record`]). It never writes a database.
+//! the JSON record every sink ships ([`record`]), and the error vocabulary
+//! every crate speaks ([`error`]). It never writes a database.
 
 pub mod db;
+pub mod error;
 pub mod event;
 pub mod hash;
 pub mod head;
@@ -19,6 +21,7 @@ pub mod verify;
 pub mod walk;
 
 pub use db::{DbError, EventDb, FileIdentity, OpenOptions};
+pub use error::{Error, ErrorKind, HasKind};
 pub use event::{EventBatch, EventRef};
 pub use hash::{HexHash, event_hash};
 pub use head::{Head, HeadParseError};

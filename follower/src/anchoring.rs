@@ -189,7 +189,7 @@ impl Anchoring {
                         tracing::debug!(%head, store = %self.store.describe(), "head published");
                         continue;
                     }
-                    Err(e) if e.integrity => {
+                    Err(e) if e.kind == chainship_chain::ErrorKind::Integrity => {
                         // The store keeps another head for this seq: retrying cannot
                         // change that, and going on would publish past a contradiction.
                         counter!(m::ANCHOR_ERRORS).increment(1);
@@ -203,7 +203,7 @@ impl Anchoring {
                         counter!(m::ANCHOR_ERRORS).increment(1);
                         gauge!(m::ANCHOR_LAG).set(head.seq.saturating_sub(last) as f64);
                         self.health.anchor_failed(&e.message);
-                        let delay = if e.transient {
+                        let delay = if e.is_transient() {
                             backoff.next().unwrap_or(self.max_delay)
                         } else {
                             self.max_delay

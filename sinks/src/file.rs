@@ -4,6 +4,7 @@
 //! acknowledged). On start the sink cuts the file back to its last complete
 //! line, then reports that line's seq and hash as what it holds, so the
 //! follower resumes right after it: no record twice, none missing.
+//! [`read_records`] streams the file back for `verify-export`.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
@@ -17,6 +18,7 @@ use chainship_chain::{Head, HeldCheck};
 use crate::Sink;
 use crate::batch::Batch;
 use crate::error::SinkError;
+use crate::lines::{OnRecord, read_lines};
 
 pub struct FileSink {
     path: PathBuf,
@@ -225,6 +227,16 @@ impl Sink for FileSink {
     fn describe(&self) -> String {
         format!("file:{}", self.path.display())
     }
+}
+
+/// Calls `each(line, place)` for every line of the file, streamed.
+pub fn read_records(path: &Path, each: &mut OnRecord<'_>) -> Result<(), SinkError> {
+    let file = File::open(path).map_err(|e| SinkError::permanent(format!("{}: {e}", path.display())))?;
+    read_lines(
+        BufReader::with_capacity(1 << 20, file),
+        &path.display().to_string(),
+        each,
+    )
 }
 
 /// fsyncs the directory holding `path`, so a new entry survives a crash.

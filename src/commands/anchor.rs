@@ -10,8 +10,8 @@ use chainship_chain::{EventDb, WalkPlan, walk_chain};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::anchor_args::AnchorS3Args;
-use crate::db_args::DbArgs;
+use crate::args::AnchorS3Args;
+use crate::args::DbArgs;
 use crate::exit::{CliError, CmdResult, FAILED, OK};
 use crate::origin::parse_origin;
 use crate::progress::events_bar;

@@ -7,14 +7,14 @@ use std::path::PathBuf;
 use chainship_anchor::{AnchorUrl, SignerKey};
 use chainship_chain::EventDb;
 use chainship_follower::FileCursor;
-use chainship_sinks::{SinkUrl, open_sink};
+use chainship_sinks::open_sink;
 use clap::Args;
 use serde_json::json;
 
-use crate::anchor_args::AnchorS3Args;
+use crate::args::AnchorS3Args;
+use crate::args::SinkArgs;
 use crate::exit::{CliError, CmdResult, FAILED, OK};
 use crate::origin::parse_origin;
-use crate::sink_args::SinkS3Args;
 
 /// Check that the database, cursor, sink, anchor store and keys are usable.
 #[derive(Args, Debug)]
@@ -32,19 +32,17 @@ pub struct CheckArgs {
     #[arg(long)]
     pub allow_symlink: bool,
     #[command(flatten)]
-    pub schema: crate::db_args::SchemaArgs,
+    pub schema: crate::args::SchemaArgs,
     #[arg(long, value_parser = parse_origin)]
     pub origin: String,
-    #[arg(long, value_name = "URL")]
-    pub sink: SinkUrl,
+    #[command(flatten)]
+    pub sink: SinkArgs,
     #[arg(long, value_name = "URL", value_parser = crate::commands::follow::parse_cursor_url)]
     pub cursor: Option<PathBuf>,
     #[arg(long, value_name = "URL", value_parser = str::parse::<AnchorUrl>)]
     pub anchor: Option<AnchorUrl>,
     #[arg(long = "signing-key", value_name = "PATH", value_delimiter = ',')]
     pub signing_keys: Vec<PathBuf>,
-    #[command(flatten)]
-    pub sink_s3: SinkS3Args,
     #[command(flatten)]
     pub anchor_s3: AnchorS3Args,
     #[arg(long)]
@@ -74,12 +72,11 @@ pub fn run(args: &CheckArgs) -> CmdResult {
         });
         results.push((format!("cursor {}", path.display()), r.map_err(|e| e.to_string())));
     }
-    let options = args.sink_s3.options().map_err(CliError::usage)?;
-    let r = match open_sink(&args.sink, &args.origin, &options) {
-        Ok(mut sink) => runtime.block_on(sink.check()).map_err(|e| e.message),
-        Err(e) => Err(e.message),
-    };
-    results.push((format!("sink {}", args.sink), r));
+    let sink = args.sink.config().map_err(CliError::usage)?;
+    let r = runtime
+        .block_on(open_sink(&sink, &args.origin).check())
+        .map_err(|e| e.message);
+    results.push((format!("sink {sink}"), r));
     if let Some(url) = &args.anchor {
         let store = args.anchor_s3.open(url);
         results.push((

@@ -6,9 +6,9 @@ use clap::parser::ValueSource;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
+use crate::args::SinkWriteArgs;
 use crate::config::{ConfigFile, is_secret, is_secret_kafka, leaf_paths};
 use crate::exit::{CliError, CmdResult, FAILED, OK};
-use crate::sink_args::SinkS3Args;
 
 #[derive(Subcommand, Debug)]
 pub enum ConfigCommand {
@@ -79,8 +79,9 @@ pub fn run(args: &ConfigCheckArgs, root: clap::Command, file: Option<&ConfigFile
     })?;
     // Settings that are valid one by one but not together (a level the codec lacks).
     if leaf.get_arguments().any(|a| a.get_id() == "s3_compression") {
-        let s3 = SinkS3Args::from_arg_matches(&matches).map_err(|e| CliError::usage(e.to_string()))?;
-        s3.options()
+        let write = SinkWriteArgs::from_arg_matches(&matches).map_err(|e| CliError::usage(e.to_string()))?;
+        write
+            .compression()
             .map_err(|e| CliError::usage(format!("{}: {e}", file.path.display())))?;
     }
 

@@ -10,14 +10,14 @@ use chainship_anchor::{AnchorUrl, SignerKey};
 use chainship_follower::anchoring::Anchoring;
 use chainship_follower::retry::RetryPolicy;
 use chainship_follower::{FileCursor, FollowConfig, FollowError, Follower, Health, OnBreak, Outcome, StartFrom};
-use chainship_sinks::{SinkUrl, open_sink};
+use chainship_sinks::{SinkConfig, open_sink};
 use clap::{Args, ValueEnum};
 
-use crate::anchor_args::AnchorS3Args;
-use crate::db_args::DbArgs;
+use crate::args::AnchorS3Args;
+use crate::args::DbArgs;
+use crate::args::SinkArgs;
 use crate::exit::{CliError, CmdResult, OK};
 use crate::origin::parse_origin;
-use crate::sink_args::SinkS3Args;
 
 /// Tail the audit database, verify every event, ship batches to a sink.
 #[derive(Args, Debug)]
@@ -35,9 +35,8 @@ pub struct FollowArgs {
     /// The log's identity, carried in every record (e.g. prod-eu1/agentrt).
     #[arg(long, value_parser = parse_origin)]
     pub origin: String,
-    /// Where to ship: file:PATH (JSON Lines) or stdout:.
-    #[arg(long, value_name = "URL")]
-    pub sink: SinkUrl,
+    #[command(flatten)]
+    pub sink: SinkArgs,
     /// Where to keep the delivered position: file:PATH.
     #[arg(long, value_name = "URL", value_parser = parse_cursor_url)]
     pub cursor: PathBuf,
@@ -96,8 +95,6 @@ pub struct FollowArgs {
     pub signing_keys: Vec<PathBuf>,
     #[command(flatten)]
     pub anchor_s3: AnchorS3Args,
-    #[command(flatten)]
-    pub sink_s3: SinkS3Args,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -125,11 +122,11 @@ pub fn run(args: &FollowArgs) -> CmdResult {
         (false, None) => StartFrom::Cursor,
     };
     // S3 objects are batched by their own, larger limits.
-    let (batch_size, batch_bytes, batch_linger) = match args.sink {
-        SinkUrl::S3 { .. } => (
-            args.sink_s3.s3_batch_events.max(1),
-            args.sink_s3.s3_batch_bytes,
-            args.sink_s3.s3_batch_age,
+    let (batch_size, batch_bytes, batch_linger) = match args.sink.sink {
+        SinkConfig::S3(_) => (
+            args.sink.write.s3_batch_events.max(1),
+            args.sink.write.s3_batch_bytes,
+            args.sink.write.s3_batch_age,
         ),
         _ => (args.batch_size as usize, args.batch_bytes, args.batch_linger),
     };
@@ -178,12 +175,7 @@ pub fn run(args: &FollowArgs) -> CmdResult {
         .map(|p| SignerKey::load(p))
         .collect::<Result<Vec<_>, _>>()
         .map_err(CliError::usage)?;
-    let sink = open_sink(
-        &args.sink,
-        &args.origin,
-        &args.sink_s3.options().map_err(CliError::usage)?,
-    )
-    .map_err(|e| CliError::usage(e.message))?;
+    let sink = open_sink(&args.sink.config().map_err(CliError::usage)?, &args.origin);
     let cursor = FileCursor::new(&args.cursor);
     let anchored_file = cursor.sibling(".anchored");
     let follower = Follower::new(

@@ -6,7 +6,7 @@ use chainship_chain::{EventDb, Head, HeadCheck, WalkPlan, WalkReport, walk_chain
 use clap::Args;
 use serde_json::json;
 
-use crate::db_args::DbArgs;
+use crate::args::DbArgs;
 use crate::exit::{CliError, CmdResult, FAILED, OK};
 use crate::progress::events_bar;
 

@@ -7,16 +7,15 @@ use chainship_anchor::export_check::ExportCheck;
 use chainship_anchor::keys::load_trusted;
 use chainship_chain::Head;
 use chainship_chain::record::Record;
-use chainship_sinks::SinkUrl;
-use chainship_sinks::read_back::read_records;
+use chainship_sinks::{SinkConfig, read_records};
 use clap::Args;
 use serde_json::json;
 
-use crate::anchor_args::AnchorS3Args;
+use crate::args::AnchorS3Args;
+use crate::args::SinkConnectArgs;
 use crate::exit::{CliError, CmdResult, FAILED, OK};
 use crate::origin::parse_origin;
 use crate::report;
-use crate::sink_args::SinkS3Args;
 
 /// Check an exported copy against the kept heads, without the database.
 #[derive(Args, Debug)]
@@ -35,7 +34,7 @@ Exit codes: 0 whole and matching, 1 any error, 2 usage or an unreadable source."
 pub struct VerifyExportArgs {
     /// The copy: file:PATH, s3://BUCKET/PREFIX or kafka://HOST:PORT/TOPIC.
     #[arg(long = "from", value_name = "URL")]
-    pub source: SinkUrl,
+    pub source: SinkConfig,
     /// The anchor store: file:DIR or s3://BUCKET/PREFIX.
     #[arg(long, value_name = "URL", value_parser = str::parse::<AnchorUrl>)]
     pub anchor: AnchorUrl,
@@ -54,7 +53,7 @@ pub struct VerifyExportArgs {
     #[arg(long)]
     pub allow_no_heads: bool,
     #[command(flatten)]
-    pub sink_s3: SinkS3Args,
+    pub sink: SinkConnectArgs,
     #[command(flatten)]
     pub anchor_s3: AnchorS3Args,
     #[arg(long)]
@@ -69,9 +68,9 @@ struct FirstRecord {
 
 /// Reads the first non-empty line of a file copy; `None` when there is no
 /// readable record (reading the copy then says why).
-fn first_record(url: &SinkUrl) -> Option<FirstRecord> {
+fn first_record(url: &SinkConfig) -> Option<FirstRecord> {
     use std::io::BufRead;
-    let SinkUrl::File(path) = url else { return None };
+    let SinkConfig::File(path) = url else { return None };
     let mut reader = std::io::BufReader::new(std::fs::File::open(path).ok()?);
     let mut line = Vec::new();
     for number in 1.. {
@@ -155,7 +154,7 @@ fn origin_of(args: &VerifyExportArgs) -> Result<Result<String, Outcome>, CliErro
                 format!("{} names an origin that cannot be used: {why}", first.place),
             )),
         },
-        (None, None) if matches!(args.source, SinkUrl::File(_)) => {
+        (None, None) if matches!(args.source, SinkConfig::File(_)) => {
             return Err(CliError::usage(format!(
                 "--from {}: no record to take the origin from; pass --origin",
                 args.source
@@ -178,9 +177,9 @@ pub fn run(args: &VerifyExportArgs) -> CmdResult {
         .map_err(|e| CliError::usage(e.message))?;
     let set = audit::check_heads(&notes, &origin, &keys);
     let mut check = ExportCheck::new(&origin, &set.heads(), args.after);
-    let options = args.sink_s3.options().map_err(CliError::usage)?;
+    let source = args.sink.apply(&args.source);
     runtime
-        .block_on(read_records(&args.source, &origin, &options, &mut |line, place| {
+        .block_on(read_records(&source, &origin, &mut |line, place| {
             check.feed_line(line, place)
         }))
         .map_err(|e| CliError::usage(e.message))?;

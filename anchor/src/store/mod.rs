@@ -7,8 +7,6 @@
 pub mod file;
 pub mod s3;
 
-use std::fmt;
-
 use async_trait::async_trait;
 
 /// A head note as kept in a store.
@@ -29,45 +27,10 @@ pub enum PutOutcome {
     AlreadyThere(Vec<u8>),
 }
 
-#[derive(Debug, Clone)]
-pub struct StoreError {
-    /// Worth retrying (a server away, a timeout).
-    pub transient: bool,
-    /// The store keeps something that contradicts this head (heads-disagree):
-    /// never retried; the follower stops with exit 1.
-    pub integrity: bool,
-    pub message: String,
-}
-
-impl StoreError {
-    pub fn transient(m: impl fmt::Display) -> Self {
-        StoreError {
-            transient: true,
-            integrity: false,
-            message: m.to_string(),
-        }
-    }
-    pub fn permanent(m: impl fmt::Display) -> Self {
-        StoreError {
-            transient: false,
-            integrity: false,
-            message: m.to_string(),
-        }
-    }
-    pub fn integrity(m: impl fmt::Display) -> Self {
-        StoreError {
-            transient: false,
-            integrity: true,
-            message: m.to_string(),
-        }
-    }
-}
-
-impl fmt::Display for StoreError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
+/// Store errors are the workspace's one error shape: a heads-disagree
+/// finding is [`chainship_chain::ErrorKind::Integrity`] (never retried; the
+/// follower stops with exit 1).
+pub use chainship_chain::Error as StoreError;
 
 #[async_trait]
 pub trait AnchorStore: Send + Sync {

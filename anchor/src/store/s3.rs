@@ -15,10 +15,10 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use aws_sdk_s3::primitives::{ByteStream, DateTime};
-use aws_sdk_s3::types::{ChecksumAlgorithm, ObjectLockEnabled, ObjectLockMode};
-use chainship_chain::origin_segment;
-use chainship_sinks::s3_client::{S3Settings, classify};
+use aws_sdk_s3::types::ObjectLockEnabled;
+use chainship_s3::{
+    NewObject, PartPlan, S3Failure, S3Location, S3Settings, classify, get_object, list_keys, upload_new,
+};
 use futures::{StreamExt, TryStreamExt};
 use tokio::sync::OnceCell;
 
@@ -31,8 +31,7 @@ const FETCHES_IN_FLIGHT: usize = 16;
 const PROBE: &str = ".chainship-check";
 
 pub struct S3Store {
-    bucket: String,
-    prefix: String,
+    at: S3Location,
     settings: S3Settings,
     retain_days: u32,
     client: OnceCell<aws_sdk_s3::Client>,
@@ -42,10 +41,9 @@ pub struct S3Store {
 }
 
 impl S3Store {
-    pub fn new(bucket: &str, prefix: &str, settings: S3Settings, retain_days: u32) -> Self {
+    pub fn new(at: S3Location, settings: S3Settings, retain_days: u32) -> Self {
         S3Store {
-            bucket: bucket.to_owned(),
-            prefix: prefix.trim_matches('/').to_owned(),
+            at,
             settings,
             retain_days,
             client: OnceCell::new(),
@@ -58,28 +56,10 @@ impl S3Store {
         self.client.get_or_init(|| self.settings.client()).await
     }
 
-    /// `PREFIX/` (or nothing) followed by `rest`.
-    fn key(&self, rest: &str) -> String {
-        if self.prefix.is_empty() {
-            rest.to_owned()
-        } else {
-            format!("{}/{rest}", self.prefix)
-        }
-    }
-
-    fn origin_prefix(&self, origin: &str) -> String {
-        self.key(&format!("{}/", origin_segment(origin)))
-    }
-
-    /// Where an older version kept this origin's heads, when that differs.
-    fn legacy_prefix(&self, origin: &str) -> Option<String> {
-        (origin_segment(origin) != origin).then(|| self.key(&format!("{origin}/")))
-    }
-
     /// Refuses an origin whose heads are all still at the legacy key: publishing
     /// afresh beside them, or verifying without them, would hide them.
     async fn refuse_legacy_layout(&self, origin: &str) -> Result<(), StoreError> {
-        let Some(legacy) = self.legacy_prefix(origin) else {
+        let Some(legacy) = self.at.legacy_origin_prefix(origin) else {
             return Ok(());
         };
         if self.head_keys(&legacy, true).await?.is_empty() {
@@ -88,19 +68,14 @@ impl S3Store {
         Err(StoreError::permanent(format!(
             "anchor store {}: the heads of origin {origin:?} are under s3://{}/{legacy} (the layout before origins were encoded as one key segment); copy them to s3://{}/{} and run again",
             self.describe(),
-            self.bucket,
-            self.bucket,
-            self.origin_prefix(origin)
+            self.at.bucket,
+            self.at.bucket,
+            self.at.origin_prefix(origin)
         )))
     }
 
-    fn failure(&self, f: chainship_sinks::s3_client::S3Failure) -> StoreError {
-        let message = format!("anchor store {}: {}", self.describe(), f.message);
-        if f.transient {
-            StoreError::transient(message)
-        } else {
-            StoreError::permanent(message)
-        }
+    fn failure(&self, f: S3Failure) -> StoreError {
+        f.error(format_args!("anchor store {}", self.describe()))
     }
 
     /// Whether the bucket has Object Lock (asked once; a bucket without a
@@ -112,7 +87,7 @@ impl S3Store {
                     .client()
                     .await
                     .get_object_lock_configuration()
-                    .bucket(&self.bucket)
+                    .bucket(&self.at.bucket)
                     .send()
                     .await
                 {
@@ -122,7 +97,7 @@ impl S3Store {
                         .is_some_and(|e| *e == ObjectLockEnabled::Enabled)),
                     Err(e) => {
                         let f = classify("reading the bucket's Object Lock configuration", &e);
-                        if f.transient {
+                        if f.is_transient() {
                             Err(self.failure(f))
                         } else if f.status == Some(404) {
                             Ok(false)
@@ -140,40 +115,20 @@ impl S3Store {
     /// `<20 digits>.head` names), in listing order; only the first when
     /// `first_only`.
     async fn head_keys(&self, prefix: &str, first_only: bool) -> Result<Vec<String>, StoreError> {
-        let mut keys = Vec::new();
+        let is_head = |k: &str| {
+            k.strip_prefix(prefix)
+                .is_some_and(|n| !n.contains('/') && note_seq(n).is_some())
+        };
         // The delimiter keeps deeper keys (another origin's, in the legacy layout) out.
-        let mut pages = self
-            .client()
+        let limit = first_only.then_some(1);
+        list_keys(self.client().await, &self.at.bucket, prefix, Some("/"), is_head, limit)
             .await
-            .list_objects_v2()
-            .bucket(&self.bucket)
-            .prefix(prefix)
-            .delimiter("/")
-            .into_paginator()
-            .send();
-        while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| self.failure(classify(&format!("listing {prefix}"), &e)))?;
-            keys.extend(
-                page.contents()
-                    .iter()
-                    .filter_map(|o| o.key())
-                    .filter(|k| {
-                        k.strip_prefix(prefix)
-                            .is_some_and(|n| !n.contains('/') && note_seq(n).is_some())
-                    })
-                    .map(str::to_owned),
-            );
-            if first_only && !keys.is_empty() {
-                keys.truncate(1);
-                break;
-            }
-        }
-        Ok(keys)
+            .map_err(|f| self.failure(f))
     }
 
     /// The origin's head keys; refuses a legacy layout when there are none.
     async fn origin_head_keys(&self, origin: &str) -> Result<Vec<String>, StoreError> {
-        let keys = self.head_keys(&self.origin_prefix(origin), false).await?;
+        let keys = self.head_keys(&self.at.origin_prefix(origin), false).await?;
         if keys.is_empty() {
             self.refuse_legacy_layout(origin).await?;
         }
@@ -188,31 +143,10 @@ impl S3Store {
 
     /// The object's bytes, or `None` when there is no such key.
     async fn get_if_there(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let out = match self
-            .client()
+        let body = get_object(self.client().await, &self.at.bucket, key)
             .await
-            .get_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .send()
-            .await
-        {
-            Ok(out) => out,
-            Err(e) => {
-                let f = classify(&format!("reading {key}"), &e);
-                return if f.status == Some(404) {
-                    Ok(None)
-                } else {
-                    Err(self.failure(f))
-                };
-            }
-        };
-        let body = out
-            .body
-            .collect()
-            .await
-            .map_err(|e| StoreError::transient(format!("anchor store {}: reading {key}: {e}", self.describe())))?;
-        Ok(Some(body.into_bytes().to_vec()))
+            .map_err(|f| self.failure(f))?;
+        Ok(body.map(|b| b.to_vec()))
     }
 }
 
@@ -220,8 +154,8 @@ impl S3Store {
 impl AnchorStore for S3Store {
     async fn put_new(&self, origin: &str, name: &str, note: &[u8]) -> Result<PutOutcome, StoreError> {
         let checked = self.layout_ok.lock().is_ok_and(|ok| ok.contains(origin));
-        if !checked && self.legacy_prefix(origin).is_some() {
-            if self.head_keys(&self.origin_prefix(origin), true).await?.is_empty() {
+        if !checked && self.at.legacy_origin_prefix(origin).is_some() {
+            if self.head_keys(&self.at.origin_prefix(origin), true).await?.is_empty() {
                 self.refuse_legacy_layout(origin).await?;
             }
             if let Ok(mut ok) = self.layout_ok.lock() {
@@ -233,34 +167,22 @@ impl AnchorStore for S3Store {
                 "anchor store: {name:?} is not a head's name"
             )));
         }
-        let key = format!("{}{name}", self.origin_prefix(origin));
+        let key = format!("{}{name}", self.at.origin_prefix(origin));
         let locked = self.object_lock().await?;
-        let mut put = self
-            .client()
-            .await
-            .put_object()
-            .bucket(&self.bucket)
-            .key(&key)
-            .if_none_match("*")
-            .content_type("text/plain; charset=utf-8")
-            .checksum_algorithm(ChecksumAlgorithm::Sha256)
-            .body(ByteStream::from(note.to_vec()));
-        if locked && self.retain_days > 0 {
-            let until = SystemTime::now() + Duration::from_secs(u64::from(self.retain_days) * 86_400);
-            put = put
-                .object_lock_mode(ObjectLockMode::Compliance)
-                .object_lock_retain_until_date(DateTime::from(until));
-        }
-        match put.send().await {
-            Ok(_) => Ok(PutOutcome::Created),
-            Err(e) => {
-                let f = classify(&format!("writing {key}"), &e);
-                if f.precondition_failed() {
-                    Ok(PutOutcome::AlreadyThere(self.get(&key).await?))
-                } else {
-                    Err(self.failure(f))
-                }
-            }
+        let retain_until = (locked && self.retain_days > 0)
+            .then(|| SystemTime::now() + Duration::from_secs(u64::from(self.retain_days) * 86_400));
+        let object = NewObject {
+            bucket: &self.at.bucket,
+            key: &key,
+            content_type: "text/plain; charset=utf-8",
+            content_encoding: None,
+            metadata: Default::default(),
+            retain_until,
+        };
+        match upload_new(self.client().await, &object, note.to_vec(), PartPlan::default()).await {
+            Ok(()) => Ok(PutOutcome::Created),
+            Err(f) if f.precondition_failed() => Ok(PutOutcome::AlreadyThere(self.get(&key).await?)),
+            Err(f) => Err(self.failure(f)),
         }
     }
 
@@ -273,7 +195,7 @@ impl AnchorStore for S3Store {
                 let bytes = self.get(&key).await?;
                 Ok(StoredNote {
                     seq_in_name: note_seq(&key),
-                    name: format!("s3://{}/{key}", self.bucket),
+                    name: format!("s3://{}/{key}", self.at.bucket),
                     bytes,
                 })
             })
@@ -290,9 +212,9 @@ impl AnchorStore for S3Store {
     }
 
     async fn get_head(&self, origin: &str, seq: u64) -> Result<Option<StoredNote>, StoreError> {
-        let key = format!("{}{}", self.origin_prefix(origin), head_name(seq));
+        let key = format!("{}{}", self.at.origin_prefix(origin), head_name(seq));
         Ok(self.get_if_there(&key).await?.map(|bytes| StoredNote {
-            name: format!("s3://{}/{key}", self.bucket),
+            name: format!("s3://{}/{key}", self.at.bucket),
             seq_in_name: Some(seq),
             bytes,
         }))
@@ -303,30 +225,27 @@ impl AnchorStore for S3Store {
         let client = self.client().await;
         client
             .head_bucket()
-            .bucket(&self.bucket)
+            .bucket(&self.at.bucket)
             .send()
             .await
-            .map_err(|e| self.failure(classify(&format!("HeadBucket {}", self.bucket), &e)))?;
+            .map_err(|e| self.failure(classify(&format!("HeadBucket {}", self.at.bucket), &e)))?;
         let locked = self.object_lock().await?;
         // Written once ever and never deleted: S3 checks the permission before
         // the precondition, so the 412 of every later run proves write access too.
-        let key = self.key(PROBE);
-        let put = client
-            .put_object()
-            .bucket(&self.bucket)
-            .key(&key)
-            .if_none_match("*")
-            .checksum_algorithm(ChecksumAlgorithm::Sha256)
-            .body(ByteStream::from_static(
-                b"chainship check: proves the anchor store is writable\n",
-            ))
-            .send()
-            .await;
-        if let Err(e) = put {
-            let f = classify(&format!("writing the probe {key}"), &e);
-            if !f.precondition_failed() {
-                return Err(self.failure(f));
-            }
+        let key = self.at.key(PROBE);
+        let probe = NewObject {
+            bucket: &self.at.bucket,
+            key: &key,
+            content_type: "text/plain; charset=utf-8",
+            content_encoding: None,
+            metadata: Default::default(),
+            retain_until: None,
+        };
+        let body = b"chainship check: proves the anchor store is writable\n".to_vec();
+        match upload_new(client, &probe, body, PartPlan::default()).await {
+            Ok(()) => {}
+            Err(f) if f.precondition_failed() => {}
+            Err(f) => return Err(self.failure(f)),
         }
         Ok(if locked {
             format!(
@@ -339,6 +258,6 @@ impl AnchorStore for S3Store {
     }
 
     fn describe(&self) -> String {
-        format!("s3://{}/{}", self.bucket, self.prefix)
+        self.at.to_string()
     }
 }

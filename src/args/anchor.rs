@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use chainship_anchor::{AnchorStore, AnchorUrl, open_store};
-use chainship_sinks::s3_client::S3Settings;
+use chainship_s3::S3Settings;
 use clap::Args;
 
 #[derive(Args, Clone, Debug)]
@@ -13,6 +13,7 @@ pub struct AnchorS3Args {
     /// S3 endpoint for the anchor store (MinIO, Ceph, ...); default AWS.
     #[arg(long, value_name = "URL", help_heading = "Anchor store (S3)")]
     pub anchor_s3_endpoint: Option<String>,
+    /// AWS region of the anchor bucket (default: from the AWS config, else us-east-1).
     #[arg(long, value_name = "REGION", help_heading = "Anchor store (S3)")]
     pub anchor_s3_region: Option<String>,
     /// Path-style addressing (most S3-compatible servers need it).
@@ -21,9 +22,10 @@ pub struct AnchorS3Args {
     /// AWS profile for the anchor store's credentials.
     #[arg(long, value_name = "NAME", help_heading = "Anchor store (S3)")]
     pub anchor_s3_profile: Option<String>,
+    /// Access key id for the anchor store (default: the standard AWS chain).
     #[arg(long, value_name = "ID", help_heading = "Anchor store (S3)")]
     pub anchor_s3_access_key_id: Option<String>,
-    /// Better set by environment than on the command line.
+    /// Secret access key for the anchor store; better set by environment than on the command line.
     #[arg(long, value_name = "SECRET", help_heading = "Anchor store (S3)")]
     pub anchor_s3_secret_access_key: Option<String>,
     /// With Object Lock on the bucket, keep each head under COMPLIANCE retention this many days.

@@ -1,19 +1,33 @@
-//! Flags for the S3 and Kafka sinks. The S3 ones are separate from the
-//! anchor store's S3 settings, which may be another account.
+//! `--sink` and the flags for the S3 and Kafka sinks: how to reach one
+//! (also for reading a copy back) and how to write to it. The S3 ones are
+//! separate from the anchor store's S3 settings, which may be another account.
 
 use std::time::Duration;
 
-use chainship_sinks::SinkOptions;
-use chainship_sinks::compression::{Codec, Compression};
-use chainship_sinks::s3_client::S3Settings;
-use chainship_sinks::s3_upload::{MIN_PART_SIZE, PartPlan};
+use chainship_s3::{MIN_PART_SIZE, PartPlan, S3Settings};
+use chainship_sinks::SinkConfig;
+use chainship_sinks::s3::compression::{Codec, Compression};
 use clap::Args;
 
+/// `--sink` and the settings that say how to write to it: `follow`, `check`.
 #[derive(Args, Clone, Debug)]
-pub struct SinkS3Args {
+pub struct SinkArgs {
+    /// Where to ship: file:PATH, stdout:, s3://BUCKET/PREFIX or kafka://HOST:PORT[,HOST:PORT...]/TOPIC.
+    #[arg(long, value_name = "URL")]
+    pub sink: SinkConfig,
+    #[command(flatten)]
+    pub connect: SinkConnectArgs,
+    #[command(flatten)]
+    pub write: SinkWriteArgs,
+}
+
+/// How to reach a sink (read or write): `follow`, `check`, `verify-export`.
+#[derive(Args, Clone, Debug)]
+pub struct SinkConnectArgs {
     /// S3 endpoint for the sink (MinIO, Ceph, ...); default AWS.
     #[arg(long, value_name = "URL", help_heading = "S3 sink")]
     pub s3_endpoint: Option<String>,
+    /// AWS region of the sink's bucket (default: from the AWS config, else us-east-1).
     #[arg(long, value_name = "REGION", help_heading = "S3 sink")]
     pub s3_region: Option<String>,
     /// Path-style addressing (most S3-compatible servers need it).
@@ -22,11 +36,24 @@ pub struct SinkS3Args {
     /// AWS profile for the sink's credentials (default: the standard AWS chain).
     #[arg(long, value_name = "NAME", help_heading = "S3 sink")]
     pub s3_profile: Option<String>,
+    /// Access key id for the sink (default: the standard AWS chain).
     #[arg(long, value_name = "ID", help_heading = "S3 sink")]
     pub s3_access_key_id: Option<String>,
-    /// Better set by environment than on the command line.
+    /// Secret access key for the sink; better set by environment than on the command line.
     #[arg(long, value_name = "SECRET", help_heading = "S3 sink")]
     pub s3_secret_access_key: Option<String>,
+    /// A librdkafka setting passed through (TLS, SASL, compression...), KEY=VALUE; repeat for more.
+    /// Values are never logged.
+    #[arg(long = "kafka-opt", value_delimiter = ';', value_name = "KEY=VALUE", value_parser = KafkaOptParser, help_heading = "Kafka sink")]
+    pub kafka_opts: Vec<(String, String)>,
+    /// Pin the partition (default: a stable hash of the origin).
+    #[arg(long, value_name = "N", help_heading = "Kafka sink")]
+    pub kafka_partition: Option<i32>,
+}
+
+/// How batches are cut, named, compressed and delivered: `follow`, `check`.
+#[derive(Args, Clone, Debug)]
+pub struct SinkWriteArgs {
     /// Events per object, at most (S3 batches are larger: SIEM loaders prefer fewer, larger objects).
     #[arg(long, default_value_t = 50_000, help_heading = "S3 sink")]
     pub s3_batch_events: usize,
@@ -51,17 +78,10 @@ pub struct SinkS3Args {
     /// Size of each part of a multipart upload (S3 needs at least 5MiB).
     #[arg(long, default_value = "8MiB", value_name = "SIZE", value_parser = parse_part_size, help_heading = "S3 sink")]
     pub s3_part_size: usize,
-    /// A librdkafka setting passed through (TLS, SASL, compression...), KEY=VALUE; repeat for more.
-    /// Values are never logged.
-    #[arg(long = "kafka-opt", value_delimiter = ';', value_name = "KEY=VALUE", value_parser = KafkaOptParser, help_heading = "Kafka sink")]
-    pub kafka_opts: Vec<(String, String)>,
     /// Do not use a transactional id to fence other followers of this origin
     /// (for brokers without transactions; then run one follower per origin yourself).
     #[arg(long, help_heading = "Kafka sink")]
     pub kafka_no_fence: bool,
-    /// Pin the partition (default: a stable hash of the origin).
-    #[arg(long, value_name = "N", help_heading = "Kafka sink")]
-    pub kafka_partition: Option<i32>,
 }
 
 /// A byte size: a plain number of bytes, or with a unit (8MiB, 64MB).
@@ -137,31 +157,57 @@ fn parse_kafka_opt(text: &str) -> Result<(String, String), String> {
     Ok((key.to_owned(), value.to_owned()))
 }
 
-impl SinkS3Args {
-    /// The sink options these flags set; a compression level the codec does
-    /// not accept is refused.
-    pub fn options(&self) -> Result<SinkOptions, String> {
-        let s3_compression = Compression::new(self.s3_compression, self.s3_compression_level)
-            .map_err(|e| format!("--s3-compression-level: {e}"))?;
-        Ok(SinkOptions {
-            s3: S3Settings {
-                endpoint: self.s3_endpoint.clone(),
-                region: self.s3_region.clone(),
-                path_style: self.s3_path_style,
-                profile: self.s3_profile.clone(),
-                access_key_id: self.s3_access_key_id.clone(),
-                secret_access_key: self.s3_secret_access_key.clone(),
-            },
-            s3_date_partition: self.s3_date_partition,
-            s3_compression,
-            s3_parts: PartPlan {
-                threshold: self.s3_multipart_threshold,
-                part_size: self.s3_part_size,
-            },
-            kafka_options: self.kafka_opts.clone(),
-            kafka_fence: !self.kafka_no_fence,
-            kafka_partition: self.kafka_partition,
-        })
+impl SinkConnectArgs {
+    /// `url` with these connection settings (for reading a copy back).
+    pub fn apply(&self, url: &SinkConfig) -> SinkConfig {
+        let mut cfg = url.clone();
+        match &mut cfg {
+            SinkConfig::S3(c) => {
+                c.settings = S3Settings {
+                    endpoint: self.s3_endpoint.clone(),
+                    region: self.s3_region.clone(),
+                    path_style: self.s3_path_style,
+                    profile: self.s3_profile.clone(),
+                    access_key_id: self.s3_access_key_id.clone(),
+                    secret_access_key: self.s3_secret_access_key.clone(),
+                };
+            }
+            SinkConfig::Kafka(c) => {
+                c.options = self.kafka_opts.clone();
+                c.partition = self.kafka_partition;
+            }
+            SinkConfig::File(_) | SinkConfig::Stdout => {}
+        }
+        cfg
+    }
+}
+
+impl SinkWriteArgs {
+    /// The objects' compression; a level the codec does not accept is refused.
+    pub fn compression(&self) -> Result<Compression, String> {
+        Compression::new(self.s3_compression, self.s3_compression_level)
+            .map_err(|e| format!("--s3-compression-level: {e}"))
+    }
+}
+
+impl SinkArgs {
+    /// The sink with every setting these flags give it.
+    pub fn config(&self) -> Result<SinkConfig, String> {
+        let compression = self.write.compression()?;
+        let mut cfg = self.connect.apply(&self.sink);
+        match &mut cfg {
+            SinkConfig::S3(c) => {
+                c.date_partition = self.write.s3_date_partition;
+                c.compression = compression;
+                c.parts = PartPlan {
+                    threshold: self.write.s3_multipart_threshold,
+                    part_size: self.write.s3_part_size,
+                };
+            }
+            SinkConfig::Kafka(c) => c.fence = !self.write.kafka_no_fence,
+            SinkConfig::File(_) | SinkConfig::Stdout => {}
+        }
+        Ok(cfg)
     }
 }
 

@@ -2,17 +2,21 @@
 //! a multipart upload once the body is large, both sending SHA-256
 //! checksums and `If-None-Match: *` (on the PUT, or on the
 //! CompleteMultipartUpload that makes a multipart object appear). Either
-//! way the object appears whole or not at all.
+//! way the object appears whole or not at all, and an existing one answers
+//! 412 ([`S3Failure::precondition_failed`]). With Object Lock, an object can
+//! be kept in COMPLIANCE mode until a date.
 
 use std::collections::HashMap;
+use std::time::SystemTime;
 
 use aws_sdk_s3::Client;
-use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::{ChecksumAlgorithm, CompletedMultipartUpload, CompletedPart};
+use aws_sdk_s3::primitives::{ByteStream, DateTime};
+use aws_sdk_s3::types::{ChecksumAlgorithm, CompletedMultipartUpload, CompletedPart, ObjectLockMode};
 use bytes::Bytes;
+use chainship_chain::ErrorKind;
 use futures::{StreamExt, TryStreamExt};
 
-use crate::s3_client::{S3Failure, classify};
+use crate::{S3Failure, classify};
 
 /// S3's smallest part (all but the last).
 pub const MIN_PART_SIZE: usize = 5 << 20;
@@ -42,8 +46,10 @@ pub struct NewObject<'a> {
     pub bucket: &'a str,
     pub key: &'a str,
     pub content_type: &'static str,
-    pub content_encoding: &'static str,
+    pub content_encoding: Option<&'static str>,
     pub metadata: HashMap<String, String>,
+    /// Keep the object in COMPLIANCE mode until then (the bucket needs Object Lock).
+    pub retain_until: Option<SystemTime>,
 }
 
 /// Uploads `body` as `object` unless an object of that name exists (then a
@@ -74,9 +80,11 @@ async fn put_whole(client: &Client, object: &NewObject<'_>, body: Vec<u8>) -> Re
         .key(object.key)
         .if_none_match("*")
         .content_type(object.content_type)
-        .content_encoding(object.content_encoding)
+        .set_content_encoding(object.content_encoding.map(str::to_owned))
         .checksum_algorithm(ChecksumAlgorithm::Sha256)
         .set_metadata(Some(object.metadata.clone()))
+        .set_object_lock_mode(object.retain_until.map(|_| ObjectLockMode::Compliance))
+        .set_object_lock_retain_until_date(object.retain_until.map(DateTime::from))
         .body(ByteStream::from(body))
         .send()
         .await
@@ -91,16 +99,19 @@ async fn start_multipart(client: &Client, object: &NewObject<'_>) -> Result<Stri
         .bucket(object.bucket)
         .key(object.key)
         .content_type(object.content_type)
-        .content_encoding(object.content_encoding)
+        .set_content_encoding(object.content_encoding.map(str::to_owned))
         .checksum_algorithm(ChecksumAlgorithm::Sha256)
         .set_metadata(Some(object.metadata.clone()))
+        .set_object_lock_mode(object.retain_until.map(|_| ObjectLockMode::Compliance))
+        .set_object_lock_retain_until_date(object.retain_until.map(DateTime::from))
         .send()
         .await
         .map_err(|e| classify(&what, &e))?;
-    created.upload_id().map(str::to_owned).ok_or(S3Failure {
-        transient: true,
-        status: None,
-        message: format!("{what}: the server returned no upload id"),
+    created.upload_id().map(str::to_owned).ok_or_else(|| {
+        S3Failure::new(
+            ErrorKind::Transient,
+            format!("{what}: the server returned no upload id"),
+        )
     })
 }
 

@@ -1,0 +1,105 @@
+//! Which sink, and its settings: `--sink` parsed into a typed
+//! [`SinkConfig`], each sink's own settings in its own config.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use crate::kafka::KafkaConfig;
+use crate::s3::S3Config;
+
+/// A sink and everything it is told.
+#[derive(Clone, Debug)]
+pub enum SinkConfig {
+    /// `file:PATH`: JSON Lines.
+    File(PathBuf),
+    /// `stdout:`: JSON Lines to standard output.
+    Stdout,
+    /// `kafka://HOST:PORT[,HOST:PORT...]/TOPIC`.
+    Kafka(KafkaConfig),
+    /// `s3://BUCKET/PREFIX`.
+    S3(S3Config),
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("sink {url:?}: {reason}")]
+pub struct SinkUrlError {
+    pub url: String,
+    pub reason: String,
+}
+
+const SCHEMES: &str = "file:PATH, stdout:, s3://BUCKET/PREFIX, kafka://HOST:PORT/TOPIC";
+
+impl FromStr for SinkConfig {
+    type Err = SinkUrlError;
+
+    /// Parses a sink URL, with each sink's default settings.
+    fn from_str(url: &str) -> Result<Self, Self::Err> {
+        let err = |reason: &str| SinkUrlError {
+            url: url.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let (scheme, rest) = url
+            .split_once(':')
+            .ok_or_else(|| err(&format!("expected SCHEME:..., one of {SCHEMES}")))?;
+        match scheme {
+            "kafka" => KafkaConfig::from_url(url).map(SinkConfig::Kafka).map_err(|e| err(&e)),
+            "s3" => S3Config::from_url(url).map(SinkConfig::S3).map_err(|e| err(&e)),
+            "file" => {
+                let path = rest.strip_prefix("//").unwrap_or(rest);
+                if path.is_empty() {
+                    return Err(err("file: needs a path, e.g. file:/var/lib/chainship/events.jsonl"));
+                }
+                Ok(SinkConfig::File(PathBuf::from(path)))
+            }
+            "stdout" if rest.is_empty() => Ok(SinkConfig::Stdout),
+            "stdout" => Err(err("stdout: takes nothing after the colon")),
+            other => Err(err(&format!("unknown scheme {other:?}; supported: {SCHEMES}"))),
+        }
+    }
+}
+
+impl fmt::Display for SinkConfig {
+    /// The URL, without settings (they may hold secrets).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SinkConfig::File(p) => write!(f, "file:{}", p.display()),
+            SinkConfig::Stdout => f.write_str("stdout:"),
+            SinkConfig::S3(c) => c.at.fmt(f),
+            SinkConfig::Kafka(c) => f.write_str(&c.url()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(url: &str) -> Result<SinkConfig, SinkUrlError> {
+        url.parse()
+    }
+
+    #[test]
+    fn parses_known_schemes() {
+        for (url, shown) in [
+            ("file:/a/b.jsonl", "file:/a/b.jsonl"),
+            ("file:///a/b.jsonl", "file:/a/b.jsonl"),
+            ("file:rel.jsonl", "file:rel.jsonl"),
+            ("stdout:", "stdout:"),
+            ("s3://bkt/exports/", "s3://bkt/exports"),
+            ("kafka://a:9092/t", "kafka://a:9092/t"),
+        ] {
+            assert_eq!(parse(url).unwrap().to_string(), shown);
+        }
+        assert!(matches!(parse("kafka://a:9092/t"), Ok(SinkConfig::Kafka(k)) if k.fence));
+    }
+
+    #[test]
+    fn refuses_unknown_or_empty() {
+        assert!(parse("ftp://x").unwrap_err().reason.contains("unknown scheme \"ftp\""));
+        assert!(parse("file:").is_err());
+        assert!(parse("/just/a/path").is_err());
+        assert!(parse("s3://Bad_Bucket/x").is_err());
+        assert!(parse("kafka://a:9092").is_err());
+    }
+}

@@ -1,0 +1,24 @@
+//! `kafka://HOST:PORT[,HOST:PORT...]/TOPIC`: both directions of the Kafka
+//! sink. [`config`] (URL and client settings), [`partition`] (which
+//! partition an origin uses), `scan` (reading a partition to its end),
+//! [`writer`] (the exactly-once sink) and [`reader`] (`verify-export`).
+
+pub mod config;
+pub mod partition;
+pub mod reader;
+mod scan;
+pub mod writer;
+
+use chainship_chain::record::Record;
+
+pub use config::{KafkaConfig, transactional_id};
+pub use partition::partition_for;
+pub use writer::KafkaSink;
+
+/// Whether a message in the origin's partition is the origin's: keyed with
+/// it, or — whatever its key — a record whose value names it (a record
+/// filed under another key is still one a consumer of values would take as
+/// this origin's, so it must be checked, never skipped).
+pub fn belongs_to(origin: &str, key: Option<&[u8]>, parsed: &Result<Record<'_>, serde_json::Error>) -> bool {
+    key == Some(origin.as_bytes()) || parsed.as_ref().is_ok_and(|r| r.origin == origin)
+}

@@ -1,0 +1,76 @@
+//! Which partition an origin's records go to: a stable hash of the origin,
+//! or the pinned one, checked against the topic's metadata.
+
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use sha2::{Digest, Sha256};
+
+use super::config::{KafkaConfig, QuietContext, classify};
+use crate::error::SinkError;
+
+/// The partition an origin's events go to: a stable hash of the origin.
+pub fn partition_for(origin: &str, partitions: usize) -> i32 {
+    let digest = Sha256::digest(origin.as_bytes());
+    (u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]) % partitions.max(1) as u32) as i32
+}
+
+/// Looks the partition up in the topic's metadata, by a plain client: never
+/// a transactional producer, whose creation would fence a running follower
+/// of this origin.
+pub(super) fn lookup(cfg: &KafkaConfig, origin: &str) -> Result<i32, SinkError> {
+    let topic = &cfg.topic;
+    let client: BaseConsumer<QuietContext> = cfg
+        .consumer_config()
+        .set("group.id", "chainship-metadata")
+        // As a producer's metadata request would: a broker with auto-create
+        // on makes the topic, one without answers "unknown topic".
+        .set("allow.auto.create.topics", "true")
+        .create_with_context(QuietContext)
+        .map_err(|e| classify("creating a metadata client", &e))?;
+    let metadata = client
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .map_err(|e| match e.rdkafka_error_code() {
+            Some(
+                RDKafkaErrorCode::BrokerTransportFailure
+                | RDKafkaErrorCode::AllBrokersDown
+                | RDKafkaErrorCode::OperationTimedOut,
+            ) => SinkError::transient(format!(
+                "Kafka sink: broker unreachable: no answer from {} within 10 s ({e})",
+                cfg.brokers
+            )),
+            _ => classify(&format!("reading metadata of topic {topic}"), &e),
+        })?;
+    let unknown = |code: Option<RDKafkaErrorCode>| {
+        classify(
+            &format!("topic {topic}"),
+            &KafkaError::MetadataFetch(code.unwrap_or(RDKafkaErrorCode::UnknownTopic)),
+        )
+    };
+    let count = match metadata.topics().iter().find(|t| t.name() == topic) {
+        Some(t) if t.error().is_none() && !t.partitions().is_empty() => t.partitions().len(),
+        Some(t) => return Err(unknown(t.error().map(RDKafkaErrorCode::from))),
+        None => return Err(unknown(None)),
+    };
+    match cfg.partition {
+        // Retrying cannot make a partition exist: say so once.
+        Some(p) if p < 0 || p as usize >= count => Err(SinkError::permanent(format!(
+            "Kafka sink: topic {topic} has {count} partition(s); --kafka-partition {p} does not exist"
+        ))),
+        Some(p) => Ok(p),
+        None => Ok(partition_for(origin, count)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_spread_stably() {
+        assert_eq!(partition_for("x", 1), 0);
+        assert_eq!(partition_for("prod/agentrt", 12), partition_for("prod/agentrt", 12));
+        assert!((0..12).contains(&partition_for("prod/agentrt", 12)));
+    }
+}

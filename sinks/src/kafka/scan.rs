@@ -1,0 +1,81 @@
+//! Reading one partition from an offset to its end, the one loop both the
+//! sink's read-back and `verify-export` use.
+//!
+//! Brokers differ in what the high watermark counts (tansu reports the last
+//! batch's base offset + 1), so the end is where the consumer reports
+//! end-of-partition and nothing more arrives for a moment. A scan that cannot
+//! get there is an error, never a short read: a short read-back would resend
+//! what the partition holds, a short verify would report a cut copy.
+
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::BorrowedMessage;
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::config::classify;
+use crate::error::SinkError;
+
+/// How long a scan may take.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ScanLimits {
+    /// No message and no end for this long: the broker is not answering.
+    pub idle: Duration,
+    /// The whole scan, when bounded (another producer writing non-stop could
+    /// keep a read-back from ever reaching the end).
+    pub total: Option<Duration>,
+}
+
+/// Quiet after the end-of-partition report before the scan counts as done.
+const SETTLE: Duration = Duration::from_millis(600);
+
+/// Calls `each` with every message of `partition` from `start` to the end.
+pub(super) fn scan<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    topic: &str,
+    partition: i32,
+    start: Offset,
+    limits: ScanLimits,
+    mut each: impl FnMut(&BorrowedMessage<'_>),
+) -> Result<(), SinkError> {
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, start)
+        .map_err(|e| classify("assigning the partition", &e))?;
+    consumer
+        .assign(&tpl)
+        .map_err(|e| classify("assigning the partition", &e))?;
+    let started = Instant::now();
+    let mut last_news = Instant::now();
+    let mut at_end = false;
+    loop {
+        match consumer.poll(Duration::from_millis(200)) {
+            Some(Ok(msg)) => {
+                last_news = Instant::now();
+                at_end = false;
+                each(&msg);
+            }
+            Some(Err(KafkaError::PartitionEOF(_))) => {
+                if !at_end {
+                    last_news = Instant::now();
+                }
+                at_end = true;
+            }
+            Some(Err(e)) if e.rdkafka_error_code() == Some(RDKafkaErrorCode::OffsetOutOfRange) => at_end = true,
+            Some(Err(e)) => return Err(classify(&format!("reading topic {topic} partition {partition}"), &e)),
+            None => {}
+        }
+        let quiet = last_news.elapsed();
+        if at_end && quiet > SETTLE {
+            return Ok(());
+        }
+        let too_long = limits.total.is_some_and(|t| started.elapsed() > t);
+        if quiet > limits.idle || too_long {
+            return Err(SinkError::transient(format!(
+                "Kafka sink: reading topic {topic} partition {partition} did not reach its end within {} s \
+                 (the broker is slow, or another producer writes to it non-stop)",
+                started.elapsed().as_secs()
+            )));
+        }
+    }
+}
