@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use chainship_chain::{ErrorKind, HasKind};
+
 pub const OK: u8 = 0;
 pub const FAILED: u8 = 1;
 pub const USAGE: u8 = 2;
@@ -41,9 +43,28 @@ impl fmt::Display for CliError {
     }
 }
 
+/// The one mapping from an error's kind to an exit code: the data failed a
+/// check (1), or anything else stopped the command (2).
+pub fn code_for(kind: ErrorKind) -> u8 {
+    match kind {
+        ErrorKind::Integrity => FAILED,
+        ErrorKind::Transient | ErrorKind::Permanent => USAGE,
+    }
+}
+
+impl CliError {
+    /// Any error of the workspace, with the exit code its kind maps to.
+    pub fn from_kind(e: &impl HasKind) -> Self {
+        CliError {
+            code: code_for(e.kind()),
+            message: e.to_string(),
+        }
+    }
+}
+
 impl From<chainship_chain::DbError> for CliError {
     fn from(e: chainship_chain::DbError) -> Self {
-        CliError::usage(e)
+        CliError::from_kind(&e)
     }
 }
 

@@ -388,7 +388,7 @@ pub fn walk_findings(report: &WalkReport, set: &HeadSet) -> Vec<Finding> {
         out.push(Finding {
             kind: Kind::Altered,
             seq: None,
-            message: chainship_chain::walk::unreachable_reason(value),
+            message: chainship_chain::check::unreachable_reason(value),
             expected: None,
             found: None,
             source: None,

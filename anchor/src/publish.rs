@@ -167,4 +167,40 @@ mod tests {
             Some(5)
         );
     }
+
+    #[test]
+    fn a_kept_head_that_contradicts_is_an_integrity_error_and_a_foreign_note_is_published_beside() {
+        use crate::store::memory::MemoryStore;
+        use chainship_chain::ErrorKind;
+        let store = MemoryStore::default();
+        let mine = SignerKey::generate("me").unwrap();
+        let keys = std::slice::from_ref(&mine);
+        run(publish_head(&store, keys, "o", head(5))).unwrap();
+        // The same head again: already kept, fine.
+        run(publish_head(&store, keys, "o", head(5))).unwrap();
+        // Another hash at seq 5, signed by this key: heads-disagree, never retried.
+        let other: Head = format!("5:{}", "cd".repeat(32)).parse().unwrap();
+        let e = run(publish_head(&store, keys, "o", other)).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Integrity, "{e}");
+        assert!(
+            e.message.starts_with("heads-disagree: memory: already keeps head 5:"),
+            "{e}"
+        );
+        // A note someone else planted at seq 6's name: this head goes beside it.
+        store.plant("o", &crate::store::head_name(6), b"planted");
+        run(publish_head(&store, keys, "o", head(6))).unwrap();
+        let names: Vec<String> = run(store.list("o")).unwrap().into_iter().map(|n| n.name).collect();
+        assert_eq!(
+            names.len(),
+            3,
+            "5's head, the planted note, 6's head beside it: {names:?}"
+        );
+        // The squatted name is passed over, never taken as kept.
+        assert_eq!(
+            run(highest_verified_head(&store, "o", &[mine.verifier()]))
+                .unwrap()
+                .map(|h| h.seq),
+            Some(5)
+        );
+    }
 }

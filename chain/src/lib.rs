@@ -3,10 +3,12 @@
 //! Owns the event format and its netstring SHA-256 hash ([`hash`]), heads
 //! (`SEQ:HASH`, [`head`]), the settable table and column names ([`schema`]),
 //! reading the events table read-only and in bounded pages ([`db`],
-//! [`read_ahead`]), the rule that decides where a chain breaks ([`walk`]) and
+//! [`read_ahead`]), the rule that decides where a chain breaks ([`check`]), walking a whole
+//! database against kept heads ([`walk`]) and
 //! the JSON record every sink ships ([`record`]), and the error vocabulary
 //! every crate speaks ([`error`]). It never writes a database.
 
+pub mod check;
 pub mod db;
 pub mod error;
 pub mod event;
@@ -17,9 +19,9 @@ pub mod origin;
 pub mod read_ahead;
 pub mod record;
 pub mod schema;
-pub mod verify;
 pub mod walk;
 
+pub use check::{BreakKind, ChainBreak, ChainCheck};
 pub use db::{DbError, EventDb, FileIdentity, OpenOptions};
 pub use error::{Error, ErrorKind, HasKind};
 pub use event::{EventBatch, EventRef};
@@ -29,5 +31,4 @@ pub use held::HeldCheck;
 pub use origin::origin_segment;
 pub use read_ahead::{ReadAhead, ReadPlan, Waited};
 pub use schema::{Schema, SchemaError};
-pub use verify::{HeadCheck, WalkPlan, WalkReport, walk_chain};
-pub use walk::{BreakKind, ChainBreak, ChainCheck};
+pub use walk::{HeadCheck, WalkPlan, WalkReport, walk_chain};

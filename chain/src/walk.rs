@@ -1,285 +1,225 @@
-//! The rule that decides where a chain breaks (`docs/chain-format.md`,
-//! "What a break is"): walking by seq, event N breaks the chain when its
-//! stored hash is not the one its fields and event N-1's stored hash give,
-//! or when its seq is not N-1's seq plus one.
-//!
-//! Each check uses the *stored* previous hash, so one altered event breaks
-//! exactly one place: the event itself (or, for a removed event, the next).
+//! One walk over the database that checks the chain and, on the way, every
+//! head kept elsewhere. `chainship verify` and `chainship anchor verify`
+//! both use it; they differ only in where their heads come from.
 
-use std::fmt;
-
-use crate::event::EventRef;
-use crate::hash::HexHash;
+use crate::check::{ChainBreak, ChainCheck, Damage};
+use crate::db::{DbError, EventDb};
 use crate::head::Head;
+use crate::read_ahead::{ReadAhead, ReadPlan};
 
-/// Why an event breaks the chain.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BreakKind {
-    /// The seq is not the previous seq plus one (an event removed, or the
-    /// walk starting somewhere other than seq 1).
-    SeqGap { expected_seq: u64 },
-    /// The stored hash is not the one the fields and previous hash give.
-    HashMismatch,
+/// What to walk.
+#[derive(Clone, Debug, Default)]
+pub struct WalkPlan {
+    /// First seq to check (1 = from the start). The event before it is
+    /// trusted as stored.
+    pub from: u64,
+    /// Last seq to check; `None` = the head the database had when the walk began.
+    pub to: Option<u64>,
+    /// Heads to check on the way, any order.
+    pub heads: Vec<Head>,
 }
 
-/// Where and how the chain breaks, with enough to show an operator.
+/// How one kept head compares with the database.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ChainBreak {
-    pub seq: u64,
-    pub kind: BreakKind,
-    /// The hash the event should have (computed from its fields and the
-    /// previous stored hash).
-    pub expected: HexHash,
-    /// The hash stored with the event (lossy text: it may not even be hex).
-    pub found: String,
-    /// The last event that checked out, if any.
-    pub last_good: Option<Head>,
+pub enum HeadCheck {
+    /// The walk reached the head's seq with no break, and the hash matches.
+    Matched,
+    /// The event at the head's seq has another hash (a fork or a rewrite).
+    Differs { found: String },
+    /// The chain broke before the walk reached this head.
+    AfterBreak,
+    /// The database ends before the head's seq (cut, or restored from an older copy).
+    Beyond { db_end: Option<u64> },
+    /// The head is below the walked range (`--from`) and was checked by lookup.
+    BeforeRange { matched: bool },
 }
 
-impl ChainBreak {
-    pub fn expected_str(&self) -> &str {
-        std::str::from_utf8(&self.expected).expect("hex hash is ASCII")
-    }
-
-    /// A short machine name for the kind of break.
-    pub fn kind_name(&self) -> &'static str {
-        match self.kind {
-            BreakKind::SeqGap { .. } => "seq-gap",
-            BreakKind::HashMismatch => "hash-mismatch",
-        }
-    }
-
-    /// What is wrong, in words, without the seq.
-    pub fn reason(&self) -> String {
-        match self.kind {
-            BreakKind::SeqGap { expected_seq: 1 } => {
-                format!("the chain starts at seq {}, not seq 1: an event is missing", self.seq)
-            }
-            BreakKind::SeqGap { expected_seq } => {
-                format!(
-                    "seq does not follow seq {} (expected seq {expected_seq}): an event is missing",
-                    expected_seq - 1
-                )
-            }
-            BreakKind::HashMismatch => "stored hash does not match the event's fields and the previous hash".into(),
-        }
-    }
-}
-
-impl fmt::Display for ChainBreak {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "broken at seq {}: {} (expected hash {}, found {})",
-            self.seq,
-            self.reason(),
-            self.expected_str(),
-            if self.found.is_empty() {
-                "an empty hash"
-            } else {
-                &self.found
-            }
-        )
-    }
-}
-
-/// A row that cannot be an event at all: a field that is not text, or a
-/// seq that is not a positive integer. The schema says `INTEGER` and `NOT
-/// NULL TEXT`, so such a row is damage, reported where it stands like a
-/// break (never as a setup error: the database opened and read fine).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Damage {
-    /// The row's seq; `None` when the seq itself is what is damaged.
-    pub seq: Option<u64>,
-    /// The column at fault.
-    pub column: String,
-    /// What it holds instead (`NULL`, `an integer`, `a blob`, ...).
-    pub found: String,
-    /// For a damaged seq: the last seq read before the row.
-    pub after: u64,
-    /// The last event that checked out before it, if any.
-    pub last_good: Option<Head>,
-}
-
-impl Damage {
-    /// A short machine name for the kind of damage.
-    pub fn kind_name(&self) -> &'static str {
-        if self.seq.is_some() { "bad-field" } else { "bad-seq" }
-    }
-
-    /// Where the walk stopped: the row's seq, or the one after the last read.
-    pub fn position(&self) -> u64 {
-        self.seq.unwrap_or(self.after + 1)
-    }
-
-    /// What is wrong, in words, without the seq.
-    pub fn reason(&self) -> String {
-        match self.seq {
-            Some(_) => format!(
-                "the row is damaged: column {:?} is {}, not text",
-                self.column, self.found
-            ),
-            None => format!(
-                "a row is damaged: its seq column {:?} holds {}, not a positive integer",
-                self.column, self.found
-            ),
-        }
-    }
-
-    /// `at seq N` or `after seq N`, for messages.
-    pub fn place(&self) -> String {
-        match self.seq {
-            Some(seq) => format!("at seq {seq}"),
-            None => format!("after seq {}", self.after),
-        }
-    }
-}
-
-impl fmt::Display for Damage {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "broken {}: {}", self.place(), self.reason())
-    }
-}
-
-/// Why a row with seq `value` (NULL, zero or negative) is a finding: a walk
-/// by seq from 1 never reaches it, yet it sits in the events table.
-pub fn unreachable_reason(value: &str) -> String {
-    format!("a row has seq {value}, which no chain position can hold")
-}
-
-/// Walks a chain one event at a time, remembering only the previous
-/// event's seq and stored hash.
+/// The outcome of a walk.
 #[derive(Clone, Debug)]
-pub struct ChainCheck {
-    /// Seq of the previous event (0 before the first).
-    prev_seq: u64,
-    /// Stored hash of the previous event (empty before the first).
-    prev_hash: Vec<u8>,
-    checked: u64,
+pub struct WalkReport {
+    /// The database's head when the walk began.
+    pub db_head: Option<(u64, String)>,
+    /// The highest row's seq is not an integer, so there is no head to show.
+    pub db_head_unreadable: bool,
+    /// How many events were checked.
+    pub checked: u64,
+    pub first_seq: Option<u64>,
+    /// The last event that checked out.
+    pub last_good: Option<Head>,
+    pub chain_break: Option<ChainBreak>,
+    /// A row that cannot be an event (a field not text, a seq not an
+    /// integer): the walk stops there, as at a break.
+    pub damage: Option<Damage>,
+    /// A row whose seq no walk from seq 1 reaches (`NULL`, `0`, `-5`),
+    /// described; looked for only when the walk starts at seq 1.
+    pub unreachable_seq: Option<String>,
+    /// The seq the walk was asked to reach (`--to`), when it did not.
+    pub to_not_reached: Option<u64>,
+    /// Every head asked about, sorted by seq, with its result.
+    pub heads: Vec<(Head, HeadCheck)>,
 }
 
-impl ChainCheck {
-    /// A walk that starts at seq 1, whose previous hash is empty.
-    pub fn from_start() -> Self {
-        Self::resume(0, b"")
+impl WalkReport {
+    /// True when the chain is intact over the range and every head matched.
+    pub fn ok(&self) -> bool {
+        self.chain_break.is_none()
+            && self.damage.is_none()
+            && self.unreachable_seq.is_none()
+            && self.to_not_reached.is_none()
+            && self
+                .heads
+                .iter()
+                .all(|(_, c)| matches!(c, HeadCheck::Matched | HeadCheck::BeforeRange { matched: true }))
     }
 
-    /// A walk that continues after a head already trusted (a cursor).
-    pub fn after(head: Head) -> Self {
-        Self::resume(head.seq, &head.hash)
+    /// The highest kept head that the database still matches.
+    pub fn last_trusted_head(&self) -> Option<Head> {
+        self.heads
+            .iter()
+            .filter(|(_, c)| matches!(c, HeadCheck::Matched | HeadCheck::BeforeRange { matched: true }))
+            .map(|(h, _)| *h)
+            .max_by_key(|h| h.seq)
     }
+}
 
-    /// A walk that continues after event `seq` whose stored hash is `hash`,
-    /// whatever it holds (used by `verify --from`, which trusts the event
-    /// before its range as stored).
-    pub fn resume(seq: u64, hash: &[u8]) -> Self {
-        let mut prev_hash = Vec::with_capacity(64);
-        prev_hash.extend_from_slice(hash);
-        ChainCheck {
-            prev_seq: seq,
-            prev_hash,
-            checked: 0,
-        }
-    }
+/// Walks `db` as `plan` says. `progress` is called after each page with
+/// the number of events checked so far.
+pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -> Result<WalkReport, DbError> {
+    let from = plan.from.max(1);
+    // A walk by `seq > after` never sees rows with seq NULL, 0 or below.
+    let unreachable_seq = if from == 1 { db.first_unreachable_seq()? } else { None };
+    let (db_head, head_readable) = match db.head() {
+        Ok(head) => (
+            head.filter(|(seq, _)| *seq > 0)
+                .map(|(seq, hash)| (seq, String::from_utf8_lossy(&hash).into_owned())),
+            true,
+        ),
+        // The highest row's seq is not an integer (text and blobs sort above
+        // every number): walk to the end, where the reader names the row.
+        Err(DbError::Read {
+            source: rusqlite::Error::InvalidColumnType(..) | rusqlite::Error::FromSqlConversionFailure(..),
+            ..
+        }) => (None, false),
+        Err(e) => return Err(e),
+    };
+    let through = plan.to.or(db_head.as_ref().map(|(s, _)| *s));
+    let through = if head_readable {
+        Some(through.unwrap_or(0))
+    } else {
+        through
+    };
 
-    /// The last event that checked out (or the starting head).
-    pub fn last_good(&self) -> Option<Head> {
-        Head::from_stored(self.prev_seq, &self.prev_hash).filter(|h| h.seq > 0)
-    }
-
-    /// How many events this walk has checked.
-    pub fn checked(&self) -> u64 {
-        self.checked
-    }
-
-    /// The seq the next event must have.
-    pub fn next_seq(&self) -> u64 {
-        self.prev_seq + 1
-    }
-
-    /// Checks the next event. On success it becomes the last good head.
-    pub fn check(&mut self, event: &EventRef<'_>) -> Result<Head, Box<ChainBreak>> {
-        let expected = event.expected_hash(&self.prev_hash);
-        let expected_seq = self.next_seq();
-        let kind = if event.seq != expected_seq {
-            Some(BreakKind::SeqGap { expected_seq })
-        } else if event.hash != expected {
-            Some(BreakKind::HashMismatch)
+    let mut heads: Vec<(Head, HeadCheck)> = Vec::with_capacity(plan.heads.len());
+    let mut pending: Vec<Head> = Vec::new();
+    for head in sorted(&plan.heads) {
+        if head.seq < from {
+            let matched = db.hash_at(head.seq)?.is_some_and(|h| h == head.hash);
+            heads.push((head, HeadCheck::BeforeRange { matched }));
         } else {
-            None
-        };
-        if let Some(kind) = kind {
-            return Err(Box::new(ChainBreak {
-                seq: event.seq,
-                kind,
-                expected,
-                found: String::from_utf8_lossy(event.hash).into_owned(),
-                last_good: self.last_good(),
-            }));
+            pending.push(head);
         }
-        self.prev_seq = event.seq;
-        self.prev_hash.clear();
-        self.prev_hash.extend_from_slice(&expected);
-        self.checked += 1;
-        Ok(Head::new(event.seq, expected))
     }
+    // The walk must reach the highest head even past `through`.
+    let through = through.map(|t| t.max(pending.last().map_or(0, |h| h.seq)));
+
+    let mut check = if from == 1 {
+        ChainCheck::from_start()
+    } else {
+        ChainCheck::resume(from - 1, &db.hash_at(from - 1)?.unwrap_or_default())
+    };
+    let mut first_seq = None;
+    let mut chain_break = None;
+    let mut damage = None;
+    let mut last_seen = None;
+    let mut next_head = pending.iter().peekable();
+
+    let reader = ReadAhead::spawn(db, ReadPlan::new(from - 1, through));
+    'pages: while let Some(page) = reader.next_page() {
+        let page = match page {
+            Ok(page) => page,
+            Err(e) => {
+                // Rows read before the damaged one were in the pages already checked.
+                damage = damage_in_range(e, through, check.last_good())?;
+                break 'pages;
+            }
+        };
+        for event in page.iter() {
+            first_seq.get_or_insert(event.seq);
+            last_seen = Some(event.seq);
+            if let Err(b) = check.check(&event) {
+                chain_break = Some(*b);
+                break 'pages;
+            }
+            while let Some(head) = next_head.next_if(|h| h.seq == event.seq) {
+                let result = if head.hash[..] == *event.hash {
+                    HeadCheck::Matched
+                } else {
+                    HeadCheck::Differs {
+                        found: String::from_utf8_lossy(event.hash).into_owned(),
+                    }
+                };
+                heads.push((*head, result));
+            }
+        }
+        progress(check.checked());
+        reader.give_back(page);
+    }
+    for head in next_head {
+        let result = if chain_break.is_some() || damage.is_some() {
+            HeadCheck::AfterBreak
+        } else {
+            HeadCheck::Beyond {
+                db_end: last_seen.or(from.checked_sub(1).filter(|s| *s > 0)),
+            }
+        };
+        heads.push((*head, result));
+    }
+    heads.sort_by_key(|(h, _)| h.seq);
+    let to_not_reached = plan
+        .to
+        .filter(|to| chain_break.is_none() && damage.is_none() && last_seen.is_none_or(|s| s < *to));
+    Ok(WalkReport {
+        db_head,
+        db_head_unreadable: !head_readable,
+        checked: check.checked(),
+        first_seq,
+        last_good: check.last_good(),
+        chain_break,
+        damage,
+        unreachable_seq,
+        to_not_reached,
+        heads,
+    })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::event::EventBatch;
+/// A damaged row as a finding, when it lies in the walked range; any other
+/// error stays an error. A damaged row past `through` (read in the same page
+/// as the range's last events) is outside the walk and ends it quietly.
+fn damage_in_range(e: DbError, through: Option<u64>, last_good: Option<Head>) -> Result<Option<Damage>, DbError> {
+    let damage = match e {
+        DbError::BadField { seq, column, found, .. } => Damage {
+            seq: Some(seq),
+            column,
+            found: found.to_owned(),
+            after: seq.saturating_sub(1),
+            last_good,
+        },
+        DbError::BadSeq {
+            column, found, after, ..
+        } => Damage {
+            seq: None,
+            column,
+            found,
+            after,
+            last_good,
+        },
+        e => return Err(e),
+    };
+    Ok(through.is_none_or(|t| damage.position() <= t).then_some(damage))
+}
 
-    fn chain(n: u64) -> EventBatch {
-        let mut batch = EventBatch::new();
-        let mut prev: Vec<u8> = Vec::new();
-        for seq in 1..=n {
-            let payload = format!("{{\"n\":{seq}}}");
-            let h = crate::event_hash(
-                &prev,
-                seq,
-                b"run",
-                b"",
-                b"2026-01-01T00:00:00Z",
-                b"step",
-                payload.as_bytes(),
-            );
-            batch.push(
-                seq,
-                [b"run", b"", b"2026-01-01T00:00:00Z", b"step", payload.as_bytes(), &h],
-            );
-            prev = h.to_vec();
-        }
-        batch
-    }
-
-    #[test]
-    fn an_intact_chain_checks_out() {
-        let batch = chain(5);
-        let mut walk = ChainCheck::from_start();
-        for ev in batch.iter() {
-            walk.check(&ev).unwrap();
-        }
-        assert_eq!(walk.checked(), 5);
-        assert_eq!(walk.last_good().unwrap().seq, 5);
-        assert_eq!(walk.last_good().unwrap().hash, batch.last().unwrap().hash);
-    }
-
-    #[test]
-    fn a_chain_must_start_at_seq_1() {
-        let batch = chain(3);
-        let mut walk = ChainCheck::from_start();
-        let err = walk.check(&batch.get(1).unwrap()).unwrap_err();
-        assert_eq!(err.seq, 2);
-        assert_eq!(err.kind, BreakKind::SeqGap { expected_seq: 1 });
-        assert_eq!(err.last_good, None);
-    }
-
-    #[test]
-    fn continuing_after_a_trusted_head() {
-        let batch = chain(3);
-        let second = batch.get(1).unwrap();
-        let mut walk = ChainCheck::after(Head::from_stored(2, second.hash).unwrap());
-        assert_eq!(walk.check(&batch.get(2).unwrap()).unwrap().seq, 3);
-    }
+fn sorted(heads: &[Head]) -> Vec<Head> {
+    let mut heads = heads.to_vec();
+    heads.sort_by_key(|h| h.seq);
+    heads
 }

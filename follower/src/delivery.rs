@@ -16,23 +16,66 @@ use chainship_sinks::{Batch, ErrorKind, Sink, SinkError};
 use tokio::sync::watch;
 
 use crate::cursor::FileCursor;
-use crate::follow::FollowError;
+use crate::error::FollowError;
 use crate::health::Health;
 use crate::metrics;
 use crate::retry::{RetryEnd, RetryPolicy, retry_transient};
 
 /// Everything needed to deliver a batch and record it.
 pub struct Delivery {
-    pub sink: Box<dyn Sink>,
-    pub cursor: FileCursor,
-    pub rt: tokio::runtime::Handle,
-    pub stop: Arc<AtomicBool>,
-    pub health: Arc<Health>,
-    pub retry: RetryPolicy,
-    pub announce: watch::Sender<Option<Head>>,
+    sink: Box<dyn Sink>,
+    cursor: FileCursor,
+    rt: tokio::runtime::Handle,
+    stop: Arc<AtomicBool>,
+    health: Arc<Health>,
+    retry: RetryPolicy,
+    announce: watch::Sender<Option<Head>>,
 }
 
 impl Delivery {
+    /// Sink calls run on `rt`; `stop` ends retries; `health` hears of failures.
+    pub fn new(
+        sink: Box<dyn Sink>,
+        cursor: FileCursor,
+        rt: tokio::runtime::Handle,
+        stop: Arc<AtomicBool>,
+        health: Arc<Health>,
+        retry: RetryPolicy,
+    ) -> Self {
+        let (announce, _) = watch::channel(None);
+        Delivery {
+            sink,
+            cursor,
+            rt,
+            stop,
+            health,
+            retry,
+            announce,
+        }
+    }
+
+    pub fn cursor(&self) -> &FileCursor {
+        &self.cursor
+    }
+
+    pub fn sink_name(&self) -> String {
+        self.sink.describe()
+    }
+
+    pub fn sink_reads_back(&self) -> bool {
+        self.sink.reads_back()
+    }
+
+    /// Every head delivered and recorded, newest first.
+    pub fn subscribe(&self) -> watch::Receiver<Option<Head>> {
+        self.announce.subscribe()
+    }
+
+    /// Tells the listeners (the anchoring task) where delivery stands.
+    pub fn announce(&self, head: Option<Head>) {
+        let _ = self.announce.send(head);
+    }
+
     /// Delivers `batch`, then stores its last head in the cursor and announces it.
     pub fn deliver(&mut self, batch: &Batch) -> Result<(), FollowError> {
         let Some(head) = batch.last_head() else { return Ok(()) };

@@ -12,54 +12,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use chainship_chain::{ChainBreak, ChainCheck, EventDb, Head, OpenOptions, ReadAhead, ReadPlan, Waited};
-use chainship_sinks::{Batch, ErrorKind, Sink, SinkError};
+use chainship_chain::{ChainBreak, ChainCheck, EventDb, Head, ReadAhead, ReadPlan, Waited};
+use chainship_sinks::{Batch, Sink};
 use tokio::sync::watch;
 
-use crate::cursor::{CursorError, FileCursor};
+use crate::config::{FollowConfig, OnBreak};
+use crate::cursor::FileCursor;
 use crate::delivery::{Delivery, Pipeline};
+use crate::error::FollowError;
 use crate::health::Health;
 use crate::metrics;
 use crate::resume;
-use crate::retry::RetryPolicy;
-
-/// Where a follower without a cursor starts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StartFrom {
-    /// Only from the cursor: a missing cursor is an error.
-    Cursor,
-    /// From seq 1 when there is no cursor.
-    Start,
-    /// From this seq when there is no cursor (the event before it is trusted as stored).
-    Seq(u64),
-}
-
-/// What to do when the chain breaks under the follower.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum OnBreak {
-    /// Exit 1.
-    #[default]
-    Exit,
-    /// Keep serving metrics and health, deliver nothing more, wait for an operator.
-    Wait,
-}
-
-#[derive(Clone, Debug)]
-pub struct FollowConfig {
-    pub db: PathBuf,
-    pub open: OpenOptions,
-    pub origin: String,
-    pub batch_size: usize,
-    pub batch_bytes: usize,
-    /// Deliver a partial batch once its first event has waited this long.
-    pub batch_linger: Duration,
-    pub poll_interval: Duration,
-    /// Deliver what is there at start, then return.
-    pub once: bool,
-    pub start: StartFrom,
-    pub on_break: OnBreak,
-    pub retry: RetryPolicy,
-}
 
 /// How a follow ended without an error.
 #[derive(Debug)]
@@ -71,46 +34,6 @@ pub enum Outcome {
     Stopped,
     /// The chain broke; nothing past the last good event was shipped.
     Broken(Box<ChainBreak>),
-}
-
-/// Errors that stop the follower.
-#[derive(Debug, thiserror::Error)]
-pub enum FollowError {
-    /// Bad configuration or input, or a sink refusing us: exit 2.
-    #[error("{0}")]
-    Setup(String),
-    /// The database, cursor and sink disagree: exit 1.
-    #[error("{0}")]
-    Integrity(String),
-    /// Shutdown came while the sink was still failing (handled inside the loop).
-    #[error("{0}")]
-    Interrupted(String),
-}
-
-impl From<CursorError> for FollowError {
-    fn from(e: CursorError) -> Self {
-        FollowError::Setup(e.to_string())
-    }
-}
-
-impl From<chainship_chain::DbError> for FollowError {
-    fn from(e: chainship_chain::DbError) -> Self {
-        use chainship_chain::DbError::*;
-        match e {
-            // Damage to the record, not a setup problem: the chain cannot go on past it.
-            Replaced { .. } | BadField { .. } | BadSeq { .. } => FollowError::Integrity(e.to_string()),
-            _ => FollowError::Setup(e.to_string()),
-        }
-    }
-}
-
-impl From<SinkError> for FollowError {
-    fn from(e: SinkError) -> Self {
-        match e.kind {
-            ErrorKind::Integrity => FollowError::Integrity(e.message),
-            _ => FollowError::Setup(e.message),
-        }
-    }
 }
 
 pub struct Follower {
@@ -137,16 +60,7 @@ impl Follower {
         stop: Arc<AtomicBool>,
         health: Arc<Health>,
     ) -> Self {
-        let (announce, _) = watch::channel(None);
-        let delivery = Delivery {
-            sink,
-            cursor,
-            rt,
-            stop: Arc::clone(&stop),
-            health: Arc::clone(&health),
-            retry: cfg.retry,
-            announce,
-        };
+        let delivery = Delivery::new(sink, cursor, rt, Arc::clone(&stop), Arc::clone(&health), cfg.retry);
         Follower {
             cfg,
             delivery,
@@ -158,7 +72,7 @@ impl Follower {
     /// Every head the sink acknowledged (and the cursor recorded), newest
     /// first: what the anchor publisher signs.
     pub fn delivered_heads(&self) -> watch::Receiver<Option<Head>> {
-        self.delivery.announce.subscribe()
+        self.delivery.subscribe()
     }
 
     pub fn run(self) -> Result<Outcome, FollowError> {
@@ -168,34 +82,14 @@ impl Follower {
             stop,
             health,
         } = self;
-        let _lock = delivery.cursor.lock()?;
-        delivery.cursor.check_writable()?;
+        let _lock = delivery.cursor().lock()?;
         let db = EventDb::open(&cfg.db, &cfg.open)?;
-        let cursor_head = delivery.cursor.load()?;
-        let cursor_path = delivery.cursor.path().display().to_string();
-        let start = resume::start_from_cursor(&db, cursor_head, cfg.start, &cursor_path)?;
-        let held = delivery.with_retry("reading back what the sink holds", |sink, rt| {
-            rt.block_on(sink.held(start))
-        })?;
-        let sink_name = delivery.sink.describe();
-        let point = resume::with_sink(&db, start, held, &sink_name)?;
-        if point.skipped > 0 {
-            let head = point.after.expect("a sink ahead of the cursor holds a head");
-            tracing::info!(sink = %sink_name, held = %head, skipped = point.skipped,
-                "the sink already holds events past the cursor; resuming after them");
-            metrics::duplicates_avoided(point.skipped);
-            delivery.cursor.store(head)?;
-        }
-        if !delivery.sink.reads_back() && cursor_head.is_some() {
-            tracing::info!(
-                "this sink cannot read back what it holds: a crash between delivery and cursor write resends one batch"
-            );
-        }
+        let point = resume::resume(&db, &mut delivery, cfg.start)?;
         let after_seq = point.after.map_or(0, |h| h.seq);
-        let _ = delivery.announce.send(point.after);
+        delivery.announce(point.after);
         let db_head = db.head()?.map_or(0, |(s, _)| s);
         metrics::resumed(db_head, after_seq);
-        tracing::info!(origin = %cfg.origin, sink = %sink_name, resume_after = after_seq, db_head, once = cfg.once, "following");
+        tracing::info!(origin = %cfg.origin, sink = %delivery.sink_name(), resume_after = after_seq, db_head, once = cfg.once, "following");
         if cfg.once && db_head <= after_seq {
             return Ok(Outcome::Done);
         }

@@ -2,20 +2,29 @@
 //! chain as it reads, ships batches to a sink, and keeps its position in a
 //! crash-safe cursor.
 //!
-//! Owns the resume logic (cursor, database and sink must agree before
-//! anything is shipped: [`resume`]), the tailing and batching loop
-//! ([`follow`]), delivery retries ([`retry`]), the cursor file ([`cursor`]),
-//! and the metrics and health it reports ([`metrics`], [`health`]).
+//! Owns what it is told ([`config`]) and why it stops ([`error`]), the
+//! resume phase (cursor, database and sink must agree before anything is
+//! shipped: [`resume`]), the tailing and batching loop ([`follow`]),
+//! delivering and recording each batch ([`delivery`], retried by
+//! [`retry`]), the cursor file ([`cursor`]), publishing signed heads
+//! ([`anchoring`]), and the metrics and health it reports ([`metrics`],
+//! [`health`]).
 
 pub mod anchoring;
+pub mod config;
 pub mod cursor;
 pub mod delivery;
+pub mod error;
 pub mod follow;
 pub mod health;
 pub mod metrics;
 pub mod resume;
 pub mod retry;
+#[cfg(test)]
+mod testing;
 
+pub use config::{FollowConfig, OnBreak, StartFrom};
 pub use cursor::{CursorError, FileCursor};
-pub use follow::{FollowConfig, FollowError, Follower, OnBreak, Outcome, StartFrom};
+pub use error::FollowError;
+pub use follow::{Follower, Outcome};
 pub use health::Health;

@@ -13,7 +13,10 @@
 
 use chainship_chain::{EventDb, Head};
 
-use crate::follow::{FollowError, StartFrom};
+use crate::config::StartFrom;
+use crate::delivery::Delivery;
+use crate::error::FollowError;
+use crate::metrics;
 
 /// The agreed starting point: deliver events after `after` (`None`: from seq 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,6 +24,34 @@ pub struct ResumePoint {
     pub after: Option<Head>,
     /// How many events the sink held beyond the cursor (not sent again).
     pub skipped: u64,
+}
+
+/// The resume phase: the cursor checked against the database, the sink
+/// read back past it and checked too, and the cursor moved up to what the
+/// sink provably holds. Returns where to deliver from.
+pub fn resume(db: &EventDb, delivery: &mut Delivery, start: StartFrom) -> Result<ResumePoint, FollowError> {
+    delivery.cursor().check_writable()?;
+    let cursor_head = delivery.cursor().load()?;
+    let cursor_path = delivery.cursor().path().display().to_string();
+    let start = start_from_cursor(db, cursor_head, start, &cursor_path)?;
+    let held = delivery.with_retry("reading back what the sink holds", |sink, rt| {
+        rt.block_on(sink.held(start))
+    })?;
+    let sink_name = delivery.sink_name();
+    let point = with_sink(db, start, held, &sink_name)?;
+    if point.skipped > 0 {
+        let head = point.after.expect("a sink ahead of the cursor holds a head");
+        tracing::info!(sink = %sink_name, held = %head, skipped = point.skipped,
+            "the sink already holds events past the cursor; resuming after them");
+        metrics::duplicates_avoided(point.skipped);
+        delivery.cursor().store(head)?;
+    }
+    if !delivery.sink_reads_back() && cursor_head.is_some() {
+        tracing::info!(
+            "this sink cannot read back what it holds: a crash between delivery and cursor write resends one batch"
+        );
+    }
+    Ok(point)
 }
 
 /// Where the cursor says to start, checked against the database.
@@ -109,5 +140,174 @@ fn check_on_chain(db: &EventDb, head: Head, whose: &str) -> Result<(), FollowErr
                 head.seq
             )))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    use std::time::Duration;
+
+    use chainship_sinks::Sink;
+
+    use super::*;
+    use crate::cursor::FileCursor;
+    use crate::health::Health;
+    use crate::retry::RetryPolicy;
+    use crate::testing::{MemorySink, chain_db, head_at, records};
+
+    const ORIGIN: &str = "test/origin";
+
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        db_path: std::path::PathBuf,
+        cursor: FileCursor,
+        sink: MemorySink,
+        rt: tokio::runtime::Runtime,
+    }
+
+    impl Fixture {
+        fn new(events: u64) -> Fixture {
+            let dir = tempfile::tempdir().unwrap();
+            let db_path = dir.path().join("audit.db");
+            chain_db(&db_path, events, "ours");
+            let cursor = FileCursor::new(dir.path().join("cursor"));
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            Fixture {
+                _dir: dir,
+                db_path,
+                cursor,
+                sink: MemorySink::new(ORIGIN),
+                rt,
+            }
+        }
+
+        /// The sink receives events `first..=last` of `db`.
+        fn sink_holds(&mut self, db: &Path, first: u64, last: u64) {
+            let batch = records(db, ORIGIN, first, last);
+            self.rt.block_on(self.sink.deliver(&batch)).unwrap();
+        }
+
+        fn resume(&self, start: StartFrom) -> Result<ResumePoint, FollowError> {
+            let db = EventDb::open(&self.db_path, &Default::default()).unwrap();
+            let retry = RetryPolicy {
+                give_up_after: Some(Duration::from_millis(50)),
+                ..RetryPolicy::default()
+            };
+            let mut delivery = Delivery::new(
+                Box::new(self.sink.clone()),
+                self.cursor.clone(),
+                self.rt.handle().clone(),
+                Arc::new(AtomicBool::new(false)),
+                Arc::new(Health::new(Duration::from_secs(60))),
+                retry,
+            );
+            resume(&db, &mut delivery, start)
+        }
+    }
+
+    #[test]
+    fn a_sink_ahead_of_the_cursor_moves_the_cursor_up() {
+        let mut f = Fixture::new(20);
+        let db = f.db_path.clone();
+        f.sink_holds(&db, 1, 12);
+        f.cursor.store(head_at(&db, 5)).unwrap();
+        let point = f.resume(StartFrom::Cursor).unwrap();
+        assert_eq!(point.after, Some(head_at(&db, 12)));
+        assert_eq!(point.skipped, 7);
+        assert_eq!(
+            f.cursor.load().unwrap(),
+            Some(head_at(&db, 12)),
+            "the cursor follows the sink"
+        );
+    }
+
+    #[test]
+    fn a_sink_behind_the_cursor_resumes_at_the_cursor() {
+        let mut f = Fixture::new(20);
+        let db = f.db_path.clone();
+        f.sink_holds(&db, 1, 3);
+        f.cursor.store(head_at(&db, 5)).unwrap();
+        let point = f.resume(StartFrom::Cursor).unwrap();
+        assert_eq!((point.after, point.skipped), (Some(head_at(&db, 5)), 0));
+    }
+
+    #[test]
+    fn an_empty_sink_and_no_cursor_start_at_seq_1_only_when_told() {
+        let f = Fixture::new(5);
+        assert_eq!(f.resume(StartFrom::Start).unwrap().after, None);
+        let e = f.resume(StartFrom::Cursor).unwrap_err();
+        assert!(
+            matches!(e, FollowError::Setup(ref m) if m.contains("--from-start")),
+            "{e}"
+        );
+        let db = f.db_path.clone();
+        assert_eq!(f.resume(StartFrom::Seq(3)).unwrap().after, Some(head_at(&db, 2)));
+    }
+
+    #[test]
+    fn a_sink_holding_another_databases_chain_stops_with_integrity() {
+        let mut f = Fixture::new(20);
+        let other = f._dir.path().join("other.db");
+        chain_db(&other, 20, "theirs");
+        f.sink_holds(&other, 1, 10);
+        let e = f.resume(StartFrom::Start).unwrap_err();
+        assert!(
+            matches!(e, FollowError::Integrity(ref m) if m.contains("rewritten under the sink memory:")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_planted_record_past_the_cursor_stops_with_integrity_and_never_skips() {
+        let mut f = Fixture::new(20);
+        let db = f.db_path.clone();
+        f.sink_holds(&db, 1, 5);
+        f.cursor.store(head_at(&db, 5)).unwrap();
+        // A record for seq 9 whose prev_hash claims to follow nothing there: a gap.
+        let forged = records(&db, ORIGIN, 9, 9);
+        f.sink.plant(forged.record_json(0));
+        let e = f.resume(StartFrom::Cursor).unwrap_err();
+        assert!(matches!(e, FollowError::Integrity(_)), "{e}");
+        assert_eq!(
+            f.cursor.load().unwrap(),
+            Some(head_at(&db, 5)),
+            "the cursor did not move"
+        );
+    }
+
+    #[test]
+    fn a_record_of_another_origin_past_the_cursor_stops_with_integrity() {
+        let f = Fixture::new(20);
+        let db = f.db_path.clone();
+        f.cursor.store(head_at(&db, 5)).unwrap();
+        let foreign = records(&db, "someone/else", 6, 6);
+        f.sink.plant(foreign.record_json(0));
+        assert!(matches!(f.resume(StartFrom::Cursor), Err(FollowError::Integrity(_))));
+    }
+
+    #[test]
+    fn a_cursor_not_on_the_databases_chain_stops_with_integrity() {
+        let f = Fixture::new(20);
+        let other = f._dir.path().join("other.db");
+        chain_db(&other, 20, "theirs");
+        f.cursor.store(head_at(&other, 5)).unwrap();
+        let e = f.resume(StartFrom::Cursor).unwrap_err();
+        assert!(
+            matches!(e, FollowError::Integrity(ref m) if m.contains("rewritten under the cursor")),
+            "{e}"
+        );
+        // And one past the database's head: cut, or an older copy.
+        f.cursor.store(Head::from_stored(25, &[b'a'; 64]).unwrap()).unwrap();
+        let e = f.resume(StartFrom::Cursor).unwrap_err();
+        assert!(
+            matches!(e, FollowError::Integrity(ref m) if m.contains("does not hold seq 25")),
+            "{e}"
+        );
     }
 }

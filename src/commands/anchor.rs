@@ -79,7 +79,7 @@ fn load_heads(common: &AnchorCommon, keys: &[VerifierKey]) -> Result<HeadSet, Cl
     let store = common.s3.open(&common.anchor);
     let notes = crate::report::runtime()?
         .block_on(store.list(&common.origin))
-        .map_err(|e| CliError::usage(e.message))?;
+        .map_err(|e| CliError::from_kind(&e))?;
     Ok(audit::check_heads(&notes, &common.origin, keys))
 }
 

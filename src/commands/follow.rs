@@ -228,11 +228,10 @@ pub fn run(args: &FollowArgs) -> CmdResult {
     match result {
         Ok(Outcome::Done) | Ok(Outcome::Stopped) => Ok(OK),
         Ok(Outcome::Broken(b)) => Err(CliError::failed(format!("{}: {b}", args.db.db.display()))),
-        Err(FollowError::Integrity(m)) => Err(CliError::failed(m)),
-        Err(FollowError::Setup(m)) => Err(CliError::usage(m)),
         Err(FollowError::Interrupted(m)) => {
             tracing::warn!("{m}");
             Ok(OK)
         }
+        Err(e) => Err(CliError::from_kind(&e)),
     }
 }

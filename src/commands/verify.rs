@@ -1,7 +1,7 @@
 //! `chainship verify`: walk the database and check every event against the
 //! chain, optionally against one head kept elsewhere.
 
-use chainship_chain::walk::unreachable_reason;
+use chainship_chain::check::unreachable_reason;
 use chainship_chain::{EventDb, Head, HeadCheck, WalkPlan, WalkReport, walk_chain};
 use clap::Args;
 use serde_json::json;

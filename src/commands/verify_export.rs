@@ -174,7 +174,7 @@ pub fn run(args: &VerifyExportArgs) -> CmdResult {
     let store = args.anchor_s3.open(&args.anchor);
     let notes = runtime
         .block_on(store.list(&origin))
-        .map_err(|e| CliError::usage(e.message))?;
+        .map_err(|e| CliError::from_kind(&e))?;
     let set = audit::check_heads(&notes, &origin, &keys);
     let mut check = ExportCheck::new(&origin, &set.heads(), args.after);
     let source = args.sink.apply(&args.source);
@@ -182,7 +182,7 @@ pub fn run(args: &VerifyExportArgs) -> CmdResult {
         .block_on(read_records(&source, &origin, &mut |line, place| {
             check.feed_line(line, place)
         }))
-        .map_err(|e| CliError::usage(e.message))?;
+        .map_err(|e| CliError::from_kind(&e))?;
     let last_trusted = check.finish();
     let mut findings: Vec<Finding> = set.findings.clone();
     findings.extend(check.findings.iter().cloned());

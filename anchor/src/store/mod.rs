@@ -5,6 +5,7 @@
 //! backend is a small module implementing [`AnchorStore`].
 
 pub mod file;
+pub mod memory;
 pub mod s3;
 
 use async_trait::async_trait;

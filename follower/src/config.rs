@@ -1,0 +1,47 @@
+//! What a follower is told: the database, the origin, batching, where to
+//! start without a cursor, and what to do when the chain breaks.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use chainship_chain::OpenOptions;
+
+use crate::retry::RetryPolicy;
+
+/// Where a follower without a cursor starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartFrom {
+    /// Only from the cursor: a missing cursor is an error.
+    Cursor,
+    /// From seq 1 when there is no cursor.
+    Start,
+    /// From this seq when there is no cursor (the event before it is trusted as stored).
+    Seq(u64),
+}
+
+/// What to do when the chain breaks under the follower.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OnBreak {
+    /// Exit 1.
+    #[default]
+    Exit,
+    /// Keep serving metrics and health, deliver nothing more, wait for an operator.
+    Wait,
+}
+
+#[derive(Clone, Debug)]
+pub struct FollowConfig {
+    pub db: PathBuf,
+    pub open: OpenOptions,
+    pub origin: String,
+    pub batch_size: usize,
+    pub batch_bytes: usize,
+    /// Deliver a partial batch once its first event has waited this long.
+    pub batch_linger: Duration,
+    pub poll_interval: Duration,
+    /// Deliver what is there at start, then return.
+    pub once: bool,
+    pub start: StartFrom,
+    pub on_break: OnBreak,
+    pub retry: RetryPolicy,
+}
