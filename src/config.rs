@@ -214,19 +214,21 @@ pub fn config_path(args: &[String]) -> Option<PathBuf> {
     std::env::var_os("CHAINSHIP_CONFIG").map(PathBuf::from)
 }
 
-/// Applies the file to the subcommand named in `args` (and its nested one).
-pub fn apply_to(root: Command, file: &ConfigFile, args: &[String]) -> Command {
+/// Applies the file to every command that runs something: each takes the
+/// values of the flags it has, so which command runs need not be guessed
+/// from the arguments (a flag's value may spell a command's name).
+pub fn apply_everywhere(mut root: Command, file: &ConfigFile) -> Command {
     let names: Vec<String> = root.get_subcommands().map(|s| s.get_name().to_owned()).collect();
-    let Some(name) = args.iter().skip(1).find(|a| names.contains(a)).cloned() else {
-        return root;
-    };
-    root.mut_subcommand(&name, |sub| {
-        let nested: Vec<String> = sub.get_subcommands().map(|s| s.get_name().to_owned()).collect();
-        match args.iter().find(|a| nested.contains(a)).cloned() {
-            Some(n) => sub.mut_subcommand(n, |leaf| file.apply(leaf)),
-            None => file.apply(sub),
-        }
-    })
+    for name in names {
+        root = root.mut_subcommand(name, |sub| {
+            if sub.has_subcommands() {
+                apply_everywhere(sub, file)
+            } else {
+                file.apply(sub)
+            }
+        });
+    }
+    root
 }
 
 /// Whether a setting's value must not be printed.

@@ -92,7 +92,7 @@ fn main() -> ExitCode {
             logging::fatal(early_format, e.code, &e.message);
             return ExitCode::from(e.code);
         }
-        command = config::apply_to(file.apply(command), file, &argv);
+        command = config::apply_everywhere(file.apply(command), file);
     }
     let cli = match command
         .try_get_matches_from(&argv)
@@ -140,6 +140,70 @@ fn main() -> ExitCode {
         Err(e) => {
             logging::fatal(cli.log_format, e.code, &e.message);
             ExitCode::from(e.code)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn longs(cmd: &clap::Command) -> Vec<String> {
+        cmd.get_arguments()
+            .filter_map(|a| a.get_long())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn every_flag_of_every_command_has_a_one_line_help() {
+        let root = cli_command();
+        root.clone().debug_assert();
+        let mut missing = Vec::new();
+        for (path, leaf) in config::leaf_paths(&root) {
+            for arg in leaf.get_arguments() {
+                let Some(long) = arg.get_long() else { continue };
+                if matches!(long, "help" | "version") {
+                    continue;
+                }
+                if arg.get_help().is_none_or(|h| h.to_string().trim().is_empty()) {
+                    missing.push(format!("{path} --{long}"));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "flags without help: {missing:?}");
+    }
+
+    #[test]
+    fn commands_offer_only_flags_that_do_something_for_them() {
+        let root = cli_command();
+        let leaf = |path: &str| {
+            config::leaf_paths(&root)
+                .into_iter()
+                .find(|(p, _)| p == path)
+                .map(|(_, c)| longs(&c))
+                .unwrap()
+        };
+        for reader in ["anchor verify", "anchor list", "verify-export"] {
+            assert!(!leaf(reader).contains(&"anchor-retain-days".to_owned()), "{reader}");
+        }
+        let export = leaf("verify-export");
+        assert!(
+            export
+                .iter()
+                .all(|l| !l.starts_with("s3-batch") && l != "kafka-no-fence"),
+            "{export:?}"
+        );
+        assert!(export.contains(&"s3-endpoint".to_owned()) && export.contains(&"kafka-opt".to_owned()));
+        for publisher in ["follow", "check"] {
+            assert!(
+                leaf(publisher).contains(&"anchor-retain-days".to_owned()),
+                "{publisher}"
+            );
+        }
+        // check reads the database as follow does: same schema flags.
+        for flag in ["table", "seq-column", "allow-symlink", "db"] {
+            assert!(leaf("check").contains(&flag.to_owned()), "check --{flag}");
         }
     }
 }

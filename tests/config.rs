@@ -121,7 +121,7 @@ fn config_check_reports_what_a_command_still_needs() {
     let out = run(&["config", "check", "--config", &cfg]);
     assert_eq!(code(&out), 1);
     assert!(
-        stdout(&out).contains("missing for `chainship follow`: --db, --sink, --cursor"),
+        stdout(&out).contains("missing for `chainship follow`: --sink, --db, --cursor"),
         "{}",
         stdout(&out)
     );
@@ -141,4 +141,31 @@ fn a_closed_stdout_ends_quietly_without_a_panic() {
         .unwrap();
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
     assert_eq!(code(&out), 141, "the status of a tool ended by a closed pipe");
+}
+
+#[test]
+fn the_file_applies_to_the_command_that_runs_whatever_the_arguments_spell() {
+    // A config file named like a command, given before the command: the
+    // settings must reach `check`, not `verify`.
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "a.db", 10);
+    std::fs::write(
+        dir.path().join("verify"),
+        format!("db = \"{}\"\norigin = \"t/o\"\nsink = \"stdout:\"\n", path_str(&db)),
+    )
+    .unwrap();
+    let out = bin()
+        .current_dir(dir.path())
+        .args(["--config", "verify", "check", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let checks = report["checks"].as_array().unwrap();
+    assert!(
+        checks
+            .iter()
+            .any(|c| c["check"].as_str().unwrap().starts_with("database ") && c["ok"] == true),
+        "{report}"
+    );
 }

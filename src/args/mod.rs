@@ -1,24 +1,84 @@
 //! Every flag is declared once, here, in a small group flattened into each
-//! command that takes it; commands add only their own flags. Environment
-//! variables follow from the long names (see `env_names`).
+//! command that takes it; commands add only their own flags. A flag that
+//! one command needs and another may leave out is declared optional here and
+//! made required by the command (`#[command(mut_arg("origin", |a|
+//! a.required(true)))]`); the accessors turn a missing value into a usage
+//! error rather than trusting that. Environment variables follow from the
+//! long names (see `env_names`).
 
 pub mod anchor;
 pub mod db;
 pub mod sink;
 
+use std::path::PathBuf;
+
 use clap::Args;
 
-pub use anchor::AnchorS3Args;
-pub use db::{DbArgs, SchemaArgs};
+pub use anchor::{AnchorRetainArgs, AnchorStoreArgs};
+pub use db::DbArgs;
 pub use sink::{SinkArgs, SinkConnectArgs, SinkWriteArgs};
 
-/// `--origin`, required.
+use crate::exit::CliError;
+
+/// `--origin`.
 #[derive(Args, Clone, Debug)]
 pub struct OriginArg {
-    /// Whose chain this is, as it appears in records, sink keys and signed
-    /// heads (e.g. prod-eu1/agentrt).
+    /// Whose chain: the origin named in every record, sink key and signed
+    /// head (e.g. prod-eu1/agentrt).
     #[arg(long, value_parser = crate::origin::parse_origin)]
-    pub origin: String,
+    pub origin: Option<String>,
+}
+
+impl OriginArg {
+    pub fn get(&self) -> Result<&str, CliError> {
+        self.origin
+            .as_deref()
+            .ok_or_else(|| CliError::usage("--origin is required"))
+    }
+}
+
+/// `--cursor`.
+#[derive(Args, Clone, Debug)]
+pub struct CursorArg {
+    /// Where the follower keeps its delivered position (SEQ:HASH): file:PATH.
+    #[arg(long, value_name = "URL", value_parser = parse_cursor_url)]
+    pub cursor: Option<PathBuf>,
+}
+
+impl CursorArg {
+    pub fn get(&self) -> Result<&std::path::Path, CliError> {
+        self.cursor
+            .as_deref()
+            .ok_or_else(|| CliError::usage("--cursor is required"))
+    }
+}
+
+/// A cursor URL: `file:PATH` (or a plain path).
+pub fn parse_cursor_url(text: &str) -> Result<PathBuf, String> {
+    let path = text
+        .strip_prefix("file:")
+        .map(|p| p.strip_prefix("//").unwrap_or(p))
+        .unwrap_or(text);
+    if path.is_empty() || text.contains("://") && !text.starts_with("file:") {
+        return Err(format!("{text:?}: a cursor is file:PATH"));
+    }
+    Ok(PathBuf::from(path))
+}
+
+/// `--signing-key`: what signs published heads.
+#[derive(Args, Clone, Debug)]
+pub struct SigningArgs {
+    /// Key file(s) that sign the heads (from `chainship keygen`); repeat to sign with several while rotating.
+    #[arg(long = "signing-key", value_name = "PATH", value_delimiter = ',')]
+    pub signing_keys: Vec<PathBuf>,
+}
+
+/// `--trusted-key`: whose signatures a verifier accepts.
+#[derive(Args, Clone, Debug)]
+pub struct TrustArgs {
+    /// A trusted verifier key (NAME+KEYID+BASE64[ until=SEQ]), or a file of them; repeat for several.
+    #[arg(long = "trusted-key", value_name = "KEY|FILE", value_delimiter = ',')]
+    pub trusted_keys: Vec<String>,
 }
 
 /// `--json`.

@@ -5,15 +5,13 @@ use std::time::{Duration, SystemTime};
 
 use chainship_anchor::audit::{self, HeadSet};
 use chainship_anchor::keys::load_trusted;
-use chainship_anchor::{AnchorUrl, Kind, VerifierKey};
+use chainship_anchor::{Kind, VerifierKey};
 use chainship_chain::{EventDb, WalkPlan, walk_chain};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::args::AnchorS3Args;
-use crate::args::DbArgs;
+use crate::args::{AnchorStoreArgs, DbArgs, OriginArg, OutputArgs, TrustArgs};
 use crate::exit::{CliError, CmdResult, FAILED, OK};
-use crate::origin::parse_origin;
 use crate::progress::events_bar;
 use crate::report;
 
@@ -34,6 +32,9 @@ pub enum AnchorCommand {
 Kinds reported: altered, cut, fork, bad-signature, untrusted-key, heads-disagree, stale,
 no-trusted-head (none kept for --origin: a typo? --allow-no-heads on a first run).
 Exit codes: 0 all good, 1 any finding, 2 usage or an unreadable store or database.")]
+#[command(mut_arg("db", |a| a.required(true)))]
+#[command(mut_arg("anchor", |a| a.required(true)))]
+#[command(mut_arg("origin", |a| a.required(true)))]
 pub struct AnchorVerifyArgs {
     #[command(flatten)]
     pub db: DbArgs,
@@ -53,34 +54,33 @@ pub struct AnchorVerifyArgs {
 #[command(after_help = "Examples:
   chainship anchor list --anchor file:/mnt/anchors --origin prod-eu1/agentrt
   chainship anchor list --anchor s3://audit-anchors/heads --origin prod-eu1/agentrt --trusted-key keys.txt --json")]
+#[command(mut_arg("anchor", |a| a.required(true)))]
+#[command(mut_arg("origin", |a| a.required(true)))]
 pub struct AnchorListArgs {
     #[command(flatten)]
     pub common: AnchorCommon,
 }
 
+/// What both anchor commands take: the store, whose heads, whose keys.
 #[derive(Args, Debug)]
 pub struct AnchorCommon {
-    /// The anchor store: file:DIR or s3://BUCKET/PREFIX.
-    #[arg(long, value_name = "URL", value_parser = str::parse::<AnchorUrl>)]
-    pub anchor: AnchorUrl,
-    /// Whose heads: the origin the follower publishes as.
-    #[arg(long, value_parser = parse_origin)]
-    pub origin: String,
-    /// A trusted verifier key (NAME+KEYID+BASE64), or a file of them; repeat for several.
-    #[arg(long = "trusted-key", value_name = "KEY|FILE", value_delimiter = ',')]
-    pub trusted_keys: Vec<String>,
     #[command(flatten)]
-    pub s3: AnchorS3Args,
-    #[arg(long)]
-    pub json: bool,
+    pub store: AnchorStoreArgs,
+    #[command(flatten)]
+    pub origin: OriginArg,
+    #[command(flatten)]
+    pub trust: TrustArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 fn load_heads(common: &AnchorCommon, keys: &[VerifierKey]) -> Result<HeadSet, CliError> {
-    let store = common.s3.open(&common.anchor);
+    let store = common.store.open(common.store.url()?, None);
+    let origin = common.origin.get()?;
     let notes = crate::report::runtime()?
-        .block_on(store.list(&common.origin))
+        .block_on(store.list(origin))
         .map_err(|e| CliError::from_kind(&e))?;
-    Ok(audit::check_heads(&notes, &common.origin, keys))
+    Ok(audit::check_heads(&notes, origin, keys))
 }
 
 pub fn run(cmd: &AnchorCommand) -> CmdResult {
@@ -92,13 +92,13 @@ pub fn run(cmd: &AnchorCommand) -> CmdResult {
 
 fn verify(args: &AnchorVerifyArgs) -> CmdResult {
     let open = args.db.open_options().map_err(CliError::usage)?;
-    let keys = load_trusted(&args.common.trusted_keys).map_err(CliError::usage)?;
-    let db = EventDb::open(&args.db.db, &open)?;
+    let keys = load_trusted(&args.common.trust.trusted_keys).map_err(CliError::usage)?;
+    let db = EventDb::open(args.db.path()?, &open)?;
     let set = load_heads(&args.common, &keys)?;
     let heads = set.heads();
     // Only for the progress bar: a head the walk cannot read is its to report.
     let total = db.head().ok().flatten().map_or(0, |(s, _)| s);
-    let bar = events_bar(total, args.common.json);
+    let bar = events_bar(total, args.common.output.json);
     bar.set_message("walking the chain");
     let report = walk_chain(
         db,
@@ -118,12 +118,12 @@ fn verify(args: &AnchorVerifyArgs) -> CmdResult {
     }
     // Every trusted head is walked to, so none trusted means none checked.
     let checked = report.heads.len();
-    let no_heads = audit::no_trusted_head(&args.common.origin, checked, "");
+    let no_heads = audit::no_trusted_head(&args.common.origin.get()?, checked, "");
     let mut warnings = Vec::new();
     match no_heads {
         Some(_) if args.allow_no_heads => warnings.push(format!(
             "{}: no head was checked, only the chain itself (--allow-no-heads)",
-            audit::no_head_text(&args.common.origin, "")
+            audit::no_head_text(&args.common.origin.get()?, "")
         )),
         Some(f) => findings.push(f),
         None => {}
@@ -131,12 +131,12 @@ fn verify(args: &AnchorVerifyArgs) -> CmdResult {
     findings.sort_by_key(|f| (f.kind, f.seq));
     let last_trusted = report.last_trusted_head();
 
-    if args.common.json {
+    if args.common.output.json {
         outln!(
             "{}",
             json!({
                 "status": if findings.is_empty() { "ok" } else { "failed" },
-                "origin": args.common.origin,
+                "origin": args.common.origin.get()?,
                 "heads": {"kept": set.kept, "trusted": set.trusted.len(), "checked": checked},
                 "warnings": warnings,
                 "database": {
@@ -172,15 +172,15 @@ fn verify(args: &AnchorVerifyArgs) -> CmdResult {
 }
 
 fn list(args: &AnchorListArgs) -> CmdResult {
-    let keys: Vec<VerifierKey> = if args.common.trusted_keys.is_empty() {
+    let keys: Vec<VerifierKey> = if args.common.trust.trusted_keys.is_empty() {
         Vec::new()
     } else {
-        load_trusted(&args.common.trusted_keys).map_err(CliError::usage)?
+        load_trusted(&args.common.trust.trusted_keys).map_err(CliError::usage)?
     };
     let set = load_heads(&args.common, &keys)?;
     let mut trusted: Vec<_> = set.trusted.iter().collect();
     trusted.sort_by_key(|t| t.signed.head.seq);
-    if args.common.json {
+    if args.common.output.json {
         outln!(
             "{}",
             json!({

@@ -6,7 +6,7 @@ use clap::parser::ValueSource;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::args::SinkWriteArgs;
+use crate::args::{OutputArgs, SinkWriteArgs};
 use crate::config::{ConfigFile, is_secret, is_secret_kafka, leaf_paths};
 use crate::exit::{CliError, CmdResult, FAILED, OK};
 
@@ -27,8 +27,8 @@ pub struct ConfigCheckArgs {
     /// Which command's settings to show, by its full name (`follow`, `anchor verify`, `verify-export`, ...).
     #[arg(long = "for", default_value = "follow", value_name = "COMMAND")]
     pub command: String,
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 pub fn run(args: &ConfigCheckArgs, root: clap::Command, file: Option<&ConfigFile>) -> CmdResult {
@@ -122,7 +122,7 @@ pub fn run(args: &ConfigCheckArgs, root: clap::Command, file: Option<&ConfigFile
         };
         settings.push((long.to_owned(), masked, source));
     }
-    if args.json {
+    if args.output.json {
         outln!(
             "{}",
             json!({

@@ -1,23 +1,19 @@
 //! `chainship follow`: the long-running sidecar (or `--once` for cron).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use chainship_anchor::{AnchorUrl, SignerKey};
+use chainship_anchor::SignerKey;
 use chainship_follower::anchoring::Anchoring;
 use chainship_follower::retry::RetryPolicy;
 use chainship_follower::{FileCursor, FollowConfig, FollowError, Follower, Health, OnBreak, Outcome, StartFrom};
 use chainship_sinks::{SinkConfig, open_sink};
 use clap::{Args, ValueEnum};
 
-use crate::args::AnchorS3Args;
-use crate::args::DbArgs;
-use crate::args::SinkArgs;
+use crate::args::{AnchorRetainArgs, AnchorStoreArgs, CursorArg, DbArgs, OriginArg, SigningArgs, SinkArgs};
 use crate::exit::{CliError, CmdResult, OK};
-use crate::origin::parse_origin;
 
 /// Tail the audit database, verify every event, ship batches to a sink.
 #[derive(Args, Debug)]
@@ -29,17 +25,19 @@ use crate::origin::parse_origin;
       CHAINSHIP_CURSOR=file:cursor2 chainship follow --metrics-addr 127.0.0.1:9464
 
 Exit codes: 0 stopped or done, 1 chain broken or database/sink disagree, 2 usage or setup error.")]
+#[command(mut_arg("db", |a| a.required(true)))]
+#[command(mut_arg("origin", |a| a.required(true)))]
+#[command(mut_arg("cursor", |a| a.required(true)))]
+#[command(mut_arg("anchor", |a| a.requires("signing_keys")))]
 pub struct FollowArgs {
     #[command(flatten)]
     pub db: DbArgs,
-    /// The log's identity, carried in every record (e.g. prod-eu1/agentrt).
-    #[arg(long, value_parser = parse_origin)]
-    pub origin: String,
+    #[command(flatten)]
+    pub origin: OriginArg,
     #[command(flatten)]
     pub sink: SinkArgs,
-    /// Where to keep the delivered position: file:PATH.
-    #[arg(long, value_name = "URL", value_parser = parse_cursor_url)]
-    pub cursor: PathBuf,
+    #[command(flatten)]
+    pub cursor: CursorArg,
     /// With no cursor yet, start at seq 1.
     #[arg(long, conflicts_with = "from_seq")]
     pub from_start: bool,
@@ -79,9 +77,10 @@ pub struct FollowArgs {
     /// Serve Prometheus /metrics and /healthz here (e.g. 127.0.0.1:9464).
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
-    /// Publish each delivered head, signed, here: file:DIR or s3://BUCKET/PREFIX.
-    #[arg(long, value_name = "URL", value_parser = str::parse::<AnchorUrl>, requires = "signing_keys")]
-    pub anchor: Option<AnchorUrl>,
+    #[command(flatten)]
+    pub anchor: AnchorStoreArgs,
+    #[command(flatten)]
+    pub retain: AnchorRetainArgs,
     /// Publish a head at most this often (default 0s: after every batch); the
     /// newest is published at once when the follower stops.
     #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
@@ -90,11 +89,8 @@ pub struct FollowArgs {
     /// `anchor verify --max-age` can tell a quiet runtime from a stopped follower (0s: never).
     #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
     pub anchor_heartbeat: Duration,
-    /// Key file(s) that sign the heads (from `chainship keygen`); repeat to sign with several while rotating.
-    #[arg(long = "signing-key", value_name = "PATH", value_delimiter = ',')]
-    pub signing_keys: Vec<PathBuf>,
     #[command(flatten)]
-    pub anchor_s3: AnchorS3Args,
+    pub signing: SigningArgs,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -103,19 +99,10 @@ pub enum OnBreakArg {
     Wait,
 }
 
-pub(crate) fn parse_cursor_url(text: &str) -> Result<PathBuf, String> {
-    let path = text
-        .strip_prefix("file:")
-        .map(|p| p.strip_prefix("//").unwrap_or(p))
-        .unwrap_or(text);
-    if path.is_empty() || text.contains("://") && !text.starts_with("file:") {
-        return Err(format!("{text:?}: a cursor is file:PATH"));
-    }
-    Ok(PathBuf::from(path))
-}
-
 pub fn run(args: &FollowArgs) -> CmdResult {
     let open = args.db.open_options().map_err(CliError::usage)?;
+    let db_path = args.db.path()?;
+    let origin = args.origin.get()?;
     let start = match (args.from_start, args.from_seq) {
         (true, _) => StartFrom::Start,
         (false, Some(n)) => StartFrom::Seq(n),
@@ -131,9 +118,9 @@ pub fn run(args: &FollowArgs) -> CmdResult {
         _ => (args.batch_size as usize, args.batch_bytes, args.batch_linger),
     };
     let config = FollowConfig {
-        db: args.db.db.clone(),
+        db: db_path.to_owned(),
         open,
-        origin: args.origin.clone(),
+        origin: origin.to_owned(),
         batch_size,
         batch_bytes: batch_bytes.max(1),
         batch_linger,
@@ -170,13 +157,14 @@ pub fn run(args: &FollowArgs) -> CmdResult {
             .map_err(CliError::usage)?;
     }
     let keys = args
+        .signing
         .signing_keys
         .iter()
         .map(|p| SignerKey::load(p))
         .collect::<Result<Vec<_>, _>>()
         .map_err(CliError::usage)?;
-    let sink = open_sink(&args.sink.config().map_err(CliError::usage)?, &args.origin);
-    let cursor = FileCursor::new(&args.cursor);
+    let sink = open_sink(&args.sink.config().map_err(CliError::usage)?, origin);
+    let cursor = FileCursor::new(args.cursor.get()?);
     let anchored_file = cursor.sibling(".anchored");
     let follower = Follower::new(
         config,
@@ -187,11 +175,11 @@ pub fn run(args: &FollowArgs) -> CmdResult {
         Arc::clone(&health),
     );
     let delivered = follower.delivered_heads();
-    let anchoring = args.anchor.as_ref().map(|url| {
+    let anchoring = args.anchor.anchor.as_ref().map(|url| {
         Anchoring {
-            store: args.anchor_s3.open(url),
+            store: args.anchor.open(url, Some(args.retain)),
             keys: Arc::new(keys),
-            origin: args.origin.clone(),
+            origin: origin.to_owned(),
             anchored_file,
             max_delay: args.retry_max_delay,
             interval: args.anchor_interval,
@@ -227,7 +215,7 @@ pub fn run(args: &FollowArgs) -> CmdResult {
     }
     match result {
         Ok(Outcome::Done) | Ok(Outcome::Stopped) => Ok(OK),
-        Ok(Outcome::Broken(b)) => Err(CliError::failed(format!("{}: {b}", args.db.db.display()))),
+        Ok(Outcome::Broken(b)) => Err(CliError::failed(format!("{}: {b}", db_path.display()))),
         Err(FollowError::Interrupted(m)) => {
             tracing::warn!("{m}");
             Ok(OK)

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use chainship_anchor::SignerKey;
 use clap::Args;
 
+use crate::args::OutputArgs;
 use crate::exit::{CliError, CmdResult, OK};
 
 /// Create a signing key for heads; print its verifier key.
@@ -23,8 +24,8 @@ pub struct KeygenArgs {
     /// Where to write the private key (must not exist).
     #[arg(long, value_name = "PATH")]
     pub out: PathBuf,
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 pub fn run(args: &KeygenArgs) -> CmdResult {
@@ -32,7 +33,7 @@ pub fn run(args: &KeygenArgs) -> CmdResult {
     key.write_new(&args.out)
         .map_err(|e| CliError::usage(format!("--out {e}")))?;
     let verifier = key.verifier().to_text();
-    if args.json {
+    if args.output.json {
         outln!(
             "{}",
             serde_json::json!({"name": args.name, "key_file": args.out, "verifier_key": verifier})

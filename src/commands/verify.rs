@@ -6,7 +6,7 @@ use chainship_chain::{EventDb, Head, HeadCheck, WalkPlan, WalkReport, walk_chain
 use clap::Args;
 use serde_json::json;
 
-use crate::args::DbArgs;
+use crate::args::{DbArgs, OutputArgs};
 use crate::exit::{CliError, CmdResult, FAILED, OK};
 use crate::progress::events_bar;
 
@@ -19,6 +19,7 @@ use crate::progress::events_bar;
 
 Exit codes: 0 intact, 1 broken (a damaged row included, or --to / --head not matched),
 2 usage or unreadable database.")]
+#[command(mut_arg("db", |a| a.required(true)))]
 pub struct VerifyArgs {
     #[command(flatten)]
     pub db: DbArgs,
@@ -31,9 +32,8 @@ pub struct VerifyArgs {
     /// A head kept elsewhere (SEQ:HASH) that the database must still match.
     #[arg(long, value_name = "SEQ:HASH")]
     pub head: Option<Head>,
-    /// Print one JSON object instead of text.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 pub fn run(args: &VerifyArgs) -> CmdResult {
@@ -43,7 +43,7 @@ pub fn run(args: &VerifyArgs) -> CmdResult {
     {
         return Err(CliError::usage(format!("--to {to} is below --from {from}")));
     }
-    let db = EventDb::open(&args.db.db, &options)?;
+    let db = EventDb::open(args.db.path()?, &options)?;
     let plan = WalkPlan {
         from: args.from.unwrap_or(1),
         to: args.to,
@@ -54,12 +54,12 @@ pub fn run(args: &VerifyArgs) -> CmdResult {
         (Some((head, _)), to) => to.unwrap_or(head).min(head).saturating_sub(plan.from - 1),
         (None, _) => 0,
     };
-    let bar = events_bar(total, args.json);
+    let bar = events_bar(total, args.output.json);
     bar.set_message("verifying");
     let report = walk_chain(db, &plan, &mut |n| bar.set_position(n))?;
     bar.finish_and_clear();
 
-    if args.json {
+    if args.output.json {
         outln!("{}", to_json(&report));
     } else {
         outln!("{}", to_text(&report).trim_end_matches('\n'));

@@ -1,7 +1,6 @@
 //! `chainship verify-export`: check the SIEM's copy (a file, the S3 objects
 //! or the Kafka partition) against the signed heads, without the database.
 
-use chainship_anchor::AnchorUrl;
 use chainship_anchor::audit::{self, Finding, Kind};
 use chainship_anchor::export_check::ExportCheck;
 use chainship_anchor::keys::load_trusted;
@@ -11,8 +10,7 @@ use chainship_sinks::{SinkConfig, read_records};
 use clap::Args;
 use serde_json::json;
 
-use crate::args::AnchorS3Args;
-use crate::args::SinkConnectArgs;
+use crate::args::{AnchorStoreArgs, OriginArg, OutputArgs, SinkConnectArgs, TrustArgs};
 use crate::exit::{CliError, CmdResult, FAILED, OK};
 use crate::origin::parse_origin;
 use crate::report;
@@ -31,19 +29,20 @@ Kinds: altered, gap, duplicate, reordered, foreign, cut, fork, and the anchor st
 above --after (or at all) was there to compare with (--allow-no-heads on a first run).
 Identical duplicates are a warning. A file's first record must name --origin.
 Exit codes: 0 whole and matching, 1 any error, 2 usage or an unreadable source.")]
+#[command(mut_arg("anchor", |a| a.required(true)))]
+#[command(mut_arg("origin", |a| a.help(
+    "Whose copy (needed for s3:// and kafka://; a file's first record names it otherwise)"
+)))]
 pub struct VerifyExportArgs {
     /// The copy: file:PATH, s3://BUCKET/PREFIX or kafka://HOST:PORT/TOPIC.
     #[arg(long = "from", value_name = "URL")]
     pub source: SinkConfig,
-    /// The anchor store: file:DIR or s3://BUCKET/PREFIX.
-    #[arg(long, value_name = "URL", value_parser = str::parse::<AnchorUrl>)]
-    pub anchor: AnchorUrl,
-    /// A trusted verifier key (NAME+KEYID+BASE64), or a file of them; repeat for several.
-    #[arg(long = "trusted-key", value_name = "KEY|FILE", value_delimiter = ',')]
-    pub trusted_keys: Vec<String>,
-    /// Whose copy (needed for s3:// and kafka://; a file's first record names it otherwise).
-    #[arg(long, value_parser = parse_origin)]
-    pub origin: Option<String>,
+    #[command(flatten)]
+    pub anchor: AnchorStoreArgs,
+    #[command(flatten)]
+    pub trust: TrustArgs,
+    #[command(flatten)]
+    pub origin: OriginArg,
     /// The copy starts after this trusted head (SEQ:HASH) instead of at seq 1;
     /// kept heads at or below it are not checked (one at its seq must match it).
     #[arg(long, value_name = "SEQ:HASH")]
@@ -55,9 +54,7 @@ pub struct VerifyExportArgs {
     #[command(flatten)]
     pub sink: SinkConnectArgs,
     #[command(flatten)]
-    pub anchor_s3: AnchorS3Args,
-    #[arg(long)]
-    pub json: bool,
+    pub output: OutputArgs,
 }
 
 /// The first record of a file copy: its origin, and where it is (for messages).
@@ -136,7 +133,7 @@ impl Outcome {
 /// path in the anchor store) must be a valid one.
 fn origin_of(args: &VerifyExportArgs) -> Result<Result<String, Outcome>, CliError> {
     let first = first_record(&args.source);
-    Ok(match (&args.origin, first) {
+    Ok(match (&args.origin.origin, first) {
         (Some(given), Some(first)) if first.origin != *given => Err(Outcome::refused(
             Some(given.clone()),
             Kind::Foreign,
@@ -165,13 +162,13 @@ fn origin_of(args: &VerifyExportArgs) -> Result<Result<String, Outcome>, CliErro
 }
 
 pub fn run(args: &VerifyExportArgs) -> CmdResult {
-    let keys = load_trusted(&args.trusted_keys).map_err(CliError::usage)?;
+    let keys = load_trusted(&args.trust.trusted_keys).map_err(CliError::usage)?;
     let origin = match origin_of(args)? {
         Ok(origin) => origin,
         Err(refused) => return Ok(print(args, &refused)),
     };
     let runtime = report::runtime()?;
-    let store = args.anchor_s3.open(&args.anchor);
+    let store = args.anchor.open(args.anchor.url()?, None);
     let notes = runtime
         .block_on(store.list(&origin))
         .map_err(|e| CliError::from_kind(&e))?;
@@ -225,7 +222,7 @@ pub fn run(args: &VerifyExportArgs) -> CmdResult {
 
 /// Prints the outcome and returns the exit code.
 fn print(args: &VerifyExportArgs, o: &Outcome) -> u8 {
-    if args.json {
+    if args.output.json {
         outln!(
             "{}",
             json!({
