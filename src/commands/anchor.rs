@@ -118,12 +118,12 @@ fn verify(args: &AnchorVerifyArgs) -> CmdResult {
     }
     // Every trusted head is walked to, so none trusted means none checked.
     let checked = report.heads.len();
-    let no_heads = audit::no_trusted_head(&args.common.origin.get()?, checked, "");
+    let no_heads = audit::no_trusted_head(args.common.origin.get()?, checked, "");
     let mut warnings = Vec::new();
     match no_heads {
         Some(_) if args.allow_no_heads => warnings.push(format!(
             "{}: no head was checked, only the chain itself (--allow-no-heads)",
-            audit::no_head_text(&args.common.origin.get()?, "")
+            audit::no_head_text(args.common.origin.get()?, "")
         )),
         Some(f) => findings.push(f),
         None => {}
