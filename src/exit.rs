@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use chainship_chain::{ErrorKind, HasKind};
+use chainship_chain::{ErrorKind, HasKind, Setting};
 
 pub const OK: u8 = 0;
 pub const FAILED: u8 = 1;
@@ -52,12 +52,31 @@ pub fn code_for(kind: ErrorKind) -> u8 {
     }
 }
 
+/// The flag that sets what a library error points at: libraries name
+/// settings by meaning, and only the command line knows its flags.
+pub fn flag_for(setting: Setting) -> &'static str {
+    match setting {
+        Setting::AllowSymlink => "--allow-symlink",
+        Setting::Table => "--table",
+        Setting::StartFrom => "--from-start or --from-seq N",
+        Setting::KafkaClient => "--kafka-opt",
+        Setting::KafkaPartition => "--kafka-partition",
+        Setting::SinkS3Profile => "--s3-profile",
+        Setting::AnchorS3Profile => "--anchor-s3-profile",
+    }
+}
+
 impl CliError {
-    /// Any error of the workspace, with the exit code its kind maps to.
+    /// Any error of the workspace, with the exit code its kind maps to and
+    /// the flag it points at.
     pub fn from_kind(e: &impl HasKind) -> Self {
+        let message = match e.setting() {
+            Some(s) => format!("{} ({})", e.bare_message(), flag_for(s)),
+            None => e.bare_message(),
+        };
         CliError {
             code: code_for(e.kind()),
-            message: e.to_string(),
+            message,
         }
     }
 }

@@ -3,11 +3,28 @@
 
 use std::io::Write;
 
-use chainship_anchor::Finding;
+use chainship_anchor::{Finding, Kind};
 use chainship_chain::Head;
 use serde_json::json;
 
 use crate::exit::CliError;
+
+/// What to look at for a kind of finding, in flags: the library names no flags.
+fn hint(kind: Kind) -> Option<&'static str> {
+    match kind {
+        Kind::Stale => Some("--max-age"),
+        Kind::NoTrustedHead => Some("check --origin and --trusted-key; on a first run pass --allow-no-heads"),
+        _ => None,
+    }
+}
+
+/// A finding's message with the flags it concerns.
+fn message(f: &Finding) -> String {
+    match hint(f.kind) {
+        Some(h) => format!("{} ({h})", f.message),
+        None => f.message.clone(),
+    }
+}
 
 /// A finding as text: kind, seq and message, then the hashes and the head file.
 pub fn finding_text(f: &Finding) -> String {
@@ -15,7 +32,7 @@ pub fn finding_text(f: &Finding) -> String {
         "{}{}: {}",
         f.kind,
         f.seq.map_or(String::new(), |s| format!(" at seq {s}")),
-        f.message
+        message(f)
     );
     if let Some(e) = &f.expected {
         line += &format!("\n  expected: {e}");
@@ -38,7 +55,7 @@ pub fn finding_json(f: &Finding) -> serde_json::Value {
     json!({
         "kind": f.kind.as_str(),
         "seq": f.seq,
-        "message": f.message,
+        "message": message(f),
         "expected": f.expected,
         "found": f.found,
         "source": f.source,

@@ -323,7 +323,7 @@ fn on_break_wait_then_sigterm_exits_1_as_the_readme_says() {
     let waiting = lines
         .by_ref()
         .map_while(Result::ok)
-        .any(|l| l.contains("--on-break wait: serving metrics and waiting for an operator"));
+        .any(|l| l.contains("the chain broke: serving metrics and waiting for an operator"));
     assert!(waiting, "the follower never said it was waiting");
     assert!(follower.try_wait().unwrap().is_none(), "--on-break wait keeps running");
     signal(&follower, SIGTERM);

@@ -94,7 +94,7 @@ async fn a_pinned_partition_that_does_not_exist_is_named_not_retried() {
     let err = stderr(&out);
     assert_eq!(code(&out), 2, "{err}");
     assert!(
-        err.contains("has 1 partition(s); --kafka-partition 7 does not exist"),
+        err.contains("has 1 partition(s); partition 7 does not exist (--kafka-partition)"),
         "{err}"
     );
     assert!(

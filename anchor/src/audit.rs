@@ -268,7 +268,7 @@ pub fn check_stale(set: &HeadSet, max_age: Duration, now: SystemTime) -> Option<
             kind: Kind::Stale,
             seq: Some(t.signed.head.seq),
             message: format!(
-                "{}: published {}, in the future: a clock ahead or a forged time; --max-age cannot rely on it",
+                "{}: published {}, in the future: a clock ahead or a forged time; freshness cannot rely on it",
                 t.source, t.signed.published
             ),
             expected: None,
@@ -283,7 +283,7 @@ pub fn check_stale(set: &HeadSet, max_age: Duration, now: SystemTime) -> Option<
         .max_by_key(|(p, _)| *p);
     let message = match newest {
         None => format!(
-            "no trusted head at all (--max-age {})",
+            "no trusted head at all to be younger than {}",
             humantime::format_duration(max_age)
         ),
         Some((published, t)) => {
@@ -292,7 +292,7 @@ pub fn check_stale(set: &HeadSet, max_age: Duration, now: SystemTime) -> Option<
                 return None;
             }
             format!(
-                "the newest head ({}) was published {} ago, more than --max-age {}: the exporter stopped or the log froze",
+                "the newest head ({}) was published {} ago, more than the allowed {}: the exporter stopped or the log froze",
                 t.signed.head,
                 humantime::format_duration(Duration::from_secs(age.as_secs())),
                 humantime::format_duration(max_age)
@@ -312,15 +312,12 @@ pub fn check_stale(set: &HeadSet, max_age: Duration, now: SystemTime) -> Option<
 /// `no-trusted-head` when a check covered no trusted head of `origin` (a
 /// mistyped origin, an empty store, every head at or below `--after`): such
 /// a run verified nothing against a kept head and must not pass as if it had.
-/// `what` says which heads were looked for (empty, or e.g. "above --after seq 500").
+/// `what` says which heads were looked for (empty, or e.g. "above seq 500").
 pub fn no_trusted_head(origin: &str, covered: usize, what: &str) -> Option<Finding> {
     (covered == 0).then(|| Finding {
         kind: Kind::NoTrustedHead,
         seq: None,
-        message: format!(
-            "{} (check --origin and --trusted-key; on a first run pass --allow-no-heads)",
-            no_head_text(origin, what)
-        ),
+        message: no_head_text(origin, what),
         expected: None,
         found: None,
         source: None,

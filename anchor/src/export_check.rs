@@ -71,7 +71,9 @@ impl ExportCheck {
                 let mut f = finding(
                     Kind::Fork,
                     Some(floor),
-                    format!("--after {start} is not the kept head {head}: the copy starts from another chain"),
+                    format!(
+                        "the head the copy starts after ({start}) is not the kept head {head}: the copy starts from another chain"
+                    ),
                 );
                 f.expected = Some(head.hash_str().to_owned());
                 f.found = Some(start.hash_str().to_owned());

@@ -33,7 +33,7 @@ impl SignerKey {
     pub fn generate(name: &str) -> Result<SignerKey, String> {
         if !valid_key_name(name) {
             return Err(format!(
-                "--name {name:?}: a key name must be non-empty, without spaces or '+'"
+                "key name {name:?}: a key name must be non-empty, without spaces or '+'"
             ));
         }
         let mut seed = [0u8; 32];
@@ -70,7 +70,7 @@ impl SignerKey {
 
     /// Loads a key file, refusing one that group or others can read.
     pub fn load(path: &Path) -> Result<SignerKey, String> {
-        let err = |why: String| format!("--signing-key {}: {why}", path.display());
+        let err = |why: String| format!("{}: {why}", path.display());
         let meta = std::fs::metadata(path).map_err(|e| err(e.to_string()))?;
         let mode = meta.permissions().mode() & 0o777;
         if mode & 0o077 != 0 {
@@ -109,20 +109,20 @@ pub fn load_trusted(args: &[String]) -> Result<Vec<VerifierKey>, String> {
     let mut keys = Vec::new();
     for arg in args {
         if arg.contains('+') && !Path::new(arg).exists() {
-            keys.push(parse_trusted(arg).map_err(|e| format!("--trusted-key: {e}"))?);
+            keys.push(parse_trusted(arg)?);
             continue;
         }
-        let text = std::fs::read_to_string(arg).map_err(|e| format!("--trusted-key {arg}: {e}"))?;
+        let text = std::fs::read_to_string(arg).map_err(|e| format!("{arg}: {e}"))?;
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            keys.push(parse_trusted(line).map_err(|e| format!("--trusted-key {arg} line {}: {e}", n + 1))?);
+            keys.push(parse_trusted(line).map_err(|e| format!("{arg} line {}: {e}", n + 1))?);
         }
     }
     if keys.is_empty() {
-        return Err("--trusted-key: at least one trusted key is needed".into());
+        return Err("at least one trusted key is needed".into());
     }
     Ok(keys)
 }

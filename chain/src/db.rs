@@ -33,7 +33,7 @@ pub enum DbError {
     Schema(#[from] SchemaError),
     #[error("{0}: no such file")]
     Missing(PathBuf),
-    #[error("{0}: is a symbolic link; pass --allow-symlink to follow it")]
+    #[error("{0}: is a symbolic link; following one must be allowed")]
     Symlink(PathBuf),
     #[error("{0}: not a regular file")]
     NotAFile(PathBuf),
@@ -43,7 +43,7 @@ pub enum DbError {
     Open { path: PathBuf, reason: String },
     #[error("{path}: no table named {table:?}")]
     NoTable { path: PathBuf, table: String },
-    #[error("{path}: {table:?} is a view, not a table; point --table at the table that holds the events")]
+    #[error("{path}: {table:?} is a view, not a table; name the table that holds the events")]
     IsView { path: PathBuf, table: String },
     #[error("{path}: table {table:?} has no column {column:?} (the {setting})")]
     NoColumn {
@@ -82,6 +82,14 @@ impl crate::HasKind for DbError {
             DbError::Replaced { .. } | DbError::BadField { .. } | DbError::BadSeq { .. } => crate::ErrorKind::Integrity,
             // A busy or locked database passes; the follower retries reads itself.
             _ => crate::ErrorKind::Permanent,
+        }
+    }
+
+    fn setting(&self) -> Option<crate::Setting> {
+        match self {
+            DbError::Symlink(_) => Some(crate::Setting::AllowSymlink),
+            DbError::IsView { .. } | DbError::NoTable { .. } => Some(crate::Setting::Table),
+            _ => None,
         }
     }
 }

@@ -27,17 +27,64 @@ impl ErrorKind {
     }
 }
 
+/// A setting an error points at, named for what it means. Libraries never
+/// name command-line flags; the CLI knows which flag sets each of these and
+/// adds it to the message it prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Setting {
+    /// Following a database path that is a symbolic link.
+    AllowSymlink,
+    /// The events table's name.
+    Table,
+    /// Where a follower without a cursor starts (from seq 1, or from a seq).
+    StartFrom,
+    /// The librdkafka settings passed through to the Kafka sink.
+    KafkaClient,
+    /// The Kafka sink's pinned partition.
+    KafkaPartition,
+    /// The AWS profile of the S3 sink.
+    SinkS3Profile,
+    /// The AWS profile of the S3 anchor store.
+    AnchorS3Profile,
+}
+
+impl Setting {
+    /// The setting in words, for messages read outside the CLI (logs).
+    pub fn describe(self) -> &'static str {
+        match self {
+            Setting::AllowSymlink => "the setting that allows a symbolic link",
+            Setting::Table => "the table setting",
+            Setting::StartFrom => "the start setting (from seq 1, or from a seq)",
+            Setting::KafkaClient => "the Kafka client settings passed through",
+            Setting::KafkaPartition => "the Kafka partition setting",
+            Setting::SinkS3Profile => "the S3 sink's profile setting",
+            Setting::AnchorS3Profile => "the anchor store's profile setting",
+        }
+    }
+}
+
 /// Errors that know their kind (the typed errors of each crate).
 pub trait HasKind: fmt::Display {
     fn kind(&self) -> ErrorKind;
+
+    /// The setting to look at, if the error comes from one.
+    fn setting(&self) -> Option<Setting> {
+        None
+    }
+
+    /// The message without the setting's description (the CLI names the flag instead).
+    fn bare_message(&self) -> String {
+        self.to_string()
+    }
 }
 
-/// A one-line message and its kind: what sinks, anchor stores and S3 calls
-/// return.
+/// A one-line message, its kind, and the setting it points at: what sinks,
+/// anchor stores and S3 calls return.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
     pub kind: ErrorKind,
     pub message: String,
+    pub setting: Option<Setting>,
 }
 
 impl Error {
@@ -45,7 +92,14 @@ impl Error {
         Error {
             kind,
             message: message.to_string(),
+            setting: None,
         }
+    }
+
+    /// The same error, pointing at `setting`.
+    pub fn with_setting(mut self, setting: Setting) -> Self {
+        self.setting = Some(setting);
+        self
     }
 
     pub fn transient(message: impl fmt::Display) -> Self {
@@ -66,7 +120,10 @@ impl Error {
 
     /// The same error, its message prefixed with where it happened.
     pub fn context(self, place: impl fmt::Display) -> Self {
-        Error::new(self.kind, format!("{place}: {}", self.message))
+        Error {
+            message: format!("{place}: {}", self.message),
+            ..self
+        }
     }
 
     /// Classifies an I/O error: a full disk or an interruption may pass,
@@ -87,11 +144,23 @@ impl HasKind for Error {
     fn kind(&self) -> ErrorKind {
         self.kind
     }
+
+    fn setting(&self) -> Option<Setting> {
+        self.setting
+    }
+
+    fn bare_message(&self) -> String {
+        self.message.clone()
+    }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
+        f.write_str(&self.message)?;
+        match self.setting {
+            Some(s) => write!(f, " (see {})", s.describe()),
+            None => Ok(()),
+        }
     }
 }
 
@@ -110,5 +179,12 @@ mod tests {
         assert_eq!(e.kind, ErrorKind::Permanent);
         assert!(e.message.starts_with("writing x: "), "{}", e.message);
         assert_eq!(e.context("sink").message.split(": ").next(), Some("sink"));
+        let pointed = Error::permanent("partition 7 does not exist").with_setting(Setting::KafkaPartition);
+        assert_eq!(
+            pointed.to_string(),
+            "partition 7 does not exist (see the Kafka partition setting)"
+        );
+        assert_eq!(pointed.bare_message(), "partition 7 does not exist");
+        assert_eq!(pointed.clone().context("sink").setting, Some(Setting::KafkaPartition));
     }
 }

@@ -23,7 +23,7 @@ pub mod walk;
 
 pub use check::{BreakKind, ChainBreak, ChainCheck};
 pub use db::{DbError, EventDb, FileIdentity, OpenOptions};
-pub use error::{Error, ErrorKind, HasKind};
+pub use error::{Error, ErrorKind, HasKind, Setting};
 pub use event::{EventBatch, EventRef};
 pub use hash::{HexHash, event_hash};
 pub use head::{Head, HeadParseError};

@@ -115,7 +115,7 @@ impl Delivery {
         );
         result.map_err(|end| match end {
             RetryEnd::Fatal(e) => e.into(),
-            RetryEnd::GaveUp(e) => FollowError::Setup(format!("{what}: gave up retrying: {e}")),
+            RetryEnd::GaveUp(e) => FollowError::setup(format!("{what}: gave up retrying: {e}")),
             RetryEnd::Interrupted(e) => FollowError::Interrupted(format!(
                 "shutdown while the sink was still failing at {what} ({e}); the batch was not acknowledged and will be sent again on restart"
             )),
@@ -171,7 +171,7 @@ impl Pipeline {
         };
         let sent = self.to_worker.as_ref().map(|tx| tx.send(batch));
         if !matches!(sent, Some(Ok(()))) {
-            return Err(FollowError::Setup("the delivery thread has stopped".into()));
+            return Err(FollowError::setup("the delivery thread has stopped"));
         }
         self.in_flight = true;
         Ok(spare)
@@ -192,7 +192,7 @@ impl Pipeline {
             Err(std::sync::mpsc::TryRecvError::Empty) => Ok(()),
             Err(std::sync::mpsc::TryRecvError::Disconnected) => {
                 self.in_flight = false;
-                Err(FollowError::Setup("the delivery thread has stopped".into()))
+                Err(FollowError::setup("the delivery thread has stopped"))
             }
         }
     }
@@ -209,7 +209,7 @@ impl Pipeline {
         self.in_flight = false;
         self.from_worker
             .recv()
-            .unwrap_or_else(|_| Err(FollowError::Setup("the delivery thread has stopped".into())))
+            .unwrap_or_else(|_| Err(FollowError::setup("the delivery thread has stopped")))
     }
 }
 

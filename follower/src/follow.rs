@@ -145,7 +145,7 @@ impl Follower {
                         pending
                             .batch
                             .push(&event, head.hash, &pending.prev_hash)
-                            .map_err(|e| FollowError::Setup(format!("{}: {e}", cfg.db.display())))?;
+                            .map_err(|e| FollowError::setup(format!("{}: {e}", cfg.db.display())))?;
                         pending.prev_hash.clear();
                         pending.prev_hash.extend_from_slice(&head.hash);
                         pending.since.get_or_insert_with(Instant::now);
@@ -269,7 +269,7 @@ fn on_break(cfg: &FollowConfig, stop: &AtomicBool, health: &Health, broken: Box<
         broken.reason()
     );
     if cfg.on_break == OnBreak::Wait {
-        tracing::warn!("--on-break wait: serving metrics and waiting for an operator (SIGTERM to exit)");
+        tracing::warn!("the chain broke: serving metrics and waiting for an operator (SIGTERM to exit)");
         while !stop.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(100));
         }

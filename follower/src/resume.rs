@@ -11,7 +11,7 @@
 //! 3. Resume after that, never below the cursor: the sink may hold a batch
 //!    whose cursor write a crash cut short.
 
-use chainship_chain::{EventDb, Head};
+use chainship_chain::{Error, EventDb, Head, Setting};
 
 use crate::config::StartFrom;
 use crate::delivery::Delivery;
@@ -70,17 +70,23 @@ pub fn start_from_cursor(
         (None, StartFrom::Seq(1)) => Ok(None),
         (None, StartFrom::Seq(n)) => {
             let before = n - 1;
-            let hash = db.hash_at(before).map_err(|e| FollowError::Setup(e.to_string()))?;
+            let hash = db.hash_at(before).map_err(|e| FollowError::setup(e.to_string()))?;
             match hash.as_deref().and_then(|h| Head::from_stored(before, h)) {
                 Some(head) => Ok(Some(head)),
-                None => Err(FollowError::Setup(format!(
-                    "--from-seq {n}: the database has no event {before} with a well-formed hash to start after"
-                ))),
+                None => Err(FollowError::Stop(
+                    Error::permanent(format!(
+                        "start at seq {n}: the database has no event {before} with a well-formed hash to start after"
+                    ))
+                    .with_setting(Setting::StartFrom),
+                )),
             }
         }
-        (None, StartFrom::Cursor) => Err(FollowError::Setup(format!(
-            "no cursor at {cursor_path}: for a first run say where to start with --from-start or --from-seq N"
-        ))),
+        (None, StartFrom::Cursor) => Err(FollowError::Stop(
+            Error::permanent(format!(
+                "no cursor at {cursor_path}: for a first run say where to start"
+            ))
+            .with_setting(Setting::StartFrom),
+        )),
     }
 }
 
@@ -103,7 +109,7 @@ pub fn with_sink(
                 skipped: held.seq - start_seq,
             })
         }
-        Some(held) if Some(held) != start => Err(FollowError::Integrity(format!(
+        Some(held) if Some(held) != start => Err(FollowError::integrity(format!(
             "the sink {sink} answered {held} for what it holds past {}, which is not past it",
             start.map_or("the start".to_owned(), |h| h.to_string())
         ))),
@@ -116,10 +122,10 @@ pub fn with_sink(
 
 /// Checks that the database still holds `head` (same seq, same hash).
 fn check_on_chain(db: &EventDb, head: Head, whose: &str) -> Result<(), FollowError> {
-    let setup = |e: chainship_chain::DbError| FollowError::Setup(e.to_string());
+    let setup = |e: chainship_chain::DbError| FollowError::setup(e.to_string());
     match db.hash_at(head.seq).map_err(setup)? {
         Some(hash) if hash == head.hash => Ok(()),
-        Some(hash) => Err(FollowError::Integrity(format!(
+        Some(hash) => Err(FollowError::integrity(format!(
             "the database was rewritten under {whose}: event seq {} has hash {}, but {whose} holds {}{}",
             head.seq,
             String::from_utf8_lossy(&hash),
@@ -135,7 +141,7 @@ fn check_on_chain(db: &EventDb, head: Head, whose: &str) -> Result<(), FollowErr
             let db_head = db_head.map_or("none (empty)".to_owned(), |(s, h)| {
                 format!("{s}:{}", String::from_utf8_lossy(&h))
             });
-            Err(FollowError::Integrity(format!(
+            Err(FollowError::integrity(format!(
                 "the database does not hold seq {} that {whose} holds ({head}); database head is {db_head}: cut, or restored from an older copy",
                 head.seq
             )))
@@ -150,6 +156,7 @@ mod tests {
     use std::sync::atomic::AtomicBool;
     use std::time::Duration;
 
+    use chainship_chain::{ErrorKind, HasKind};
     use chainship_sinks::Sink;
 
     use super::*;
@@ -243,7 +250,7 @@ mod tests {
         assert_eq!(f.resume(StartFrom::Start).unwrap().after, None);
         let e = f.resume(StartFrom::Cursor).unwrap_err();
         assert!(
-            matches!(e, FollowError::Setup(ref m) if m.contains("--from-start")),
+            e.kind() == ErrorKind::Permanent && e.setting() == Some(Setting::StartFrom),
             "{e}"
         );
         let db = f.db_path.clone();
@@ -258,7 +265,7 @@ mod tests {
         f.sink_holds(&other, 1, 10);
         let e = f.resume(StartFrom::Start).unwrap_err();
         assert!(
-            matches!(e, FollowError::Integrity(ref m) if m.contains("rewritten under the sink memory:")),
+            e.kind() == ErrorKind::Integrity && e.to_string().contains("rewritten under the sink memory:"),
             "{e}"
         );
     }
@@ -273,7 +280,7 @@ mod tests {
         let forged = records(&db, ORIGIN, 9, 9);
         f.sink.plant(forged.record_json(0));
         let e = f.resume(StartFrom::Cursor).unwrap_err();
-        assert!(matches!(e, FollowError::Integrity(_)), "{e}");
+        assert_eq!(e.kind(), ErrorKind::Integrity, "{e}");
         assert_eq!(
             f.cursor.load().unwrap(),
             Some(head_at(&db, 5)),
@@ -288,7 +295,7 @@ mod tests {
         f.cursor.store(head_at(&db, 5)).unwrap();
         let foreign = records(&db, "someone/else", 6, 6);
         f.sink.plant(foreign.record_json(0));
-        assert!(matches!(f.resume(StartFrom::Cursor), Err(FollowError::Integrity(_))));
+        assert_eq!(f.resume(StartFrom::Cursor).unwrap_err().kind(), ErrorKind::Integrity);
     }
 
     #[test]
@@ -299,14 +306,14 @@ mod tests {
         f.cursor.store(head_at(&other, 5)).unwrap();
         let e = f.resume(StartFrom::Cursor).unwrap_err();
         assert!(
-            matches!(e, FollowError::Integrity(ref m) if m.contains("rewritten under the cursor")),
+            e.kind() == ErrorKind::Integrity && e.to_string().contains("rewritten under the cursor"),
             "{e}"
         );
         // And one past the database's head: cut, or an older copy.
         f.cursor.store(Head::from_stored(25, &[b'a'; 64]).unwrap()).unwrap();
         let e = f.resume(StartFrom::Cursor).unwrap_err();
         assert!(
-            matches!(e, FollowError::Integrity(ref m) if m.contains("does not hold seq 25")),
+            e.kind() == ErrorKind::Integrity && e.to_string().contains("does not hold seq 25"),
             "{e}"
         );
     }

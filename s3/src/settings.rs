@@ -63,10 +63,11 @@ impl S3Settings {
     /// Resolves the credentials once, up front: with none anywhere the SDK
     /// would otherwise fail every request after a round of instance-metadata
     /// lookups, logged at length and retried as if the server were away.
+    /// The caller points the error at its own profile setting.
     pub async fn check_credentials(&self) -> Result<(), S3Failure> {
         use aws_credential_types::provider::ProvideCredentials;
         let permanent = |message: String| S3Failure::new(ErrorKind::Permanent, message);
-        const WHERE: &str = "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, name a profile (--s3-profile, AWS_PROFILE), or run with a web-identity or instance role";
+        const WHERE: &str = "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, name a profile (AWS_PROFILE, or the profile setting), or run with a web-identity or instance role";
         let shared = self.shared_config().await;
         let Some(provider) = shared.credentials_provider() else {
             return Err(permanent(format!("no AWS credentials: {WHERE}")));

@@ -81,6 +81,24 @@ pub struct TrustArgs {
     pub trusted_keys: Vec<String>,
 }
 
+impl SigningArgs {
+    /// The signing keys, each refused with the flag and file named.
+    pub fn load(&self) -> Result<Vec<chainship_anchor::SignerKey>, CliError> {
+        self.signing_keys
+            .iter()
+            .map(|p| chainship_anchor::SignerKey::load(p).map_err(|e| CliError::usage(format!("--signing-key {e}"))))
+            .collect()
+    }
+}
+
+impl TrustArgs {
+    /// The trusted keys, refused with the flag named.
+    pub fn load(&self) -> Result<Vec<chainship_anchor::VerifierKey>, CliError> {
+        chainship_anchor::keys::load_trusted(&self.trusted_keys)
+            .map_err(|e| CliError::usage(format!("--trusted-key {e}")))
+    }
+}
+
 /// `--json`.
 #[derive(Args, Clone, Copy, Debug)]
 pub struct OutputArgs {

@@ -4,7 +4,6 @@
 use std::time::{Duration, SystemTime};
 
 use chainship_anchor::audit::{self, HeadSet};
-use chainship_anchor::keys::load_trusted;
 use chainship_anchor::{Kind, VerifierKey};
 use chainship_chain::{EventDb, WalkPlan, walk_chain};
 use clap::{Args, Subcommand};
@@ -92,7 +91,7 @@ pub fn run(cmd: &AnchorCommand) -> CmdResult {
 
 fn verify(args: &AnchorVerifyArgs) -> CmdResult {
     let open = args.db.open_options().map_err(CliError::usage)?;
-    let keys = load_trusted(&args.common.trust.trusted_keys).map_err(CliError::usage)?;
+    let keys = args.common.trust.load()?;
     let db = EventDb::open(args.db.path()?, &open)?;
     let set = load_heads(&args.common, &keys)?;
     let heads = set.heads();
@@ -175,7 +174,7 @@ fn list(args: &AnchorListArgs) -> CmdResult {
     let keys: Vec<VerifierKey> = if args.common.trust.trusted_keys.is_empty() {
         Vec::new()
     } else {
-        load_trusted(&args.common.trust.trusted_keys).map_err(CliError::usage)?
+        args.common.trust.load()?
     };
     let set = load_heads(&args.common, &keys)?;
     let mut trusted: Vec<_> = set.trusted.iter().collect();

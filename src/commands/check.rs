@@ -50,7 +50,10 @@ pub fn run(args: &CheckArgs) -> CmdResult {
             Some((seq, _)) => format!("readable, head seq {seq}"),
             None => "readable, no events yet".into(),
         });
-        results.push((format!("database {}", db.display()), r.map_err(|e| e.to_string())));
+        results.push((
+            format!("database {}", db.display()),
+            r.map_err(|e| CliError::from_kind(&e).message),
+        ));
     }
     if let Some(path) = &args.cursor.cursor {
         let c = FileCursor::new(path);
@@ -63,13 +66,15 @@ pub fn run(args: &CheckArgs) -> CmdResult {
     let sink = args.sink.config().map_err(CliError::usage)?;
     let r = runtime
         .block_on(open_sink(&sink, args.origin.get()?).check())
-        .map_err(|e| e.message);
+        .map_err(|e| CliError::from_kind(&e).message);
     results.push((format!("sink {sink}"), r));
     if let Some(url) = &args.anchor.anchor {
         let store = args.anchor.open(url, Some(args.retain));
         results.push((
             format!("anchor store {url}"),
-            runtime.block_on(store.check()).map_err(|e| e.message),
+            runtime
+                .block_on(store.check())
+                .map_err(|e| CliError::from_kind(&e).message),
         ));
     }
     for key in &args.signing.signing_keys {

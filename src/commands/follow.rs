@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use chainship_anchor::SignerKey;
 use chainship_follower::anchoring::Anchoring;
 use chainship_follower::retry::RetryPolicy;
 use chainship_follower::{FileCursor, FollowConfig, FollowError, Follower, Health, OnBreak, Outcome, StartFrom};
@@ -156,13 +155,7 @@ pub fn run(args: &FollowArgs) -> CmdResult {
             .block_on(crate::metrics_server::start(addr, Arc::clone(&health)))
             .map_err(CliError::usage)?;
     }
-    let keys = args
-        .signing
-        .signing_keys
-        .iter()
-        .map(|p| SignerKey::load(p))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(CliError::usage)?;
+    let keys = args.signing.load()?;
     let sink = open_sink(&args.sink.config().map_err(CliError::usage)?, origin);
     let cursor = FileCursor::new(args.cursor.get()?);
     let anchored_file = cursor.sibling(".anchored");

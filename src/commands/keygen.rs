@@ -29,7 +29,7 @@ pub struct KeygenArgs {
 }
 
 pub fn run(args: &KeygenArgs) -> CmdResult {
-    let key = SignerKey::generate(&args.name).map_err(CliError::usage)?;
+    let key = SignerKey::generate(&args.name).map_err(|e| CliError::usage(format!("--name: {e}")))?;
     key.write_new(&args.out)
         .map_err(|e| CliError::usage(format!("--out {e}")))?;
     let verifier = key.verifier().to_text();

@@ -3,7 +3,6 @@
 
 use chainship_anchor::audit::{self, Finding, Kind};
 use chainship_anchor::export_check::ExportCheck;
-use chainship_anchor::keys::load_trusted;
 use chainship_chain::Head;
 use chainship_chain::record::Record;
 use chainship_sinks::{SinkConfig, read_records};
@@ -162,7 +161,7 @@ fn origin_of(args: &VerifyExportArgs) -> Result<Result<String, Outcome>, CliErro
 }
 
 pub fn run(args: &VerifyExportArgs) -> CmdResult {
-    let keys = load_trusted(&args.trust.trusted_keys).map_err(CliError::usage)?;
+    let keys = args.trust.load()?;
     let origin = match origin_of(args)? {
         Ok(origin) => origin,
         Err(refused) => return Ok(print(args, &refused)),

@@ -16,6 +16,7 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use aws_sdk_s3::types::ObjectLockEnabled;
+use chainship_chain::Setting;
 use chainship_s3::{
     NewObject, PartPlan, S3Failure, S3Location, S3Settings, classify, get_object, list_keys, upload_new,
 };
@@ -221,7 +222,10 @@ impl AnchorStore for S3Store {
     }
 
     async fn check(&self) -> Result<String, StoreError> {
-        self.settings.check_credentials().await.map_err(|f| self.failure(f))?;
+        self.settings
+            .check_credentials()
+            .await
+            .map_err(|f| self.failure(f).with_setting(Setting::AnchorS3Profile))?;
         let client = self.client().await;
         client
             .head_bucket()

@@ -2,7 +2,7 @@
 //! settings passed through, fencing and the partition; and the client
 //! settings built from them (producer, consumer), and errors sorted by kind.
 
-use chainship_chain::origin_segment;
+use chainship_chain::{Setting, origin_segment};
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
@@ -138,23 +138,23 @@ pub(super) fn classify(what: &str, e: &KafkaError) -> SinkError {
         } else {
             description.replace(value.as_str(), "***")
         };
-        return SinkError::permanent(format!(
-            "Kafka sink: {what}: setting {key:?} refused: {description} (check --kafka-opt)"
-        ));
+        return SinkError::permanent(format!("Kafka sink: {what}: setting {key:?} refused: {description}"))
+            .with_setting(Setting::KafkaClient);
     }
     let message = format!("Kafka sink: {what}: {e}");
     if matches!(e, KafkaError::ClientCreation(_)) {
-        return SinkError::permanent(format!("{message} (check --kafka-opt)"));
+        return SinkError::permanent(message).with_setting(Setting::KafkaClient);
     }
     match e.rdkafka_error_code() {
         Some(C::MessageSizeTooLarge) | Some(C::InvalidMessageSize) => SinkError::permanent(format!(
             "{message} (one record is larger than the producer's message.max.bytes or the topic's max.message.bytes allows: raise both)"
-        )),
+        ))
+        .with_setting(Setting::KafkaClient),
         Some(C::TopicAuthorizationFailed)
         | Some(C::ClusterAuthorizationFailed)
         | Some(C::TransactionalIdAuthorizationFailed)
         | Some(C::SaslAuthenticationFailed) => {
-            SinkError::permanent(format!("{message} (check the credentials in --kafka-opt and the ACLs)"))
+            SinkError::permanent(format!("{message} (check the credentials and the ACLs)")).with_setting(Setting::KafkaClient)
         }
         Some(C::UnknownTopicOrPartition) | Some(C::UnknownTopic) => SinkError::permanent(format!(
             "{message} (create the topic, or enable auto-create on the broker)"
@@ -162,9 +162,7 @@ pub(super) fn classify(what: &str, e: &KafkaError) -> SinkError {
         Some(C::ProducerFenced) | Some(C::InvalidProducerEpoch) | Some(C::Fenced) => SinkError::permanent(format!(
             "{message}: another follower for this origin took over (its transactional id fenced this one)"
         )),
-        Some(C::InvalidConfig) | Some(C::InvalidArgument) => {
-            SinkError::permanent(format!("{message} (check --kafka-opt)"))
-        }
+        Some(C::InvalidConfig) | Some(C::InvalidArgument) => SinkError::permanent(message).with_setting(Setting::KafkaClient),
         _ => SinkError::transient(message),
     }
 }
@@ -263,6 +261,6 @@ mod tests {
             .expect("refused");
         let e = classify("creating the producer", &err);
         assert_eq!(e.kind, crate::ErrorKind::Permanent);
-        assert!(e.message.contains("check --kafka-opt"), "{}", e.message);
+        assert_eq!(e.setting, Some(Setting::KafkaClient), "{e}");
     }
 }

@@ -7,6 +7,8 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use sha2::{Digest, Sha256};
 
+use chainship_chain::Setting;
+
 use super::config::{KafkaConfig, QuietContext, classify};
 use crate::error::SinkError;
 
@@ -56,8 +58,9 @@ pub(super) fn lookup(cfg: &KafkaConfig, origin: &str) -> Result<i32, SinkError> 
     match cfg.partition {
         // Retrying cannot make a partition exist: say so once.
         Some(p) if p < 0 || p as usize >= count => Err(SinkError::permanent(format!(
-            "Kafka sink: topic {topic} has {count} partition(s); --kafka-partition {p} does not exist"
-        ))),
+            "Kafka sink: topic {topic} has {count} partition(s); partition {p} does not exist"
+        ))
+        .with_setting(Setting::KafkaPartition)),
         Some(p) => Ok(p),
         None => Ok(partition_for(origin, count)),
     }

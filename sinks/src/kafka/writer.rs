@@ -246,9 +246,10 @@ impl KafkaSink {
                 // Retrying or smaller batches cannot help: this one record is too big.
                 return Err(SinkError::permanent(format!(
                     "Kafka sink: seq {seq}'s record is {bytes} bytes, more than the producer or topic {topic} accepts ({e}): \
-                     raise the producer's message.max.bytes (--kafka-opt message.max.bytes=N) and the topic's max.message.bytes \
+                     raise the producer's message.max.bytes=N and the topic's max.message.bytes \
                      (and the broker's message.max.bytes) above {bytes}"
-                )));
+                ))
+                .with_setting(chainship_chain::Setting::KafkaClient));
             }
             return Err(classify("delivering a batch", &e));
         }

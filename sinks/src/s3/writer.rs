@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use chainship_chain::{Head, HeldCheck};
+use chainship_chain::{Head, HeldCheck, Setting};
 use chainship_s3::{NewObject, S3Failure, abort_leftovers, classify, upload_new};
 use tokio::sync::OnceCell;
 
@@ -92,7 +92,11 @@ impl S3Sink {
 #[async_trait]
 impl Sink for S3Sink {
     async fn held(&mut self, after: Option<Head>) -> Result<Option<Head>, SinkError> {
-        self.cfg.settings.check_credentials().await.map_err(|f| self.error(f))?;
+        self.cfg
+            .settings
+            .check_credentials()
+            .await
+            .map_err(|f| self.error(f).with_setting(Setting::SinkS3Profile))?;
         let prefix = self.origin_prefix();
         let client = self.client().await.clone();
         let bucket = self.cfg.at.bucket.clone();
@@ -188,7 +192,11 @@ impl Sink for S3Sink {
     }
 
     async fn check(&mut self) -> Result<String, SinkError> {
-        self.cfg.settings.check_credentials().await.map_err(|f| self.error(f))?;
+        self.cfg
+            .settings
+            .check_credentials()
+            .await
+            .map_err(|f| self.error(f).with_setting(Setting::SinkS3Profile))?;
         let client = self.client().await.clone();
         client
             .head_bucket()
