@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use chainship_chain::record::Record;
-use chainship_chain::{Head, HexHash};
+use chainship_chain::{Head, HexHash, PrevHash};
 
 use crate::audit::{Finding, Kind};
 
@@ -19,8 +19,7 @@ const WINDOW: usize = 65_536;
 #[derive(Clone, Copy)]
 struct Seen {
     hash: HexHash,
-    prev: HexHash,
-    prev_len: usize,
+    prev: PrevHash,
     /// The hash its fields give: with `hash`, what tells two copies of a
     /// seq apart even when an altered one kept the original's hash field.
     content: HexHash,
@@ -141,19 +140,11 @@ impl ExportCheck {
             self.findings.push(finding(Kind::Foreign, Some(r.seq), msg));
             return;
         }
-        let (Some(hash), Some(prev)) = (
-            to_hash(&r.hash),
-            if r.prev_hash.is_empty() {
-                Some([0u8; 64])
-            } else {
-                to_hash(&r.prev_hash)
-            },
-        ) else {
+        let (Some(hash), Some(prev)) = (to_hash(&r.hash), PrevHash::parse(r.prev_hash.as_bytes())) else {
             let msg = format!("{}: seq {} has a malformed hash or prev_hash", where_(), r.seq);
             self.findings.push(finding(Kind::Altered, Some(r.seq), msg));
             return;
         };
-        let prev_len = r.prev_hash.len();
         let content = r.expected_hash();
         if content != hash {
             let mut f = finding(
@@ -166,12 +157,7 @@ impl ExportCheck {
             self.findings.push(f);
             // It still holds its place in the copy: go on checking the order and links.
         }
-        let seen = Seen {
-            hash,
-            prev,
-            prev_len,
-            content,
-        };
+        let seen = Seen { hash, prev, content };
         let next = self.last.map_or(1, |(s, _)| s + 1);
 
         if r.seq < next {
@@ -218,7 +204,7 @@ impl ExportCheck {
         if r.seq > next {
             self.missing.insert(next, r.seq - 1);
         } else if let Some(expected_prev) = self.hash_before(r.seq - 1)
-            && expected_prev != prev[..prev_len]
+            && expected_prev[..] != *prev.as_bytes()
         {
             let mut f = finding(
                 Kind::Altered,
@@ -258,13 +244,11 @@ impl ExportCheck {
 
     /// A late record must still link to its neighbours.
     fn check_late_links(&mut self, seq: u64, seen: &Seen, where_: &dyn Fn() -> String) {
-        let before_ok = self
-            .hash_before(seq - 1)
-            .is_none_or(|h| h == seen.prev[..seen.prev_len]);
+        let before_ok = self.hash_before(seq - 1).is_none_or(|h| h[..] == *seen.prev.as_bytes());
         let after_ok = self
             .recent
             .get(&(seq + 1))
-            .is_none_or(|n| n.prev[..n.prev_len] == seen.hash);
+            .is_none_or(|n| *n.prev.as_bytes() == seen.hash[..]);
         if !before_ok || !after_ok {
             self.findings.push(finding(
                 Kind::Altered,

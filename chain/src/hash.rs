@@ -50,6 +50,58 @@ pub fn to_hex(digest: &[u8; 32]) -> HexHash {
     out
 }
 
+/// The hash an event links back to: its predecessor's stored hash, or
+/// nothing before seq 1. A copyable value (no allocation), as every record,
+/// batch and check holds one.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PrevHash {
+    bytes: HexHash,
+    present: bool,
+}
+
+impl PrevHash {
+    /// Before seq 1: links to nothing.
+    pub const NONE: PrevHash = PrevHash {
+        bytes: [0; 64],
+        present: false,
+    };
+
+    pub fn of(hash: HexHash) -> Self {
+        PrevHash {
+            bytes: hash,
+            present: true,
+        }
+    }
+
+    /// From stored or shipped bytes: empty (before seq 1) or a well-formed
+    /// hash; anything else is `None`.
+    pub fn parse(text: &[u8]) -> Option<Self> {
+        if text.is_empty() {
+            return Some(PrevHash::NONE);
+        }
+        is_hex_hash(text).then(|| PrevHash::of(text.try_into().expect("64 bytes")))
+    }
+
+    /// The bytes as stored: empty before seq 1, else 64 hex.
+    pub fn as_bytes(&self) -> &[u8] {
+        if self.present { &self.bytes } else { &[] }
+    }
+
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(self.as_bytes()).expect("hex")
+    }
+
+    pub fn is_none(&self) -> bool {
+        !self.present
+    }
+}
+
+impl std::fmt::Debug for PrevHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PrevHash({:?})", self.as_str())
+    }
+}
+
 /// True when `text` is 64 lower-case hex characters: the only form a stored
 /// hash can take.
 pub fn is_hex_hash(text: &[u8]) -> bool {
@@ -87,6 +139,16 @@ impl Glue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prev_hashes_are_empty_or_well_formed() {
+        assert!(PrevHash::parse(b"").unwrap().is_none());
+        assert_eq!(PrevHash::parse(b"").unwrap().as_bytes(), b"");
+        let h = [b'a'; 64];
+        assert_eq!(PrevHash::parse(&h).unwrap().as_bytes(), &h[..]);
+        assert_eq!(PrevHash::parse(&h[..63]), None);
+        assert_eq!(PrevHash::parse(&[b'A'; 64]), None);
+    }
 
     // The worked examples of docs/chain-format.md.
     const H1: &str = "329225706e099dcf734d05b51f7cc508a36511efdf614f97d2918cf3b2a04249";

@@ -25,7 +25,7 @@ pub use check::{BreakKind, ChainBreak, ChainCheck};
 pub use db::{DbError, EventDb, FileIdentity, OpenOptions};
 pub use error::{Error, ErrorKind, HasKind, Setting};
 pub use event::{EventBatch, EventRef};
-pub use hash::{HexHash, event_hash};
+pub use hash::{HexHash, PrevHash, event_hash};
 pub use head::{Head, HeadParseError};
 pub use held::HeldCheck;
 pub use origin::origin_segment;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use chainship_chain::{ChainBreak, ChainCheck, EventDb, Head, ReadAhead, ReadPlan, Waited};
+use chainship_chain::{ChainBreak, ChainCheck, EventDb, Head, PrevHash, ReadAhead, ReadPlan, Waited};
 use chainship_sinks::{Batch, Sink};
 use tokio::sync::watch;
 
@@ -47,7 +47,7 @@ pub struct Follower {
 struct Pending {
     batch: Batch,
     /// Stored hash of the event before the next one (empty before seq 1).
-    prev_hash: Vec<u8>,
+    prev_hash: PrevHash,
     since: Option<Instant>,
 }
 
@@ -107,7 +107,7 @@ impl Follower {
         let mut check = point.after.map_or_else(ChainCheck::from_start, ChainCheck::after);
         let mut pending = Pending {
             batch: Batch::new(&cfg.origin),
-            prev_hash: point.after.map(|h| h.hash.to_vec()).unwrap_or_default(),
+            prev_hash: point.after.map_or(PrevHash::NONE, |h| PrevHash::of(h.hash)),
             since: None,
         };
         let mut pipeline = Pipeline::spawn(delivery, &cfg.origin);
@@ -144,10 +144,9 @@ impl Follower {
                         };
                         pending
                             .batch
-                            .push(&event, head.hash, &pending.prev_hash)
+                            .push(&event, head.hash, pending.prev_hash)
                             .map_err(|e| FollowError::setup(format!("{}: {e}", cfg.db.display())))?;
-                        pending.prev_hash.clear();
-                        pending.prev_hash.extend_from_slice(&head.hash);
+                        pending.prev_hash = PrevHash::of(head.hash);
                         pending.since.get_or_insert_with(Instant::now);
                         if pending.batch.len() >= cfg.batch_size || pending.batch.jsonl.len() >= cfg.batch_bytes {
                             submit(&mut pipeline, &mut pending, Some(&mut fresh))?;

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use chainship_chain::{EventBatch, EventDb, Head, HeldCheck, OpenOptions, event_hash};
+use chainship_chain::{EventBatch, EventDb, Head, HeldCheck, OpenOptions, PrevHash, event_hash};
 use chainship_sinks::{Batch, Sink, SinkError};
 
 /// A sink holding its records in memory, shared with the test that made it.
@@ -96,12 +96,13 @@ pub fn records(db: &Path, origin: &str, first: u64, last: u64) -> Batch {
     let mut events = EventBatch::new();
     db.read_page(first - 1, (last - first + 1) as usize, usize::MAX, &mut events)
         .unwrap();
-    let mut prev = db.hash_at(first - 1).unwrap().unwrap_or_default();
+    let stored = db.hash_at(first - 1).unwrap().unwrap_or_default();
+    let mut prev = PrevHash::parse(&stored).unwrap();
     let mut batch = Batch::new(origin);
     for event in events.iter() {
-        let hash = event.expected_hash(&prev);
-        batch.push(&event, hash, &prev).unwrap();
-        prev = hash.to_vec();
+        let hash = event.expected_hash(prev.as_bytes());
+        batch.push(&event, hash, prev).unwrap();
+        prev = PrevHash::of(hash);
     }
     batch
 }

@@ -1,7 +1,7 @@
 //! A batch of verified events, encoded once as records for every sink.
 
 use chainship_chain::record::{NotUtf8, Record};
-use chainship_chain::{EventRef, Head, HexHash};
+use chainship_chain::{EventRef, Head, HexHash, PrevHash};
 
 /// Where one record sits in the batch, and what a sink puts in headers or
 /// metadata without parsing the JSON back.
@@ -9,9 +9,8 @@ use chainship_chain::{EventRef, Head, HexHash};
 pub struct RecordMeta {
     pub seq: u64,
     pub hash: HexHash,
-    /// The previous event's hash; all zero bytes (`prev_len == 0`) for seq 1.
-    pub prev_hash: HexHash,
-    pub prev_len: usize,
+    /// The previous event's hash (none for seq 1).
+    pub prev_hash: PrevHash,
     /// The record's JSON is `jsonl[start..end]` (without the newline).
     pub start: usize,
     pub end: usize,
@@ -23,7 +22,7 @@ impl RecordMeta {
     }
 
     pub fn prev_hash_str(&self) -> &str {
-        std::str::from_utf8(&self.prev_hash[..self.prev_len]).expect("hex")
+        self.prev_hash.as_str()
     }
 }
 
@@ -85,20 +84,16 @@ impl Batch {
     }
 
     /// Appends a verified event whose predecessor's hash is `prev_hash`.
-    pub fn push(&mut self, event: &EventRef<'_>, hash: HexHash, prev_hash: &[u8]) -> Result<(), NotUtf8> {
-        let record = Record::from_event(&self.origin, event, prev_hash)?;
+    pub fn push(&mut self, event: &EventRef<'_>, hash: HexHash, prev_hash: PrevHash) -> Result<(), NotUtf8> {
+        let record = Record::from_event(&self.origin, event, prev_hash.as_bytes())?;
         let start = self.jsonl.len();
         record.write_json(&mut self.jsonl);
         let end = self.jsonl.len();
         self.jsonl.push(b'\n');
-        let mut prev = [0u8; 64];
-        let prev_len = prev_hash.len().min(64);
-        prev[..prev_len].copy_from_slice(&prev_hash[..prev_len]);
         self.records.push(RecordMeta {
             seq: event.seq,
             hash,
-            prev_hash: prev,
-            prev_len,
+            prev_hash,
             start,
             end,
         });

@@ -288,10 +288,10 @@ impl Sink for KafkaSink {
         // After a failure part of the batch may have landed: send only what
         // provably follows the event before the batch.
         let after = if self.recheck {
-            let before = batch.records.first().and_then(|r| {
-                let prev = &r.prev_hash[..r.prev_len];
-                Head::from_stored(r.seq - 1, prev)
-            });
+            let before = batch
+                .records
+                .first()
+                .and_then(|r| Head::from_stored(r.seq - 1, r.prev_hash.as_bytes()));
             let last = batch.last_head().map_or(0, |h| h.seq);
             if self.cfg.fence {
                 // Records past this batch appeared while it failed: another
