@@ -73,18 +73,25 @@ pub async fn upload_new(
     result
 }
 
+/// The settings a PUT and a CreateMultipartUpload both carry (two SDK
+/// builder types with the same setters, hence a macro).
+macro_rules! object_settings {
+    ($builder:expr, $object:expr) => {
+        $builder
+            .bucket($object.bucket)
+            .key($object.key)
+            .content_type($object.content_type)
+            .set_content_encoding($object.content_encoding.map(str::to_owned))
+            .checksum_algorithm(ChecksumAlgorithm::Sha256)
+            .set_metadata(Some($object.metadata.clone()))
+            .set_object_lock_mode($object.retain_until.map(|_| ObjectLockMode::Compliance))
+            .set_object_lock_retain_until_date($object.retain_until.map(DateTime::from))
+    };
+}
+
 async fn put_whole(client: &Client, object: &NewObject<'_>, body: Vec<u8>) -> Result<(), S3Failure> {
-    client
-        .put_object()
-        .bucket(object.bucket)
-        .key(object.key)
+    object_settings!(client.put_object(), object)
         .if_none_match("*")
-        .content_type(object.content_type)
-        .set_content_encoding(object.content_encoding.map(str::to_owned))
-        .checksum_algorithm(ChecksumAlgorithm::Sha256)
-        .set_metadata(Some(object.metadata.clone()))
-        .set_object_lock_mode(object.retain_until.map(|_| ObjectLockMode::Compliance))
-        .set_object_lock_retain_until_date(object.retain_until.map(DateTime::from))
         .body(ByteStream::from(body))
         .send()
         .await
@@ -94,16 +101,7 @@ async fn put_whole(client: &Client, object: &NewObject<'_>, body: Vec<u8>) -> Re
 
 async fn start_multipart(client: &Client, object: &NewObject<'_>) -> Result<String, S3Failure> {
     let what = format!("starting a multipart upload of {}", object.key);
-    let created = client
-        .create_multipart_upload()
-        .bucket(object.bucket)
-        .key(object.key)
-        .content_type(object.content_type)
-        .set_content_encoding(object.content_encoding.map(str::to_owned))
-        .checksum_algorithm(ChecksumAlgorithm::Sha256)
-        .set_metadata(Some(object.metadata.clone()))
-        .set_object_lock_mode(object.retain_until.map(|_| ObjectLockMode::Compliance))
-        .set_object_lock_retain_until_date(object.retain_until.map(DateTime::from))
+    let created = object_settings!(client.create_multipart_upload(), object)
         .send()
         .await
         .map_err(|e| classify(&what, &e))?;

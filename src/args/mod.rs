@@ -20,6 +20,26 @@ pub use sink::{SinkArgs, SinkConnectArgs, SinkWriteArgs};
 
 use crate::exit::CliError;
 
+/// What a follower runs with, and `check` checks: the database, the origin,
+/// the sink, the cursor, the anchor store and the signing keys.
+#[derive(Args, Clone, Debug)]
+pub struct PipelineArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    #[command(flatten)]
+    pub origin: OriginArg,
+    #[command(flatten)]
+    pub sink: SinkArgs,
+    #[command(flatten)]
+    pub cursor: CursorArg,
+    #[command(flatten)]
+    pub anchor: AnchorStoreArgs,
+    #[command(flatten)]
+    pub retain: AnchorRetainArgs,
+    #[command(flatten)]
+    pub signing: SigningArgs,
+}
+
 /// `--origin`.
 #[derive(Args, Clone, Debug)]
 pub struct OriginArg {

@@ -9,7 +9,7 @@ use chainship_sinks::open_sink;
 use clap::Args;
 use serde_json::json;
 
-use crate::args::{AnchorRetainArgs, AnchorStoreArgs, CursorArg, DbArgs, OriginArg, OutputArgs, SigningArgs, SinkArgs};
+use crate::args::{OutputArgs, PipelineArgs};
 use crate::exit::{CliError, CmdResult, FAILED, OK};
 
 /// Check that the database, cursor, sink, anchor store and keys are usable.
@@ -22,25 +22,15 @@ use crate::exit::{CliError, CmdResult, FAILED, OK};
 Exit codes: 0 everything ok, 1 something failed (each item says what), 2 usage error.")]
 #[command(mut_arg("origin", |a| a.required(true)))]
 pub struct CheckArgs {
+    /// Everything `follow` would use.
     #[command(flatten)]
-    pub db: DbArgs,
-    #[command(flatten)]
-    pub origin: OriginArg,
-    #[command(flatten)]
-    pub sink: SinkArgs,
-    #[command(flatten)]
-    pub cursor: CursorArg,
-    #[command(flatten)]
-    pub anchor: AnchorStoreArgs,
-    #[command(flatten)]
-    pub retain: AnchorRetainArgs,
-    #[command(flatten)]
-    pub signing: SigningArgs,
+    pub pipeline: PipelineArgs,
     #[command(flatten)]
     pub output: OutputArgs,
 }
 
-pub fn run(args: &CheckArgs) -> CmdResult {
+pub fn run(check: &CheckArgs) -> CmdResult {
+    let args = &check.pipeline;
     let runtime = crate::report::runtime()?;
     let mut results: Vec<(String, Result<String, String>)> = Vec::new();
 
@@ -83,7 +73,7 @@ pub fn run(args: &CheckArgs) -> CmdResult {
     }
 
     let ok = results.iter().all(|(_, r)| r.is_ok());
-    if args.output.json {
+    if check.output.json {
         outln!(
             "{}",
             json!({

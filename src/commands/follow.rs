@@ -11,7 +11,7 @@ use chainship_follower::{FileCursor, FollowConfig, FollowError, Follower, Health
 use chainship_sinks::{SinkConfig, open_sink};
 use clap::{Args, ValueEnum};
 
-use crate::args::{AnchorRetainArgs, AnchorStoreArgs, CursorArg, DbArgs, OriginArg, SigningArgs, SinkArgs};
+use crate::args::PipelineArgs;
 use crate::exit::{CliError, CmdResult, OK};
 
 /// Tail the audit database, verify every event, ship batches to a sink.
@@ -30,13 +30,7 @@ Exit codes: 0 stopped or done, 1 chain broken or database/sink disagree, 2 usage
 #[command(mut_arg("anchor", |a| a.requires("signing_keys")))]
 pub struct FollowArgs {
     #[command(flatten)]
-    pub db: DbArgs,
-    #[command(flatten)]
-    pub origin: OriginArg,
-    #[command(flatten)]
-    pub sink: SinkArgs,
-    #[command(flatten)]
-    pub cursor: CursorArg,
+    pub pipeline: PipelineArgs,
     /// With no cursor yet, start at seq 1.
     #[arg(long, conflicts_with = "from_seq")]
     pub from_start: bool,
@@ -76,10 +70,6 @@ pub struct FollowArgs {
     /// Serve Prometheus /metrics and /healthz here (e.g. 127.0.0.1:9464).
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
-    #[command(flatten)]
-    pub anchor: AnchorStoreArgs,
-    #[command(flatten)]
-    pub retain: AnchorRetainArgs,
     /// Publish a head at most this often (default 0s: after every batch); the
     /// newest is published at once when the follower stops.
     #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
@@ -88,8 +78,6 @@ pub struct FollowArgs {
     /// `anchor verify --max-age` can tell a quiet runtime from a stopped follower (0s: never).
     #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
     pub anchor_heartbeat: Duration,
-    #[command(flatten)]
-    pub signing: SigningArgs,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -99,20 +87,20 @@ pub enum OnBreakArg {
 }
 
 pub fn run(args: &FollowArgs) -> CmdResult {
-    let open = args.db.open_options().map_err(CliError::usage)?;
-    let db_path = args.db.path()?;
-    let origin = args.origin.get()?;
+    let open = args.pipeline.db.open_options().map_err(CliError::usage)?;
+    let db_path = args.pipeline.db.path()?;
+    let origin = args.pipeline.origin.get()?;
     let start = match (args.from_start, args.from_seq) {
         (true, _) => StartFrom::Start,
         (false, Some(n)) => StartFrom::Seq(n),
         (false, None) => StartFrom::Cursor,
     };
     // S3 objects are batched by their own, larger limits.
-    let (batch_size, batch_bytes, batch_linger) = match args.sink.sink {
+    let (batch_size, batch_bytes, batch_linger) = match args.pipeline.sink.sink {
         SinkConfig::S3(_) => (
-            args.sink.write.s3_batch_events.max(1),
-            args.sink.write.s3_batch_bytes,
-            args.sink.write.s3_batch_age,
+            args.pipeline.sink.write.s3_batch_events.max(1),
+            args.pipeline.sink.write.s3_batch_bytes,
+            args.pipeline.sink.write.s3_batch_age,
         ),
         _ => (args.batch_size as usize, args.batch_bytes, args.batch_linger),
     };
@@ -155,9 +143,9 @@ pub fn run(args: &FollowArgs) -> CmdResult {
             .block_on(crate::metrics_server::start(addr, Arc::clone(&health)))
             .map_err(CliError::usage)?;
     }
-    let keys = args.signing.load()?;
-    let sink = open_sink(&args.sink.config().map_err(CliError::usage)?, origin);
-    let cursor = FileCursor::new(args.cursor.get()?);
+    let keys = args.pipeline.signing.load()?;
+    let sink = open_sink(&args.pipeline.sink.config().map_err(CliError::usage)?, origin);
+    let cursor = FileCursor::new(args.pipeline.cursor.get()?);
     let anchored_file = cursor.sibling(".anchored");
     let follower = Follower::new(
         config,
@@ -168,9 +156,9 @@ pub fn run(args: &FollowArgs) -> CmdResult {
         Arc::clone(&health),
     );
     let delivered = follower.delivered_heads();
-    let anchoring = args.anchor.anchor.as_ref().map(|url| {
+    let anchoring = args.pipeline.anchor.anchor.as_ref().map(|url| {
         Anchoring {
-            store: args.anchor.open(url, Some(args.retain)),
+            store: args.pipeline.anchor.open(url, Some(args.pipeline.retain)),
             keys: Arc::new(keys),
             origin: origin.to_owned(),
             anchored_file,
