@@ -5,34 +5,20 @@
 //! large or not UTF-8, two followers on one cursor, a cursor that cannot
 //! be written after a delivery.
 
-mod common;
-
 use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use tempfile::TempDir;
 
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn metric(port: u16, name: &str) -> Option<f64> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        stream,
-        "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut body = String::new();
-    stream.read_to_string(&mut body).ok()?;
-    body.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-        .and_then(|l| l.split_whitespace().last()?.parse().ok())
+/// One series as the follower serving metrics on `port` exports it now.
+fn metric_at(port: u16, name: &str) -> Option<f64> {
+    let (_, body) = http_get(port, "/metrics", Duration::from_secs(5))?;
+    metric(&body, name)
 }
 
 fn seq_of(head: &str) -> u64 {
@@ -91,8 +77,7 @@ fn a_writer_that_closes_and_reopens_ten_times_is_followed_within_seconds() {
     for round in 0..10 {
         // Each run opens the database, appends, and closes it: the last
         // connection's close removes the -wal and -shm the follower had open.
-        let out = run(&["generate", "--db", path_str(&db), "--append", "--events", "100"]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        append(&db, 100);
         let head = db_head(&db);
         let committed = Instant::now();
         wait_for_cursor(&cursor, &head, Duration::from_secs(5));
@@ -103,7 +88,7 @@ fn a_writer_that_closes_and_reopens_ten_times_is_followed_within_seconds() {
         );
         // Metrics follow the database head from a fresh look, never the reader's view.
         let deadline = Instant::now() + Duration::from_secs(5);
-        while metric(port, "chainship_db_head_seq") != Some(seq_of(&head) as f64) {
+        while metric_at(port, "chainship_db_head_seq") != Some(seq_of(&head) as f64) {
             assert!(
                 Instant::now() < deadline,
                 "round {round}: db head metric never reached {head}"
@@ -125,17 +110,7 @@ fn the_metrics_see_a_growing_database_even_when_the_reader_cannot() {
     wait_for_cursor(&cursor, &db_head(&db), Duration::from_secs(20));
     let bigger = dir.path().join("bigger.db");
     std::fs::copy(&db, &bigger).unwrap();
-    assert_eq!(
-        code(&run(&[
-            "generate",
-            "--db",
-            path_str(&bigger),
-            "--append",
-            "--events",
-            "200"
-        ])),
-        0
-    );
+    append(&bigger, 200);
     std::fs::rename(&bigger, &db).unwrap();
     wait_for_cursor(&cursor, &db_head(&db), Duration::from_secs(5));
     assert_eq!(reverify_jsonl(&out, "test/agentrt").0, 500);
@@ -202,10 +177,7 @@ fn two_followers_on_one_cursor_or_one_file_sink_the_second_is_refused() {
     );
 
     // The first one was not disturbed: it still exports, every event once.
-    assert_eq!(
-        code(&run(&["generate", "--db", path_str(&db), "--append", "--events", "50"])),
-        0
-    );
+    append(&db, 50);
     wait_for_cursor(&cursor, &db_head(&db), Duration::from_secs(10));
     assert!(matches!(first.try_wait(), Ok(None)));
     assert_eq!(reverify_jsonl(&out, "test/agentrt").0, 250);
@@ -227,10 +199,7 @@ fn a_cursor_that_cannot_be_written_after_delivery_stops_the_follower_loudly() {
     wait_for_cursor(&cursor, &db_head(&db), Duration::from_secs(20));
     // The cursor is written through `cursor.tmp`: a directory there makes the next write fail.
     std::fs::create_dir(dir.path().join("cursor.tmp")).unwrap();
-    assert_eq!(
-        code(&run(&["generate", "--db", path_str(&db), "--append", "--events", "10"])),
-        0
-    );
+    append(&db, 10);
     let status = wait_with_limit(&mut follower, Duration::from_secs(10));
     let err = stderr_of(&mut follower);
     assert_eq!(status.code(), Some(2), "{err}");
@@ -277,10 +246,7 @@ fn a_field_that_is_not_utf8_is_exported_exactly_and_verifies() {
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "m.db", 20);
     append_non_utf8_event(&db);
-    assert_eq!(
-        code(&run(&["generate", "--db", path_str(&db), "--append", "--events", "5"])),
-        0
-    );
+    append(&db, 5);
     let verify = run(&["verify", "--db", path_str(&db)]);
     assert_eq!(code(&verify), 0, "{}", stderr(&verify));
     let (out, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
@@ -328,27 +294,6 @@ fn a_field_that_is_not_utf8_is_exported_exactly_and_verifies() {
 
 // ---- Records planted in a shared topic or bucket ----
 
-fn kafka_follow(db: &Path, topic: &str, origin: &str, cursor: &Path, extra: &[&str]) -> std::process::Command {
-    let mut cmd = bin();
-    cmd.args([
-        "follow",
-        "--db",
-        path_str(db),
-        "--origin",
-        origin,
-        "--cursor",
-        path_str(cursor),
-    ])
-    .args([
-        "--sink",
-        &format!("kafka://{}/{topic}", kafka_addr()),
-        "--retry-max-delay",
-        "1s",
-    ])
-    .args(extra);
-    cmd
-}
-
 fn hash_at(db: &Path, seq: u64) -> String {
     tamper(db)
         .query_row("SELECT hash FROM events WHERE seq = ?1", [seq as i64], |r| r.get(0))
@@ -357,7 +302,7 @@ fn hash_at(db: &Path, seq: u64) -> String {
 
 #[tokio::test]
 async fn a_planted_kafka_record_never_makes_the_follower_skip() {
-    let _serial = SERIAL.lock().await;
+    let _services = services().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "m.db", 1000);
     let origin = "plant/agentrt";
@@ -367,17 +312,7 @@ async fn a_planted_kafka_record_never_makes_the_follower_skip() {
         .output()
         .unwrap();
     assert_eq!(code(&first), 0, "{}", stderr(&first));
-    assert_eq!(
-        code(&run(&[
-            "generate",
-            "--db",
-            path_str(&db),
-            "--append",
-            "--events",
-            "500"
-        ])),
-        0
-    );
+    append(&db, 500);
     // Anyone who can write to the topic: the origin's key, headers naming a
     // real seq and its real hash from the database, junk as the value.
     let producer: FutureProducer = rdkafka::ClientConfig::new()
@@ -429,7 +364,7 @@ async fn a_planted_kafka_record_never_makes_the_follower_skip() {
 
 #[tokio::test]
 async fn kafka_origins_that_differ_only_in_punctuation_do_not_fence_each_other() {
-    let _serial = SERIAL.lock().await;
+    let _services = services().await;
     let dir = TempDir::new().unwrap();
     let topic = kafka_topic("fence-names", 3).await;
     let (db_a, db_b) = (generate(dir.path(), "a.db", 300), generate(dir.path(), "b.db", 300));
@@ -454,17 +389,7 @@ async fn kafka_origins_that_differ_only_in_punctuation_do_not_fence_each_other()
     .unwrap();
     assert_eq!(code(&b), 0, "{}", stderr(&b));
     // The first follower was not fenced: it still delivers.
-    assert_eq!(
-        code(&run(&[
-            "generate",
-            "--db",
-            path_str(&db_a),
-            "--append",
-            "--events",
-            "100"
-        ])),
-        0
-    );
+    append(&db_a, 100);
     let head = db_head(&db_a);
     let deadline = Instant::now() + Duration::from_secs(60);
     while std::fs::read_to_string(&cursor_a).unwrap_or_default().trim() != head {
@@ -478,21 +403,14 @@ async fn kafka_origins_that_differ_only_in_punctuation_do_not_fence_each_other()
 
 #[tokio::test]
 async fn one_record_too_large_for_kafka_names_its_seq_and_the_settings() {
-    let _serial = SERIAL.lock().await;
+    let _services = services().await;
     let dir = TempDir::new().unwrap();
-    let db = dir.path().join("big.db");
-    let made = run(&[
-        "generate",
-        "--db",
-        path_str(&db),
-        "--events",
-        "10",
-        "--large-every",
-        "7",
-        "--large-bytes",
-        "1500000",
-    ]);
-    assert_eq!(code(&made), 0, "{}", stderr(&made));
+    let db = generate_with(
+        dir.path(),
+        "big.db",
+        10,
+        &["--large-every", "7", "--large-bytes", "1500000"],
+    );
     let topic = kafka_topic("big", 1).await;
     let res = kafka_follow(
         &db,
@@ -512,33 +430,9 @@ async fn one_record_too_large_for_kafka_names_its_seq_and_the_settings() {
     );
 }
 
-async fn bucket(name: &str) -> String {
-    let bucket = unique_bucket(name);
-    s3_client().create_bucket().bucket(&bucket).send().await.unwrap();
-    bucket
-}
-
-fn s3_follow(db: &Path, bucket: &str, origin: &str, cursor: &Path, extra: &[&str]) -> std::process::Command {
-    let mut cmd = bin();
-    s3_env(&mut cmd);
-    cmd.args([
-        "follow",
-        "--db",
-        path_str(db),
-        "--origin",
-        origin,
-        "--cursor",
-        path_str(cursor),
-    ])
-    .args(["--sink", &format!("s3://{bucket}/exports"), "--retry-max-delay", "1s"])
-    .args(["--s3-endpoint", &s3_endpoint(), "--s3-path-style"])
-    .args(extra);
-    cmd
-}
-
 #[tokio::test]
 async fn a_planted_s3_object_never_makes_the_follower_skip() {
-    let _serial = SERIAL.lock().await;
+    let _services = services().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "m.db", 1000);
     let origin = "plant/agentrt";
@@ -548,17 +442,7 @@ async fn a_planted_s3_object_never_makes_the_follower_skip() {
         .output()
         .unwrap();
     assert_eq!(code(&first), 0, "{}", stderr(&first));
-    assert_eq!(
-        code(&run(&[
-            "generate",
-            "--db",
-            path_str(&db),
-            "--append",
-            "--events",
-            "500"
-        ])),
-        0
-    );
+    append(&db, 500);
     // An empty object named for seq 1400, with metadata that names the real hash.
     let key = format!("exports/plant%2Fagentrt/{:020}-{:020}.jsonl.gz", 1400, 1400);
     s3_client()
@@ -585,7 +469,7 @@ async fn a_planted_s3_object_never_makes_the_follower_skip() {
 
 #[tokio::test]
 async fn s3_origins_where_one_is_a_prefix_of_the_other_stay_apart() {
-    let _serial = SERIAL.lock().await;
+    let _services = services().await;
     let dir = TempDir::new().unwrap();
     let bucket = bucket("nested").await;
     let (db_a, db_b) = (generate(dir.path(), "a.db", 300), generate(dir.path(), "b.db", 200));
@@ -647,10 +531,7 @@ fn a_line_planted_in_a_file_sink_never_makes_the_follower_skip() {
         .output()
         .unwrap();
     assert_eq!(code(&first), 0, "{}", stderr(&first));
-    assert_eq!(
-        code(&run(&["generate", "--db", path_str(&db), "--append", "--events", "50"])),
-        0
-    );
+    append(&db, 50);
     // A record that claims seq 140 with the database's real hash, and junk content.
     let planted = format!(
         "{{\"origin\":\"test/agentrt\",\"seq\":140,\"hash\":\"{}\"}}\n",
@@ -677,7 +558,7 @@ fn a_line_planted_in_a_file_sink_never_makes_the_follower_skip() {
 
 #[tokio::test]
 async fn objects_under_the_legacy_s3_layout_are_named_not_exported_again() {
-    let _serial = SERIAL.lock().await;
+    let _services = services().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "m.db", 50);
     let bucket = bucket("legacy").await;
@@ -717,7 +598,7 @@ async fn objects_under_the_legacy_s3_layout_are_named_not_exported_again() {
 
 #[tokio::test]
 async fn check_on_an_s3_sink_writes_one_probe_ever() {
-    let _serial = SERIAL.lock().await;
+    let _services = services().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "m.db", 10);
     let bucket = bucket("probe").await;
@@ -869,7 +750,7 @@ fn verify_export(from: &str, store: &Path, vkey: &str, origin: &str, extra: &[&s
 
 #[tokio::test]
 async fn stray_or_misnamed_s3_objects_under_the_origin_are_findings() {
-    let _serial = SERIAL.lock().await;
+    let _services = services().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "m.db", 80);
     let (file_copy, store, vkey) = anchored_file_export(dir.path(), &db, "atk/s");
@@ -959,7 +840,7 @@ async fn stray_or_misnamed_s3_objects_under_the_origin_are_findings() {
 
 #[tokio::test]
 async fn a_kafka_record_claiming_the_origin_under_another_key_or_at_the_cursor_is_caught() {
-    let _serial = SERIAL.lock().await;
+    let _services = services().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "m.db", 60);
     let (file_copy, store, vkey) = anchored_file_export(dir.path(), &db, "atk/k");
@@ -1009,10 +890,7 @@ async fn a_kafka_record_claiming_the_origin_under_another_key_or_at_the_cursor_i
         .unwrap();
     assert_eq!(code(&first), 0, "{}", stderr(&first));
     send(topic2.clone(), "atk/k", forged(&lines[59])).await;
-    assert_eq!(
-        code(&run(&["generate", "--db", path_str(&db), "--append", "--events", "20"])),
-        0
-    );
+    append(&db, 20);
     let before = std::fs::read_to_string(&cursor2).unwrap();
     let res = kafka_follow(&db, &topic2, "atk/k", &cursor2, &["--once"])
         .output()
@@ -1038,10 +916,7 @@ fn planted_head_files_at_future_seqs_never_stop_anchoring() {
     for seq in 61..=200 {
         std::fs::write(origin_dir.join(format!("{seq:020}.head")), b"").unwrap();
     }
-    assert_eq!(
-        code(&run(&["generate", "--db", path_str(&db), "--append", "--events", "40"])),
-        0
-    );
+    append(&db, 40);
     let (out, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
     let res = file_follow(&db, &out, &cursor, "test/agentrt", &anchored_once_args(&store, &key))
         .output()

@@ -3,54 +3,31 @@
 //! cut) and checked for the kind and seq; and agreement with `anchor
 //! verify` on the last trusted head.
 
-mod common;
-
 use std::io::Write;
-use std::path::PathBuf;
 
-use common::*;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use crate::common::*;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use tempfile::TempDir;
 
 const ORIGIN: &str = "export/agentrt";
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-struct Setup {
-    dir: TempDir,
-    db: PathBuf,
-    anchors: PathBuf,
-    key: PathBuf,
-    verifier: String,
+/// A database exported to `events.jsonl`, with signed heads kept.
+fn setup(events: u64) -> Anchored {
+    let s = Anchored::new(events, "export/chainship");
+    s.follow(
+        &format!("file:{}", path_str(&s.dir.path().join("events.jsonl"))),
+        "cursor-file",
+        &[],
+    );
+    s
 }
 
-fn setup(events: u64) -> Setup {
-    let dir = TempDir::new().unwrap();
-    let db = generate(dir.path(), "audit.db", events);
-    let anchors = dir.path().join("anchors");
-    std::fs::create_dir(&anchors).unwrap();
-    let (key, verifier) = keygen(dir.path(), "export/chainship", "head.key");
-    (Setup {
-        verifier,
-        dir,
-        db,
-        anchors,
-        key,
-    })
-    .exported_to_file()
+/// What these tests do with an anchored export: ship it to a sink, and check a copy.
+trait Export {
+    fn follow(&self, sink: &str, cursor: &str, extra: &[&str]);
+    fn verify_export(&self, from: &str, extra: &[&str]) -> (i32, serde_json::Value);
 }
 
-impl Setup {
-    fn exported_to_file(self) -> Self {
-        self.follow(
-            &format!("file:{}", path_str(&self.dir.path().join("events.jsonl"))),
-            "cursor-file",
-            &[],
-        );
-        self
-    }
-
+impl Export for Anchored {
     fn follow(&self, sink: &str, cursor: &str, extra: &[&str]) {
         let mut cmd = bin();
         s3_env(&mut cmd)
@@ -97,20 +74,12 @@ impl Setup {
                 "--trusted-key",
                 &self.verifier,
             ])
-            .args(["--anchor", &format!("file:{}", path_str(&self.anchors))])
+            .args(["--anchor", &self.anchor_url()])
             .args(extra);
         let out = cmd.output().unwrap();
         let json =
             serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&out), stderr(&out)));
         (code(&out), json)
-    }
-
-    fn lines(&self) -> Vec<String> {
-        std::fs::read_to_string(self.dir.path().join("events.jsonl"))
-            .unwrap()
-            .lines()
-            .map(str::to_owned)
-            .collect()
     }
 }
 
@@ -237,10 +206,9 @@ async fn upload_objects(bucket: &str, prefix: &str, lines: &[String]) {
 
 #[tokio::test]
 async fn s3_copies_whole_and_damaged() {
-    let _serial = SERIAL.lock().await;
+    let _services = services().await;
     let s = setup(1000);
-    let bucket = unique_bucket("export");
-    s3_client().create_bucket().bucket(&bucket).send().await.unwrap();
+    let bucket = bucket("export").await;
     let endpoint = s3_endpoint();
     let s3_flags = [
         "--s3-endpoint",
@@ -274,21 +242,9 @@ async fn s3_copies_whole_and_damaged() {
 
 #[tokio::test]
 async fn kafka_copies_whole_and_damaged() {
-    let _serial = SERIAL.lock().await;
+    let _services = services().await;
     let s = setup(1000);
-    let admin: AdminClient<_> = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", kafka_addr())
-        .create()
-        .unwrap();
-    let new_topic = |name: &str| unique_bucket(name);
-    let topic = new_topic("export");
-    admin
-        .create_topics(
-            &[NewTopic::new(&topic, 1, TopicReplication::Fixed(1))],
-            &AdminOptions::new(),
-        )
-        .await
-        .unwrap();
+    let topic = kafka_topic("export", 1).await;
     let url = |t: &str| format!("kafka://{}/{t}", kafka_addr());
     s.follow(&url(&topic), "cursor-kafka", &[]);
     let (c, json) = s.verify_export(&url(&topic), &[]);
@@ -302,14 +258,7 @@ async fn kafka_copies_whole_and_damaged() {
     let mut cases = damages(&s.lines());
     cases.push(("dup", duplicated(&s.lines()), vec![]));
     for (name, lines, expected) in cases {
-        let t = new_topic(name);
-        admin
-            .create_topics(
-                &[NewTopic::new(&t, 1, TopicReplication::Fixed(1))],
-                &AdminOptions::new(),
-            )
-            .await
-            .unwrap();
+        let t = kafka_topic(name, 1).await;
         for line in &lines {
             let r = chainship_chain::record::Record::parse(line.as_bytes()).unwrap();
             let seq = r.seq.to_string();

@@ -4,15 +4,12 @@
 //! `check` leaves one probe object ever, and idle connections to the metrics
 //! port can neither kill nor freeze the follower.
 
-mod common;
-
-use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use tempfile::TempDir;
 
 const ORIGIN: &str = "hard/agentrt";
@@ -171,25 +168,6 @@ fn a_follower_killed_mid_write_leaves_no_torn_head() {
     assert_eq!(json(&out)["last_trusted_head"]["seq"], 50);
 }
 
-/// A small random number generator: tests need no crate for jitter.
-struct Jitter(u64);
-
-impl Jitter {
-    fn new() -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64;
-        Jitter(nanos | 1)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 /// Where the kill loop runs: tmpfs when there is one, so fsyncs are free,
 /// heads are published back to back and a kill lands in a write often.
 fn fast_tempdir() -> TempDir {
@@ -212,7 +190,6 @@ fn kill_9_while_publishing_never_leaves_a_torn_head() {
     std::fs::create_dir(&anchors).unwrap();
     let (key, verifier) = keygen(dir.path(), "hard/chainship", "head.key");
     let mut writer = live_writer(&db, "500", &[]);
-    let mut jitter = Jitter::new();
     let follower = || {
         let mut cmd = bin();
         cmd.args(["follow", "--from-start", "--db", path_str(&db), "--origin", ORIGIN])
@@ -227,15 +204,10 @@ fn kill_9_while_publishing_never_leaves_a_torn_head() {
             ])
             .args(file_anchor(&anchors))
             .stderr(Stdio::null());
-        KillOnDrop(cmd.spawn().unwrap())
+        cmd.spawn().unwrap()
     };
-    for _ in 0..KILLS {
-        let mut f = follower();
-        std::thread::sleep(Duration::from_millis(150 + jitter.below(350)));
-        assert!(f.try_wait().unwrap().is_none(), "the follower runs until killed");
-        signal(&f, SIGKILL);
-        f.wait().unwrap();
-    }
+    // The follower runs until killed (kill_9_loop checks it).
+    kill_9_loop(KILLS, &mut XorShift::from_clock(), 150..500, follower, || ());
     stop_writer(&mut writer, &db);
     let last = db_seq(&db);
     // One clean run publishes the final head.
@@ -270,6 +242,7 @@ fn kill_9_while_publishing_never_leaves_a_torn_head() {
 
 #[tokio::test]
 async fn origins_nested_in_one_bucket_see_only_their_own_heads() {
+    let _services = services().await;
     let dir = TempDir::new().unwrap();
     let bucket = locked_bucket("nested").await;
     let (key, verifier) = keygen(dir.path(), "hard/chainship", "head.key");
@@ -317,6 +290,7 @@ async fn origins_nested_in_one_bucket_see_only_their_own_heads() {
 
 #[tokio::test]
 async fn heads_left_at_the_legacy_key_are_refused_with_where_to_copy_them() {
+    let _services = services().await;
     let dir = TempDir::new().unwrap();
     let bucket = locked_bucket("legacy").await;
     let (key, verifier) = keygen(dir.path(), "hard/chainship", "head.key");
@@ -355,6 +329,7 @@ async fn heads_left_at_the_legacy_key_are_refused_with_where_to_copy_them() {
 
 #[tokio::test]
 async fn check_writes_one_probe_object_ever() {
+    let _services = services().await;
     let dir = TempDir::new().unwrap();
     let bucket = locked_bucket("probe").await;
     for _ in 0..3 {
@@ -381,22 +356,11 @@ async fn check_writes_one_probe_object_ever() {
     );
 }
 
-/// GET a path within `limit`; (status, body), or None.
-fn get(port: u16, path: &str, limit: Duration) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), limit).ok()?;
-    stream.set_read_timeout(Some(limit)).ok()?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let status = response.split_whitespace().nth(1)?.parse().ok()?;
-    Some((status, response.split_once("\r\n\r\n")?.1.to_owned()))
-}
-
 /// GETs until a 200 arrives, at most `limit` in all.
 fn answers_within(port: u16, path: &str, limit: Duration) -> Option<String> {
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
-        if let Some((200, body)) = get(port, path, deadline - Instant::now()) {
+        if let Some((200, body)) = http_get(port, path, deadline - Instant::now()) {
             return Some(body);
         }
         std::thread::sleep(Duration::from_millis(50));

@@ -4,7 +4,7 @@
 //! and an image that runs as a non-root user. (No Docker engine or
 //! compose plugin exists on these machines, so the files are parsed here.)
 
-mod common;
+use crate::common;
 
 use yaml_rust2::{Yaml, YamlLoader};
 

@@ -4,14 +4,12 @@
 //! differing duplicate in an export, the demo's temporary directory, and the
 //! README's troubleshooting messages. Each test reproduces one of them.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use tempfile::TempDir;
 
 fn write(dir: &Path, name: &str, text: &str) -> String {
@@ -614,9 +612,7 @@ fn troubleshooting_messages_are_what_the_program_prints() {
     tamper(&cut).execute("DELETE FROM events WHERE seq > 60", []).unwrap();
     printed.push(follow(&cut, "a.jsonl", "a.cursor", &[]));
     // The sink holding another database's records; then more than the database.
-    let other = p("other.db");
-    let made = run(&["generate", "--db", path_str(&other), "--events", "150", "--seed", "7"]);
-    assert_eq!(code(&made), 0);
+    let other = generate_with(dir.path(), "other.db", 150, &["--seed", "7"]);
     printed.push(follow(&other, "a.jsonl", "other.cursor", &["--from-start"]));
     printed.push(follow(&cut, "a.jsonl", "cut.cursor", &["--from-start"]));
     // The anchor directory not mounted: export goes on, anchoring says why not.

@@ -3,38 +3,22 @@
 //! broker with rdkafka, an object put to and got from the S3 server with
 //! aws-sdk-s3. These fail loudly when the services are not running.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
 use rdkafka::Message;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 
-fn unique(name: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{name}-{}-{nanos}", std::process::id())
-}
-
 #[tokio::test]
 async fn kafka_broker_round_trips_a_record() {
+    let _services = common::services().await;
     let brokers = common::kafka_addr();
-    let topic = unique("smoke");
-    let admin: AdminClient<_> = ClientConfig::new().set("bootstrap.servers", &brokers).create().unwrap();
-    let created = admin
-        .create_topics(
-            &[NewTopic::new(&topic, 1, TopicReplication::Fixed(1))],
-            &AdminOptions::new(),
-        )
-        .await
-        .expect("the broker answers the admin API");
-    assert!(created[0].is_ok(), "{created:?}");
+    // The admin API answers: the topic is made.
+    let topic = common::kafka_topic("smoke", 1).await;
 
     let producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", &brokers)
@@ -54,7 +38,7 @@ async fn kafka_broker_round_trips_a_record() {
 
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", &brokers)
-        .set("group.id", unique("smoke-group"))
+        .set("group.id", common::unique_bucket("smoke-group"))
         .set("enable.auto.commit", "false")
         .create()
         .unwrap();
@@ -78,21 +62,9 @@ async fn kafka_broker_round_trips_a_record() {
 
 #[tokio::test]
 async fn s3_server_round_trips_an_object() {
-    let endpoint = common::s3_endpoint();
-    let config = aws_sdk_s3::config::Builder::new()
-        .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
-        .endpoint_url(&endpoint)
-        .region(aws_sdk_s3::config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_s3::config::Credentials::new("test", "test", None, None, "test"))
-        .force_path_style(true)
-        .build();
-    let s3 = aws_sdk_s3::Client::from_conf(config);
-    let bucket = unique("smoke").to_lowercase();
-    s3.create_bucket()
-        .bucket(&bucket)
-        .send()
-        .await
-        .expect("the S3 server creates a bucket");
+    let _services = common::services().await;
+    let s3 = common::s3_client();
+    let bucket = common::bucket("smoke").await;
     s3.put_object()
         .bucket(&bucket)
         .key("a/b.txt")

@@ -1,11 +1,9 @@
 //! `chainship verify` end to end: the exit codes, the report, and the bad
 //! inputs that must get a one-line error and exit 2.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use tempfile::TempDir;
 
 const H1: &str = "329225706e099dcf734d05b51f7cc508a36511efdf614f97d2918cf3b2a04249";
@@ -163,19 +161,12 @@ fn verify_during_a_live_writer_reports_intact() {
 #[test]
 fn a_64_mib_event_is_verified() {
     let dir = TempDir::new().unwrap();
-    let db = dir.path().join("big.db");
-    let out = run(&[
-        "generate",
-        "--db",
-        path_str(&db),
-        "--events",
-        "3",
-        "--large-every",
-        "2",
-        "--large-bytes",
-        "67108864",
-    ]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let db = generate_with(
+        dir.path(),
+        "big.db",
+        3,
+        &["--large-every", "2", "--large-bytes", "67108864"],
+    );
     let out = run(&["verify", "--db", path_str(&db)]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     assert!(stdout(&out).contains("intact: 3 event(s)"));

@@ -3,56 +3,42 @@
 //! that starts after `--after` only by the heads above it, and never echo a
 //! Kafka secret.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::*;
+use crate::common::*;
 use tempfile::TempDir;
 
 const ORIGIN: &str = "harden/agentrt";
 
 /// A database exported to a file in batches of 100, with signed heads kept.
-struct Anchored {
-    dir: TempDir,
-    db: PathBuf,
-    anchors: PathBuf,
-    verifier: String,
-}
-
 fn export_anchored(events: u64) -> Anchored {
-    let dir = TempDir::new().unwrap();
-    let db = generate(dir.path(), "audit.db", events);
-    let anchors = dir.path().join("anchors");
-    std::fs::create_dir(&anchors).unwrap();
-    let (key, verifier) = keygen(dir.path(), "harden/chainship", "head.key");
+    let a = Anchored::new(events, "harden/chainship");
     let out = bin()
         .args(["follow", "--once", "--from-start", "--batch-size", "100"])
-        .args(["--db", path_str(&db), "--origin", ORIGIN])
+        .args(["--db", path_str(&a.db), "--origin", ORIGIN])
         .args([
             "--sink",
-            &format!("file:{}", path_str(&dir.path().join("events.jsonl"))),
+            &format!("file:{}", path_str(&a.dir.path().join("events.jsonl"))),
         ])
-        .args(["--cursor", path_str(&dir.path().join("cursor"))])
-        .args(["--anchor", &format!("file:{}", path_str(&anchors))])
-        .args(["--signing-key", path_str(&key)])
+        .args(["--cursor", path_str(&a.dir.path().join("cursor"))])
+        .args(["--anchor", &a.anchor_url()])
+        .args(["--signing-key", path_str(&a.key)])
         .output()
         .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    Anchored {
-        dir,
-        db,
-        anchors,
-        verifier,
-    }
+    a
 }
 
-impl Anchored {
-    fn anchor_url(&self) -> String {
-        format!("file:{}", path_str(&self.anchors))
-    }
+/// What these tests ask of an anchored export.
+trait Harden {
+    fn anchor_verify(&self, db: &Path, origin: &str, extra: &[&str]) -> Output;
+    fn verify_export(&self, copy: &Path, extra: &[&str]) -> Output;
+    fn kept_heads(&self) -> Vec<(u64, String)>;
+    fn write_copy(&self, name: &str, lines: &[String]) -> PathBuf;
+}
 
+impl Harden for Anchored {
     fn anchor_verify(&self, db: &Path, origin: &str, extra: &[&str]) -> Output {
         bin()
             .args(["anchor", "verify", "--db", path_str(db), "--origin", origin])
@@ -90,14 +76,6 @@ impl Anchored {
             .unwrap()
             .iter()
             .map(|h| (h["seq"].as_u64().unwrap(), h["hash"].as_str().unwrap().to_owned()))
-            .collect()
-    }
-
-    fn lines(&self) -> Vec<String> {
-        std::fs::read_to_string(self.dir.path().join("events.jsonl"))
-            .unwrap()
-            .lines()
-            .map(str::to_owned)
             .collect()
     }
 

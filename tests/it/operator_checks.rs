@@ -2,16 +2,12 @@
 //! operator paths): `check` next to a running follower, a database on a
 //! read-only mount, a pinned partition that does not exist.
 
-mod common;
-
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use tempfile::TempDir;
-
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn kafka_args<'a>(db: &'a Path, topic: &str, cursor: &'a Path) -> Vec<String> {
     vec![
@@ -28,7 +24,7 @@ fn kafka_args<'a>(db: &'a Path, topic: &str, cursor: &'a Path) -> Vec<String> {
 
 #[tokio::test]
 async fn check_next_to_a_running_kafka_follower_does_not_fence_it() {
-    let _serial = SERIAL.lock().await;
+    let _services = services_exclusive().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "m.db", 300);
     let cursor = dir.path().join("cursor");
@@ -53,17 +49,7 @@ async fn check_next_to_a_running_kafka_follower_does_not_fence_it() {
             .unwrap();
         assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
     }
-    assert_eq!(
-        code(&run(&[
-            "generate",
-            "--db",
-            path_str(&db),
-            "--append",
-            "--events",
-            "100"
-        ])),
-        0
-    );
+    append(&db, 100);
     let head = db_head(&db);
     let deadline = Instant::now() + Duration::from_secs(60);
     while std::fs::read_to_string(&cursor).unwrap_or_default().trim() != head {
@@ -80,7 +66,7 @@ async fn check_next_to_a_running_kafka_follower_does_not_fence_it() {
 
 #[tokio::test]
 async fn a_pinned_partition_that_does_not_exist_is_named_not_retried() {
-    let _serial = SERIAL.lock().await;
+    let _services = services().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "m.db", 10);
     let topic = kafka_topic("pinned", 1).await;
@@ -156,6 +142,7 @@ fn a_wal_database_on_a_read_only_directory_is_read_when_nothing_writes_it() {
 
 #[test]
 fn missing_aws_credentials_are_one_clear_line() {
+    let _services = services_blocking();
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "m.db", 10);
     let home = dir.path().join("home");
@@ -240,16 +227,10 @@ fn key_rotation_as_documented_keeps_old_heads_trusted_and_refuses_a_leaked_old_k
     std::fs::create_dir(&store).unwrap();
     let (old, old_v) = keygen(dir.path(), "ops/chainship-2026", "old.key");
     let (new, new_v) = keygen(dir.path(), "ops/chainship-2027", "new.key");
-    let append = |n: &str| {
-        assert_eq!(
-            code(&run(&["generate", "--db", path_str(&db), "--append", "--events", n])),
-            0
-        )
-    };
     // 1. Heads signed by the old key.
     follow_signed(dir.path(), &db, &store, path_str(&old));
     // 2. Rotation: sign with both keys; the first head signed by both is at 200.
-    append("100");
+    append(&db, 100);
     follow_signed(
         dir.path(),
         &db,
@@ -257,7 +238,7 @@ fn key_rotation_as_documented_keeps_old_heads_trusted_and_refuses_a_leaked_old_k
         &format!("{},{}", path_str(&old), path_str(&new)),
     );
     // 3. Only the new key from here on.
-    append("100");
+    append(&db, 100);
     follow_signed(dir.path(), &db, &store, path_str(&new));
     // 4. Auditors: the old key retired after seq 200, the new key trusted.
     let trusted = [format!("{old_v} until=200"), new_v.clone()];
@@ -268,7 +249,7 @@ fn key_rotation_as_documented_keeps_old_heads_trusted_and_refuses_a_leaked_old_k
         "{out}"
     );
     // A leaked old key signs a head past its retirement: refused, and named.
-    append("100");
+    append(&db, 100);
     follow_signed(dir.path(), &db, &store, path_str(&old));
     let (status, out) = anchor_verify(&db, &store, &trusted);
     assert_eq!(status, 1, "{out}");
@@ -427,19 +408,7 @@ fn a_store_that_contradicts_a_delivered_head_stops_the_follower_with_exit_1() {
     std::fs::create_dir(&store).unwrap();
     std::fs::create_dir(&other_store).unwrap();
     // Another database's head for seq 100, signed with the same key, already kept.
-    let other = dir.path().join("other.db");
-    assert_eq!(
-        code(&run(&[
-            "generate",
-            "--db",
-            path_str(&other),
-            "--events",
-            "100",
-            "--seed",
-            "9"
-        ])),
-        0
-    );
+    let other = generate_with(dir.path(), "other.db", 100, &["--seed", "9"]);
     assert_eq!(
         code(&follow_once_anchored(dir.path(), &other, &other_store, &key, "c0")),
         0
@@ -538,6 +507,7 @@ fn a_head_published_in_the_future_never_keeps_max_age_fresh() {
 
 #[test]
 fn check_refuses_the_producer_settings_follow_would_refuse() {
+    let _services = services_blocking();
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "m.db", 5);
     let out = bin()

@@ -1,8 +1,6 @@
 //! `--config chainship.toml` and `chainship config check`.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use tempfile::TempDir;
 
 fn write(dir: &TempDir, name: &str, text: &str) -> String {

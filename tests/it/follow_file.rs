@@ -1,13 +1,11 @@
 //! `chainship follow` to the file sink: end to end with a live writer,
 //! crashes, a rewritten database, a chain break, and bad input.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use tempfile::TempDir;
 
 const ORIGIN: &str = "test/agentrt";
@@ -84,21 +82,14 @@ fn kill_9_at_twenty_moments_loses_and_duplicates_nothing() {
     let db = generate(dir.path(), "crash.db", 50_000);
     let (out, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
     // A deterministic spread of kill moments, from right at start-up to mid-export.
-    let mut rng: u64 = 0x2545_F491_4F6C_DD1D;
-    let mut progress = Vec::new();
-    for _ in 0..20 {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        let delay = Duration::from_millis(5 + rng % 120);
-        // --from-start only applies while there is no cursor yet.
-        let extra: &[&str] = &["--from-start", "--batch-size", "200"];
-        let mut child = KillOnDrop(spawn_follow(&db, &out, &cursor, extra));
-        std::thread::sleep(delay);
-        signal(&child, SIGKILL);
-        child.wait().unwrap();
-        progress.push(std::fs::metadata(&out).map(|m| m.len()).unwrap_or(0));
-    }
+    // --from-start only applies while there is no cursor yet.
+    let progress = kill_9_loop(
+        20,
+        &mut XorShift::new(0x2545_F491_4F6C_DD1D),
+        5..125,
+        || spawn_follow(&db, &out, &cursor, &["--from-start", "--batch-size", "200"]),
+        || std::fs::metadata(&out).map(|m| m.len()).unwrap_or(0),
+    );
     // Finish the export.
     // --from-start only applies if no kill let a batch through.
     let done = follow_once(&db, &out, &cursor, &["--from-start"]);
@@ -149,8 +140,7 @@ fn a_rewritten_or_restored_database_stops_the_follower() {
     let db = generate(dir.path(), "rw.db", 500);
     let older = dir.path().join("older.db");
     std::fs::copy(&db, &older).unwrap();
-    let more = run(&["generate", "--db", path_str(&db), "--append", "--events", "200"]);
-    assert_eq!(code(&more), 0);
+    append(&db, 200);
     let (out, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
     assert_eq!(code(&follow_once(&db, &out, &cursor, &["--from-start"])), 0);
 
@@ -206,9 +196,7 @@ fn a_sink_holding_a_record_the_database_lacks_stops_the_follower() {
     assert_eq!(code(&follow_once(&db, &out, &cursor, &["--from-start"])), 0);
     std::fs::remove_file(&cursor).unwrap();
     // A different database, same origin, into the same file.
-    let db2 = dir.path().join("c.db");
-    let made = run(&["generate", "--db", path_str(&db2), "--events", "150", "--seed", "7"]);
-    assert_eq!(code(&made), 0);
+    let db2 = generate_with(dir.path(), "c.db", 150, &["--seed", "7"]);
     let res = follow_once(&db2, &out, &cursor, &["--from-start"]);
     assert_eq!(code(&res), 1, "{}", stderr(&res));
     assert!(

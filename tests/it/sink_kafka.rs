@@ -3,41 +3,17 @@
 //! across an outage longer than message.timeout.ms — and fenced against a
 //! second follower of the same origin.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use tempfile::TempDir;
 
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const PARTITIONS: i32 = 3;
 
-fn follow_cmd(db: &Path, topic: &str, origin: &str, cursor: &Path, extra: &[&str]) -> std::process::Command {
-    let mut cmd = bin();
-    cmd.args([
-        "follow",
-        "--db",
-        path_str(db),
-        "--origin",
-        origin,
-        "--cursor",
-        path_str(cursor),
-    ])
-    .args([
-        "--sink",
-        &format!("kafka://{}/{topic}", kafka_addr()),
-        "--retry-max-delay",
-        "1s",
-    ])
-    .args(extra);
-    cmd
-}
-
 fn spawn_follow(db: &Path, topic: &str, origin: &str, cursor: &Path, extra: &[&str]) -> Child {
-    follow_cmd(db, topic, origin, cursor, extra)
+    kafka_follow(db, topic, origin, cursor, extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -56,7 +32,7 @@ fn read_back(topic: &str, origin: &str, dir: &Path) -> String {
 
 #[tokio::test]
 async fn live_writer_to_kafka_every_event_once_in_order() {
-    let _serial = SERIAL.lock().await;
+    let _services = services_exclusive().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "live.db", 2000);
     let topic = kafka_topic("live", PARTITIONS).await;
@@ -79,35 +55,37 @@ async fn live_writer_to_kafka_every_event_once_in_order() {
 
 #[tokio::test]
 async fn kill_9_at_twenty_moments_keeps_every_event_exactly_once() {
-    let _serial = SERIAL.lock().await;
+    let _services = services_exclusive().await;
     let dir = TempDir::new().unwrap();
     // 10k events there at start, 40k more appended while the kills happen.
     let db = generate(dir.path(), "crash.db", 10_000);
     let mut writer = live_writer(&db, "600", &["--follow-max", "40000"]);
     let topic = kafka_topic("crash", PARTITIONS).await;
     let cursor = dir.path().join("cursor");
-    let mut rng: u64 = 0xD6E8_FEB8_6659_FD93;
-    let mut delivered = Vec::new();
-    for _ in 0..20 {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        // --from-start only applies while there is no cursor yet.
-        let extra = ["--batch-size", "1000", "--from-start"];
-        let mut child = KillOnDrop(spawn_follow(&db, &topic, "kafka/crash", &cursor, &extra));
-        // Start-up (transactions, reading the tail back) takes about a second.
-        std::thread::sleep(Duration::from_millis(1500 + rng % 2500));
-        signal(&child, SIGKILL);
-        child.wait().unwrap();
-        delivered.push(std::fs::read_to_string(&cursor).unwrap_or_default());
-    }
+    // --from-start only applies while there is no cursor yet. Start-up
+    // (transactions, reading the tail back) takes about a second.
+    let delivered = kill_9_loop(
+        20,
+        &mut XorShift::new(0xD6E8_FEB8_6659_FD93),
+        1500..4000,
+        || {
+            spawn_follow(
+                &db,
+                &topic,
+                "kafka/crash",
+                &cursor,
+                &["--batch-size", "1000", "--from-start"],
+            )
+        },
+        || std::fs::read_to_string(&cursor).unwrap_or_default(),
+    );
     let progressed = delivered.windows(2).filter(|w| w[0] != w[1]).count();
     assert!(
         progressed >= 10,
         "kills landed mid-export, with progress between them: {delivered:?}"
     );
     assert!(wait_with_limit(&mut writer, Duration::from_secs(60)).success());
-    let out = follow_cmd(&db, &topic, "kafka/crash", &cursor, &["--once", "--batch-size", "1000"])
+    let out = kafka_follow(&db, &topic, "kafka/crash", &cursor, &["--once", "--batch-size", "1000"])
         .output()
         .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -116,7 +94,7 @@ async fn kill_9_at_twenty_moments_keeps_every_event_exactly_once() {
 
 #[tokio::test]
 async fn a_broker_outage_longer_than_message_timeout_loses_nothing() {
-    let _serial = SERIAL.lock().await;
+    let _services = services_exclusive().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "outage.db", 1000);
     let topic = kafka_topic("outage", PARTITIONS).await;
@@ -150,24 +128,12 @@ async fn a_broker_outage_longer_than_message_timeout_loses_nothing() {
 
 #[tokio::test]
 async fn a_record_that_disagrees_with_the_database_stops_the_follower() {
-    let _serial = SERIAL.lock().await;
+    let _services = services().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "a.db", 500);
-    let other = dir.path().join("other.db");
-    assert_eq!(
-        code(&run(&[
-            "generate",
-            "--db",
-            path_str(&other),
-            "--events",
-            "500",
-            "--seed",
-            "3"
-        ])),
-        0
-    );
+    let other = generate_with(dir.path(), "other.db", 500, &["--seed", "3"]);
     let topic = kafka_topic("disagree", PARTITIONS).await;
-    let out = follow_cmd(
+    let out = kafka_follow(
         &other,
         &topic,
         "kafka/x",
@@ -177,7 +143,7 @@ async fn a_record_that_disagrees_with_the_database_stops_the_follower() {
     .output()
     .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let out = follow_cmd(
+    let out = kafka_follow(
         &db,
         &topic,
         "kafka/x",
@@ -196,14 +162,14 @@ async fn a_record_that_disagrees_with_the_database_stops_the_follower() {
 
 #[tokio::test]
 async fn a_second_follower_of_the_same_origin_fences_the_first() {
-    let _serial = SERIAL.lock().await;
+    let _services = services().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "fence.db", 500);
     let topic = kafka_topic("fence", PARTITIONS).await;
     let mut writer = live_writer(&db, "200", &[]);
     let start = |cursor: &str, log: &str| {
         KillOnDrop(
-            follow_cmd(
+            kafka_follow(
                 &db,
                 &topic,
                 "kafka/fence",

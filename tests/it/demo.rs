@@ -1,7 +1,7 @@
 //! `chainship demo`, the README's first command, runs offline and shows
 //! every step of the story.
 
-mod common;
+use crate::common;
 
 #[test]
 fn the_demo_runs_offline_and_catches_both_tamperings() {

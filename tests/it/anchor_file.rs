@@ -2,38 +2,17 @@
 //! and anchored by the follower, then damaged in each way the failure
 //! table names, and `anchor verify` naming each by kind and seq.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::*;
+use crate::common::*;
 use tempfile::TempDir;
 
 const ORIGIN: &str = "audit/agentrt";
 
-struct Anchored {
-    dir: TempDir,
-    db: PathBuf,
-    anchors: PathBuf,
-    key: PathBuf,
-    verifier: String,
-}
-
 /// `events` events exported with batches of 100, a head after each batch.
 fn export_anchored(events: u64) -> Anchored {
-    let dir = TempDir::new().unwrap();
-    let db = generate(dir.path(), "audit.db", events);
-    let anchors = dir.path().join("anchors");
-    std::fs::create_dir(&anchors).unwrap();
-    let (key, verifier) = keygen(dir.path(), "audit/chainship", "head.key");
-    let a = Anchored {
-        dir,
-        db,
-        anchors,
-        key,
-        verifier,
-    };
+    let a = Anchored::new(events, "audit/chainship");
     follow(&a, &a.db, &a.key, "out.jsonl", "cursor");
     a
 }
@@ -223,8 +202,7 @@ fn key_rotation_and_dropping_the_old_key() {
     let a = export_anchored(300);
     let old_heads = kept_seqs(&a);
     // More events, exported and anchored with a new key only.
-    let more = run(&["generate", "--db", path_str(&a.db), "--append", "--events", "300"]);
-    assert_eq!(code(&more), 0);
+    append(&a.db, 300);
     let (new_key, new_verifier) = keygen(a.dir.path(), "audit/chainship-2027", "new.key");
     follow(&a, &a.db, &new_key, "out.jsonl", "cursor");
 

@@ -2,53 +2,20 @@
 //! event once, in order, in objects whose ranges never overlap — with a
 //! live writer, across kill -9, and across a 30 s outage.
 
-mod common;
-
 use std::io::Read;
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use tempfile::TempDir;
 
 const ORIGIN: &str = "siem/agentrt";
 /// How the origin appears in object keys (one encoded segment).
 const ORIGIN_KEY: &str = "siem%2Fagentrt";
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-async fn bucket() -> String {
-    let bucket = unique_bucket("events");
-    s3_client()
-        .create_bucket()
-        .bucket(&bucket)
-        .send()
-        .await
-        .expect("the S3 server creates a bucket");
-    bucket
-}
-
 fn follow_cmd(db: &Path, bucket: &str, cursor: &Path, extra: &[&str]) -> std::process::Command {
-    let mut cmd = bin();
-    s3_env(&mut cmd)
-        .args([
-            "follow",
-            "--db",
-            path_str(db),
-            "--origin",
-            ORIGIN,
-            "--cursor",
-            path_str(cursor),
-        ])
-        .args([
-            "--sink",
-            &format!("s3://{bucket}/exports"),
-            "--s3-endpoint",
-            &s3_endpoint(),
-            "--s3-path-style",
-        ])
-        .args(["--s3-region", "us-east-1", "--retry-max-delay", "1s"])
-        .args(extra);
+    let mut cmd = s3_follow(db, bucket, ORIGIN, cursor, &["--s3-region", "us-east-1"]);
+    cmd.args(extra);
     cmd
 }
 
@@ -129,10 +96,10 @@ fn head_seq(db: &Path) -> u64 {
 
 #[tokio::test]
 async fn live_writer_to_s3_every_event_once_in_order() {
-    let _serial = SERIAL.lock().await;
+    let _services = services_exclusive().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "live.db", 3000);
-    let bucket = bucket().await;
+    let bucket = bucket("events").await;
     let cursor = dir.path().join("cursor");
     let mut writer = live_writer(&db, "500", &[]);
     let mut follower = KillOnDrop(spawn_follow(
@@ -167,27 +134,22 @@ async fn live_writer_to_s3_every_event_once_in_order() {
 
 #[tokio::test]
 async fn kill_9_at_twenty_moments_keeps_every_event_exactly_once() {
-    let _serial = SERIAL.lock().await;
+    let _services = services_exclusive().await;
     let dir = TempDir::new().unwrap();
     // 10k events there at start, 40k more appended while the kills happen.
     let db = generate(dir.path(), "crash.db", 10_000);
     let mut writer = live_writer(&db, "1000", &["--follow-max", "40000"]);
-    let bucket = bucket().await;
+    let bucket = bucket("events").await;
     let cursor = dir.path().join("cursor");
-    let mut rng: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut delivered = Vec::new();
-    for _ in 0..20 {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        // --from-start only applies while there is no cursor yet.
-        let extra = ["--s3-batch-events", "1000", "--s3-batch-age", "500ms", "--from-start"];
-        let mut child = KillOnDrop(spawn_follow(&db, &bucket, &cursor, &extra));
-        std::thread::sleep(Duration::from_millis(700 + rng % 1500));
-        signal(&child, SIGKILL);
-        child.wait().unwrap();
-        delivered.push(std::fs::read_to_string(&cursor).unwrap_or_default());
-    }
+    // --from-start only applies while there is no cursor yet.
+    let extra = ["--s3-batch-events", "1000", "--s3-batch-age", "500ms", "--from-start"];
+    let delivered = kill_9_loop(
+        20,
+        &mut XorShift::new(0x9E37_79B9_7F4A_7C15),
+        700..2200,
+        || spawn_follow(&db, &bucket, &cursor, &extra),
+        || std::fs::read_to_string(&cursor).unwrap_or_default(),
+    );
     let progressed = delivered.windows(2).filter(|w| w[0] != w[1]).count();
     assert!(
         progressed >= 10,
@@ -204,10 +166,10 @@ async fn kill_9_at_twenty_moments_keeps_every_event_exactly_once() {
 
 #[tokio::test]
 async fn a_30_second_outage_loses_and_duplicates_nothing() {
-    let _serial = SERIAL.lock().await;
+    let _services = services_exclusive().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "outage.db", 1000);
-    let bucket = bucket().await;
+    let bucket = bucket("events").await;
     let cursor = dir.path().join("cursor");
     let mut writer = live_writer(&db, "300", &[]);
     let mut follower = KillOnDrop(spawn_follow(
@@ -236,23 +198,11 @@ async fn a_30_second_outage_loses_and_duplicates_nothing() {
 
 #[tokio::test]
 async fn an_object_that_disagrees_with_the_database_stops_the_follower() {
-    let _serial = SERIAL.lock().await;
+    let _services = services().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "a.db", 800);
-    let other = dir.path().join("other.db");
-    assert_eq!(
-        code(&run(&[
-            "generate",
-            "--db",
-            path_str(&other),
-            "--events",
-            "800",
-            "--seed",
-            "5"
-        ])),
-        0
-    );
-    let bucket = bucket().await;
+    let other = generate_with(dir.path(), "other.db", 800, &["--seed", "5"]);
+    let bucket = bucket("events").await;
     // Another database's chain exported under the same origin.
     let out = follow_cmd(
         &other,
@@ -292,21 +242,11 @@ async fn unfinished_uploads(bucket: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn zstd_objects_above_the_threshold_go_up_in_parts_and_read_back_whole() {
-    let _serial = SERIAL.lock().await;
+    let _services = services().await;
     let dir = TempDir::new().unwrap();
     // ~65 bytes per event after zstd: 100k events make one ~6.5 MB object, over a 5 MiB threshold.
-    let db = dir.path().join("big.db");
-    let out = run(&[
-        "generate",
-        "--db",
-        path_str(&db),
-        "--events",
-        "130000",
-        "--large-every",
-        "0",
-    ]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let bucket = bucket().await;
+    let db = generate_with(dir.path(), "big.db", 130000, &["--large-every", "0"]);
+    let bucket = bucket("events").await;
     // What a follower killed mid-upload leaves behind: the next start aborts it.
     s3_client()
         .create_multipart_upload()
@@ -374,8 +314,8 @@ async fn zstd_objects_above_the_threshold_go_up_in_parts_and_read_back_whole() {
 #[tokio::test]
 async fn a_multipart_upload_never_overwrites_and_leaves_no_parts_behind() {
     use chainship_s3::{NewObject, PartPlan, upload_new};
-    let _serial = SERIAL.lock().await;
-    let bucket = bucket().await;
+    let _services = services().await;
+    let bucket = bucket("events").await;
     let object = NewObject {
         bucket: &bucket,
         key: "p/o/00000000000000000001-00000000000000000002.jsonl.zst",

@@ -1,9 +1,12 @@
 //! Helpers shared by the integration tests: running the binary, making and
-//! damaging databases, and finding the real services the test script started.
-#![allow(dead_code)]
+//! damaging databases, the lock on the real services the test script
+//! started and the way to reach them, and the kill -9 loop.
 
+use std::cell::Cell;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use rusqlite::Connection;
 
@@ -39,10 +42,33 @@ pub fn code(out: &Output) -> i32 {
 
 /// `chainship generate --db PATH --events N` with a fresh file.
 pub fn generate(dir: &Path, name: &str, events: u64) -> PathBuf {
+    generate_with(dir, name, events, &[])
+}
+
+/// The same with more flags: `--seed 3` for another chain, `--large-every`, ….
+pub fn generate_with(dir: &Path, name: &str, events: u64, extra: &[&str]) -> PathBuf {
     let db = dir.join(name);
-    let out = run(&["generate", "--db", path_str(&db), "--events", &events.to_string()]);
+    let out = bin()
+        .args(["generate", "--db", path_str(&db), "--events", &events.to_string()])
+        .args(extra)
+        .output()
+        .expect("running chainship");
     assert_eq!(code(&out), 0, "generate failed: {}", stderr(&out));
     db
+}
+
+/// `chainship generate --append`: `events` more events at the end of `db`,
+/// as the runtime would write them.
+pub fn append(db: &Path, events: u64) {
+    let out = run(&[
+        "generate",
+        "--db",
+        path_str(db),
+        "--append",
+        "--events",
+        &events.to_string(),
+    ]);
+    assert_eq!(code(&out), 0, "generate --append failed: {}", stderr(&out));
 }
 
 pub fn path_str(p: &Path) -> &str {
@@ -65,14 +91,118 @@ pub fn db_head(db: &Path) -> String {
     .unwrap()
 }
 
+// ---- The real services: one lock for the whole binary ----
+
+/// Every module's tests run in this one binary, several at once, and the
+/// Kafka broker and the S3 server are shared by all of them. So a test that
+/// touches either takes this lock first thing and holds it to its end:
+///
+/// - [`services`] (shared) when it works only in topics and buckets of its
+///   own ([`kafka_topic`], [`bucket`], [`locked_bucket`]) and under an origin
+///   no other Kafka test follows (a follower's transactional id is its
+///   origin's, broker-wide: two at once would fence each other): such tests
+///   run side by side;
+/// - [`services_exclusive`] when it pauses a service ([`Paused`]), resets
+///   one ([`reset_s3_server`]), uses names other tests could use too, or
+///   asserts on how soon a service answers (kill -9 loops, live writers
+///   against a deadline): it runs with no other service test.
+///
+/// Tests that touch neither service take nothing and run alongside any.
+/// The addresses, clients and pids of the services are handed only to a
+/// thread that holds the lock ([`kafka_addr`], [`s3_endpoint`],
+/// [`service_pid`]), so a test that forgot it fails at once, saying so.
+/// A tokio lock: never poisoned by a failing test, and writer-fair, so a
+/// test waiting for exclusive use is not starved by a stream of shared ones.
+static SERVICES: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Hold {
+    Nothing,
+    Shared,
+    Exclusive,
+}
+
+thread_local! {
+    /// What the test running on this thread holds of [`SERVICES`] (async
+    /// tests run on their own thread too: `#[tokio::test]` is single-threaded).
+    static HOLDS: Cell<Hold> = const { Cell::new(Hold::Nothing) };
+}
+
+/// The services lock, held until dropped.
+#[must_use = "the lock is released as soon as this is dropped"]
+pub struct Services {
+    _shared: Option<tokio::sync::RwLockReadGuard<'static, ()>>,
+    _exclusive: Option<tokio::sync::RwLockWriteGuard<'static, ()>>,
+}
+
+impl Services {
+    fn held(
+        shared: Option<tokio::sync::RwLockReadGuard<'static, ()>>,
+        exclusive: Option<tokio::sync::RwLockWriteGuard<'static, ()>>,
+    ) -> Services {
+        let hold = if exclusive.is_some() {
+            Hold::Exclusive
+        } else {
+            Hold::Shared
+        };
+        HOLDS.with(|h| {
+            assert_eq!(h.get(), Hold::Nothing, "a test takes the services lock once");
+            h.set(hold);
+        });
+        Services {
+            _shared: shared,
+            _exclusive: exclusive,
+        }
+    }
+}
+
+impl Drop for Services {
+    fn drop(&mut self) {
+        HOLDS.with(|h| h.set(Hold::Nothing));
+    }
+}
+
+/// Shared use of the services, in an async test.
+pub async fn services() -> Services {
+    Services::held(Some(SERVICES.read().await), None)
+}
+
+/// Exclusive use of the services, in an async test.
+pub async fn services_exclusive() -> Services {
+    Services::held(None, Some(SERVICES.write().await))
+}
+
+/// Shared use of the services, in a plain `#[test]`.
+pub fn services_blocking() -> Services {
+    Services::held(Some(SERVICES.blocking_read()), None)
+}
+
+fn require(hold: Hold, what: &str) {
+    let held = HOLDS.with(Cell::get);
+    let enough = match hold {
+        Hold::Exclusive => held == Hold::Exclusive,
+        _ => held != Hold::Nothing,
+    };
+    assert!(
+        enough,
+        "{what} needs the services lock ({}) held by this test, which holds {held:?}: see common::SERVICES",
+        match hold {
+            Hold::Exclusive => "services_exclusive()",
+            _ => "services() or services_blocking()",
+        }
+    );
+}
+
 /// The Kafka broker the test script started. Panics, loudly, when the test
 /// runs without it: a service test never skips silently.
 pub fn kafka_addr() -> String {
+    require(Hold::Shared, "the Kafka broker");
     service_env("CHAINSHIP_TEST_KAFKA", "a Kafka-protocol broker")
 }
 
 /// The S3 endpoint the test script started.
 pub fn s3_endpoint() -> String {
+    require(Hold::Shared, "the S3 server");
     service_env("CHAINSHIP_TEST_S3", "an S3 server")
 }
 
@@ -167,13 +297,48 @@ pub fn s3_client() -> aws_sdk_s3::Client {
     aws_sdk_s3::Client::from_conf(config)
 }
 
-/// A bucket name no other test uses.
+/// A bucket (or topic) name no other test uses: the pid and clock set runs
+/// apart (the services outlive a run), the counter the tests of this one.
 pub fn unique_bucket(prefix: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos();
-    format!("{prefix}-{}-{}", std::process::id(), nanos % 1_000_000_000)
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{prefix}-{}-{n}-{}", std::process::id(), nanos % 1_000_000_000)
+}
+
+/// A new bucket (no Object Lock), as an export sink would have.
+pub async fn bucket(prefix: &str) -> String {
+    let bucket = unique_bucket(prefix);
+    s3_client()
+        .create_bucket()
+        .bucket(&bucket)
+        .send()
+        .await
+        .expect("the S3 server creates a bucket");
+    bucket
+}
+
+/// Empties the S3 test server: every bucket of every test goes, so only
+/// with exclusive use of the services.
+pub fn reset_s3_server() {
+    require(Hold::Exclusive, "resetting the S3 server");
+    let endpoint = s3_endpoint();
+    let host = endpoint.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = std::net::TcpStream::connect(host).expect("the S3 test server");
+    write!(
+        stream,
+        "POST /moto-api/reset HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(
+        answer.starts_with("HTTP/1.1 200") || answer.starts_with("HTTP/1.0 200"),
+        "{answer}"
+    );
 }
 
 /// Environment for a chainship process talking to the test S3 server.
@@ -184,8 +349,9 @@ pub fn s3_env(cmd: &mut Command) -> &mut Command {
         .env("AWS_EC2_METADATA_DISABLED", "true")
 }
 
-/// The pid of a service the test script started.
+/// The pid of a service the test script started (to pause it: exclusive use).
 pub fn service_pid(var: &str) -> i32 {
+    require(Hold::Exclusive, "pausing a service");
     service_env(var, "the pid of a service started by ./scripts/test")
         .parse()
         .expect("a pid")
@@ -197,6 +363,7 @@ pub struct Paused(pub i32);
 
 impl Paused {
     pub fn new(pid: i32) -> Paused {
+        require(Hold::Exclusive, "pausing a service");
         // SAFETY: kill(2) on a pid we were given; no memory is touched.
         assert_eq!(unsafe { libc_kill(pid, SIGSTOP) }, 0, "SIGSTOP {pid}");
         Paused(pid)
@@ -316,6 +483,49 @@ pub fn stop_writer(writer: &mut KillOnDrop, db: &Path) -> String {
     db_head(db)
 }
 
+/// What an anchored export starts from: a database of its own
+/// (`audit.db`) in a scratch directory, an empty file anchor store
+/// (`anchors/`) beside it, and a signing key (`head.key`) with its verifier.
+pub struct Anchored {
+    pub dir: tempfile::TempDir,
+    pub db: PathBuf,
+    pub anchors: PathBuf,
+    pub key: PathBuf,
+    pub verifier: String,
+}
+
+impl Anchored {
+    /// `events` events, and a key named `key_name`.
+    pub fn new(events: u64, key_name: &str) -> Anchored {
+        let dir = tempfile::TempDir::new().unwrap();
+        let db = generate(dir.path(), "audit.db", events);
+        let anchors = dir.path().join("anchors");
+        std::fs::create_dir(&anchors).unwrap();
+        let (key, verifier) = keygen(dir.path(), key_name, "head.key");
+        Anchored {
+            dir,
+            db,
+            anchors,
+            key,
+            verifier,
+        }
+    }
+
+    /// The store as `--anchor` takes it.
+    pub fn anchor_url(&self) -> String {
+        format!("file:{}", path_str(&self.anchors))
+    }
+
+    /// The lines of the export a test wrote to `events.jsonl`.
+    pub fn lines(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.path().join("events.jsonl"))
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
 /// Writes a signing key `dir/file` named `name` and returns it with its verifier key.
 pub fn keygen(dir: &Path, name: &str, file: &str) -> (PathBuf, String) {
     let key = dir.join(file);
@@ -375,4 +585,114 @@ pub async fn kafka_topic(name: &str, partitions: i32) -> String {
         .expect("the broker creates a topic");
     assert!(made[0].is_ok(), "{made:?}");
     topic
+}
+
+/// `chainship follow --db DB --origin ORIGIN --cursor CURSOR`: the sink and the rest to add.
+fn follow_cmd(db: &Path, origin: &str, cursor: &Path) -> Command {
+    let mut cmd = bin();
+    cmd.args(["follow", "--db", path_str(db), "--origin", origin]).args([
+        "--cursor",
+        path_str(cursor),
+        "--retry-max-delay",
+        "1s",
+    ]);
+    cmd
+}
+
+/// `chainship follow` of `db` as `origin` into the test broker's `topic`.
+pub fn kafka_follow(db: &Path, topic: &str, origin: &str, cursor: &Path, extra: &[&str]) -> Command {
+    let mut cmd = follow_cmd(db, origin, cursor);
+    cmd.args(["--sink", &format!("kafka://{}/{topic}", kafka_addr())])
+        .args(extra);
+    cmd
+}
+
+/// `chainship follow` of `db` as `origin` into `s3://BUCKET/exports` on the test server.
+pub fn s3_follow(db: &Path, bucket: &str, origin: &str, cursor: &Path, extra: &[&str]) -> Command {
+    let mut cmd = follow_cmd(db, origin, cursor);
+    s3_env(&mut cmd)
+        .args(["--sink", &format!("s3://{bucket}/exports")])
+        .args(["--s3-endpoint", &s3_endpoint(), "--s3-path-style"])
+        .args(extra);
+    cmd
+}
+
+/// GET `path` from a port on loopback (a follower's `--metrics-addr`),
+/// connecting and reading within `limit` each: (status, body), or None
+/// while nothing answers there.
+pub fn http_get(port: u16, path: &str, limit: Duration) -> Option<(u16, String)> {
+    let mut stream = std::net::TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), limit).ok()?;
+    stream.set_read_timeout(Some(limit)).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned());
+    Some((status, body.unwrap_or_default()))
+}
+
+/// The value of one series in a /metrics body, named with its labels as
+/// exported (`chainship_sink_errors_total{kind="transient"}`).
+pub fn metric(body: &str, series: &str) -> Option<f64> {
+    body.lines()
+        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+        .and_then(|l| l.split_whitespace().last()?.parse().ok())
+}
+
+// ---- kill -9 ----
+
+/// A small xorshift generator: spread-out moments without a crate.
+pub struct XorShift(u64);
+
+impl XorShift {
+    /// The same moments on every run.
+    pub fn new(seed: u64) -> Self {
+        XorShift(seed | 1)
+    }
+
+    /// Other moments on every run.
+    pub fn from_clock() -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        XorShift::new(nanos)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// The kill -9 loop: `rounds` times, starts a follower (`start`), lets it
+/// run for a moment drawn from `delay_ms` by `rng`, checks it is still
+/// running, SIGKILLs it and reaps it, then records `after()` (the cursor,
+/// the sink's length). Returns the records, one a round.
+pub fn kill_9_loop<T>(
+    rounds: usize,
+    rng: &mut XorShift,
+    delay_ms: std::ops::Range<u64>,
+    mut start: impl FnMut() -> std::process::Child,
+    mut after: impl FnMut() -> T,
+) -> Vec<T> {
+    let mut records = Vec::with_capacity(rounds);
+    for round in 0..rounds {
+        let delay = delay_ms.start + rng.below(delay_ms.end - delay_ms.start);
+        let mut child = KillOnDrop(start());
+        std::thread::sleep(Duration::from_millis(delay));
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("kill {round}: the follower stopped on its own after {delay} ms ({status}), before the kill");
+        }
+        signal(&child, SIGKILL);
+        child.wait().unwrap();
+        records.push(after());
+    }
+    records
 }

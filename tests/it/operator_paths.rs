@@ -3,42 +3,20 @@
 //! process's behaviour when its stdout or stderr is closed or when logs
 //! are JSON.
 
-mod common;
-
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use tempfile::TempDir;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// GET /metrics; None while nothing listens or the answer is not a 200.
 fn scrape(port: u16) -> Option<String> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    (head.split_whitespace().nth(1) == Some("200")).then(|| body.to_owned())
-}
-
-/// The value of one series, named with its labels as exported
-/// (`chainship_sink_errors_total{kind="transient"}`).
-fn metric(body: &str, series: &str) -> Option<f64> {
-    body.lines()
-        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
-        .and_then(|l| l.split_whitespace().last()?.parse().ok())
+    match http_get(port, "/metrics", Duration::from_secs(5))? {
+        (200, body) => Some(body),
+        _ => None,
+    }
 }
 
 /// Scrapes until `ready` holds for the body, at most `limit`.

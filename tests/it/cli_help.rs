@@ -1,6 +1,6 @@
 //! Every subcommand's `--help` carries an example, and the top level lists them all.
 
-mod common;
+use crate::common;
 
 #[test]
 fn every_subcommand_help_has_an_example() {

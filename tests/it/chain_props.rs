@@ -2,7 +2,7 @@
 //! generated chain in one way and check that the walk names exactly the seq
 //! and kind the rules give.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -1,37 +1,13 @@
 //! Operability: /metrics and /healthz during a follow, and `chainship check`
 //! against the real services.
 
-mod common;
-
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use tempfile::TempDir;
 
-/// GET a path; returns (status code, body). None while nothing listens.
-fn get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let status = response.split_whitespace().nth(1)?.parse().ok()?;
-    Some((
-        status,
-        response
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_owned())
-            .unwrap_or_default(),
-    ))
-}
-
-fn metric(body: &str, name: &str) -> Option<f64> {
-    body.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-        .and_then(|l| l.split_whitespace().last()?.parse().ok())
-}
+/// How long a GET of the metrics port may take.
+const READ: Duration = Duration::from_secs(5);
 
 #[test]
 fn metrics_show_lag_falling_to_zero_and_health_turns_503_on_a_break() {
@@ -70,7 +46,7 @@ fn metrics_show_lag_falling_to_zero_and_health_turns_503_on_a_break() {
     let mut lags = Vec::new();
     loop {
         assert!(Instant::now() < deadline, "lag never reached 0: {lags:?}");
-        if let Some((200, body)) = get(port, "/metrics") {
+        if let Some((200, body)) = http_get(port, "/metrics", READ) {
             let lag = metric(&body, "chainship_export_lag_events");
             let anchored = metric(&body, "chainship_anchor_last_seq");
             lags.push(lag);
@@ -83,7 +59,7 @@ fn metrics_show_lag_falling_to_zero_and_health_turns_503_on_a_break() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(get(port, "/healthz").unwrap().0, 200);
+    assert_eq!(http_get(port, "/healthz", READ).unwrap().0, 200);
 
     // A writer appends an event whose hash does not chain.
     tamper(&db)
@@ -95,13 +71,13 @@ fn metrics_show_lag_falling_to_zero_and_health_turns_503_on_a_break() {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         assert!(Instant::now() < deadline, "/healthz never turned 503");
-        if let Some((503, body)) = get(port, "/healthz") {
+        if let Some((503, body)) = http_get(port, "/healthz", READ) {
             assert!(body.contains("chain broken") && body.contains("seq 5001"), "{body}");
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let (_, body) = get(port, "/metrics").unwrap();
+    let (_, body) = http_get(port, "/metrics", READ).unwrap();
     assert_eq!(metric(&body, "chainship_chain_breaks_total"), Some(1.0));
     assert!(follower.try_wait().unwrap().is_none(), "--on-break wait keeps serving");
     signal(&follower, SIGTERM);
@@ -110,6 +86,7 @@ fn metrics_show_lag_falling_to_zero_and_health_turns_503_on_a_break() {
 
 #[tokio::test]
 async fn check_reports_each_part_ok_or_its_exact_failure() {
+    let _services = services().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "c.db", 10);
     let bucket = locked_bucket("check").await;

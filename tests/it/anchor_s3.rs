@@ -2,17 +2,12 @@
 //! write-once heads with Object Lock, refusal of a second write by the
 //! server itself, and an outage during a follow.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use tempfile::TempDir;
 
 const ORIGIN: &str = "s3test/agentrt";
-/// The outage test pauses the shared server: run this file's tests one at a time.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 fn anchor_args(bucket: &str) -> Vec<String> {
     vec![
         "--anchor".into(),
@@ -48,7 +43,7 @@ fn verify_args(dir: &TempDir, db: &std::path::Path, bucket: &str, verifier: &str
 
 #[tokio::test]
 async fn heads_are_write_once_and_locked_in_s3() {
-    let _serial = SERIAL.lock().await;
+    let _services = services().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "a.db", 500);
     let bucket = locked_bucket("anchors").await;
@@ -134,7 +129,7 @@ async fn heads_are_write_once_and_locked_in_s3() {
 
 #[tokio::test]
 async fn an_anchor_store_outage_delays_anchoring_but_not_the_export() {
-    let _serial = SERIAL.lock().await;
+    let _services = services_exclusive().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "live.db", 200);
     let bucket = locked_bucket("anchors").await;

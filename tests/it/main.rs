@@ -1,0 +1,31 @@
+//! The integration tests, built as one test binary (`autotests = false` in
+//! Cargo.toml): one link of rdkafka and the AWS SDK instead of one per file.
+//!
+//! Each module is one area; `common` holds what they share, including the
+//! lock every test that touches the real services takes (see
+//! `common::services`): in one binary, tests of different modules run at the
+//! same time.
+
+mod common;
+
+mod anchor_file;
+mod anchor_s3;
+mod chain_props;
+mod cli_help;
+mod config;
+mod demo;
+mod deploy;
+mod docs_and_config;
+mod examples;
+mod follow_file;
+mod hardening_follow;
+mod hardening_store;
+mod hardening_verify;
+mod operator_checks;
+mod operator_paths;
+mod ops;
+mod services_smoke;
+mod sink_kafka;
+mod sink_s3;
+mod verify_cli;
+mod verify_export;
