@@ -34,7 +34,10 @@ pub fn describe() {
         "Events in the database not yet delivered (head seq - cursor seq)."
     );
     describe_counter!(SINK_ERRORS, "Sink errors, by kind (transient, permanent, integrity).");
-    describe_counter!(RETRIES, "Sink calls (deliveries, read-backs) retried after a transient error; anchor publishing counts its failures in chainship_anchor_publish_errors_total.");
+    describe_counter!(
+        RETRIES,
+        "Sink calls (deliveries, read-backs) retried after a transient error; anchor publishing counts its failures in chainship_anchor_publish_errors_total."
+    );
     describe_counter!(CHAIN_BREAKS, "Chain breaks found while following.");
     describe_counter!(
         DUPLICATES_AVOIDED,

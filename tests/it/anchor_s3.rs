@@ -17,10 +17,11 @@ fn anchor_args(bucket: &str) -> Vec<String> {
         "--anchor-s3-path-style".into(),
         "--anchor-s3-region".into(),
         "us-east-1".into(),
-        "--anchor-retain-days".into(),
-        "2".into(),
     ]
 }
+
+/// What a publisher adds: how long heads stay locked.
+const RETAIN: [&str; 2] = ["--anchor-retain-days", "2"];
 
 fn verify_args(dir: &TempDir, db: &std::path::Path, bucket: &str, verifier: &str) -> std::process::Output {
     let mut cmd = bin();
@@ -68,7 +69,8 @@ async fn heads_are_write_once_and_locked_in_s3() {
             "--signing-key",
             path_str(&key),
         ])
-        .args(anchor_args(&bucket));
+        .args(anchor_args(&bucket))
+        .args(RETAIN);
     let out = cmd.output().unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 
@@ -156,6 +158,7 @@ async fn an_anchor_store_outage_delays_anchoring_but_not_the_export() {
         ])
         .args(["--signing-key", path_str(&key), "--retry-max-delay", "1s"])
         .args(anchor_args(&bucket))
+        .args(RETAIN)
         .stderr(std::process::Stdio::null());
     let mut follower = KillOnDrop(cmd.spawn().unwrap());
     let anchored = cursor.with_file_name("cursor.anchored");

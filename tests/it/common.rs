@@ -6,7 +6,7 @@ use std::cell::Cell;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
@@ -675,17 +675,59 @@ impl XorShift {
 /// run for a moment drawn from `delay_ms` by `rng`, checks it is still
 /// running, SIGKILLs it and reaps it, then records `after()` (the cursor,
 /// the sink's length). Returns the records, one a round.
-pub fn kill_9_loop<T>(
+pub fn kill_9_loop<T: PartialEq>(
+    rounds: usize,
+    rng: &mut XorShift,
+    delay_ms: std::ops::Range<u64>,
+    start: impl FnMut() -> std::process::Child,
+    after: impl FnMut() -> T,
+) -> Vec<T> {
+    kill_rounds(rounds, rng, delay_ms, start, after, false)
+}
+
+/// The kill -9 loop for followers whose start-up time depends on the
+/// machine's load (Kafka: fencing, reading the tail back): every other
+/// round kills at any moment (start-up included), and the rounds between
+/// first wait until `after()` changes (a batch delivered in that life,
+/// within 60 s, or the test fails), then kill within `delay_ms`, so kills
+/// also land mid-export however slow the start.
+pub fn kill_9_loop_mid_export<T: PartialEq>(
+    rounds: usize,
+    rng: &mut XorShift,
+    delay_ms: std::ops::Range<u64>,
+    start: impl FnMut() -> std::process::Child,
+    after: impl FnMut() -> T,
+) -> Vec<T> {
+    kill_rounds(rounds, rng, delay_ms, start, after, true)
+}
+
+fn kill_rounds<T: PartialEq>(
     rounds: usize,
     rng: &mut XorShift,
     delay_ms: std::ops::Range<u64>,
     mut start: impl FnMut() -> std::process::Child,
     mut after: impl FnMut() -> T,
+    progress_first: bool,
 ) -> Vec<T> {
     let mut records = Vec::with_capacity(rounds);
     for round in 0..rounds {
         let delay = delay_ms.start + rng.below(delay_ms.end - delay_ms.start);
+        let wait_for_progress = progress_first && round % 2 == 1;
+        let before = wait_for_progress.then(&mut after);
         let mut child = KillOnDrop(start());
+        if let Some(before) = before {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while after() == before {
+                assert!(
+                    Instant::now() < deadline,
+                    "kill {round}: no batch delivered within 60 s of start"
+                );
+                if let Some(status) = child.try_wait().unwrap() {
+                    panic!("kill {round}: the follower stopped on its own ({status}), before delivering");
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         std::thread::sleep(Duration::from_millis(delay));
         if let Some(status) = child.try_wait().unwrap() {
             panic!("kill {round}: the follower stopped on its own after {delay} ms ({status}), before the kill");

@@ -633,7 +633,7 @@ fn troubleshooting_messages_are_what_the_program_prints() {
         ],
     ));
     // The Kafka fence needs a broker: its message as the source writes it.
-    let kafka_source = repo_file("sinks/src/kafka.rs");
+    let kafka_source = repo_file("sinks/src/kafka/writer.rs");
 
     for quote in &quotes {
         let seen = printed.iter().any(|(_, err)| says(err, quote)) || kafka_source.lines().any(|l| says(l, quote));

@@ -4,6 +4,7 @@
 //! verify` on the last trusted head.
 
 use std::io::Write;
+use std::time::Duration;
 
 use crate::common::*;
 use rdkafka::message::{Header, OwnedHeaders};
@@ -307,4 +308,35 @@ fn an_unreadable_source_is_exit_2() {
         .unwrap();
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     assert!(stderr(&out).contains("/nonexistent/x.jsonl"), "{}", stderr(&out));
+}
+
+#[tokio::test]
+async fn verifying_a_topic_that_is_not_there_never_creates_it() {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let _services = services().await;
+    let s = setup(10);
+    s.follow(
+        &format!("file:{}", path_str(&s.dir.path().join("seed.jsonl"))),
+        "cursor-seed",
+        &[],
+    );
+    let topic = format!("typo-{}", unique_bucket("t"));
+    let out = bin()
+        .args(["verify-export", "--from", &format!("kafka://{}/{topic}", kafka_addr())])
+        .args(["--origin", ORIGIN, "--trusted-key", &s.verifier])
+        .args(["--anchor", &s.anchor_url()])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains(&topic), "{}", stderr(&out));
+    let client: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", kafka_addr())
+        .set("allow.auto.create.topics", "false")
+        .create()
+        .unwrap();
+    let metadata = client.fetch_metadata(None, Duration::from_secs(10)).unwrap();
+    assert!(
+        metadata.topics().iter().all(|t| t.name() != topic),
+        "verify-export created the topic it was asked to check"
+    );
 }

@@ -18,17 +18,26 @@ pub fn partition_for(origin: &str, partitions: usize) -> i32 {
     (u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]) % partitions.max(1) as u32) as i32
 }
 
+/// Whether looking the partition up may create the topic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Lookup {
+    /// As a producer's metadata request would: a broker with auto-create on
+    /// makes the topic, one without answers "unknown topic".
+    ForWriting,
+    /// A reader (`verify-export`) never creates what it was asked to check.
+    ForReading,
+}
+
 /// Looks the partition up in the topic's metadata, by a plain client: never
 /// a transactional producer, whose creation would fence a running follower
 /// of this origin.
-pub(super) fn lookup(cfg: &KafkaConfig, origin: &str) -> Result<i32, SinkError> {
+pub(super) fn lookup(cfg: &KafkaConfig, origin: &str, purpose: Lookup) -> Result<i32, SinkError> {
     let topic = &cfg.topic;
+    let create = purpose == Lookup::ForWriting;
     let client: BaseConsumer<QuietContext> = cfg
         .consumer_config()
         .set("group.id", "chainship-metadata")
-        // As a producer's metadata request would: a broker with auto-create
-        // on makes the topic, one without answers "unknown topic".
-        .set("allow.auto.create.topics", "true")
+        .set("allow.auto.create.topics", if create { "true" } else { "false" })
         .create_with_context(QuietContext)
         .map_err(|e| classify("creating a metadata client", &e))?;
     let metadata = client

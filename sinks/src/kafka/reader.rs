@@ -17,7 +17,7 @@ use crate::lines::OnRecord;
 
 /// Calls `each(line, place)` for every record of `origin` in the partition.
 pub fn read_records(cfg: &KafkaConfig, origin: &str, each: &mut OnRecord<'_>) -> Result<(), SinkError> {
-    let partition = partition::lookup(cfg, origin)?;
+    let partition = partition::lookup(cfg, origin, partition::Lookup::ForReading)?;
     let consumer: BaseConsumer<QuietContext> = cfg
         .reader_config("chainship-verify-export")
         .create_with_context(QuietContext)

@@ -27,7 +27,8 @@ pub(super) struct ScanLimits {
     pub total: Option<Duration>,
 }
 
-/// Quiet after the end-of-partition report before the scan counts as done.
+/// Quiet since the last message, once the end of the partition was
+/// reported, before the scan counts as done.
 const SETTLE: Duration = Duration::from_millis(600);
 
 /// Calls `each` with every message of `partition` from `start` to the end.
@@ -46,26 +47,21 @@ pub(super) fn scan<C: ConsumerContext>(
         .assign(&tpl)
         .map_err(|e| classify("assigning the partition", &e))?;
     let started = Instant::now();
-    let mut last_news = Instant::now();
+    let mut last_message = Instant::now();
     let mut at_end = false;
     loop {
         match consumer.poll(Duration::from_millis(200)) {
             Some(Ok(msg)) => {
-                last_news = Instant::now();
+                last_message = Instant::now();
                 at_end = false;
                 each(&msg);
             }
-            Some(Err(KafkaError::PartitionEOF(_))) => {
-                if !at_end {
-                    last_news = Instant::now();
-                }
-                at_end = true;
-            }
+            Some(Err(KafkaError::PartitionEOF(_))) => at_end = true,
             Some(Err(e)) if e.rdkafka_error_code() == Some(RDKafkaErrorCode::OffsetOutOfRange) => at_end = true,
             Some(Err(e)) => return Err(classify(&format!("reading topic {topic} partition {partition}"), &e)),
             None => {}
         }
-        let quiet = last_news.elapsed();
+        let quiet = last_message.elapsed();
         if at_end && quiet > SETTLE {
             return Ok(());
         }

@@ -85,7 +85,7 @@ impl KafkaSink {
         if let Some(p) = self.partition {
             return Ok(p);
         }
-        let p = partition::lookup(&self.cfg, &self.origin)?;
+        let p = partition::lookup(&self.cfg, &self.origin, partition::Lookup::ForWriting)?;
         self.partition = Some(p);
         Ok(p)
     }
