@@ -113,20 +113,39 @@ impl ConfigFile {
         let mut commands = leaf_commands(root);
         commands.push(root.clone()); // global flags such as --log-format
         for entry in &self.entries {
-            let arg = commands
+            // Flags that narrow what a check covers are taken from the command
+            // line only: a file left in a job's setup must never make a check cover less.
+            let settable: Vec<&Arg> = commands
                 .iter()
-                .find_map(|c| find_arg(c, &entry.long))
-                .ok_or_else(|| self.error(entry, "unknown key (not a flag of any chainship command)"))?;
+                .filter(|c| !crate::env_names::command_line_only(c.get_name(), &entry.long))
+                .filter_map(|c| find_arg(c, &entry.long))
+                .collect();
+            let Some(arg) = settable.first() else {
+                let anywhere = commands.iter().any(|c| find_arg(c, &entry.long).is_some());
+                return Err(self.error(
+                    entry,
+                    if anywhere {
+                        "taken from the command line only (a config file must not narrow what a check covers)"
+                    } else {
+                        "unknown key (not a flag of any chainship command)"
+                    },
+                ));
+            };
             check_values(arg, &entry.values).map_err(|why| self.error(entry, why))?;
         }
         Ok(())
     }
 
-    /// Makes the file's values the defaults of `cmd`'s flags.
+    /// Makes the file's values the defaults of `cmd`'s flags (never of
+    /// those taken from the command line only).
     pub fn apply(&self, mut cmd: Command) -> Command {
         let mut longs: Vec<&str> = self.entries.iter().map(|e| e.long.as_str()).collect();
         longs.dedup();
+        let name = cmd.get_name().to_owned();
         for long in longs {
+            if crate::env_names::command_line_only(&name, long) {
+                continue;
+            }
             let Some(id) = find_arg(&cmd, long).map(|a| a.get_id().clone()) else {
                 continue;
             };

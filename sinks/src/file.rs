@@ -82,24 +82,57 @@ fn opened<'a>(slot: &'a mut Option<File>, path: &Path) -> Result<&'a mut File, S
     Ok(slot.as_mut().expect("opened above"))
 }
 
-/// Cuts a torn last line (no trailing newline) and returns the new length.
-fn repair_torn_tail(file: &mut File, path: &Path) -> std::io::Result<u64> {
-    let len = file.metadata()?.len();
-    if len == 0 || byte_at(file, len - 1)? == b'\n' {
+/// Cuts a torn last line (no trailing newline) and returns the new length:
+/// only when it is the start of a record after complete records (or at the
+/// very start), which is all a crash mid-batch can leave. Anything else is
+/// not this sink's file (a database, someone's notes): it is refused, and
+/// not one byte of it is changed.
+fn repair_torn_tail(file: &mut File, path: &Path) -> Result<u64, SinkError> {
+    let io = |e| io_error(path, e);
+    let len = file.metadata().map_err(io)?.len();
+    if len == 0 || byte_at(file, len - 1).map_err(io)? == b'\n' {
         return Ok(len);
     }
-    let keep = match last_newline_before(file, len)? {
+    let keep = match last_newline_before(file, len).map_err(io)? {
         Some(pos) => pos + 1,
         None => 0,
     };
+    let torn_is_a_record_start = read_at(file, keep, RECORD_START.len().min((len - keep) as usize))
+        .map_err(io)?
+        .as_slice()
+        == &RECORD_START[..RECORD_START.len().min((len - keep) as usize)];
+    let last_complete_is_a_record = keep == 0 || {
+        let start = match keep.checked_sub(1) {
+            Some(0) | None => 0,
+            Some(end) => last_newline_before(file, end).map_err(io)?.map_or(0, |p| p + 1),
+        };
+        let line = read_at(file, start, (keep - 1 - start) as usize).map_err(io)?;
+        Record::parse(&line).is_ok()
+    };
+    if !(torn_is_a_record_start && last_complete_is_a_record) {
+        return Err(SinkError::integrity(format!(
+            "file sink {}: not a chainship JSON Lines file (it does not end in a complete record); refusing to write to it",
+            path.display()
+        )));
+    }
     tracing::warn!(
         file = %path.display(),
         dropped_bytes = len - keep,
         "file sink: cut a torn last line left by a crash (it was never acknowledged and will be sent again)"
     );
-    file.set_len(keep)?;
-    file.sync_all()?;
+    file.set_len(keep).map_err(io)?;
+    file.sync_all().map_err(io)?;
     Ok(keep)
+}
+
+/// How every record line begins (the record's first field).
+const RECORD_START: &[u8] = b"{\"origin\":";
+
+fn read_at(file: &mut File, pos: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    file.seek(SeekFrom::Start(pos))?;
+    file.read_exact(&mut buf)?;
+    Ok(buf)
 }
 
 fn byte_at(file: &mut File, pos: u64) -> std::io::Result<u8> {
@@ -161,7 +194,7 @@ impl Sink for FileSink {
     async fn held(&mut self, after: Option<Head>) -> Result<Option<Head>, SinkError> {
         let path = self.path.clone();
         let file = opened(&mut self.file, &path)?;
-        let len = repair_torn_tail(file, &path).map_err(|e| io_error(&path, e))?;
+        let len = repair_torn_tail(file, &path)?;
         let mut check = HeldCheck::new(&self.origin, after);
         let from = start_of_lines_after(file, len, check.after_seq()).map_err(|e| io_error(&path, e))?;
         file.seek(SeekFrom::Start(from.offset))
@@ -246,4 +279,46 @@ pub fn sync_parent(path: &Path) -> std::io::Result<()> {
         _ => Path::new("."),
     };
     File::open(parent)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(path: &Path) -> Result<Option<Head>, SinkError> {
+        let mut sink = FileSink::new(path, "o");
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(sink.held(None))
+    }
+
+    #[test]
+    fn a_file_that_is_not_this_sinks_is_refused_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, bytes) in [
+            ("notes.txt", &b"important line\nlast words"[..]),
+            ("db", &b"SQLite format 3\0\x10\x00binary"[..]),
+            ("record-then-junk", &b"{\"origin\":\"o\",\"seq\":1}\nlast words"[..]),
+            ("junk-then-torn", &b"not a record\n{\"origin\":\"o\",\"se"[..]),
+        ] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            let e = held(&path).unwrap_err();
+            assert_eq!(e.kind, crate::ErrorKind::Integrity, "{name}: {e}");
+            assert!(e.message.contains("not a chainship JSON Lines file"), "{name}: {e}");
+            assert_eq!(std::fs::read(&path).unwrap(), bytes, "{name} was changed");
+        }
+    }
+
+    #[test]
+    fn a_torn_record_is_cut_whatever_byte_the_crash_left_it_at() {
+        let dir = tempfile::tempdir().unwrap();
+        for torn in [&b"{"[..], b"{\"orig", b"{\"origin\":\"o\",\"seq\":2,\"run"] {
+            let path = dir.path().join("out.jsonl");
+            std::fs::write(&path, torn).unwrap();
+            assert_eq!(held(&path).unwrap(), None, "{torn:?}");
+            assert_eq!(std::fs::read(&path).unwrap(), b"", "{torn:?}");
+        }
+    }
 }

@@ -40,6 +40,57 @@ pub struct PipelineArgs {
     pub signing: SigningArgs,
 }
 
+impl PipelineArgs {
+    /// Refuses a sink file or cursor that is the audit database (or its
+    /// `-wal`/`-shm`), by any path, or one another: writing there would
+    /// destroy the evidence it is meant to ship.
+    pub fn refuse_overlaps(&self) -> Result<(), CliError> {
+        let mut taken: Vec<(String, PathBuf)> = Vec::new();
+        if let Some(db) = &self.db.db {
+            for suffix in ["", "-wal", "-shm"] {
+                let mut path = db.clone().into_os_string();
+                path.push(suffix);
+                taken.push((
+                    format!("the audit database{}", if suffix.is_empty() { "" } else { suffix }),
+                    path.into(),
+                ));
+            }
+        }
+        let mut writers: Vec<(&str, &std::path::Path)> = Vec::new();
+        if let chainship_sinks::SinkConfig::File(path) = &self.sink.sink {
+            writers.push(("--sink", path));
+        }
+        if let Some(cursor) = &self.cursor.cursor {
+            writers.push(("--cursor", cursor));
+        }
+        for (i, (flag, path)) in writers.iter().enumerate() {
+            let others = taken
+                .iter()
+                .map(|(what, p)| (what.clone(), p.as_path()))
+                .chain(writers[..i].iter().map(|(f, p)| (format!("the {f} file"), *p)));
+            for (what, other) in others {
+                if same_file(path, other) {
+                    return Err(CliError::usage(format!(
+                        "{flag} {}: is {what} ({}); refusing to write there",
+                        path.display(),
+                        other.display()
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The same file: the same inode when both exist, else the same path.
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
+        _ => std::path::absolute(a).ok() == std::path::absolute(b).ok(),
+    }
+}
+
 /// `--origin`.
 #[derive(Args, Clone, Debug)]
 pub struct OriginArg {

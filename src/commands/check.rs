@@ -31,6 +31,7 @@ pub struct CheckArgs {
 
 pub fn run(check: &CheckArgs) -> CmdResult {
     let args = &check.pipeline;
+    args.refuse_overlaps()?;
     let runtime = crate::report::runtime()?;
     let mut results: Vec<(String, Result<String, String>)> = Vec::new();
 

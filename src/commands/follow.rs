@@ -88,6 +88,7 @@ pub enum OnBreakArg {
 
 pub fn run(args: &FollowArgs) -> CmdResult {
     let open = args.pipeline.db.open_options().map_err(CliError::usage)?;
+    args.pipeline.refuse_overlaps()?;
     let db_path = args.pipeline.db.path()?;
     let origin = args.pipeline.origin.get()?;
     let start = match (args.from_start, args.from_seq) {

@@ -167,3 +167,29 @@ fn the_file_applies_to_the_command_that_runs_whatever_the_arguments_spell() {
         "{report}"
     );
 }
+
+#[test]
+fn a_config_file_can_never_narrow_what_a_check_covers() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "a.db", 30);
+    for (key, value) in [
+        ("allow-no-heads", "true"),
+        ("after", "\"5:abc\""),
+        ("allow_no_heads", "false"),
+    ] {
+        let cfg = write(&dir, "n.toml", &format!("origin = \"x/y\"\n{key} = {value}\n"));
+        let out = run(&["verify", "--config", &cfg, "--db", path_str(&db)]);
+        assert_eq!(code(&out), 2, "{key}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!("{cfg}:2: {key}: taken from the command line only")),
+            "{}",
+            stderr(&out)
+        );
+    }
+    // `from` is verify's range start and verify-export's source: a file may
+    // name the source, and verify still checks the whole chain.
+    let cfg = write(&dir, "f.toml", "from = \"file:/siem/events.jsonl\"\n");
+    let out = run(&["verify", "--config", &cfg, "--db", path_str(&db)]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("30 event(s), seq 1 to 30"), "{}", stdout(&out));
+}

@@ -315,3 +315,32 @@ fn check_with_a_file_sink_creates_nothing() {
         "{found}"
     );
 }
+
+#[test]
+fn the_audit_database_is_never_a_sink_or_a_cursor_by_any_path() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "a.db", 65);
+    let before = std::fs::read(&db).unwrap();
+    let link = dir.path().join("link.jsonl");
+    std::os::unix::fs::symlink(&db, &link).unwrap();
+    let wal = dir.path().join("a.db-wal");
+    let cursor = dir.path().join("cursor");
+    for (sink, cursor) in [(&db, &cursor), (&link, &cursor), (&wal, &cursor), (&cursor, &cursor)] {
+        for command in ["follow", "check"] {
+            let out = bin()
+                .args([command, "--db", path_str(&db), "--origin", "f"])
+                .args(["--sink", &format!("file:{}", path_str(sink))])
+                .args(["--cursor", path_str(cursor)])
+                .args(if command == "check" {
+                    &[][..]
+                } else {
+                    &["--from-start", "--once"][..]
+                })
+                .output()
+                .unwrap();
+            assert_eq!(code(&out), 2, "{command} --sink {}: {}", sink.display(), stderr(&out));
+            assert!(stderr(&out).contains("refusing to write there"), "{}", stderr(&out));
+        }
+    }
+    assert_eq!(std::fs::read(&db).unwrap(), before, "the audit database was changed");
+}
