@@ -17,8 +17,8 @@ use crate::progress::events_bar;
   chainship verify --db audit.db --head 1200:e2b46cc3bab5ed21f4a390d35f3847bc57866a6d8ae3b644e5b2fa595121a4fb
   CHAINSHIP_DB=audit.db chainship verify --from 1000 --to 2000 --json
 
-Exit codes: 0 intact, 1 broken (a damaged row included, or --to / --head not matched),
-2 usage or unreadable database.")]
+Exit codes: 0 intact, 1 broken (a damaged row included, or --to / --head not matched) or
+nothing checked (an empty table, --from past the head), 2 usage or unreadable database.")]
 #[command(mut_arg("db", |a| a.required(true)))]
 pub struct VerifyArgs {
     #[command(flatten)]
@@ -64,7 +64,13 @@ pub fn run(args: &VerifyArgs) -> CmdResult {
     } else {
         outln!("{}", to_text(&report).trim_end_matches('\n'));
     }
-    Ok(if report.ok() { OK } else { FAILED })
+    Ok(if passed(&report) { OK } else { FAILED })
+}
+
+/// Intact, and something was checked: a walk over no event vouches for
+/// nothing (an empty table, `--from` past the head), so it never passes.
+fn passed(r: &WalkReport) -> bool {
+    r.ok() && r.checked > 0
 }
 
 fn to_text(r: &WalkReport) -> String {
@@ -108,7 +114,7 @@ fn to_text(r: &WalkReport) -> String {
                 out += &format!("last checked: seq {} {}\n", last.seq, last.hash_str());
             }
             _ if r.unreachable_seq.is_some() => out += "checked: 0 event(s)\n",
-            _ => out += "intact: 0 event(s)\n",
+            _ => out += "nothing checked: no event in the range (an empty table, or --from past the head)\n",
         }
     }
     if let Some(to) = r.to_not_reached {
@@ -147,7 +153,11 @@ fn to_text(r: &WalkReport) -> String {
 fn to_json(r: &WalkReport) -> serde_json::Value {
     let head_json = |h: &Head| json!({"seq": h.seq, "hash": h.hash_str()});
     json!({
-        "status": if r.ok() { "intact" } else { "broken" },
+        "status": match (r.ok(), r.checked) {
+            (true, 0) => "nothing-checked",
+            (true, _) => "intact",
+            (false, _) => "broken",
+        },
         "head": r.db_head.as_ref().map(|(seq, hash)| json!({"seq": seq, "hash": hash})),
         "head_unreadable": r.db_head_unreadable,
         "checked": r.checked,

@@ -328,3 +328,30 @@ fn generate_refuses_to_touch_an_existing_file_without_append() {
     let out = run(&["verify", "--db", path_str(&db)]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
 }
+
+#[test]
+fn a_walk_that_checked_nothing_never_passes() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "a.db", 30);
+    let empty = dir.path().join("empty.db");
+    tamper(&empty)
+        .execute_batch(
+            "CREATE TABLE events (seq INTEGER PRIMARY KEY, run_id TEXT, step_id TEXT, at TEXT, type TEXT, payload_json TEXT, hash TEXT);",
+        )
+        .unwrap();
+    for args in [
+        vec!["verify", "--db", path_str(&db), "--from", "99"],
+        vec!["verify", "--db", path_str(&empty)],
+    ] {
+        let out = run(&args);
+        assert_eq!(code(&out), 1, "{args:?}: {}", stdout(&out));
+        assert!(stdout(&out).contains("nothing checked"), "{}", stdout(&out));
+        let mut json = args.clone();
+        json.push("--json");
+        let out = run(&json);
+        assert_eq!(code(&out), 1);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["status"], "nothing-checked", "{report}");
+    }
+    assert_eq!(code(&run(&["verify", "--db", path_str(&db), "--from", "30"])), 0);
+}
