@@ -52,7 +52,12 @@ pub struct Anchoring {
 pub struct AnchoringHandle {
     published: watch::Receiver<u64>,
     failure: Arc<std::sync::OnceLock<String>>,
+    last_error: LastError,
 }
+
+/// The store's last error, cleared by the next success: what `--once`
+/// reports when the newest head could not be published.
+type LastError = Arc<std::sync::Mutex<Option<chainship_chain::Error>>>;
 
 impl AnchoringHandle {
     /// Waits until a head at or past `seq` is published, at most `limit`.
@@ -69,6 +74,11 @@ impl AnchoringHandle {
     /// The integrity finding that stopped anchoring (and the follower), if any.
     pub fn failure(&self) -> Option<String> {
         self.failure.get().cloned()
+    }
+
+    /// Why the last attempt to publish failed, if it did.
+    pub fn last_error(&self) -> Option<chainship_chain::Error> {
+        self.last_error.lock().ok().and_then(|e| e.clone())
     }
 }
 
@@ -87,8 +97,14 @@ impl Anchoring {
         rt.spawn(report_age(since));
         let start_head = recorded.filter(|h| h.seq == start);
         let failure = Arc::new(std::sync::OnceLock::new());
-        rt.spawn(self.run(delivered, tx, published_at, start_head, Arc::clone(&failure)));
-        AnchoringHandle { published, failure }
+        let last_error = LastError::default();
+        let errors = Arc::clone(&last_error);
+        rt.spawn(self.run(delivered, tx, published_at, start_head, Arc::clone(&failure), errors));
+        AnchoringHandle {
+            published,
+            failure,
+            last_error,
+        }
     }
 
     async fn run(
@@ -98,7 +114,13 @@ impl Anchoring {
         published_at: watch::Sender<Instant>,
         start_head: Option<Head>,
         failure: Arc<std::sync::OnceLock<String>>,
+        last_error: LastError,
     ) {
+        let remember = |e: Option<&chainship_chain::Error>| {
+            if let Ok(mut slot) = last_error.lock() {
+                *slot = e.cloned();
+            }
+        };
         // A head below one already kept would read as the log going backwards
         // (another follower of this origin, e.g. to another sink, got further):
         // publish only past the highest kept head. Only heads this follower's
@@ -107,6 +129,7 @@ impl Anchoring {
         let kept = match highest_verified_head(self.store.as_ref(), &self.origin, &verifiers).await {
             Ok(kept) => kept,
             Err(e) => {
+                remember(Some(&e));
                 tracing::warn!(store = %self.store.describe(), error = %e, "cannot list the kept heads; publishing from the last recorded one");
                 None
             }
@@ -186,6 +209,7 @@ impl Anchoring {
                         gauge!(m::ANCHORED_SEQ).set(last as f64);
                         gauge!(m::ANCHOR_LAG).set(0.0);
                         self.health.anchor_ok();
+                        remember(None);
                         tracing::debug!(%head, store = %self.store.describe(), "head published");
                         continue;
                     }
@@ -200,6 +224,7 @@ impl Anchoring {
                         return;
                     }
                     Err(e) => {
+                        remember(Some(&e));
                         counter!(m::ANCHOR_ERRORS).increment(1);
                         gauge!(m::ANCHOR_LAG).set(head.seq.saturating_sub(last) as f64);
                         self.health.anchor_failed(&e.message);

@@ -184,8 +184,11 @@ pub fn run(args: &FollowArgs) -> CmdResult {
             if let Some(finding) = anchoring.failure() {
                 return Err(CliError::failed(finding));
             }
+            let why = anchoring
+                .last_error()
+                .map_or(String::new(), |e| format!(": {}", CliError::from_kind(&e).message));
             let message = format!(
-                "the newest head {last} was not published to the anchor store within --shutdown-grace (last published: seq {}); it is in the cursor and the next run publishes it",
+                "the newest head {last} was not published to the anchor store within --shutdown-grace (last published: seq {}){why}; it is in the cursor and the next run publishes it",
                 anchoring.published_seq()
             );
             // A cron job must not read success while the copy is not anchored.

@@ -174,10 +174,56 @@ fn missing_aws_credentials_are_one_clear_line() {
     let err = stderr(&out);
     assert_eq!(code(&out), 2, "{err}");
     assert!(
-        err.contains("no AWS credentials") && err.contains("AWS_ACCESS_KEY_ID"),
+        err.contains("no AWS credentials") && err.contains("AWS_ACCESS_KEY_ID") && err.ends_with("(--s3-profile)\n"),
         "{err}"
     );
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+
+    // The anchor store's own settings, named as the anchor store's: when
+    // reading heads, and as the reason --once could not publish.
+    let no_credentials = |args: &[&str]| {
+        bin()
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .env_remove("AWS_PROFILE")
+            .env("HOME", &home)
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .args(args)
+            .args(["--anchor", "s3://some-anchors/heads", "--anchor-s3-endpoint", &s3_endpoint()])
+            .arg("--anchor-s3-path-style")
+            .output()
+            .unwrap()
+    };
+    let (key, verifier) = keygen(dir.path(), "ops", "head.key");
+    let out = no_credentials(&["anchor", "list", "--origin", "ops/agentrt", "--trusted-key", &verifier]);
+    let err = stderr(&out);
+    assert_eq!(code(&out), 2, "{err}");
+    assert!(err.contains("no AWS credentials") && err.ends_with("(--anchor-s3-profile)\n"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    let out = no_credentials(&[
+        "follow",
+        "--db",
+        path_str(&db),
+        "--origin",
+        "ops/agentrt",
+        "--from-start",
+        "--once",
+        "--cursor",
+        path_str(&dir.path().join("c2")),
+        "--sink",
+        &format!("file:{}", path_str(&dir.path().join("out.jsonl"))),
+        "--signing-key",
+        path_str(&key),
+        "--shutdown-grace",
+        "2s",
+    ]);
+    let err = stderr(&out);
+    assert_eq!(code(&out), 2, "{err}");
+    let last = err.trim_end().lines().last().unwrap_or_default();
+    assert!(
+        last.contains("was not published") && last.contains("no AWS credentials") && last.contains("(--anchor-s3-profile)"),
+        "{err}"
+    );
 }
 
 /// `follow --once` into a file sink, signing heads with `keys` (comma-separated paths).

@@ -53,8 +53,18 @@ impl S3Store {
         }
     }
 
-    async fn client(&self) -> &aws_sdk_s3::Client {
-        self.client.get_or_init(|| self.settings.client()).await
+    /// The client, once the credentials resolve: without any, every call
+    /// would fail as "cannot reach the server" after a round of lookups.
+    async fn client(&self) -> Result<&aws_sdk_s3::Client, StoreError> {
+        self.client
+            .get_or_try_init(|| async {
+                self.settings
+                    .check_credentials()
+                    .await
+                    .map_err(|f| self.failure(f).with_setting(Setting::AnchorS3Profile))?;
+                Ok(self.settings.client().await)
+            })
+            .await
     }
 
     /// Refuses an origin whose heads are all still at the legacy key: publishing
@@ -86,7 +96,7 @@ impl S3Store {
             .get_or_try_init(|| async {
                 match self
                     .client()
-                    .await
+                    .await?
                     .get_object_lock_configuration()
                     .bucket(&self.at.bucket)
                     .send()
@@ -122,7 +132,7 @@ impl S3Store {
         };
         // The delimiter keeps deeper keys (another origin's, in the legacy layout) out.
         let limit = first_only.then_some(1);
-        list_keys(self.client().await, &self.at.bucket, prefix, Some("/"), is_head, limit)
+        list_keys(self.client().await?, &self.at.bucket, prefix, Some("/"), is_head, limit)
             .await
             .map_err(|f| self.failure(f))
     }
@@ -144,7 +154,7 @@ impl S3Store {
 
     /// The object's bytes, or `None` when there is no such key.
     async fn get_if_there(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let body = get_object(self.client().await, &self.at.bucket, key)
+        let body = get_object(self.client().await?, &self.at.bucket, key)
             .await
             .map_err(|f| self.failure(f))?;
         Ok(body.map(|b| b.to_vec()))
@@ -180,7 +190,7 @@ impl AnchorStore for S3Store {
             metadata: Default::default(),
             retain_until,
         };
-        match upload_new(self.client().await, &object, note.to_vec(), PartPlan::default()).await {
+        match upload_new(self.client().await?, &object, note.to_vec(), PartPlan::default()).await {
             Ok(()) => Ok(PutOutcome::Created),
             Err(f) if f.precondition_failed() => Ok(PutOutcome::AlreadyThere(self.get(&key).await?)),
             Err(f) => Err(self.failure(f)),
@@ -222,11 +232,7 @@ impl AnchorStore for S3Store {
     }
 
     async fn check(&self) -> Result<String, StoreError> {
-        self.settings
-            .check_credentials()
-            .await
-            .map_err(|f| self.failure(f).with_setting(Setting::AnchorS3Profile))?;
-        let client = self.client().await;
+        let client = self.client().await?;
         client
             .head_bucket()
             .bucket(&self.at.bucket)
