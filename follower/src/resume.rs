@@ -38,6 +38,19 @@ pub fn resume(db: &EventDb, delivery: &mut Delivery, start: StartFrom) -> Result
         rt.block_on(sink.held(start))
     })?;
     let sink_name = delivery.sink_name();
+    // The cursor's record was delivered: a sink without it lost data, and the
+    // next events would follow a silent gap.
+    if let Some(cursor) = cursor_head.filter(|_| held == start) {
+        let holds = delivery.with_retry("reading back the cursor's record", |sink, rt| {
+            rt.block_on(sink.holds(cursor))
+        })?;
+        if !holds {
+            return Err(FollowError::integrity(format!(
+                "the sink {sink_name} no longer holds seq {} that the cursor says was delivered ({cursor}): restored from an older copy, truncated, or deleted; delivering on would leave a gap",
+                cursor.seq
+            )));
+        }
+    }
     let point = with_sink(db, start, held, &sink_name)?;
     if point.skipped > 0 {
         let head = point.after.expect("a sink ahead of the cursor holds a head");
@@ -235,10 +248,21 @@ mod tests {
     }
 
     #[test]
-    fn a_sink_behind_the_cursor_resumes_at_the_cursor() {
+    fn a_sink_that_lost_the_cursors_record_stops_with_integrity() {
         let mut f = Fixture::new(20);
         let db = f.db_path.clone();
         f.sink_holds(&db, 1, 3);
+        f.cursor.store(head_at(&db, 5)).unwrap();
+        let e = f.resume(StartFrom::Cursor).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Integrity, "{e}");
+        assert!(e.to_string().contains("no longer holds seq 5"), "{e}");
+    }
+
+    #[test]
+    fn a_sink_at_the_cursor_resumes_at_the_cursor() {
+        let mut f = Fixture::new(20);
+        let db = f.db_path.clone();
+        f.sink_holds(&db, 1, 5);
         f.cursor.store(head_at(&db, 5)).unwrap();
         let point = f.resume(StartFrom::Cursor).unwrap();
         assert_eq!((point.after, point.skipped), (Some(head_at(&db, 5)), 0));

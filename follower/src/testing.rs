@@ -46,6 +46,13 @@ impl Sink for MemorySink {
         Ok(check.head())
     }
 
+    async fn holds(&mut self, head: Head) -> Result<bool, SinkError> {
+        let lines = self.lines.lock().unwrap();
+        Ok(lines.iter().any(|l| {
+            chainship_chain::record::Record::parse(l).is_ok_and(|r| r.seq == head.seq && r.hash.as_bytes() == &head.hash[..])
+        }))
+    }
+
     async fn deliver(&mut self, batch: &Batch) -> Result<(), SinkError> {
         let mut lines = self.lines.lock().unwrap();
         lines.extend(

@@ -218,6 +218,24 @@ impl Sink for FileSink {
         Ok(check.head())
     }
 
+    async fn holds(&mut self, head: Head) -> Result<bool, SinkError> {
+        let path = self.path.clone();
+        let io = |e| io_error(&path, e);
+        let file = opened(&mut self.file, &path)?;
+        let len = repair_torn_tail(file, &path)?;
+        // The last line at or below `head`'s seq must be `head`'s own record.
+        let from = start_of_lines_after(file, len, head.seq).map_err(io)?;
+        if from.offset == 0 {
+            return Ok(false);
+        }
+        let start = match from.offset.checked_sub(1) {
+            Some(0) | None => 0,
+            Some(end) => last_newline_before(file, end).map_err(io)?.map_or(0, |p| p + 1),
+        };
+        let line = read_at(file, start, (from.offset - 1 - start) as usize).map_err(io)?;
+        Ok(Record::parse(&line).is_ok_and(|r| r.seq == head.seq && r.hash.as_bytes() == &head.hash[..]))
+    }
+
     async fn deliver(&mut self, batch: &Batch) -> Result<(), SinkError> {
         let path = &self.path;
         let file = opened(&mut self.file, path)?;

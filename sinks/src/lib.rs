@@ -41,6 +41,15 @@ pub trait Sink: Send {
     /// cannot read back answer `after`.
     async fn held(&mut self, after: Option<Head>) -> Result<Option<Head>, SinkError>;
 
+    /// Whether the sink still holds `head`'s own record (the cursor's: it was
+    /// delivered before). A sink that lost it (restored from an older copy,
+    /// truncated, an object deleted, retention) would otherwise get the next
+    /// events appended after a silent gap. Sinks that cannot read back say yes.
+    async fn holds(&mut self, head: Head) -> Result<bool, SinkError> {
+        let _ = head;
+        Ok(true)
+    }
+
     /// Delivers a batch; returns only once the sink has made it durable.
     async fn deliver(&mut self, batch: &Batch) -> Result<(), SinkError>;
 

@@ -344,3 +344,20 @@ fn the_audit_database_is_never_a_sink_or_a_cursor_by_any_path() {
     }
     assert_eq!(std::fs::read(&db).unwrap(), before, "the audit database was changed");
 }
+
+#[test]
+fn a_sink_file_that_lost_the_cursors_record_stops_the_follower() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "a.db", 60);
+    let (out, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
+    assert_eq!(code(&follow_once(&db, &out, &cursor, &["--from-start"])), 0);
+    // The sink restored from an older copy: its first 20 records.
+    let text = std::fs::read_to_string(&out).unwrap();
+    let older: String = text.lines().take(20).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&out, &older).unwrap();
+    append(&db, 5);
+    let res = follow_once(&db, &out, &cursor, &[]);
+    assert_eq!(code(&res), 1, "{}", stderr(&res));
+    assert!(stderr(&res).contains("no longer holds seq 60"), "{}", stderr(&res));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), older, "nothing was appended after the gap");
+}

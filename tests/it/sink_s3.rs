@@ -364,3 +364,34 @@ async fn a_multipart_upload_never_overwrites_and_leaves_no_parts_behind() {
     let refused = upload_new(&client, &small, b"two".to_vec(), plan).await.unwrap_err();
     assert!(refused.precondition_failed(), "{refused:?}");
 }
+
+#[tokio::test]
+async fn a_bucket_that_lost_the_cursors_object_stops_the_follower() {
+    let _services = services().await;
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "a.db", 600);
+    let bucket = bucket("events").await;
+    let cursor = dir.path().join("c");
+    let once = |extra: &[&str]| {
+        let mut args = vec!["--once", "--from-start", "--s3-batch-events", "200"];
+        args.extend_from_slice(extra);
+        follow_cmd(&db, &bucket, &cursor, &args).output().unwrap()
+    };
+    assert_eq!(code(&once(&[])), 0);
+    // The object holding the cursor's record (seqs 401-600) is deleted.
+    let listing = s3_client().list_objects_v2().bucket(&bucket).send().await.unwrap();
+    let last = listing
+        .contents()
+        .iter()
+        .filter_map(|o| o.key())
+        .find(|k| k.contains("00000000000000000401-00000000000000000600"))
+        .expect("the last object")
+        .to_owned();
+    s3_client().delete_object().bucket(&bucket).key(&last).send().await.unwrap();
+    append(&db, 50);
+    let out = once(&[]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("no longer holds seq 600"), "{}", stderr(&out));
+    let listing = s3_client().list_objects_v2().bucket(&bucket).send().await.unwrap();
+    assert_eq!(listing.contents().len(), 2, "nothing was delivered after the gap");
+}

@@ -37,6 +37,8 @@ pub struct KafkaSink {
     partition: Option<i32>,
     /// After a failure the partition's tail is read again before resending.
     recheck: bool,
+    /// The last read-back's `after`, and whether its own record was there.
+    seen_after: Option<(Head, bool)>,
 }
 
 /// The read-back consumer's context: reaching the end of the partition is
@@ -61,6 +63,7 @@ impl KafkaSink {
             origin: origin.to_owned(),
             producer: None,
             recheck: true,
+            seen_after: None,
         }
     }
 
@@ -137,6 +140,7 @@ impl KafkaSink {
             // A differing copy of the cursor's record: never reset by a later boundary.
             let mut planted: Option<String> = None;
             let mut boundary = false;
+            let mut after_held = false;
             scan(&consumer, &topic, partition, Offset::Offset(start), limits, |msg| {
                 let parsed = Record::parse(msg.payload().unwrap_or_default());
                 if !belongs_to(&self.origin, msg.key(), &parsed) {
@@ -150,6 +154,7 @@ impl KafkaSink {
                     let delivered = after.is_some_and(|a| {
                         r.seq != a.seq || (r.hash.as_bytes() == &a.hash[..] && r.expected_hash() == a.hash)
                     });
+                    after_held |= delivered && r.seq == after_seq;
                     if !delivered && planted.is_none() {
                         planted = Some(format!(
                             "Kafka sink: topic {topic} partition {partition} offset {offset}: seq {} is not the record delivered at the cursor ({}); the partition holds what the chain does not",
@@ -173,6 +178,7 @@ impl KafkaSink {
                 return Err(SinkError::integrity(m));
             }
             if boundary || start == low {
+                self.seen_after = after.map(|a| (a, after_held));
                 return match failure {
                     Some(m) => Err(SinkError::integrity(format!(
                         "Kafka sink: {m}; the partition holds what the chain does not"
@@ -282,6 +288,13 @@ impl Sink for KafkaSink {
         let held = self.read_back(after)?;
         self.recheck = false;
         Ok(held)
+    }
+
+    async fn holds(&mut self, head: Head) -> Result<bool, SinkError> {
+        if !matches!(self.seen_after, Some((h, _)) if h == head) {
+            self.read_back(Some(head))?;
+        }
+        Ok(self.seen_after.is_some_and(|(h, held)| h == head && held))
     }
 
     async fn deliver(&mut self, batch: &Batch) -> Result<(), SinkError> {

@@ -146,6 +146,19 @@ impl Sink for S3Sink {
         Ok(check.head())
     }
 
+    async fn holds(&mut self, head: Head) -> Result<bool, SinkError> {
+        // Objects are whole (write-once, proven when read); the one whose
+        // range ends at the cursor holds the cursor's record.
+        let client = self.client().await.clone();
+        let listing = list_origin(&client, &self.cfg.at.bucket, &self.origin_prefix())
+            .await
+            .map_err(|f| self.error(f))?;
+        Ok(listing
+            .objects
+            .iter()
+            .any(|(range, _)| range.first <= head.seq && head.seq <= range.last))
+    }
+
     async fn deliver(&mut self, batch: &Batch) -> Result<(), SinkError> {
         let Some(last) = batch.last_head() else { return Ok(()) };
         let key = self.key_for(batch);
