@@ -222,3 +222,24 @@ async fn a_second_follower_of_the_same_origin_fences_the_first() {
     assert!(check.findings.is_empty(), "{:?}", check.findings);
     assert_eq!(check.end(), head.split(':').next().unwrap().parse().ok());
 }
+
+#[tokio::test]
+async fn a_topic_that_lost_the_cursors_record_stops_the_follower() {
+    let _services = services().await;
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "a.db", 300);
+    let cursor = dir.path().join("cursor");
+    let first = kafka_topic("lost", PARTITIONS).await;
+    let out = kafka_follow(&db, &first, "kafka/lost", &cursor, &["--once", "--from-start"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // The same cursor pointed at an empty topic: the topic was recreated.
+    let recreated = kafka_topic("lost", PARTITIONS).await;
+    append(&db, 10);
+    let out = kafka_follow(&db, &recreated, "kafka/lost", &cursor, &["--once"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("no longer holds seq 300"), "{}", stderr(&out));
+}
