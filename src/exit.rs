@@ -58,6 +58,16 @@ pub fn flag_for(setting: Setting) -> &'static str {
     match setting {
         Setting::AllowSymlink => "--allow-symlink",
         Setting::Table => "--table",
+        Setting::Column(column) => match column {
+            "seq column" => "--seq-column",
+            "run_id column" => "--run-id-column",
+            "step_id column" => "--step-id-column",
+            "at column" => "--at-column",
+            "type column" => "--type-column",
+            "payload_json column" => "--payload-column",
+            "hash column" => "--hash-column",
+            _ => "the column flags",
+        },
         Setting::StartFrom => "--from-start or --from-seq N",
         Setting::KafkaClient => "--kafka-opt",
         Setting::KafkaPartition => "--kafka-partition",

@@ -89,6 +89,8 @@ impl crate::HasKind for DbError {
         match self {
             DbError::Symlink(_) => Some(crate::Setting::AllowSymlink),
             DbError::IsView { .. } | DbError::NoTable { .. } => Some(crate::Setting::Table),
+            DbError::NoColumn { setting, .. } => Some(crate::Setting::Column(setting)),
+            DbError::Schema(e) => e.setting(),
             _ => None,
         }
     }

@@ -36,6 +36,8 @@ pub enum Setting {
     AllowSymlink,
     /// The events table's name.
     Table,
+    /// One of the column names, by what it holds ("hash column").
+    Column(&'static str),
     /// Where a follower without a cursor starts (from seq 1, or from a seq).
     StartFrom,
     /// The librdkafka settings passed through to the Kafka sink.
@@ -54,6 +56,7 @@ impl Setting {
         match self {
             Setting::AllowSymlink => "the setting that allows a symbolic link",
             Setting::Table => "the table setting",
+            Setting::Column(_) => "the column name settings",
             Setting::StartFrom => "the start setting (from seq 1, or from a seq)",
             Setting::KafkaClient => "the Kafka client settings passed through",
             Setting::KafkaPartition => "the Kafka partition setting",

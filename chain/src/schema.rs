@@ -41,6 +41,19 @@ pub struct SchemaError {
     pub name: String,
 }
 
+impl crate::HasKind for SchemaError {
+    fn kind(&self) -> crate::ErrorKind {
+        crate::ErrorKind::Permanent
+    }
+
+    fn setting(&self) -> Option<crate::Setting> {
+        Some(match self.setting {
+            "table name" => crate::Setting::Table,
+            column => crate::Setting::Column(column),
+        })
+    }
+}
+
 impl Schema {
     /// Every name with the setting it comes from, in the column order the
     /// reader selects: seq, run_id, step_id, at, type, payload_json, hash.

@@ -90,7 +90,7 @@ pub fn run(cmd: &AnchorCommand) -> CmdResult {
 }
 
 fn verify(args: &AnchorVerifyArgs) -> CmdResult {
-    let open = args.db.open_options().map_err(CliError::usage)?;
+    let open = args.db.open_options().map_err(|e| CliError::from_kind(&e))?;
     let keys = args.common.trust.load()?;
     let db = EventDb::open(args.db.path()?, &open)?;
     let set = load_heads(&args.common, &keys)?;

@@ -36,7 +36,7 @@ pub fn run(check: &CheckArgs) -> CmdResult {
     let mut results: Vec<(String, Result<String, String>)> = Vec::new();
 
     if let Some(db) = &args.db.db {
-        let open = args.db.open_options().map_err(|e| CliError::usage(e.to_string()))?;
+        let open = args.db.open_options().map_err(|e| CliError::from_kind(&e))?;
         let r = EventDb::open(db, &open).and_then(|d| d.head()).map(|h| match h {
             Some((seq, _)) => format!("readable, head seq {seq}"),
             None => "readable, no events yet".into(),

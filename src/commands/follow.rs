@@ -87,7 +87,7 @@ pub enum OnBreakArg {
 }
 
 pub fn run(args: &FollowArgs) -> CmdResult {
-    let open = args.pipeline.db.open_options().map_err(CliError::usage)?;
+    let open = args.pipeline.db.open_options().map_err(|e| CliError::from_kind(&e))?;
     args.pipeline.refuse_overlaps()?;
     let db_path = args.pipeline.db.path()?;
     let origin = args.pipeline.origin.get()?;

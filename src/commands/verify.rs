@@ -37,7 +37,7 @@ pub struct VerifyArgs {
 }
 
 pub fn run(args: &VerifyArgs) -> CmdResult {
-    let options = args.db.open_options().map_err(CliError::usage)?;
+    let options = args.db.open_options().map_err(|e| CliError::from_kind(&e))?;
     if let (Some(from), Some(to)) = (args.from, args.to)
         && to < from
     {

@@ -355,3 +355,15 @@ fn a_walk_that_checked_nothing_never_passes() {
     }
     assert_eq!(code(&run(&["verify", "--db", path_str(&db), "--from", "30"])), 0);
 }
+
+#[test]
+fn a_missing_or_bad_column_names_its_flag() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "a.db", 5);
+    let out = run(&["verify", "--db", path_str(&db), "--hash-column", "nope"]);
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).trim_end().ends_with("(--hash-column)"), "{}", stderr(&out));
+    let out = run(&["verify", "--db", path_str(&db), "--run-id-column", "no pe"]);
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).trim_end().ends_with("(--run-id-column)"), "{}", stderr(&out));
+}

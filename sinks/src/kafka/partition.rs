@@ -54,10 +54,13 @@ pub(super) fn lookup(cfg: &KafkaConfig, origin: &str, purpose: Lookup) -> Result
             _ => classify(&format!("reading metadata of topic {topic}"), &e),
         })?;
     let unknown = |code: Option<RDKafkaErrorCode>| {
-        classify(
-            &format!("topic {topic}"),
-            &KafkaError::MetadataFetch(code.unwrap_or(RDKafkaErrorCode::UnknownTopic)),
-        )
+        let code = code.unwrap_or(RDKafkaErrorCode::UnknownTopic);
+        let missing = matches!(code, RDKafkaErrorCode::UnknownTopic | RDKafkaErrorCode::UnknownTopicOrPartition);
+        if missing && !create {
+            // A reader checks what is there: the topic in its URL is wrong, or gone.
+            return SinkError::permanent(format!("Kafka: topic {topic} does not exist on {}", cfg.brokers));
+        }
+        classify(&format!("topic {topic}"), &KafkaError::MetadataFetch(code))
     };
     let count = match metadata.topics().iter().find(|t| t.name() == topic) {
         Some(t) if t.error().is_none() && !t.partitions().is_empty() => t.partitions().len(),
