@@ -49,7 +49,8 @@ impl Sink for MemorySink {
     async fn holds(&mut self, head: Head) -> Result<bool, SinkError> {
         let lines = self.lines.lock().unwrap();
         Ok(lines.iter().any(|l| {
-            chainship_chain::record::Record::parse(l).is_ok_and(|r| r.seq == head.seq && r.hash.as_bytes() == &head.hash[..])
+            chainship_chain::record::Record::parse(l)
+                .is_ok_and(|r| r.seq == head.seq && r.hash.as_bytes() == &head.hash[..])
         }))
     }
 

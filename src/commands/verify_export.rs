@@ -203,6 +203,17 @@ pub fn run(args: &VerifyExportArgs) -> CmdResult {
         Some(f) => findings.push(f),
         None => {}
     }
+    // An empty copy vouches for nothing, whatever else was (not) compared.
+    if check.records == 0 && !findings.iter().any(|f| f.kind == Kind::Cut) {
+        findings.push(Finding {
+            kind: Kind::Cut,
+            seq: None,
+            message: format!("the copy holds no record of origin {origin:?}: nothing was checked"),
+            expected: None,
+            found: None,
+            source: None,
+        });
+    }
     findings.sort_by_key(|f| (f.seq, f.kind));
     let outcome = Outcome {
         origin: Some(origin),

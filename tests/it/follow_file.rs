@@ -359,5 +359,9 @@ fn a_sink_file_that_lost_the_cursors_record_stops_the_follower() {
     let res = follow_once(&db, &out, &cursor, &[]);
     assert_eq!(code(&res), 1, "{}", stderr(&res));
     assert!(stderr(&res).contains("no longer holds seq 60"), "{}", stderr(&res));
-    assert_eq!(std::fs::read_to_string(&out).unwrap(), older, "nothing was appended after the gap");
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        older,
+        "nothing was appended after the gap"
+    );
 }

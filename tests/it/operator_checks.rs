@@ -189,7 +189,12 @@ fn missing_aws_credentials_are_one_clear_line() {
             .env("HOME", &home)
             .env("AWS_EC2_METADATA_DISABLED", "true")
             .args(args)
-            .args(["--anchor", "s3://some-anchors/heads", "--anchor-s3-endpoint", &s3_endpoint()])
+            .args([
+                "--anchor",
+                "s3://some-anchors/heads",
+                "--anchor-s3-endpoint",
+                &s3_endpoint(),
+            ])
             .arg("--anchor-s3-path-style")
             .output()
             .unwrap()
@@ -198,7 +203,10 @@ fn missing_aws_credentials_are_one_clear_line() {
     let out = no_credentials(&["anchor", "list", "--origin", "ops/agentrt", "--trusted-key", &verifier]);
     let err = stderr(&out);
     assert_eq!(code(&out), 2, "{err}");
-    assert!(err.contains("no AWS credentials") && err.ends_with("(--anchor-s3-profile)\n"), "{err}");
+    assert!(
+        err.contains("no AWS credentials") && err.ends_with("(--anchor-s3-profile)\n"),
+        "{err}"
+    );
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     let out = no_credentials(&[
         "follow",
@@ -221,7 +229,9 @@ fn missing_aws_credentials_are_one_clear_line() {
     assert_eq!(code(&out), 2, "{err}");
     let last = err.trim_end().lines().last().unwrap_or_default();
     assert!(
-        last.contains("was not published") && last.contains("no AWS credentials") && last.contains("(--anchor-s3-profile)"),
+        last.contains("was not published")
+            && last.contains("no AWS credentials")
+            && last.contains("(--anchor-s3-profile)"),
         "{err}"
     );
 }

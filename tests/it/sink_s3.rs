@@ -387,7 +387,13 @@ async fn a_bucket_that_lost_the_cursors_object_stops_the_follower() {
         .find(|k| k.contains("00000000000000000401-00000000000000000600"))
         .expect("the last object")
         .to_owned();
-    s3_client().delete_object().bucket(&bucket).key(&last).send().await.unwrap();
+    s3_client()
+        .delete_object()
+        .bucket(&bucket)
+        .key(&last)
+        .send()
+        .await
+        .unwrap();
     append(&db, 50);
     let out = once(&[]);
     assert_eq!(code(&out), 1, "{}", stderr(&out));

@@ -365,5 +365,9 @@ fn a_missing_or_bad_column_names_its_flag() {
     assert!(stderr(&out).trim_end().ends_with("(--hash-column)"), "{}", stderr(&out));
     let out = run(&["verify", "--db", path_str(&db), "--run-id-column", "no pe"]);
     assert_eq!(code(&out), 2);
-    assert!(stderr(&out).trim_end().ends_with("(--run-id-column)"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).trim_end().ends_with("(--run-id-column)"),
+        "{}",
+        stderr(&out)
+    );
 }

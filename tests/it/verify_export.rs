@@ -328,7 +328,11 @@ async fn verifying_a_topic_that_is_not_there_never_creates_it() {
         .output()
         .unwrap();
     assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(stderr(&out).contains(&format!("topic {topic} does not exist")), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("topic {topic} does not exist")),
+        "{}",
+        stderr(&out)
+    );
     assert!(!stderr(&out).contains("create the topic"), "{}", stderr(&out));
     let client: BaseConsumer = rdkafka::ClientConfig::new()
         .set("bootstrap.servers", kafka_addr())
@@ -339,5 +343,30 @@ async fn verifying_a_topic_that_is_not_there_never_creates_it() {
     assert!(
         metadata.topics().iter().all(|t| t.name() != topic),
         "verify-export created the topic it was asked to check"
+    );
+}
+
+#[test]
+fn an_empty_copy_never_passes_even_with_no_heads_allowed() {
+    let s = setup(10);
+    let empty = s.dir.path().join("empty.jsonl");
+    std::fs::write(&empty, b"").unwrap();
+    let out = bin()
+        .args(["verify-export", "--from", &format!("file:{}", path_str(&empty))])
+        .args([
+            "--origin",
+            "typo/agentrt",
+            "--trusted-key",
+            &s.verifier,
+            "--allow-no-heads",
+        ])
+        .args(["--anchor", &s.anchor_url()])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("holds no record of origin \"typo/agentrt\""),
+        "{}",
+        stdout(&out)
     );
 }

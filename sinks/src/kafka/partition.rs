@@ -55,7 +55,10 @@ pub(super) fn lookup(cfg: &KafkaConfig, origin: &str, purpose: Lookup) -> Result
         })?;
     let unknown = |code: Option<RDKafkaErrorCode>| {
         let code = code.unwrap_or(RDKafkaErrorCode::UnknownTopic);
-        let missing = matches!(code, RDKafkaErrorCode::UnknownTopic | RDKafkaErrorCode::UnknownTopicOrPartition);
+        let missing = matches!(
+            code,
+            RDKafkaErrorCode::UnknownTopic | RDKafkaErrorCode::UnknownTopicOrPartition
+        );
         if missing && !create {
             // A reader checks what is there: the topic in its URL is wrong, or gone.
             return SinkError::permanent(format!("Kafka: topic {topic} does not exist on {}", cfg.brokers));
