@@ -632,6 +632,9 @@ fn troubleshooting_messages_are_what_the_program_prints() {
             "1s",
         ],
     ));
+    // The sink emptied under its cursor.
+    std::fs::write(p("a.jsonl"), b"").unwrap();
+    printed.push(follow(&db, "a.jsonl", "a.cursor", &[]));
     // The Kafka fence needs a broker: its message as the source writes it.
     let kafka_source = repo_file("sinks/src/kafka/writer.rs");
 
