@@ -39,8 +39,8 @@ pub fn resume(db: &EventDb, delivery: &mut Delivery, start: StartFrom) -> Result
     })?;
     let sink_name = delivery.sink_name();
     // The cursor's record was delivered: a sink without it lost data, and the
-    // next events would follow a silent gap.
-    if let Some(cursor) = cursor_head.filter(|_| held == start) {
+    // next events would follow a silent gap (records past it do not stand in for it).
+    if let Some(cursor) = cursor_head {
         let holds = delivery.with_retry("reading back the cursor's record", |sink, rt| {
             rt.block_on(sink.holds(cursor))
         })?;

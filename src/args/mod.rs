@@ -41,37 +41,43 @@ pub struct PipelineArgs {
 }
 
 impl PipelineArgs {
-    /// Refuses a sink file or cursor that is the audit database (or its
-    /// `-wal`/`-shm`), by any path, or one another: writing there would
-    /// destroy the evidence it is meant to ship.
+    /// Refuses a sink file, or any file written for the cursor (see
+    /// `FileCursor::files`), that is the audit database or one of SQLite's
+    /// files beside it (`-wal`, `-shm`, `-journal`), by any path, or that is
+    /// another of them: writing there would destroy the evidence it ships.
     pub fn refuse_overlaps(&self) -> Result<(), CliError> {
         let mut taken: Vec<(String, PathBuf)> = Vec::new();
         if let Some(db) = &self.db.db {
-            for suffix in ["", "-wal", "-shm"] {
+            for suffix in ["", "-wal", "-shm", "-journal"] {
                 let mut path = db.clone().into_os_string();
                 path.push(suffix);
-                taken.push((
-                    format!("the audit database{}", if suffix.is_empty() { "" } else { suffix }),
-                    path.into(),
-                ));
+                let what = if suffix.is_empty() {
+                    "the audit database".to_owned()
+                } else {
+                    format!("the audit database's {suffix} file")
+                };
+                taken.push((what, path.into()));
             }
         }
-        let mut writers: Vec<(&str, &std::path::Path)> = Vec::new();
+        let mut writers: Vec<(String, PathBuf)> = Vec::new();
         if let chainship_sinks::SinkConfig::File(path) = &self.sink.sink {
-            writers.push(("--sink", path));
+            writers.push(("--sink".into(), path.clone()));
         }
         if let Some(cursor) = &self.cursor.cursor {
-            writers.push(("--cursor", cursor));
+            for file in chainship_follower::FileCursor::new(cursor).files() {
+                writers.push((format!("--cursor {}", cursor.display()), file));
+            }
         }
-        for (i, (flag, path)) in writers.iter().enumerate() {
-            let others = taken
-                .iter()
-                .map(|(what, p)| (what.clone(), p.as_path()))
-                .chain(writers[..i].iter().map(|(f, p)| (format!("the {f} file"), *p)));
+        for (i, (who, path)) in writers.iter().enumerate() {
+            let others = taken.iter().cloned().chain(
+                writers[..i]
+                    .iter()
+                    .map(|(w, p)| (format!("written for {w} too"), p.clone())),
+            );
             for (what, other) in others {
-                if same_file(path, other) {
+                if same_file(path, &other) {
                     return Err(CliError::usage(format!(
-                        "{flag} {}: is {what} ({}); refusing to write there",
+                        "{who}: would write {}, which is {what} ({}); refusing to write there",
                         path.display(),
                         other.display()
                     )));

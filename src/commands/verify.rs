@@ -162,7 +162,7 @@ fn to_json(r: &WalkReport) -> serde_json::Value {
         "head_unreadable": r.db_head_unreadable,
         "checked": r.checked,
         "first_seq": r.first_seq,
-        "last_checked": (r.chain_break.is_none() && r.damage.is_none())
+        "last_checked": (r.chain_break.is_none() && r.damage.is_none() && r.checked > 0)
             .then_some(())
             .and(r.last_good.as_ref().map(head_json)),
         "last_good": r.last_good.as_ref().map(head_json),

@@ -365,3 +365,56 @@ fn a_sink_file_that_lost_the_cursors_record_stops_the_follower() {
         "nothing was appended after the gap"
     );
 }
+
+#[test]
+fn no_file_written_for_the_cursor_is_the_audit_database_or_its_journal() {
+    let dir = TempDir::new().unwrap();
+    let out = dir.path().join("out.jsonl");
+    // Each database named like a file the follower writes beside cursor `d`.
+    for name in ["d.tmp", "d.probe", "d.lock", "d.anchored", "d.anchored.tmp"] {
+        let db = generate(dir.path(), name, 20);
+        let before = std::fs::read(&db).unwrap();
+        let res = follow_once(&db, &out, &dir.path().join("d"), &["--from-start"]);
+        assert_eq!(code(&res), 2, "{name}: {}", stderr(&res));
+        assert!(stderr(&res).contains("refusing to write there"), "{}", stderr(&res));
+        assert_eq!(std::fs::read(&db).unwrap(), before, "{name} was changed");
+    }
+    let db = generate(dir.path(), "j.db", 20);
+    for (sink, cursor) in [("j.db-journal", "c1"), ("o2.jsonl", "j.db-journal")] {
+        let res = follow_once(&db, &dir.path().join(sink), &dir.path().join(cursor), &["--from-start"]);
+        assert_eq!(code(&res), 2, "{sink} {cursor}: {}", stderr(&res));
+        assert!(!dir.path().join("j.db-journal").exists());
+    }
+}
+
+#[test]
+fn records_past_the_cursor_do_not_stand_in_for_its_own() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "a.db", 60);
+    let (out, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
+    assert_eq!(code(&follow_once(&db, &out, &cursor, &["--from-start"])), 0);
+    // As after a crash between delivery and the cursor write: cursor at 50,
+    // the sink at 60; then the sink loses seq 50's record.
+    let lines: Vec<String> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let hash = serde_json::from_str::<serde_json::Value>(&lines[49]).unwrap()["hash"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    std::fs::write(&cursor, format!("50:{hash}\n")).unwrap();
+    let kept: String = lines
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 49)
+        .map(|(_, l)| format!("{l}\n"))
+        .collect();
+    std::fs::write(&out, &kept).unwrap();
+    append(&db, 5);
+    let res = follow_once(&db, &out, &cursor, &[]);
+    assert_eq!(code(&res), 1, "{}", stderr(&res));
+    assert!(stderr(&res).contains("no longer holds seq 50"), "{}", stderr(&res));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), kept);
+}
