@@ -400,4 +400,16 @@ async fn a_bucket_that_lost_the_cursors_object_stops_the_follower() {
     assert!(stderr(&out).contains("no longer holds seq 600"), "{}", stderr(&out));
     let listing = s3_client().list_objects_v2().bucket(&bucket).send().await.unwrap();
     assert_eq!(listing.contents().len(), 2, "nothing was delivered after the gap");
+    // A name is no proof: junk planted under the lost object's name holds nothing.
+    s3_client()
+        .put_object()
+        .bucket(&bucket)
+        .key(&last)
+        .body(aws_sdk_s3::primitives::ByteStream::from_static(b"junk"))
+        .send()
+        .await
+        .unwrap();
+    let out = once(&[]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("no longer holds seq 600"), "{}", stderr(&out));
 }

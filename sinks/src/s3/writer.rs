@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
+use chainship_chain::record::Record;
 use chainship_chain::{Head, HeldCheck, Setting};
 use chainship_s3::{NewObject, S3Failure, abort_leftovers, classify, upload_new};
 use tokio::sync::OnceCell;
@@ -147,16 +148,30 @@ impl Sink for S3Sink {
     }
 
     async fn holds(&mut self, head: Head) -> Result<bool, SinkError> {
-        // Objects are whole (write-once, proven when read); the one whose
-        // range ends at the cursor holds the cursor's record.
+        // A name is a claim: the object covering the cursor is read and must
+        // hold the cursor's record itself (the seq and the delivered hash).
         let client = self.client().await.clone();
-        let listing = list_origin(&client, &self.cfg.at.bucket, &self.origin_prefix())
+        let bucket = self.cfg.at.bucket.clone();
+        let listing = list_origin(&client, &bucket, &self.origin_prefix())
             .await
             .map_err(|f| self.error(f))?;
-        Ok(listing
+        for (range, key) in listing
             .objects
             .iter()
-            .any(|(range, _)| range.first <= head.seq && head.seq <= range.last))
+            .filter(|(range, _)| range.first <= head.seq && head.seq <= range.last)
+        {
+            let body = fetch_object(&client, &bucket, key).await.map_err(|f| self.error(f))?;
+            let mut found = false;
+            // An object that does not decode holds nothing.
+            let read = object_lines(&body, range.codec, key, &mut |line, _| {
+                found |= Record::parse(line)
+                    .is_ok_and(|r| r.origin == self.origin && r.seq == head.seq && r.hash.as_bytes() == &head.hash[..]);
+            });
+            if read.is_ok() && found {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     async fn deliver(&mut self, batch: &Batch) -> Result<(), SinkError> {
