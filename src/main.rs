@@ -19,9 +19,11 @@ mod env_names;
 mod exit;
 mod logging;
 mod metrics_server;
+mod new_database;
 mod origin;
 mod progress;
 mod report;
+mod trusted_copy;
 
 use std::process::ExitCode;
 
@@ -58,6 +60,8 @@ enum Command {
     Demo(commands::demo::DemoArgs),
     VerifyExport(commands::verify_export::VerifyExportArgs),
     Check(commands::check::CheckArgs),
+    Restore(commands::restore::RestoreArgs),
+    Diff(commands::diff::DiffArgs),
     /// Work with config files.
     #[command(subcommand)]
     Config(commands::config_cmd::ConfigCommand),
@@ -130,6 +134,8 @@ fn main() -> ExitCode {
         Command::Demo(args) => commands::demo::run(args),
         Command::VerifyExport(args) => commands::verify_export::run(args),
         Command::Check(args) => commands::check::run(args),
+        Command::Restore(args) => commands::restore::run(args),
+        Command::Diff(args) => commands::diff::run(args),
         Command::Config(commands::config_cmd::ConfigCommand::Check(args)) => {
             commands::config_cmd::run(args, cli_command(), config.as_ref())
         }

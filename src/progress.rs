@@ -18,3 +18,18 @@ pub fn events_bar(total: u64, json: bool) -> ProgressBar {
     );
     bar
 }
+
+/// A spinner counting records read from a source of unknown length, or a
+/// hidden one.
+pub fn records_spinner(message: &'static str, json: bool) -> ProgressBar {
+    if json || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg}: {human_pos} records ({per_sec})")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    bar.set_message(message);
+    bar
+}

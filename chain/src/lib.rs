@@ -30,5 +30,5 @@ pub use head::{Head, HeadParseError};
 pub use held::HeldCheck;
 pub use origin::origin_segment;
 pub use read_ahead::{ReadAhead, ReadPlan, Waited};
-pub use schema::{Schema, SchemaError};
+pub use schema::{AGENTRT_EVENTS_TABLE, Schema, SchemaError};
 pub use walk::{HeadCheck, WalkPlan, WalkReport, walk_chain};

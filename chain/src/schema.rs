@@ -17,6 +17,19 @@ pub struct Schema {
     pub hash: String,
 }
 
+/// agentrt's events table, as `chainship generate` and `chainship restore`
+/// create it (the default names above, `AUTOINCREMENT` so seqs are never
+/// reused). Kept as one text: `sqlite3 .dump` shows it verbatim.
+pub const AGENTRT_EVENTS_TABLE: &str = "CREATE TABLE events (
+  seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id       TEXT NOT NULL,
+  step_id      TEXT NOT NULL DEFAULT '',
+  at           TEXT NOT NULL,
+  type         TEXT NOT NULL,
+  payload_json TEXT NOT NULL,
+  hash         TEXT NOT NULL DEFAULT ''
+)";
+
 impl Default for Schema {
     fn default() -> Self {
         Schema {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use chainship_chain::event_hash;
+use chainship_chain::{AGENTRT_EVENTS_TABLE, event_hash};
 use clap::Args;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
@@ -87,17 +87,7 @@ pub fn run(args: &GenerateArgs) -> CmdResult {
     Ok(OK)
 }
 
-const SCHEMA: &str = "
-CREATE TABLE runs (run_id TEXT PRIMARY KEY, created_at TEXT NOT NULL);
-CREATE TABLE events (
-  seq          INTEGER PRIMARY KEY AUTOINCREMENT,
-  run_id       TEXT NOT NULL,
-  step_id      TEXT NOT NULL DEFAULT '',
-  at           TEXT NOT NULL,
-  type         TEXT NOT NULL,
-  payload_json TEXT NOT NULL,
-  hash         TEXT NOT NULL DEFAULT ''
-);";
+const RUNS_TABLE: &str = "CREATE TABLE runs (run_id TEXT PRIMARY KEY, created_at TEXT NOT NULL)";
 
 const INSERT: &str =
     "INSERT INTO events (seq, run_id, step_id, at, type, payload_json, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
@@ -123,7 +113,8 @@ fn open(path: &Path, append: bool) -> Result<Connection, CliError> {
             let conn = Connection::open(path).map_err(err)?;
             conn.busy_timeout(Duration::from_secs(10)).map_err(err)?;
             conn.pragma_update(None, "journal_mode", "wal").map_err(err)?;
-            conn.execute_batch(SCHEMA).map_err(err)?;
+            conn.execute_batch(&format!("{RUNS_TABLE};\n{AGENTRT_EVENTS_TABLE};"))
+                .map_err(err)?;
             Ok(conn)
         }
     }

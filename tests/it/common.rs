@@ -71,6 +71,34 @@ pub fn append(db: &Path, events: u64) {
     assert_eq!(code(&out), 0, "generate --append failed: {}", stderr(&out));
 }
 
+/// A row whose payload is not UTF-8, with its correct chain hash, appended
+/// as a runtime storing raw bytes in a TEXT column would.
+pub fn append_non_utf8_event(db: &Path) {
+    let conn = tamper(db);
+    let (seq, prev): (i64, String) = conn
+        .query_row("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    let payload: &[u8] = b"{\"note\":\"\xff\xfe raw\"}";
+    let seq = seq as u64 + 1;
+    let hash = chainship_chain::event_hash(
+        prev.as_bytes(),
+        seq,
+        b"run-x",
+        b"",
+        b"2026-11-30T00:00:00Z",
+        b"tool.call",
+        payload,
+    );
+    let hash = String::from_utf8(hash.to_vec()).unwrap();
+    conn.execute(
+        "INSERT INTO events (seq, run_id, step_id, at, type, payload_json, hash) VALUES (?1, 'run-x', '', '2026-11-30T00:00:00Z', 'tool.call', CAST(?2 AS TEXT), ?3)",
+        rusqlite::params![seq as i64, payload, hash],
+    )
+    .unwrap();
+}
+
 pub fn path_str(p: &Path) -> &str {
     p.to_str().expect("utf-8 temp path")
 }

@@ -24,6 +24,7 @@ mod hardening_verify;
 mod operator_checks;
 mod operator_paths;
 mod ops;
+mod restore_diff;
 mod services_smoke;
 mod sink_kafka;
 mod sink_s3;

@@ -1,0 +1,261 @@
+//! The exported copy as evidence: reads a copy (`file:`, `s3://`,
+//! `kafka://`) once, checks every record against the chain and the trusted
+//! heads (the `verify-export` checks), and hands each checked record to a
+//! caller as it goes, so `verify-export`, `restore` and `diff` stream the
+//! same read and judge the copy alike.
+
+use chainship_anchor::audit::{self, Finding, Kind};
+use chainship_anchor::export_check::ExportCheck;
+use chainship_chain::Head;
+use chainship_chain::record::Record;
+use chainship_sinks::{SinkConfig, read_records};
+use clap::Args;
+
+use crate::args::{AnchorStoreArgs, OriginArg, SinkConnectArgs, TrustArgs};
+use crate::exit::CliError;
+use crate::origin::parse_origin;
+use crate::report;
+
+/// Where the copy is, and what it is checked against.
+#[derive(Args, Debug)]
+pub struct TrustedCopyArgs {
+    /// The copy: file:PATH, s3://BUCKET/PREFIX or kafka://HOST:PORT/TOPIC.
+    #[arg(long = "from", value_name = "URL")]
+    pub source: SinkConfig,
+    #[command(flatten)]
+    pub anchor: AnchorStoreArgs,
+    #[command(flatten)]
+    pub trust: TrustArgs,
+    #[command(flatten)]
+    pub origin: OriginArg,
+    #[command(flatten)]
+    pub sink: SinkConnectArgs,
+}
+
+/// How far the copy is expected to reach back, and whether no head is fine.
+#[derive(Clone, Copy, Default)]
+pub struct CopyExpectations {
+    /// The copy starts after this trusted head instead of at seq 1.
+    pub after: Option<Head>,
+    /// Pass with no trusted head to compare with (a warning instead).
+    pub allow_no_heads: bool,
+}
+
+/// What reading and checking a copy found.
+pub struct CopyOutcome {
+    pub origin: Option<String>,
+    pub records: u64,
+    pub end_seq: Option<u64>,
+    pub identical_duplicates: u64,
+    pub kept: usize,
+    pub trusted: usize,
+    /// Trusted heads the copy was compared with (those above `after`).
+    pub checked: usize,
+    pub findings: Vec<Finding>,
+    pub warnings: Vec<String>,
+    /// The highest trusted head the copy matches with nothing wrong below it.
+    pub last_trusted: Option<Head>,
+}
+
+impl CopyOutcome {
+    /// A copy refused before reading it: one finding, nothing else checked.
+    fn refused(origin: Option<String>, kind: Kind, message: String) -> Self {
+        CopyOutcome {
+            origin,
+            records: 0,
+            end_seq: None,
+            identical_duplicates: 0,
+            kept: 0,
+            trusted: 0,
+            checked: 0,
+            findings: vec![Finding {
+                kind,
+                seq: None,
+                message,
+                expected: None,
+                found: None,
+                source: None,
+            }],
+            warnings: Vec::new(),
+            last_trusted: None,
+        }
+    }
+}
+
+/// The first record of a file copy: its origin, and where it is (for messages).
+struct FirstRecord {
+    origin: String,
+    place: String,
+}
+
+/// Reads the first non-empty line of a file copy; `None` when there is no
+/// readable record (reading the copy then says why).
+fn first_record(url: &SinkConfig) -> Option<FirstRecord> {
+    use std::io::BufRead;
+    let SinkConfig::File(path) = url else { return None };
+    let mut reader = std::io::BufReader::new(std::fs::File::open(path).ok()?);
+    let mut line = Vec::new();
+    for number in 1.. {
+        line.clear();
+        if reader.read_until(b'\n', &mut line).ok()? == 0 {
+            return None;
+        }
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        if text.is_empty() {
+            continue;
+        }
+        let r = Record::parse(text).ok()?;
+        return Some(FirstRecord {
+            origin: r.origin.into_owned(),
+            place: format!("{} line {number} (seq {})", path.display(), r.seq),
+        });
+    }
+    None
+}
+
+/// The copy's origin: `--origin`, or the first record's for a file. A file's
+/// first record must name `--origin` when given, and its origin (used as a
+/// path in the anchor store) must be a valid one.
+fn origin_of(args: &TrustedCopyArgs) -> Result<Result<String, CopyOutcome>, CliError> {
+    let first = first_record(&args.source);
+    Ok(match (&args.origin.origin, first) {
+        (Some(given), Some(first)) if first.origin != *given => Err(CopyOutcome::refused(
+            Some(given.clone()),
+            Kind::Foreign,
+            format!(
+                "{} names origin {:?}, not --origin {given}: this is not {given}'s copy",
+                first.place, first.origin
+            ),
+        )),
+        (Some(given), _) => Ok(given.clone()),
+        (None, Some(first)) => match parse_origin(&first.origin) {
+            Ok(origin) => Ok(origin),
+            Err(why) => Err(CopyOutcome::refused(
+                None,
+                Kind::Foreign,
+                format!("{} names an origin that cannot be used: {why}", first.place),
+            )),
+        },
+        (None, None) if matches!(args.source, SinkConfig::File(_)) => {
+            return Err(CliError::usage(format!(
+                "--from {}: no record to take the origin from; pass --origin",
+                args.source
+            )));
+        }
+        (None, None) => return Err(CliError::usage("--origin is needed to read an s3:// or kafka:// copy")),
+    })
+}
+
+/// Reads the copy once, checking it, and calls `each` with every record of
+/// the origin that parses (in the copy's order, duplicates and all: the
+/// caller keeps what it needs; the outcome says whether the copy can be
+/// trusted, and up to where).
+pub fn read_checked(
+    args: &TrustedCopyArgs,
+    expect: CopyExpectations,
+    each: &mut dyn FnMut(&Record<'_>),
+) -> Result<CopyOutcome, CliError> {
+    let keys = args.trust.load()?;
+    let origin = match origin_of(args)? {
+        Ok(origin) => origin,
+        Err(refused) => return Ok(refused),
+    };
+    let runtime = report::runtime()?;
+    let store = args.anchor.open(args.anchor.url()?, None);
+    let notes = runtime
+        .block_on(store.list(&origin))
+        .map_err(|e| CliError::from_kind(&e))?;
+    let set = audit::check_heads(&notes, &origin, &keys);
+    let mut check = ExportCheck::new(&origin, &set.heads(), expect.after);
+    let source = args.sink.apply(&args.source);
+    runtime
+        .block_on(read_records(&source, &origin, &mut |line, place| {
+            match Record::parse(line) {
+                Ok(record) => {
+                    check.feed(&record, place);
+                    // Another origin's records are named by the check, never used.
+                    if record.origin == origin {
+                        each(&record);
+                    }
+                }
+                Err(_) => check.feed_line(line, place),
+            }
+        }))
+        .map_err(|e| CliError::from_kind(&e))?;
+    let last_trusted = check.finish();
+    let mut findings: Vec<Finding> = set.findings.clone();
+    findings.extend(check.findings.iter().cloned());
+    let mut warnings: Vec<String> = (check.identical_duplicates > 0)
+        .then(|| {
+            format!(
+                "duplicate: {} identical record(s) delivered more than once (drop them by seq)",
+                check.identical_duplicates
+            )
+        })
+        .into_iter()
+        .collect();
+    // A copy compared with no trusted head proved nothing against one.
+    let what = expect
+        .after
+        .map_or(String::new(), |a| format!("above --after seq {}", a.seq));
+    match audit::no_trusted_head(&origin, check.heads_covered(), &what) {
+        Some(_) if expect.allow_no_heads => warnings.push(format!(
+            "{}: no head was checked, only the copy's own chain (--allow-no-heads)",
+            audit::no_head_text(&origin, &what)
+        )),
+        Some(f) => findings.push(f),
+        None => {}
+    }
+    // An empty copy vouches for nothing, whatever else was (not) compared.
+    if check.records == 0 && !findings.iter().any(|f| f.kind == Kind::Cut) {
+        findings.push(Finding {
+            kind: Kind::Cut,
+            seq: None,
+            message: format!("the copy holds no record of origin {origin:?}: nothing was checked"),
+            expected: None,
+            found: None,
+            source: None,
+        });
+    }
+    findings.sort_by_key(|f| (f.seq, f.kind));
+    Ok(CopyOutcome {
+        origin: Some(origin),
+        records: check.records,
+        end_seq: check.end(),
+        identical_duplicates: check.identical_duplicates,
+        kept: set.kept,
+        trusted: set.trusted.len(),
+        checked: check.heads_covered(),
+        findings,
+        warnings,
+        last_trusted,
+    })
+}
+
+/// The copy's summary line, for every command that read one.
+pub fn summary(source: &SinkConfig, o: &CopyOutcome) -> String {
+    format!(
+        "copy: {} record(s) read from {}, up to seq {}; heads: {} kept, {} trusted, {} checked",
+        o.records,
+        source,
+        o.end_seq.map_or("-".into(), |s| s.to_string()),
+        o.kept,
+        o.trusted,
+        o.checked
+    )
+}
+
+/// The copy's outcome as JSON fields (merged into each command's object).
+pub fn json_fields(source: &SinkConfig, o: &CopyOutcome) -> serde_json::Value {
+    serde_json::json!({
+        "origin": o.origin,
+        "source": source.to_string(),
+        "records": o.records,
+        "end_seq": o.end_seq,
+        "identical_duplicates": o.identical_duplicates,
+        "heads": {"kept": o.kept, "trusted": o.trusted, "checked": o.checked},
+        "findings": o.findings.iter().map(report::finding_json).collect::<Vec<_>>(),
+        "warnings": o.warnings,
+        "last_trusted_head": o.last_trusted.map(|h| serde_json::json!({"seq": h.seq, "hash": h.hash_str()})),
+    })
+}
