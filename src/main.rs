@@ -12,6 +12,7 @@ macro_rules! outln {
     };
 }
 
+mod affected;
 mod args;
 mod commands;
 mod config;
@@ -62,6 +63,7 @@ enum Command {
     Check(commands::check::CheckArgs),
     Restore(commands::restore::RestoreArgs),
     Diff(commands::diff::DiffArgs),
+    Runs(commands::runs::RunsArgs),
     /// Work with config files.
     #[command(subcommand)]
     Config(commands::config_cmd::ConfigCommand),
@@ -136,6 +138,7 @@ fn main() -> ExitCode {
         Command::Check(args) => commands::check::run(args),
         Command::Restore(args) => commands::restore::run(args),
         Command::Diff(args) => commands::diff::run(args),
+        Command::Runs(args) => commands::runs::run(args),
         Command::Config(commands::config_cmd::ConfigCommand::Check(args)) => {
             commands::config_cmd::run(args, cli_command(), config.as_ref())
         }

@@ -52,7 +52,13 @@ impl NewDatabase {
             .file_name()
             .ok_or_else(|| CliError::usage(format!("--out {}: not a file name", out.display())))?;
         let temp = out.with_file_name(format!(".{}.partial-{}", name.to_string_lossy(), std::process::id()));
-        let err = |e: &dyn std::fmt::Display| CliError::usage(format!("{}: {e}", temp.display()));
+        let err = |e: &dyn std::fmt::Display| {
+            CliError::usage(format!(
+                "--out {}: cannot build it (as {}): {e}",
+                out.display(),
+                temp.display()
+            ))
+        };
         // Created here, exclusively, so a stale file of that name is never reused.
         std::fs::OpenOptions::new()
             .write(true)

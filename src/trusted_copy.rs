@@ -137,6 +137,11 @@ fn origin_of(args: &TrustedCopyArgs) -> Result<Result<String, CopyOutcome>, CliE
             )),
         },
         (None, None) if matches!(args.source, SinkConfig::File(_)) => {
+            if let SinkConfig::File(path) = &args.source
+                && let Err(e) = std::fs::File::open(path)
+            {
+                return Err(CliError::usage(format!("--from {}: {e}", args.source)));
+            }
             return Err(CliError::usage(format!(
                 "--from {}: no record to take the origin from; pass --origin",
                 args.source
@@ -229,6 +234,51 @@ pub fn read_checked(
         findings,
         warnings,
         last_trusted,
+    })
+}
+
+/// The first seq of the copy that cannot be trusted: the lowest seq a
+/// finding names (for a fork at a kept head, the seq after the last
+/// trusted head: the copy forked somewhere after it). `None` when the copy
+/// is whole, or its findings name no seq it holds (a cut, a bad signature).
+pub fn invalid_from(o: &CopyOutcome) -> Option<u64> {
+    o.findings
+        .iter()
+        .filter_map(|f| match f.kind {
+            Kind::Fork => Some(o.last_trusted.map_or(1, |h| h.seq + 1)),
+            Kind::Altered | Kind::Gap | Kind::Duplicate | Kind::Reordered | Kind::Foreign => f.seq,
+            _ => None,
+        })
+        .min()
+}
+
+/// Reads the copy again for the runs and side effects of seqs `from..=to`.
+pub fn touched_in_copy(
+    args: &TrustedCopyArgs,
+    origin: &str,
+    from: u64,
+    to: u64,
+    mut touched: chainship_runs::Touched,
+) -> Result<crate::affected::Affected, CliError> {
+    let source = args.sink.apply(&args.source);
+    let mut last = from.saturating_sub(1);
+    report::runtime()?
+        .block_on(read_records(&source, origin, &mut |line, _| {
+            let Ok(r) = Record::parse(line) else { return };
+            if r.origin != origin || r.seq <= last || r.seq > to {
+                return;
+            }
+            last = r.seq;
+            if let Some(e) = crate::affected::RecordEvent::of(&r) {
+                touched.feed(&e.event(r.seq));
+            }
+        }))
+        .map_err(|e| CliError::from_kind(&e))?;
+    Ok(crate::affected::Affected {
+        from,
+        to,
+        touched,
+        note: None,
     })
 }
 

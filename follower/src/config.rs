@@ -7,6 +7,7 @@ use std::time::Duration;
 use chainship_chain::OpenOptions;
 
 use crate::retry::RetryPolicy;
+use crate::run_check::RunRules;
 
 /// Where a follower without a cursor starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,4 +45,6 @@ pub struct FollowConfig {
     pub start: StartFrom,
     pub on_break: OnBreak,
     pub retry: RetryPolicy,
+    /// The run check's rules; `None` turns it off.
+    pub runs: Option<RunRules>,
 }

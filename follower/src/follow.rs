@@ -23,6 +23,7 @@ use crate::error::FollowError;
 use crate::health::Health;
 use crate::metrics;
 use crate::resume;
+use crate::run_check::FollowerRunCheck;
 
 /// How a follow ended without an error.
 #[derive(Debug)]
@@ -100,6 +101,10 @@ impl Follower {
             after_hash: point.after.map(|h| h.hash),
             ..ReadPlan::new(after_seq, cfg.once.then_some(db_head))
         };
+        let mut runs = match &cfg.runs {
+            Some(rules) => Some(FollowerRunCheck::rebuild(rules, &db, after_seq)?),
+            None => None,
+        };
         drop(db);
         let mut fresh = FreshHead::new(&cfg, db_head);
         let mut idle_behind: Option<Instant> = None;
@@ -146,6 +151,9 @@ impl Follower {
                             .batch
                             .push(&event, head.hash, pending.prev_hash)
                             .map_err(|e| FollowError::setup(format!("{}: {e}", cfg.db.display())))?;
+                        if let Some(runs) = runs.as_mut() {
+                            runs.feed(&event);
+                        }
                         pending.prev_hash = PrevHash::of(head.hash);
                         pending.since.get_or_insert_with(Instant::now);
                         if pending.batch.len() >= cfg.batch_size || pending.batch.jsonl.len() >= cfg.batch_bytes {
@@ -153,6 +161,9 @@ impl Follower {
                         }
                     }
                     reader.give_back(page);
+                    if let Some(runs) = runs.as_mut() {
+                        runs.page_done();
+                    }
                 }
                 Waited::Page(Err(e)) => {
                     stopped(finish(&mut pipeline, &mut pending))?;

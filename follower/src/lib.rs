@@ -6,7 +6,8 @@
 //! resume phase (cursor, database and sink must agree before anything is
 //! shipped: [`resume`]), the tailing and batching loop ([`follow`]),
 //! delivering and recording each batch ([`delivery`], retried by
-//! [`retry`]), the cursor file ([`cursor`]), publishing signed heads
+//! [`retry`]), the run check applied to every event it ships
+//! ([`run_check`]), the cursor file ([`cursor`]), publishing signed heads
 //! ([`anchoring`]), and the metrics and health it reports ([`metrics`],
 //! [`health`]).
 
@@ -20,6 +21,7 @@ pub mod health;
 pub mod metrics;
 pub mod resume;
 pub mod retry;
+pub mod run_check;
 #[cfg(test)]
 mod testing;
 
@@ -28,3 +30,4 @@ pub use cursor::{CursorError, FileCursor};
 pub use error::FollowError;
 pub use follow::{Follower, Outcome};
 pub use health::Health;
+pub use run_check::RunRules;

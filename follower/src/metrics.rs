@@ -20,6 +20,9 @@ pub const ANCHORED_SEQ: &str = "chainship_anchor_last_seq";
 pub const ANCHOR_AGE: &str = "chainship_anchor_seconds_since_publish";
 pub const ANCHOR_ERRORS: &str = "chainship_anchor_publish_errors_total";
 pub const ANCHOR_LAG: &str = "chainship_anchor_lag_events";
+pub const RUNS_OPEN: &str = "chainship_runs_open";
+pub const UNKNOWN_OUTCOMES: &str = "chainship_unknown_outcomes";
+pub const RUN_FINDINGS: &str = "chainship_run_findings_total";
 
 /// Registers help texts and every counter at 0 (call once the exporter is
 /// installed; the metrics server does, before it serves a scrape).
@@ -50,6 +53,15 @@ pub fn describe() {
     );
     describe_counter!(ANCHOR_ERRORS, "Failed attempts to publish a head to the anchor store.");
     describe_gauge!(ANCHOR_LAG, "Delivered events not yet covered by a published head.");
+    describe_gauge!(RUNS_OPEN, "Runs with no run.finished yet, as of the last event read.");
+    describe_gauge!(
+        UNKNOWN_OUTCOMES,
+        "Tool starts and model calls found with no outcome recorded (the tool may or may not have acted)."
+    );
+    describe_counter!(
+        RUN_FINDINGS,
+        "Run check findings, by kind (unknown-outcome, started-without-decision, ...)."
+    );
     register_at_zero();
 }
 
@@ -59,6 +71,9 @@ pub fn describe() {
 pub fn register_at_zero() {
     for kind in [ErrorKind::Transient, ErrorKind::Permanent, ErrorKind::Integrity] {
         counter!(SINK_ERRORS, "kind" => kind.as_str()).increment(0);
+    }
+    for kind in chainship_runs::RunFindingKind::ALL {
+        counter!(RUN_FINDINGS, "kind" => kind.as_str()).increment(0);
     }
     for name in [
         EVENTS_EXPORTED,
@@ -122,4 +137,15 @@ pub fn chain_break() {
 
 pub fn duplicates_avoided(events: u64) {
     counter!(DUPLICATES_AVOIDED).increment(events);
+}
+
+/// One run check finding.
+pub fn run_finding(kind: &'static str) {
+    counter!(RUN_FINDINGS, "kind" => kind).increment(1);
+}
+
+/// Open runs and unknown outcomes found so far.
+pub fn runs(open: usize, unknown_outcomes: u64) {
+    gauge!(RUNS_OPEN).set(open as f64);
+    gauge!(UNKNOWN_OUTCOMES).set(unknown_outcomes as f64);
 }

@@ -8,6 +8,7 @@
 
 pub mod anchor;
 pub mod db;
+pub mod runs;
 pub mod sink;
 
 use std::path::PathBuf;
@@ -16,6 +17,7 @@ use clap::Args;
 
 pub use anchor::{AnchorRetainArgs, AnchorStoreArgs};
 pub use db::DbArgs;
+pub use runs::RunRulesArgs;
 pub use sink::{SinkArgs, SinkConnectArgs, SinkWriteArgs};
 
 use crate::exit::CliError;

@@ -9,7 +9,8 @@ use chainship_chain::{EventDb, WalkPlan, walk_chain};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::args::{AnchorStoreArgs, DbArgs, OriginArg, OutputArgs, TrustArgs};
+use crate::affected;
+use crate::args::{AnchorStoreArgs, DbArgs, OriginArg, OutputArgs, RunRulesArgs, TrustArgs};
 use crate::exit::{CliError, CmdResult, FAILED, OK};
 use crate::progress::events_bar;
 use crate::report;
@@ -46,6 +47,8 @@ pub struct AnchorVerifyArgs {
     /// was published); the output then says that no head was checked.
     #[arg(long)]
     pub allow_no_heads: bool,
+    #[command(flatten)]
+    pub rules: RunRulesArgs,
 }
 
 /// Show the heads kept in the anchor store.
@@ -129,6 +132,15 @@ fn verify(args: &AnchorVerifyArgs) -> CmdResult {
     }
     findings.sort_by_key(|f| (f.kind, f.seq));
     let last_trusted = report.last_trusted_head();
+    // What the invalid range touches: its runs, and side effects to reconcile.
+    let touched = match (affected::invalid_from(&report), args.rules.touched()?) {
+        (Some(from), Some(touched)) => {
+            let db = EventDb::open(args.db.path()?, &open)?;
+            let to = db.head().ok().flatten().map_or(from, |(s, _)| s);
+            Some(affected::scan_db(&db, from, to, touched))
+        }
+        _ => None,
+    };
 
     if args.common.output.json {
         outln!(
@@ -144,6 +156,7 @@ fn verify(args: &AnchorVerifyArgs) -> CmdResult {
                 },
                 "findings": findings.iter().map(report::finding_json).collect::<Vec<_>>(),
                 "last_trusted_head": last_trusted.map(|h| json!({"seq": h.seq, "hash": h.hash_str()})),
+                "affected": touched.as_ref().map(affected::json),
             })
         );
     } else {
@@ -166,6 +179,9 @@ fn verify(args: &AnchorVerifyArgs) -> CmdResult {
             "the database matches every trusted head"
         };
         report::print_outcome(&findings, ok, last_trusted);
+        for line in touched.iter().flat_map(affected::lines) {
+            outln!("{line}");
+        }
     }
     Ok(if findings.is_empty() { OK } else { FAILED })
 }

@@ -217,6 +217,8 @@ fn demo(args: &DemoArgs) -> CmdResult {
         &["keygen", "--name", "demo/chainship", "--out", &d.p("head.key")],
     )?;
     let verifier = first_line(&key_out.stdout);
+    // One tool call whose outcome was never recorded, for the run check to name (step 6).
+    let fault = format!("unknown-outcome@{}", (args.events / 4).max(1));
     d.expect_ok(
         "generate",
         &[
@@ -225,6 +227,8 @@ fn demo(args: &DemoArgs) -> CmdResult {
             &d.p("audit.db"),
             "--events",
             &args.events.to_string(),
+            "--inject",
+            &fault,
         ],
     )?;
     std::fs::copy(d.path("audit.db"), d.path("backup.db")).map_err(|e| CliError::usage(format!("demo: {e}")))?;
@@ -245,6 +249,8 @@ fn demo(args: &DemoArgs) -> CmdResult {
         "300",
         "--follow-for",
         &humantime::format_duration(args.writer_for).to_string(),
+        "--inject",
+        &fault,
     ])?;
     let mut follower = d.spawn(&[
         "follow",
@@ -323,8 +329,10 @@ fn demo(args: &DemoArgs) -> CmdResult {
         )));
     }
     say!(
-        "4. altered seq {altered_seq} in a copy: anchor verify exits 1: {}",
-        describe(first)
+        "4. altered seq {altered_seq} in a copy: anchor verify exits 1: {}; {} run(s) touched, {} side effect(s) need reconciliation",
+        describe(first),
+        json["affected"]["runs"].as_array().map_or(0, Vec::len),
+        json["affected"]["side_effect_count"]
     );
 
     // 5. The old backup restored, and written to again.
@@ -353,6 +361,29 @@ fn demo(args: &DemoArgs) -> CmdResult {
         describe(first),
         json["last_trusted_head"]["seq"]
     );
+
+    // 6. The run check names the tool call left with no outcome.
+    let out = d.run(&["runs", "--db", &d.p("audit.db"), "--findings-only", "--json"])?;
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let unknown = json["findings"]
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["kind"] == "unknown-outcome"))
+        .cloned();
+    match (out.status.code(), unknown) {
+        (Some(1), Some(f)) => say!(
+            "6. runs audit.db: unknown-outcome at seq {} (run {}, step {}, tool {}): {}",
+            f["seq"],
+            f["run_id"].as_str().unwrap_or("?"),
+            f["step_id"].as_str().unwrap_or("?"),
+            f["tool"].as_str().unwrap_or("?"),
+            f["message"].as_str().unwrap_or("")
+        ),
+        _ => {
+            return Err(CliError::failed(format!(
+                "demo: the run check did not name the unknown outcome: {json}"
+            )));
+        }
+    }
     if args.dir.is_some() {
         say!(
             "all as expected. Try: chainship anchor verify --db {} --anchor file:{} --origin {ORIGIN} --trusted-key '{verifier}'",

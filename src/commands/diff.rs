@@ -7,11 +7,12 @@
 //! events in detail; everything past that is counted.
 
 use chainship_chain::record::Record;
-use chainship_chain::{DbError, EventBatch, EventDb, EventRef};
+use chainship_chain::{ChainBreak, ChainCheck, EventBatch, EventDb, EventRef};
 use clap::Args;
 use serde_json::{Value, json};
 
-use crate::args::{DbArgs, OutputArgs};
+use crate::affected::{self, Affected, RecordEvent};
+use crate::args::{DbArgs, OutputArgs, RunRulesArgs};
 use crate::exit::{CliError, CmdResult, FAILED, OK};
 use crate::progress::records_spinner;
 use crate::report;
@@ -45,6 +46,8 @@ pub struct DiffArgs {
     /// Show at most this many changed events in detail (the rest are counted).
     #[arg(long, default_value_t = 100, value_name = "N")]
     pub limit: usize,
+    #[command(flatten)]
+    pub rules: RunRulesArgs,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -99,23 +102,33 @@ impl Ranges {
 }
 
 /// The database, read by seq in pages, up to the head it had at the start.
+/// Every row it passes is also checked against the chain, so damage the
+/// copy cannot show (past its end) is still named.
 struct DbCursor {
     db: EventDb,
     page: EventBatch,
     pos: usize,
     after: u64,
     head: u64,
+    chain: ChainCheck,
+    /// The first chain break among the rows passed.
+    broken: Option<Box<ChainBreak>>,
+    /// A row that could not be read (a field not text): reading stopped there.
+    unreadable: Option<String>,
 }
 
 impl DbCursor {
-    fn peek_seq(&mut self) -> Result<Option<u64>, DbError> {
-        if self.pos >= self.page.len() && self.after < self.head {
+    fn peek_seq(&mut self) -> Option<u64> {
+        if self.pos >= self.page.len() && self.after < self.head && self.unreadable.is_none() {
             self.page.clear();
             self.pos = 0;
-            self.db.read_page(self.after, 4096, 8 << 20, &mut self.page)?;
+            if let Err(e) = self.db.read_page(self.after, 4096, 8 << 20, &mut self.page) {
+                // Rows read before the bad one are still compared.
+                self.unreadable = Some(e.to_string().replace('\n', ";"));
+            }
             self.after = self.page.last().map_or(self.head, |e| e.seq);
         }
-        Ok(self.current().map(|e| e.seq).filter(|&s| s <= self.head))
+        self.current().map(|e| e.seq).filter(|&s| s <= self.head)
     }
 
     fn current(&self) -> Option<EventRef<'_>> {
@@ -123,6 +136,12 @@ impl DbCursor {
     }
 
     fn advance(&mut self) {
+        if self.broken.is_none()
+            && let Some(e) = self.page.get(self.pos)
+            && let Err(b) = self.chain.check(&e)
+        {
+            self.broken = Some(b);
+        }
         self.pos += 1;
     }
 }
@@ -139,6 +158,13 @@ struct Comparison {
     database_only: Ranges,
     beyond: Ranges,
     fork: Option<(u64, String, String)>,
+    /// Runs and side effects of the differing events (the copy's version
+    /// where it has one: what really happened).
+    touched: Option<chainship_runs::Touched>,
+    /// A row no seq order reaches (seq NULL, 0 or negative), described.
+    unreachable: Option<String>,
+    /// Copy records not compared because the database could not be read.
+    not_compared: u64,
 }
 
 fn lossy(bytes: &[u8]) -> String {
@@ -148,27 +174,41 @@ fn lossy(bytes: &[u8]) -> String {
 impl Comparison {
     /// Takes the copy's next record: database rows before it are the
     /// database's alone; the row at its seq is compared; none is missing.
-    fn feed(&mut self, r: &Record<'_>) -> Result<(), DbError> {
+    fn feed(&mut self, r: &Record<'_>) {
         if r.seq <= self.last_copy {
-            return Ok(()); // a duplicate or a late record: the copy check names it
+            return; // a duplicate or a late record: the copy check names it
         }
         self.last_copy = r.seq;
         loop {
-            match self.db.peek_seq()? {
+            match self.db.peek_seq() {
                 Some(s) if s < r.seq => {
                     self.database_only.add(s);
+                    if let (Some(t), Some(e)) = (self.touched.as_mut(), self.db.current()) {
+                        t.feed(&chainship_runs::RunEvent::from(&e));
+                    }
                     self.db.advance();
                 }
                 Some(s) if s == r.seq => {
                     self.compare(r);
                     self.db.advance();
-                    return Ok(());
+                    return;
+                }
+                _ if self.db.unreadable.is_some() => {
+                    self.not_compared += 1;
+                    return;
                 }
                 _ => {
                     self.missing.add(r.seq);
-                    return Ok(());
+                    self.touch(r);
+                    return;
                 }
             }
+        }
+    }
+
+    fn touch(&mut self, r: &Record<'_>) {
+        if let (Some(t), Some(e)) = (self.touched.as_mut(), RecordEvent::of(r)) {
+            t.feed(&e.event(r.seq));
         }
     }
 
@@ -202,30 +242,36 @@ impl Comparison {
             self.same += 1;
             return;
         }
-        if self.fork.is_none() && e.hash != r.hash.as_bytes() {
-            self.fork = Some((e.seq, r.hash.to_string(), lossy(e.hash)));
+        let (seq, hash_differs, db_hash) = (e.seq, e.hash != r.hash.as_bytes(), lossy(e.hash));
+        if self.fork.is_none() && hash_differs {
+            self.fork = Some((seq, r.hash.to_string(), db_hash));
         }
+        self.touch(r);
         self.changed_count += 1;
         if self.changed.len() < self.limit {
             self.changed.push(Changed {
-                seq: e.seq,
-                run_id: r.run_id.to_string(),
+                seq,
+                run_id: readable(&r.field_bytes("run_id").unwrap_or_default()),
                 fields,
             });
         }
     }
 
     /// The database's rows after the copy's last record.
-    fn finish(&mut self) -> Result<(), DbError> {
-        while let Some(s) = self.db.peek_seq()? {
+    fn finish(&mut self) {
+        while let Some(s) = self.db.peek_seq() {
             self.beyond.add(s);
             self.db.advance();
         }
-        Ok(())
     }
 
     fn differs(&self) -> bool {
-        self.changed_count > 0 || self.missing.count > 0 || self.database_only.count > 0
+        self.changed_count > 0
+            || self.missing.count > 0
+            || self.database_only.count > 0
+            || self.unreachable.is_some()
+            || self.db.broken.is_some()
+            || self.db.unreadable.is_some()
     }
 }
 
@@ -233,6 +279,7 @@ pub fn run(args: &DiffArgs) -> CmdResult {
     let options = args.db.open_options().map_err(|e| CliError::from_kind(&e))?;
     let db = EventDb::open(args.db.path()?, &options)?;
     let head = db.head()?.map_or(0, |(seq, _)| seq);
+    let unreachable = db.first_unreachable_seq()?;
     let mut cmp = Comparison {
         db: DbCursor {
             db,
@@ -240,6 +287,9 @@ pub fn run(args: &DiffArgs) -> CmdResult {
             pos: 0,
             after: 0,
             head,
+            chain: ChainCheck::from_start(),
+            broken: None,
+            unreadable: None,
         },
         last_copy: 0,
         same: 0,
@@ -250,22 +300,17 @@ pub fn run(args: &DiffArgs) -> CmdResult {
         database_only: Ranges::new(1000),
         beyond: Ranges::new(1),
         fork: None,
+        touched: args.rules.touched()?,
+        unreachable,
+        not_compared: 0,
     };
     let bar = records_spinner("comparing", args.output.json);
-    let mut db_error: Option<DbError> = None;
     let outcome = trusted_copy::read_checked(&args.copy, CopyExpectations::default(), &mut |record| {
-        if db_error.is_none()
-            && let Err(e) = cmp.feed(record)
-        {
-            db_error = Some(e);
-        }
+        cmp.feed(record);
         bar.inc(1);
     })?;
     bar.finish_and_clear();
-    if let Some(e) = db_error {
-        return Err(e.into());
-    }
-    cmp.finish()?;
+    cmp.finish();
     let different = cmp.differs() || !outcome.findings.is_empty();
     if args.output.json {
         outln!("{}", to_json(args, &outcome, &cmp, head, different));
@@ -275,24 +320,71 @@ pub fn run(args: &DiffArgs) -> CmdResult {
     Ok(if different { FAILED } else { OK })
 }
 
-/// A value for display: lossy text, escaped, shortened past `SHOWN_CHARS`.
-fn shown(bytes: &[u8]) -> String {
-    let text = lossy(bytes);
-    let escaped: String = text.escape_debug().collect();
-    if escaped.chars().count() <= SHOWN_CHARS {
-        return format!("\"{escaped}\"");
-    }
-    let head: String = escaped.chars().take(SHOWN_CHARS).collect();
-    format!("\"{head}\"... ({} bytes)", bytes.len())
+/// The runs and side effects of the differing events, when any differ.
+fn affected_of(c: &Comparison) -> Option<Affected> {
+    let t = c.touched.as_ref().filter(|t| t.events > 0)?;
+    let seqs = c
+        .changed
+        .iter()
+        .map(|ch| ch.seq)
+        .chain(c.missing.list.iter().flat_map(|&(a, b)| [a, b]))
+        .chain(c.database_only.list.iter().flat_map(|&(a, b)| [a, b]));
+    let (from, to) = seqs.fold((u64::MAX, 0), |(lo, hi), s| (lo.min(s), hi.max(s)));
+    Some(Affected {
+        from,
+        to,
+        touched: t.clone(),
+        note: None,
+    })
 }
 
-fn json_value(bytes: &[u8]) -> Value {
-    let text = lossy(bytes);
-    if text.chars().count() <= SHOWN_CHARS {
-        return text.into();
+/// A value's readable form: text escaped as Rust escapes it, or, when the
+/// bytes are not UTF-8, each byte that is not printable ASCII as `\xNN`
+/// (two different invalid byte strings never look alike).
+fn readable(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => text.escape_debug().collect(),
+        Err(_) => bytes.escape_ascii().to_string(),
     }
-    let head: String = text.chars().take(SHOWN_CHARS).collect();
-    format!("{head}...").into()
+}
+
+/// The part of a long value worth showing: from a little before the first
+/// byte where it differs from `other`, `SHOWN_CHARS` characters, with "..."
+/// where text is left out.
+fn window(bytes: &[u8], other: &[u8]) -> String {
+    let text = readable(bytes);
+    let chars: Vec<char> = text.chars().collect();
+    if chars.len() <= SHOWN_CHARS {
+        return text;
+    }
+    let first_diff = bytes.iter().zip(other).take_while(|(a, b)| a == b).count();
+    // Approximate the character position of the first differing byte.
+    let at = readable(&bytes[..first_diff.min(bytes.len())]).chars().count();
+    let start = at
+        .saturating_sub(SHOWN_CHARS / 4)
+        .min(chars.len().saturating_sub(SHOWN_CHARS));
+    let end = (start + SHOWN_CHARS).min(chars.len());
+    let middle: String = chars[start..end].iter().collect();
+    format!(
+        "{}{middle}{}",
+        if start > 0 { "..." } else { "" },
+        if end < chars.len() { "..." } else { "" }
+    )
+}
+
+/// A value for display: shortened around its first difference, with its length when long.
+fn shown(bytes: &[u8], other: &[u8]) -> String {
+    let w = window(bytes, other);
+    if w.len() < readable(bytes).len() {
+        let first_diff = bytes.iter().zip(other).take_while(|(a, b)| a == b).count();
+        format!("\"{w}\" ({} bytes, first difference at byte {first_diff})", bytes.len())
+    } else {
+        format!("\"{w}\"")
+    }
+}
+
+fn json_value(bytes: &[u8], other: &[u8]) -> Value {
+    window(bytes, other).into()
 }
 
 /// Why the database lacks a range: cut when it ends before it.
@@ -335,8 +427,8 @@ fn print_text(args: &DiffArgs, o: &CopyOutcome, c: &Comparison, head: u64) {
             names.join(", ")
         );
         for f in &ch.fields {
-            outln!("  {:<12} copy:     {}", f.field, shown(&f.copy));
-            outln!("  {:<12} database: {}", "", shown(&f.database));
+            outln!("  {:<12} copy:     {}", f.field, shown(&f.copy, &f.database));
+            outln!("  {:<12} database: {}", "", shown(&f.database, &f.copy));
         }
     }
     if c.changed_count > c.changed.len() as u64 {
@@ -358,11 +450,31 @@ fn print_text(args: &DiffArgs, o: &CopyOutcome, c: &Comparison, head: u64) {
     if c.missing.more || c.database_only.more {
         outln!("... more ranges than shown (see the counts)");
     }
+    if let Some(value) = &c.unreachable {
+        outln!(
+            "in the database only: {}",
+            chainship_chain::check::unreachable_reason(value)
+        );
+    }
+    if let Some(b) = &c.db.broken {
+        outln!("the database's own chain breaks at seq {}: {}", b.seq, b.reason());
+    }
+    if let Some(e) = &c.db.unreadable {
+        outln!(
+            "the database could not be read on: {e} ({} copy record(s) not compared)",
+            c.not_compared
+        );
+    }
     if let Some(&(a, _)) = c.beyond.list.first() {
         outln!(
             "beyond the copy: {} (not yet exported, or added after a rollback)",
             range_text(a, head)
         );
+    }
+    if let Some(a) = affected_of(c) {
+        for line in affected::lines(&a) {
+            outln!("{line}");
+        }
     }
     outln!(
         "compared: {} the same, {} changed, {} missing from the database, {} in the database only, {} beyond the copy",
@@ -393,8 +505,8 @@ fn to_json(args: &DiffArgs, o: &CopyOutcome, c: &Comparison, head: u64, differen
                 "trusted": ch.seq <= trusted,
                 "fields": ch.fields.iter().map(|f| json!({
                     "field": f.field,
-                    "copy": json_value(&f.copy),
-                    "database": json_value(&f.database),
+                    "copy": json_value(&f.copy, &f.database),
+                    "database": json_value(&f.database, &f.copy),
                     "copy_bytes": f.copy.len(),
                     "database_bytes": f.database.len(),
                 })).collect::<Vec<_>>(),
@@ -430,7 +542,11 @@ fn to_json(args: &DiffArgs, o: &CopyOutcome, c: &Comparison, head: u64, differen
         "database_only": ranges(&c.database_only, &|_| None),
         "beyond_copy": c.beyond.list.first().map(|&(a, _)| json!({"from": a, "to": head, "count": c.beyond.count})),
         "fork": c.fork.as_ref().map(|(seq, copy, database)| json!({"seq": seq, "copy_hash": copy, "database_hash": database})),
+        "unreachable_row": c.unreachable.as_ref().map(|v| chainship_chain::check::unreachable_reason(v)),
+        "database_break": c.db.broken.as_ref().map(|b| json!({"seq": b.seq, "reason": b.reason()})),
+        "database_unreadable": c.db.unreadable.as_ref().map(|e| json!({"error": e, "copy_records_not_compared": c.not_compared})),
         "last_trusted_head": o.last_trusted.map(|h| json!({"seq": h.seq, "hash": h.hash_str()})),
+        "affected": affected_of(c).as_ref().map(affected::json),
     });
     if c.missing.more || c.database_only.more {
         doc["ranges_truncated"] = true.into();

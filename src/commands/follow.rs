@@ -7,11 +7,13 @@ use std::time::Duration;
 
 use chainship_follower::anchoring::Anchoring;
 use chainship_follower::retry::RetryPolicy;
-use chainship_follower::{FileCursor, FollowConfig, FollowError, Follower, Health, OnBreak, Outcome, StartFrom};
+use chainship_follower::{
+    FileCursor, FollowConfig, FollowError, Follower, Health, OnBreak, Outcome, RunRules, StartFrom,
+};
 use chainship_sinks::{SinkConfig, open_sink};
 use clap::{Args, ValueEnum};
 
-use crate::args::PipelineArgs;
+use crate::args::{PipelineArgs, RunRulesArgs};
 use crate::exit::{CliError, CmdResult, OK};
 
 /// Tail the audit database, verify every event, ship batches to a sink.
@@ -31,6 +33,8 @@ Exit codes: 0 stopped or done, 1 chain broken or database/sink disagree, 2 usage
 pub struct FollowArgs {
     #[command(flatten)]
     pub pipeline: PipelineArgs,
+    #[command(flatten)]
+    pub rules: RunRulesArgs,
     /// With no cursor yet, start at seq 1.
     #[arg(long, conflicts_with = "from_seq")]
     pub from_start: bool,
@@ -125,6 +129,10 @@ pub fn run(args: &FollowArgs) -> CmdResult {
             shutdown_grace: args.shutdown_grace,
             ..RetryPolicy::default()
         },
+        runs: args.rules.profile()?.map(|profile| RunRules {
+            profile,
+            config: args.rules.config(),
+        }),
     };
 
     let stop = Arc::new(AtomicBool::new(false));

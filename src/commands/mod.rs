@@ -9,5 +9,6 @@ pub mod follow;
 pub mod generate;
 pub mod keygen;
 pub mod restore;
+pub mod runs;
 pub mod verify;
 pub mod verify_export;

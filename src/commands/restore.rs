@@ -21,9 +21,9 @@ use crate::trusted_copy::{self, CopyExpectations, CopyOutcome, TrustedCopyArgs};
   chainship restore --from file:/siem/events.jsonl --anchor file:/mnt/anchors --trusted-key keys.txt \\
       --origin prod-eu1/agentrt --out restored.db
   chainship restore --from s3://siem-bucket/exports --origin prod-eu1/agentrt \\
-      --anchor s3://audit-anchors/heads --trusted-key keys.txt --out restored.db --to 120000
+      --anchor s3://audit-anchors/heads --trusted-key keys.txt --out restored-s3.db --to 120000
   chainship restore --from kafka://kafka:9092/audit --origin prod-eu1/agentrt --anchor file:/mnt/anchors \\
-      --trusted-key keys.txt --out restored.db --include-unanchored --json
+      --trusted-key keys.txt --out restored-kafka.db --include-unanchored --json
 
 The copy is checked as verify-export checks it; any finding (gap, altered, foreign,
 reordered, fork, cut, no trusted head...) stops the restore and nothing is left at --out.
@@ -71,6 +71,11 @@ pub fn run(args: &RestoreArgs) -> CmdResult {
         // Only the next seq is written: duplicates, late and out-of-order
         // records are the check's to name, and a gap stops the writing.
         if write_error.is_some() || record.seq != db.last() + 1 || args.to.is_some_and(|to| record.seq > to) {
+            return;
+        }
+        // A record whose fields cannot be decoded is the check's to name (as
+        // altered, with its place in the copy); it is never written.
+        if crate::affected::RecordEvent::of(record).is_none() {
             return;
         }
         if let Err(e) = db.insert(record) {

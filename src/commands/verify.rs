@@ -6,7 +6,8 @@ use chainship_chain::{EventDb, Head, HeadCheck, WalkPlan, WalkReport, walk_chain
 use clap::Args;
 use serde_json::json;
 
-use crate::args::{DbArgs, OutputArgs};
+use crate::affected::{self, Affected};
+use crate::args::{DbArgs, OutputArgs, RunRulesArgs};
 use crate::exit::{CliError, CmdResult, FAILED, OK};
 use crate::progress::events_bar;
 
@@ -14,7 +15,7 @@ use crate::progress::events_bar;
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
   chainship verify --db /var/lib/agentrt/audit.db
-  chainship verify --db audit.db --head 1200:e2b46cc3bab5ed21f4a390d35f3847bc57866a6d8ae3b644e5b2fa595121a4fb
+  chainship verify --db audit.db --head 1200:87c93bae8593068bbf6828036f9837b397680da24e402ae0c568e859807af798
   CHAINSHIP_DB=audit.db chainship verify --from 1000 --to 2000 --json
 
 Exit codes: 0 intact, 1 broken (a damaged row included, or --to / --head not matched) or
@@ -32,6 +33,8 @@ pub struct VerifyArgs {
     /// A head kept elsewhere (SEQ:HASH) that the database must still match.
     #[arg(long, value_name = "SEQ:HASH")]
     pub head: Option<Head>,
+    #[command(flatten)]
+    pub rules: RunRulesArgs,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -58,13 +61,34 @@ pub fn run(args: &VerifyArgs) -> CmdResult {
     bar.set_message("verifying");
     let report = walk_chain(db, &plan, &mut |n| bar.set_position(n))?;
     bar.finish_and_clear();
+    let touched = affected_range(args, &options, &report)?;
 
     if args.output.json {
-        outln!("{}", to_json(&report));
+        let mut doc = to_json(&report);
+        doc["affected"] = touched.as_ref().map_or(serde_json::Value::Null, affected::json);
+        outln!("{doc}");
     } else {
         outln!("{}", to_text(&report).trim_end_matches('\n'));
+        for line in touched.iter().flat_map(affected::lines) {
+            outln!("{line}");
+        }
     }
     Ok(if passed(&report) { OK } else { FAILED })
+}
+
+/// The runs and side effects from the first seq the walk could not vouch
+/// for to the database's head (none when intact or `--profile none`).
+fn affected_range(
+    args: &VerifyArgs,
+    options: &chainship_chain::OpenOptions,
+    report: &WalkReport,
+) -> Result<Option<Affected>, CliError> {
+    let (Some(from), Some(touched)) = (affected::invalid_from(report), args.rules.touched()?) else {
+        return Ok(None);
+    };
+    let db = EventDb::open(args.db.path()?, options)?;
+    let to = db.head().ok().flatten().map_or(from, |(s, _)| s);
+    Ok(Some(affected::scan_db(&db, from, to, touched)))
 }
 
 /// Intact, and something was checked: a walk over no event vouches for

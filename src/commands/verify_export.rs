@@ -4,7 +4,8 @@
 use chainship_chain::Head;
 use clap::Args;
 
-use crate::args::OutputArgs;
+use crate::affected::{self, Affected};
+use crate::args::{OutputArgs, RunRulesArgs};
 use crate::exit::{CmdResult, FAILED, OK};
 use crate::report;
 use crate::trusted_copy::{self, CopyExpectations, CopyOutcome, TrustedCopyArgs};
@@ -39,6 +40,8 @@ pub struct VerifyExportArgs {
     #[arg(long)]
     pub allow_no_heads: bool,
     #[command(flatten)]
+    pub rules: RunRulesArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
 }
 
@@ -48,14 +51,27 @@ pub fn run(args: &VerifyExportArgs) -> CmdResult {
         allow_no_heads: args.allow_no_heads,
     };
     let outcome = trusted_copy::read_checked(&args.copy, expect, &mut |_| {})?;
-    Ok(print(args, &outcome))
+    // What the invalid range touches: read the copy again from its first bad seq.
+    let touched = match (
+        trusted_copy::invalid_from(&outcome),
+        &outcome.origin,
+        args.rules.touched()?,
+    ) {
+        (Some(from), Some(origin), Some(touched)) => {
+            let to = outcome.end_seq.unwrap_or(from).max(from);
+            Some(trusted_copy::touched_in_copy(&args.copy, origin, from, to, touched)?)
+        }
+        _ => None,
+    };
+    Ok(print(args, &outcome, touched.as_ref()))
 }
 
 /// Prints the outcome and returns the exit code.
-fn print(args: &VerifyExportArgs, o: &CopyOutcome) -> u8 {
+fn print(args: &VerifyExportArgs, o: &CopyOutcome, touched: Option<&Affected>) -> u8 {
     if args.output.json {
         let mut doc = trusted_copy::json_fields(&args.copy.source, o);
         doc["status"] = (if o.findings.is_empty() { "ok" } else { "failed" }).into();
+        doc["affected"] = touched.map_or(serde_json::Value::Null, affected::json);
         outln!("{doc}");
     } else {
         outln!("{}", trusted_copy::summary(&args.copy.source, o));
@@ -68,6 +84,9 @@ fn print(args: &VerifyExportArgs, o: &CopyOutcome) -> u8 {
             "the copy is whole and matches every trusted head"
         };
         report::print_outcome(&o.findings, ok, o.last_trusted);
+        for line in touched.into_iter().flat_map(affected::lines) {
+            outln!("{line}");
+        }
     }
     if o.findings.is_empty() { OK } else { FAILED }
 }

@@ -410,6 +410,9 @@ async fn every_help_example_runs_as_written() {
         "config check",
         "anchor verify",
         "anchor list",
+        "restore",
+        "diff",
+        "runs",
     ];
     for leaf in leaves {
         assert!(

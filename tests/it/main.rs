@@ -25,6 +25,7 @@ mod operator_checks;
 mod operator_paths;
 mod ops;
 mod restore_diff;
+mod run_evidence;
 mod services_smoke;
 mod sink_kafka;
 mod sink_s3;

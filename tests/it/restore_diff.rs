@@ -488,7 +488,7 @@ fn diff_text_shows_values_shortened_with_their_lengths() {
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.contains("changed at seq 7"), "{text}");
-    assert!(text.contains("(5000 bytes)"), "{text}");
+    assert!(text.contains("(5000 bytes, first difference at byte 0)"), "{text}");
     assert!(text.lines().all(|l| l.len() < 400), "long values are shortened: {text}");
 
     let missing = run(&[
@@ -503,4 +503,62 @@ fn diff_text_shows_values_shortened_with_their_lengths() {
         &s.verifier,
     ]);
     assert_eq!(code(&missing), 2, "{}", stderr(&missing));
+}
+
+#[test]
+fn diff_never_calls_a_database_the_same_when_it_could_not_compare_all_of_it() {
+    let s = exported(300, "");
+    // Rows no seq order reaches.
+    let db = damaged(
+        &s,
+        "planted.db",
+        "INSERT INTO events VALUES (0,'evil','','x','x','x','x'); INSERT INTO events VALUES (-7,'evil','','x','x','x','x')",
+    );
+    let (c, json) = diff(&s, &db);
+    assert_eq!(c, 1, "{json}");
+    assert!(
+        json["unreachable_row"]
+            .as_str()
+            .is_some_and(|r| r.contains("-7") || r.contains('0')),
+        "{json}"
+    );
+
+    // An event past the copy's end, altered: the database's own chain names it.
+    let db = damaged(&s, "tail.db", "");
+    append(&db, 5);
+    tamper(&db)
+        .execute("UPDATE events SET payload_json = 'evil' WHERE seq = 303", [])
+        .unwrap();
+    let (c, json) = diff(&s, &db);
+    assert_eq!(c, 1, "{json}");
+    assert_eq!(json["database_break"]["seq"], 303);
+
+    // A field that is not text: reported, with the document still printed.
+    let db = damaged(
+        &s,
+        "blob.db",
+        "UPDATE events SET payload_json = CAST(payload_json AS BLOB) WHERE seq = 10",
+    );
+    let (c, json) = diff(&s, &db);
+    assert_eq!(c, 1, "{json}");
+    assert!(
+        json["database_unreadable"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("seq 10"),
+        "{json}"
+    );
+    assert_eq!(json["counts"]["same"], 9);
+
+    // Two different byte strings that are not UTF-8 never look alike.
+    let db = damaged(
+        &s,
+        "bytes.db",
+        "UPDATE events SET run_id = CAST(x'fe41c3' AS TEXT) WHERE seq = 12",
+    );
+    let (_, json) = diff(&s, &db);
+    let field = &json["changed"][0]["fields"][0];
+    assert_eq!(field["field"], "run_id");
+    assert_eq!(field["database"], "\\xfeA\\xc3");
+    assert_ne!(field["copy"], field["database"]);
 }

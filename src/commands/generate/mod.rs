@@ -1,5 +1,6 @@
 //! `chainship generate`: writes an agentrt-shaped audit database of chained
-//! events, and with `--follow-rate` keeps appending like a live runtime.
+//! events (agentrt's own run sequences, see `runs`), and with
+//! `--follow-rate` keeps appending like a live runtime.
 //!
 //! This is the only code in chainship that writes an events table. It
 //! creates its own database and touches an existing one only with `--append`.
@@ -15,11 +16,23 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
 use crate::exit::{CliError, CmdResult, OK};
 
+mod runs;
+
+use runs::{Inject, RunGenerator};
+
 /// Write a demo/test audit database of chained events.
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "Examples:
   chainship generate --db demo.db --events 100000
-  chainship generate --db demo.db --append --events 0 --follow-rate 200 --follow-for 5s")]
+  chainship generate --db demo.db --append --events 0 --follow-rate 200 --follow-for 5s
+  chainship generate --db faults.db --events 5000 --inject unknown-outcome@1200 --inject executed-twice@3000
+
+The events are agentrt's own run sequences (allowed, denied, approved, rejected, invalid
+arguments, interrupted and taken over then approved and re-run, model calls), runs
+interleaved. The same seed writes the same events; --append continues the same stream.
+Faults for --inject: unknown-outcome, executed-twice, started-without-decision,
+left-running, event-after-finish, unknown-step, unrequested-approval (each written at
+the first chance at or after SEQ).")]
 pub struct GenerateArgs {
     /// The database to create (refused if it exists, unless --append).
     #[arg(long, value_name = "PATH")]
@@ -51,6 +64,9 @@ pub struct GenerateArgs {
     /// Seed for the content (the same seed writes the same events).
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub seed: u64,
+    /// Write a fault the run check names, KIND@SEQ (repeatable; see below).
+    #[arg(long, value_name = "KIND@SEQ")]
+    pub inject: Vec<Inject>,
 }
 
 pub fn run(args: &GenerateArgs) -> CmdResult {
@@ -83,6 +99,13 @@ pub fn run(args: &GenerateArgs) -> CmdResult {
     }
     if let Some(rate) = args.follow_rate {
         follow(&conn, &mut content, args, rate).map_err(err)?;
+    }
+    let unwritten = content.unwritten();
+    if !unwritten.is_empty() {
+        return Err(CliError::usage(format!(
+            "--inject {}: not written, the log ended first (write more --events)",
+            unwritten.join(", ")
+        )));
     }
     Ok(OK)
 }
@@ -161,108 +184,73 @@ fn follow(conn: &Connection, content: &mut Generator, args: &GenerateArgs, rate:
     Ok(())
 }
 
-/// Deterministic, varied event content: interleaved runs, run-level events
-/// with an empty step id, non-ASCII payloads, and now and then a large one.
+/// Deterministic event content: agentrt run sequences, each event at its
+/// own time, and now and then a large payload.
 struct Generator {
-    rng: u64,
-    runs: Vec<RunState>,
+    runs: RunGenerator,
+    /// How many events the stream has produced (the seq of the last).
+    position: u64,
     large_every: u64,
     large_bytes: usize,
     base: SystemTime,
 }
 
-struct RunState {
-    id: String,
-    step: u64,
-}
-
-const STEP_TYPES: [&str; 6] = [
-    "step.started",
-    "step.policy",
-    "tool.called",
-    "tool.result",
-    "approval.decided",
-    "step.finished",
-];
-
 impl Generator {
     fn new(args: &GenerateArgs) -> Self {
-        let mut content = Generator {
-            rng: args.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
-            runs: Vec::new(),
+        Generator {
+            runs: RunGenerator::new(args.seed, args.runs, args.inject.clone()),
+            position: 0,
             large_every: args.large_every,
             large_bytes: args.large_bytes,
             base: SystemTime::UNIX_EPOCH + Duration::from_secs(1_786_953_600), // 2026-08-17T08:00:00Z
-        };
-        for _ in 0..args.runs {
-            let id = content.new_run_id();
-            content.runs.push(RunState { id, step: 0 });
         }
-        content
     }
 
-    fn next(&mut self) -> u64 {
-        // xorshift64*: plenty for test content, no dependency.
-        self.rng ^= self.rng >> 12;
-        self.rng ^= self.rng << 25;
-        self.rng ^= self.rng >> 27;
-        self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn new_run_id(&mut self) -> String {
-        format!("run_{:012x}", self.next() >> 16)
-    }
-
-    /// Moves the content on as if `seq` events had been written, so an
-    /// appending generator keeps varying its content.
+    /// Moves the stream on to just after `seq` (the events already in the
+    /// database), so an appending generator continues the same runs.
     fn skip_to(&mut self, seq: u64) {
-        self.rng ^= seq.wrapping_mul(0xD6E8_FEB8_6659_FD93);
+        while self.position < seq {
+            self.position += 1;
+            self.runs.next_event(self.position);
+        }
     }
 
     fn insert(&mut self, insert: &mut rusqlite::CachedStatement<'_>, seq: u64, prev: &str) -> rusqlite::Result<String> {
-        let pick = (self.next() % self.runs.len() as u64) as usize;
-        let roll = self.next();
-        let run = &mut self.runs[pick];
-        let (kind, step_id) = if run.step == 0 {
-            ("run.created", String::new())
-        } else if run.step > 12 && roll.is_multiple_of(8) {
-            ("run.finished", String::new())
-        } else {
-            (
-                STEP_TYPES[(roll % STEP_TYPES.len() as u64) as usize],
-                format!("step_{}", run.step / 3),
-            )
-        };
-        run.step += 1;
-        let run_id = run.id.clone();
-        if kind == "run.finished" {
-            let fresh = self.new_run_id();
-            self.runs[pick] = RunState { id: fresh, step: 0 };
-        }
+        self.skip_to(seq - 1);
+        self.position = seq;
+        let event = self.runs.next_event(seq);
         let at = humantime::format_rfc3339_millis(self.base + Duration::from_millis(seq * 137)).to_string();
-        let mut payload = format!(
-            r#"{{"n":{seq},"tool":"github.create_issue","args":{{"title":"Triage café ✓ 日本語 #{}","labels":["bug","p{}"],"body":"Ünïcödé — \"quoted\" \\ backslash"}},"decision":"allow","latency_ms":{}}}"#,
-            roll % 10_000,
-            roll % 4,
-            roll % 900
-        );
+        let mut payload = event.payload;
         if self.large_every > 0 && seq.is_multiple_of(self.large_every) {
-            payload = format!(
-                r#"{{"n":{seq},"blob":"{}"}}"#,
-                "x".repeat(self.large_bytes.saturating_sub(32))
-            );
+            let blob = "x".repeat(self.large_bytes.saturating_sub(32));
+            let rest = payload.strip_prefix('{').unwrap_or("}");
+            let sep = if rest.starts_with('}') { "" } else { "," };
+            payload = format!(r#"{{"blob":"{blob}"{sep}{rest}"#);
         }
         let hash = event_hash(
             prev.as_bytes(),
             seq,
-            run_id.as_bytes(),
-            step_id.as_bytes(),
+            event.run_id.as_bytes(),
+            event.step_id.as_bytes(),
             at.as_bytes(),
-            kind.as_bytes(),
+            event.kind.as_bytes(),
             payload.as_bytes(),
         );
         let hash = String::from_utf8_lossy(&hash).into_owned();
-        insert.execute((seq as i64, &run_id, &step_id, &at, kind, &payload, &hash))?;
+        insert.execute((
+            seq as i64,
+            &event.run_id,
+            &event.step_id,
+            &at,
+            event.kind,
+            &payload,
+            &hash,
+        ))?;
         Ok(hash)
+    }
+
+    /// Injections the log was too short for.
+    fn unwritten(&self) -> Vec<String> {
+        self.runs.pending().iter().map(ToString::to_string).collect()
     }
 }

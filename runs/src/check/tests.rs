@@ -1,0 +1,389 @@
+//! Each rule with exactly its fault, and agentrt's own sequences (its proxy
+//! tests' allowed, denied, approved and invalid runs, and an interrupted
+//! side effect approved and re-run) with none.
+
+use super::*;
+use crate::profile::AGENTRT;
+
+/// A run's events, written as agentrt writes them: (step, type, payload),
+/// one second apart from `start` seconds.
+struct Log {
+    events: Vec<(u64, String, String, String, String, String)>,
+}
+
+impl Log {
+    fn new() -> Self {
+        Log { events: Vec::new() }
+    }
+
+    fn at(&mut self, secs: u64, run: &str, step: &str, kind: &str, payload: &str) -> &mut Self {
+        let seq = self.events.len() as u64 + 1;
+        let at = humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_secs(1_786_953_600 + secs))
+            .to_string();
+        self.events
+            .push((seq, run.into(), step.into(), at, kind.into(), payload.into()));
+        self
+    }
+
+    /// Appends a run's events one second apart, starting after the last.
+    fn run(&mut self, run: &str, events: &[(&str, &str, &str)]) -> &mut Self {
+        for (step, kind, payload) in events {
+            let secs = self.events.len() as u64;
+            self.at(secs, run, step, kind, payload);
+        }
+        self
+    }
+
+    fn check(&self) -> (Vec<(RunFindingKind, String, u64)>, Vec<RunSummary>) {
+        let mut c = RunCheck::new(&AGENTRT, RunCheckConfig::default());
+        for (seq, run, step, at, kind, payload) in &self.events {
+            c.feed(&RunEvent {
+                seq: *seq,
+                run_id: run.as_bytes(),
+                step_id: step.as_bytes(),
+                at: at.as_bytes(),
+                kind: kind.as_bytes(),
+                payload: payload.as_bytes(),
+            });
+        }
+        c.finish();
+        let found = c
+            .take_findings()
+            .into_iter()
+            .map(|f| (f.kind, f.step_id, f.seq))
+            .collect();
+        (found, c.take_summaries())
+    }
+}
+
+const ALLOWED: &[(&str, &str, &str)] = &[
+    ("", "run.created", r#"{"goal":"g"}"#),
+    ("", "run.started", "{}"),
+    ("s0", "step.started", r#"{"index":0}"#),
+    (
+        "s0",
+        "step.decided",
+        r#"{"kind":"tool_call","tool":"bank_balance","args":{}}"#,
+    ),
+    ("s0", "step.policy", r#"{"outcome":"allow"}"#),
+    ("s0", "step.tool_started", r#"{"tool":"bank_balance","args":{}}"#),
+    ("s0", "step.tool_finished", r#"{"tool":"bank_balance","summary":"ok"}"#),
+    ("", "run.finished", r#"{"status":"COMPLETED"}"#),
+];
+
+const DENIED: &[(&str, &str, &str)] = &[
+    ("", "run.created", "{}"),
+    ("", "run.started", "{}"),
+    ("s0", "step.started", r#"{"index":0}"#),
+    ("s0", "step.decided", r#"{"kind":"tool_call","tool":"bank_refund"}"#),
+    ("s0", "step.policy", r#"{"outcome":"deny","reason":"operator's rule"}"#),
+    ("s0", "step.failed", r#"{"kind":"policy_denied"}"#),
+    ("s1", "step.started", r#"{"index":1}"#),
+    ("s1", "step.decided", r#"{"kind":"fail"}"#),
+    ("", "run.finished", r#"{"status":"FAILED"}"#),
+];
+
+const APPROVED: &[(&str, &str, &str)] = &[
+    ("", "run.created", "{}"),
+    ("", "run.started", "{}"),
+    ("s0", "step.started", r#"{"index":0}"#),
+    ("s0", "step.decided", r#"{"kind":"tool_call","tool":"bank_pay"}"#),
+    ("s0", "step.policy", r#"{"outcome":"require_approval"}"#),
+    ("s0", "approval.requested", r#"{"approval_id":"a1","kind":"payment"}"#),
+    (
+        "s0",
+        "approval.decided",
+        r#"{"approval_id":"a1","status":"approved","by":"op"}"#,
+    ),
+    ("", "run.resumed", r#"{"approval_id":"a1"}"#),
+    ("s0", "step.policy", r#"{"outcome":"require_approval"}"#),
+    (
+        "s0",
+        "step.tool_started",
+        r#"{"tool":"bank_pay","args":{},"approval_id":"a1"}"#,
+    ),
+    ("s0", "step.tool_finished", r#"{"tool":"bank_pay"}"#),
+    ("", "run.finished", r#"{"status":"COMPLETED"}"#),
+];
+
+const INVALID: &[(&str, &str, &str)] = &[
+    ("", "run.created", "{}"),
+    ("", "run.started", "{}"),
+    ("s0", "step.started", r#"{"index":0}"#),
+    (
+        "s0",
+        "step.decided",
+        r#"{"kind":"tool_call","tool":"bank_balance","args":{"acount":1}}"#,
+    ),
+    ("s0", "step.failed", r#"{"kind":"invalid_decision"}"#),
+    ("s1", "step.started", r#"{"index":1}"#),
+    ("s1", "step.decided", r#"{"kind":"fail"}"#),
+    ("", "run.finished", r#"{"status":"FAILED"}"#),
+];
+
+/// A worker killed after dispatching the tool; another takes the lease,
+/// marks the step interrupted, asks an operator, and re-runs it approved.
+const INTERRUPTED_THEN_APPROVED: &[(&str, &str, &str)] = &[
+    ("", "run.created", "{}"),
+    ("", "run.started", "{}"),
+    ("s0", "step.started", r#"{"index":0}"#),
+    ("s0", "model.dispatched", r#"{"call_id":"m1","attempt":1,"model":"m"}"#),
+    ("s0", "model.completed", r#"{"call_id":"m1"}"#),
+    ("s0", "step.decided", r#"{"kind":"tool_call","tool":"bank_pay"}"#),
+    ("s0", "step.policy", r#"{"outcome":"allow"}"#),
+    ("s0", "step.tool_started", r#"{"tool":"bank_pay","args":{}}"#),
+    ("", "lease.taken_over", r#"{"previous_owner":"w1","owner":"w2"}"#),
+    ("", "run.resumed", "{}"),
+    ("s0", "step.interrupted", r#"{"tool":"bank_pay"}"#),
+    (
+        "s0",
+        "approval.requested",
+        r#"{"approval_id":"a9","kind":"interrupted_side_effect"}"#,
+    ),
+    ("s0", "approval.decided", r#"{"approval_id":"a9","status":"approved"}"#),
+    ("", "run.resumed", r#"{"approval_id":"a9"}"#),
+    (
+        "s0",
+        "step.tool_started",
+        r#"{"tool":"bank_pay","args":{},"approval_id":"a9"}"#,
+    ),
+    ("s0", "step.tool_finished", r#"{"tool":"bank_pay"}"#),
+    ("s1", "step.started", r#"{"index":1}"#),
+    ("s1", "step.decided", r#"{"kind":"complete"}"#),
+    ("", "run.finished", r#"{"status":"COMPLETED"}"#),
+];
+
+#[test]
+fn agentrts_own_sequences_raise_nothing() {
+    let mut log = Log::new();
+    log.run("allowed", ALLOWED)
+        .run("denied", DENIED)
+        .run("approved", APPROVED)
+        .run("invalid", INVALID)
+        .run("interrupted", INTERRUPTED_THEN_APPROVED);
+    let (found, summaries) = log.check();
+    assert_eq!(found, vec![]);
+    assert_eq!(summaries.len(), 5);
+    assert!(
+        summaries
+            .iter()
+            .all(|s| s.status == RunStatus::Finished && s.findings == 0)
+    );
+    let approved = summaries.iter().find(|s| s.run_id == "approved").unwrap();
+    assert_eq!(
+        (approved.tool_calls, approved.side_effects, approved.events),
+        (1, 1, 12)
+    );
+}
+
+#[test]
+fn interleaved_runs_are_judged_apart() {
+    let mut log = Log::new();
+    for (i, ((s1, k1, p1), (s2, k2, p2))) in ALLOWED.iter().zip(APPROVED.iter()).enumerate() {
+        log.at(i as u64, "a", s1, k1, p1).at(i as u64, "b", s2, k2, p2);
+    }
+    for (s, k, p) in &APPROVED[ALLOWED.len()..] {
+        log.at(20, "b", s, k, p);
+    }
+    assert_eq!(log.check().0, vec![]);
+}
+
+fn without(
+    seq: &[(&'static str, &'static str, &'static str)],
+    kind: &str,
+) -> Vec<(&'static str, &'static str, &'static str)> {
+    seq.iter().copied().filter(|(_, k, _)| *k != kind).collect()
+}
+
+#[test]
+fn an_unclosed_tool_start_in_a_finished_run_is_an_unknown_outcome() {
+    let mut log = Log::new();
+    log.run("r", &without(ALLOWED, "step.tool_finished"));
+    assert_eq!(log.check().0, vec![(RunFindingKind::UnknownOutcome, "s0".into(), 6)]);
+}
+
+#[test]
+fn an_unanswered_model_dispatch_in_a_finished_run_is_an_unknown_outcome() {
+    let mut log = Log::new();
+    log.run("r", &without(INTERRUPTED_THEN_APPROVED, "model.completed"));
+    let found = log.check().0;
+    assert_eq!(found, vec![(RunFindingKind::UnknownOutcome, String::new(), 4)]);
+}
+
+#[test]
+fn a_start_left_open_by_a_takeover_is_an_unknown_outcome_once_the_run_moves_on() {
+    let mut log = Log::new();
+    log.run("r", &without(INTERRUPTED_THEN_APPROVED, "step.interrupted"));
+    let found = log.check().0;
+    // The tool start at seq 8 was never closed; the approved re-run (which
+    // is allowed: there is an approval to re-run it) cannot say what the first did.
+    assert!(
+        found.contains(&(RunFindingKind::UnknownOutcome, "s0".into(), 8)),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn a_silent_run_is_left_running_and_its_open_start_unknown() {
+    let mut log = Log::new();
+    log.run("quiet", &ALLOWED[..6]); // tool started at seq 6, nothing after
+    log.at(16 * 60 + 10, "other", "", "run.created", "{}");
+    let (found, summaries) = log.check();
+    assert_eq!(
+        found,
+        vec![
+            (RunFindingKind::UnknownOutcome, "s0".into(), 6),
+            (RunFindingKind::LeftRunning, String::new(), 6)
+        ]
+    );
+    let quiet = summaries.iter().find(|s| s.run_id == "quiet").unwrap();
+    assert_eq!(quiet.status, RunStatus::LeftRunning);
+    let other = summaries.iter().find(|s| s.run_id == "other").unwrap();
+    assert_eq!(
+        other.status,
+        RunStatus::Open,
+        "a run with recent events is open, not left"
+    );
+}
+
+#[test]
+fn a_run_waiting_for_an_approval_is_not_left_running() {
+    let mut log = Log::new();
+    log.run("w", &APPROVED[..6]);
+    log.at(3 * 3600, "other", "", "run.created", "{}");
+    let (found, summaries) = log.check();
+    assert_eq!(found, vec![]);
+    assert_eq!(summaries[0].status, RunStatus::Waiting);
+}
+
+#[test]
+fn a_second_start_without_an_approval_is_executed_twice() {
+    let mut log = Log::new();
+    let mut seq = ALLOWED.to_vec();
+    seq.insert(7, ("s0", "step.policy", r#"{"outcome":"allow"}"#));
+    seq.insert(8, ("s0", "step.tool_started", r#"{"tool":"bank_balance","args":{}}"#));
+    seq.insert(9, ("s0", "step.tool_finished", r#"{"tool":"bank_balance"}"#));
+    log.run("r", &seq);
+    assert_eq!(log.check().0, vec![(RunFindingKind::ExecutedTwice, "s0".into(), 9)]);
+
+    // One approval executed twice is executed twice, too.
+    let mut seq = APPROVED.to_vec();
+    seq.insert(
+        11,
+        ("s0", "step.tool_started", r#"{"tool":"bank_pay","approval_id":"a1"}"#),
+    );
+    seq.insert(12, ("s0", "step.tool_finished", r#"{"tool":"bank_pay"}"#));
+    let mut log = Log::new();
+    log.run("r", &seq);
+    assert_eq!(log.check().0, vec![(RunFindingKind::ExecutedTwice, "s0".into(), 12)]);
+}
+
+#[test]
+fn a_start_with_no_decision_is_a_policy_bypass() {
+    for (name, seq) in [
+        ("no policy event", without(ALLOWED, "step.policy")),
+        (
+            "a denying policy",
+            ALLOWED
+                .iter()
+                .map(|e| {
+                    if e.1 == "step.policy" {
+                        ("s0", "step.policy", r#"{"outcome":"deny"}"#)
+                    } else {
+                        *e
+                    }
+                })
+                .collect(),
+        ),
+        (
+            "an approval never decided",
+            APPROVED
+                .iter()
+                .copied()
+                .filter(|e| e.1 != "approval.decided" && e.1 != "run.resumed")
+                .collect(),
+        ),
+        (
+            "a rejected approval",
+            APPROVED
+                .iter()
+                .map(|e| {
+                    if e.1 == "approval.decided" {
+                        ("s0", "approval.decided", r#"{"approval_id":"a1","status":"rejected"}"#)
+                    } else {
+                        *e
+                    }
+                })
+                .collect(),
+        ),
+    ] {
+        let mut log = Log::new();
+        log.run("r", &seq);
+        let found = log.check().0;
+        assert!(
+            found
+                .iter()
+                .any(|(k, step, _)| *k == RunFindingKind::StartedWithoutDecision && step == "s0"),
+            "{name}: {found:?}"
+        );
+    }
+}
+
+#[test]
+fn an_event_after_finish_is_named_once() {
+    let mut log = Log::new();
+    log.run("r", ALLOWED).run(
+        "r",
+        &[
+            ("s0", "step.tool_started", r#"{"tool":"x"}"#),
+            ("", "run.finished", "{}"),
+        ],
+    );
+    assert_eq!(log.check().0, vec![(RunFindingKind::EventAfterFinish, "s0".into(), 9)]);
+}
+
+#[test]
+fn step_events_need_a_started_step_and_decisions_a_request() {
+    let mut log = Log::new();
+    let mut seq = ALLOWED.to_vec();
+    seq.insert(7, ("s7", "step.decided", r#"{"kind":"complete"}"#));
+    seq.insert(
+        8,
+        (
+            "s0",
+            "approval.decided",
+            r#"{"approval_id":"nope","status":"approved"}"#,
+        ),
+    );
+    log.run("r", &seq);
+    assert_eq!(
+        log.check().0,
+        vec![
+            (RunFindingKind::UnknownStep, "s7".into(), 8),
+            (RunFindingKind::UnrequestedApproval, "s0".into(), 9)
+        ]
+    );
+}
+
+#[test]
+fn read_only_tools_are_not_side_effects() {
+    let mut c = RunCheck::new(
+        &AGENTRT,
+        RunCheckConfig {
+            read_only_tools: vec!["bank_balance".into()],
+            ..RunCheckConfig::default()
+        },
+    );
+    for (i, (step, kind, payload)) in ALLOWED.iter().enumerate() {
+        c.feed(&RunEvent {
+            seq: i as u64 + 1,
+            run_id: b"r",
+            step_id: step.as_bytes(),
+            at: b"2026-08-17T08:00:00Z",
+            kind: kind.as_bytes(),
+            payload: payload.as_bytes(),
+        });
+    }
+    let s = c.take_summaries();
+    assert_eq!((s[0].tool_calls, s[0].side_effects), (1, 0));
+}
