@@ -102,7 +102,7 @@ impl Follower {
             ..ReadPlan::new(after_seq, cfg.once.then_some(db_head))
         };
         let mut runs = match &cfg.runs {
-            Some(rules) => Some(FollowerRunCheck::rebuild(rules, &db, after_seq)?),
+            Some(rules) => Some(FollowerRunCheck::rebuild(rules, &db, point.after)?),
             None => None,
         };
         drop(db);

@@ -21,6 +21,7 @@ pub const ANCHOR_AGE: &str = "chainship_anchor_seconds_since_publish";
 pub const ANCHOR_ERRORS: &str = "chainship_anchor_publish_errors_total";
 pub const ANCHOR_LAG: &str = "chainship_anchor_lag_events";
 pub const RUNS_OPEN: &str = "chainship_runs_open";
+pub const RUNS_LEFT_RUNNING: &str = "chainship_runs_left_running";
 pub const UNKNOWN_OUTCOMES: &str = "chainship_unknown_outcomes";
 pub const RUN_FINDINGS: &str = "chainship_run_findings_total";
 
@@ -54,6 +55,10 @@ pub fn describe() {
     describe_counter!(ANCHOR_ERRORS, "Failed attempts to publish a head to the anchor store.");
     describe_gauge!(ANCHOR_LAG, "Delivered events not yet covered by a published head.");
     describe_gauge!(RUNS_OPEN, "Runs with no run.finished yet, as of the last event read.");
+    describe_gauge!(
+        RUNS_LEFT_RUNNING,
+        "Open runs silent longer than --open-after by the events' own time (not waiting for an approval)."
+    );
     describe_gauge!(
         UNKNOWN_OUTCOMES,
         "Tool starts and model calls found with no outcome recorded (the tool may or may not have acted)."
@@ -144,8 +149,9 @@ pub fn run_finding(kind: &'static str) {
     counter!(RUN_FINDINGS, "kind" => kind).increment(1);
 }
 
-/// Open runs and unknown outcomes found so far.
-pub fn runs(open: usize, unknown_outcomes: u64) {
+/// Open runs, those silent now, and unknown outcomes (final, and of silent runs).
+pub fn runs(open: usize, left_running: u64, unknown_outcomes: u64) {
     gauge!(RUNS_OPEN).set(open as f64);
+    gauge!(RUNS_LEFT_RUNNING).set(left_running as f64);
     gauge!(UNKNOWN_OUTCOMES).set(unknown_outcomes as f64);
 }

@@ -4,13 +4,17 @@
 //! stop: the log is what it is, and the export must carry it.
 //!
 //! On start the state of the runs still open at the resume point is
-//! rebuilt from the database (events 1 to the cursor, read without
-//! re-hashing), so a restart neither forgets an open tool start nor raises
-//! a finding a continuous run would not have.
+//! rebuilt from the database, events 1 to the cursor, each checked against
+//! the chain on the way (a row rewritten under the cursor must not steer
+//! the rules), so a restart neither forgets an open tool start nor raises
+//! a finding a continuous run would not have. Findings from before the
+//! cursor were logged by the life that shipped them: they are counted
+//! again (the counters restart with the process) but not logged again.
 
-use chainship_chain::{DbError, EventBatch, EventDb, EventRef};
-use chainship_runs::{Profile, RunCheck, RunCheckConfig, RunEvent, RunFindingKind};
+use chainship_chain::{ChainCheck, Error, EventBatch, EventDb, EventRef, Head, PrevHash};
+use chainship_runs::{Profile, RunCheck, RunCheckConfig, RunEvent};
 
+use crate::error::FollowError;
 use crate::metrics;
 
 /// Which rules, and how they are applied.
@@ -25,30 +29,59 @@ pub struct FollowerRunCheck {
 }
 
 impl FollowerRunCheck {
-    /// The check, with the runs open at `after` rebuilt from `db`.
-    pub fn rebuild(rules: &RunRules, db: &EventDb, after: u64) -> Result<FollowerRunCheck, DbError> {
+    /// The check, with the runs open at `after` rebuilt from `db`, whose
+    /// chain up to `after` must hold (and end at `after`'s hash).
+    pub fn rebuild(rules: &RunRules, db: &EventDb, after: Option<Head>) -> Result<FollowerRunCheck, FollowError> {
         let mut check = RunCheck::new(rules.profile, rules.config.clone());
+        let end = after.map_or(0, |h| h.seq);
+        let mut chain = ChainCheck::from_start();
         let mut page = EventBatch::new();
         let mut read = 0;
-        while read < after {
+        let mut findings = 0u64;
+        let refuse = |why: String| {
+            FollowError::Stop(Error::integrity(format!(
+                "{}: {why}; the run check cannot rebuild the open runs from it (run `chainship verify`; --profile none turns the run check off)",
+                db.path().display()
+            )))
+        };
+        while read < end {
             page.clear();
             if db.read_page(read, 4096, 8 << 20, &mut page)? == 0 {
                 break;
             }
-            for e in page.iter().take_while(|e| e.seq <= after) {
+            for e in page.iter().take_while(|e| e.seq <= end) {
+                if let Err(b) = chain.check(&e) {
+                    return Err(refuse(format!(
+                        "the chain breaks at seq {} before the resume point: {}",
+                        b.seq,
+                        b.reason()
+                    )));
+                }
                 check.feed(&RunEvent::from(&e));
             }
-            read = page.last().map_or(after, |e| e.seq);
+            read = page.last().map_or(end, |e| e.seq);
             check.sweep();
+            for f in check.take_findings() {
+                metrics::run_finding(f.kind.as_str());
+                findings += 1;
+            }
         }
-        let mut me = FollowerRunCheck { check };
-        if after > 0 {
+        if let Some(head) = after {
+            let last = chain.last_good();
+            if last.map(|h| (h.seq, PrevHash::of(h.hash))) != Some((head.seq, PrevHash::of(head.hash))) {
+                return Err(refuse(format!(
+                    "the chain up to the resume point does not end at {head}"
+                )));
+            }
             tracing::info!(
-                after,
-                open_runs = me.check.open_runs(),
-                "run check: the state of open runs rebuilt from the database"
+                after = head.seq,
+                open_runs = check.open_runs(),
+                findings,
+                "run check: the open runs rebuilt from the database (findings before the cursor are counted, not logged again; `chainship runs` lists them)"
             );
         }
+        let _ = check.take_newly_silent();
+        let mut me = FollowerRunCheck { check };
         me.publish();
         Ok(me)
     }
@@ -57,7 +90,7 @@ impl FollowerRunCheck {
         self.check.feed(&RunEvent::from(e));
     }
 
-    /// After a page: applies the silence rule, logs and counts findings.
+    /// After a page: updates the silence state, logs and counts findings.
     pub fn page_done(&mut self) {
         self.check.sweep();
         self.publish();
@@ -76,7 +109,21 @@ impl FollowerRunCheck {
             );
             metrics::run_finding(f.kind.as_str());
         }
+        for f in self.check.take_newly_silent() {
+            tracing::warn!(
+                kind = f.kind.as_str(),
+                run = %f.run_id,
+                seq = f.seq,
+                provisional = true,
+                "run check: {}",
+                f.message
+            );
+        }
         let _ = self.check.take_summaries();
-        metrics::runs(self.check.open_runs(), self.check.total(RunFindingKind::UnknownOutcome));
+        metrics::runs(
+            self.check.open_runs(),
+            self.check.silent_runs(),
+            self.check.unknown_outcomes(),
+        );
     }
 }

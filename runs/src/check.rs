@@ -1,11 +1,18 @@
 //! The run check: a state machine per open run, fed events in seq order.
 //!
-//! State is kept only for runs not yet finished (their open steps, tool
-//! starts, model calls and approvals), plus the ids of recently finished
-//! runs, so memory follows the number of runs in flight, not the log's
-//! size. Time is the events' own `at`: "silent for longer than the open
-//! limit" compares a run's last event with the newest event seen, never
-//! with the wall clock, so the same log always gives the same findings.
+//! State is kept for runs not yet finished (their steps, open tool starts,
+//! model calls and approvals), plus the ids of recently finished runs; a
+//! run silent far past the open limit (and not waiting for an approval) is
+//! given up and its state dropped, so memory follows the runs in flight.
+//!
+//! Time is the events' own `at`, never the wall clock. Silence is a state,
+//! not an event: a run whose last event is older than the open limit (by
+//! the newest event seen) is *silent now*; it stops being silent when it
+//! writes again. While the log goes on (a follower), silent runs and their
+//! open calls are provisional: counted and logged, not findings. At the end
+//! of a finite log (`finish`), or when a run is given up, they become
+//! findings. So the same log always gives the same findings, and a long
+//! tool call that does finish is never reported.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
@@ -15,6 +22,7 @@ use chainship_chain::EventRef;
 use crate::finding::{RunFinding, RunFindingKind, RunStatus, RunSummary};
 use crate::payload::Payload;
 use crate::profile::{Profile, Role};
+use crate::time::millis;
 
 /// Finished runs remembered to catch events after their finish.
 const FINISHED_REMEMBERED: usize = 200_000;
@@ -66,6 +74,7 @@ impl<'a> From<&EventRef<'a>> for RunEvent<'a> {
 #[derive(Debug)]
 struct Pending {
     seq: u64,
+    step_id: String,
     what: String,
     /// Already reported as an unknown outcome.
     reported: bool,
@@ -77,6 +86,10 @@ struct Step {
     reported_unknown: bool,
     /// An allowing policy decision not yet used by a tool start.
     allowed: bool,
+    /// The policy asked for an approval that has not been granted since.
+    needs_approval: bool,
+    /// The policy denied the step: no tool may start in it.
+    denied: bool,
     /// Approvals of this step granted and not yet used by a tool start.
     unused_grants: u32,
     granted: u32,
@@ -104,7 +117,8 @@ struct Run {
     findings: u64,
     /// Seq of the last `lease.taken_over`.
     taken_over: Option<u64>,
-    left_running: bool,
+    /// Silent past the open limit as of the last sweep.
+    silent: bool,
     steps: HashMap<String, Step>,
     approvals: HashMap<String, Approval>,
     /// Open model calls by call id.
@@ -122,7 +136,7 @@ impl Run {
             side_effects: 0,
             findings: 0,
             taken_over: None,
-            left_running: false,
+            silent: false,
             steps: HashMap::new(),
             approvals: HashMap::new(),
             model_calls: HashMap::new(),
@@ -133,55 +147,66 @@ impl Run {
         self.approvals.values().any(|a| !a.decided)
     }
 
-    fn open_tools(&self) -> usize {
-        self.steps.values().filter(|s| s.tool.is_some()).count() + self.model_calls.len()
+    /// Open tool starts and model calls not yet reported.
+    fn unreported_open(&self) -> usize {
+        self.steps
+            .values()
+            .filter(|s| s.tool.as_ref().is_some_and(|p| !p.reported))
+            .count()
+            + self.model_calls.values().filter(|c| !c.reported).count()
     }
 }
 
 /// The check itself. Feed events with [`RunCheck::feed`] in seq order,
-/// call [`RunCheck::sweep`] now and then (a page, a second) to apply the
-/// silence rules, and [`RunCheck::finish`] at the end of a finite log.
+/// call [`RunCheck::sweep`] now and then (a page, a second) to update the
+/// silence state, and [`RunCheck::finish`] at the end of a finite log.
 /// Findings and summaries queue up until taken.
 #[derive(Debug)]
 pub struct RunCheck {
     profile: &'static Profile,
     cfg: RunCheckConfig,
+    /// The open limit and the give-up horizon, in milliseconds.
+    limit_ms: i64,
+    give_up_ms: i64,
     runs: HashMap<String, Run>,
     finished: HashSet<String>,
     finished_order: VecDeque<String>,
-    /// Runs already reported for an event after their finish.
-    after_finish_reported: HashSet<String>,
     newest_at: Option<i64>,
     findings: Vec<RunFinding>,
+    /// Runs and calls that fell silent since the last take (provisional).
+    newly_silent: Vec<RunFinding>,
     summaries: Vec<RunSummary>,
     totals: HashMap<RunFindingKind, u64>,
-}
-
-/// Milliseconds since the epoch of an RFC 3339 time, if it is one.
-fn millis(at: &[u8]) -> Option<i64> {
-    let text = std::str::from_utf8(at).ok()?;
-    let t = humantime::parse_rfc3339_weak(text).ok()?;
-    let d = t.duration_since(std::time::UNIX_EPOCH).ok()?;
-    i64::try_from(d.as_millis()).ok()
+    silent_runs: u64,
+    silent_calls: u64,
 }
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+fn saturating_ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
 impl RunCheck {
     pub fn new(profile: &'static Profile, cfg: RunCheckConfig) -> Self {
+        let limit_ms = saturating_ms(cfg.open_after);
         RunCheck {
             profile,
+            limit_ms,
+            give_up_ms: limit_ms.saturating_mul(4).max(3_600_000),
             cfg,
             runs: HashMap::new(),
             finished: HashSet::new(),
             finished_order: VecDeque::new(),
-            after_finish_reported: HashSet::new(),
             newest_at: None,
             findings: Vec::new(),
+            newly_silent: Vec::new(),
             summaries: Vec::new(),
             totals: HashMap::new(),
+            silent_runs: 0,
+            silent_calls: 0,
         }
     }
 
@@ -194,7 +219,13 @@ impl RunCheck {
         std::mem::take(&mut self.findings)
     }
 
-    /// Runs that ended since the last call (all of them after `finish`).
+    /// Runs and calls that fell silent since the last call: provisional
+    /// (`left-running`, `unknown-outcome`), for a live log; not findings yet.
+    pub fn take_newly_silent(&mut self) -> Vec<RunFinding> {
+        std::mem::take(&mut self.newly_silent)
+    }
+
+    /// Runs that ended (or were given up) since the last call, and all after `finish`.
     pub fn take_summaries(&mut self) -> Vec<RunSummary> {
         std::mem::take(&mut self.summaries)
     }
@@ -204,18 +235,32 @@ impl RunCheck {
         self.runs.len()
     }
 
-    /// Findings so far, by kind.
+    /// Findings so far, by kind (silence counted once it is final).
     pub fn total(&self, kind: RunFindingKind) -> u64 {
         self.totals.get(&kind).copied().unwrap_or(0)
     }
 
-    /// Unknown outcomes found so far.
+    /// Silent runs not waiting for an approval, as of the last sweep.
+    pub fn silent_runs(&self) -> u64 {
+        self.silent_runs
+    }
+
+    /// Open calls of silent runs not yet reported, as of the last sweep.
+    pub fn silent_calls(&self) -> u64 {
+        self.silent_calls
+    }
+
+    /// Unknown outcomes: those final, and those of runs silent now.
     pub fn unknown_outcomes(&self) -> u64 {
-        self.total(RunFindingKind::UnknownOutcome)
+        self.total(RunFindingKind::UnknownOutcome) + self.silent_calls
     }
 
     fn is_side_effect(&self, tool: &str) -> bool {
         !self.cfg.read_only_tools.iter().any(|t| t == tool)
+    }
+
+    fn minutes(&self) -> String {
+        humantime::format_duration(self.cfg.open_after).to_string()
     }
 
     fn report(
@@ -248,41 +293,31 @@ impl RunCheck {
         if let Some(t) = at {
             self.newest_at = Some(self.newest_at.map_or(t, |n| n.max(t)));
         }
-        if self.finished.contains(&run_id) {
-            if self.after_finish_reported.insert(run_id.clone()) {
-                let kind = text(e.kind);
-                self.report(
-                    RunFindingKind::EventAfterFinish,
-                    &run_id,
-                    &step_id,
-                    e.seq,
-                    None,
-                    format!("{kind} after the run finished"),
-                );
-            }
-            return;
+        if self.finished.remove(&run_id) {
+            // Named once; what follows is checked as a run of its own, so a
+            // reused run id hides nothing.
+            let kind = text(e.kind);
+            self.runs.insert(run_id.clone(), Run::new(e.seq));
+            self.report(
+                RunFindingKind::EventAfterFinish,
+                &run_id,
+                &step_id,
+                e.seq,
+                None,
+                format!("{kind} after the run finished"),
+            );
         }
         let role = self.profile.role(e.kind);
-        let gap = {
+        {
             let run = self.runs.entry(run_id.clone()).or_insert_with(|| Run::new(e.seq));
-            let gap = match (run.last_at, at) {
-                (Some(last), Some(now)) if now - last > self.cfg.open_after.as_millis() as i64 => Some(last),
-                _ => None,
-            };
             run.last_seq = e.seq;
             run.events += 1;
             if at.is_some() {
                 run.last_at = at;
             }
-            gap
-        };
-        if gap.is_some() {
-            // Silent too long before this event: judged as a sweep at that moment would have.
-            self.judge_silent(&run_id);
         }
         if role.is_step_event() && !step_id.is_empty() {
-            let run = self.runs.get_mut(&run_id).expect("inserted above");
-            let step = run.steps.entry(step_id.clone()).or_default();
+            let step = self.step(&run_id, &step_id);
             if !step.started && !step.reported_unknown {
                 step.reported_unknown = true;
                 let kind = text(e.kind);
@@ -303,9 +338,7 @@ impl RunCheck {
         };
         match role {
             Role::StepStarted => self.step_started(&run_id, &step_id, e.seq),
-            Role::StepPolicy if payload.outcome.get() == Some(self.profile.allow_outcome) => {
-                self.step(&run_id, &step_id).allowed = true;
-            }
+            Role::StepPolicy => self.policy(&run_id, &step_id, payload.outcome.get()),
             Role::ApprovalRequested => {
                 if let Some(id) = payload.approval_id.get() {
                     let run = self.runs.get_mut(&run_id).expect("inserted above");
@@ -325,28 +358,13 @@ impl RunCheck {
             r if r.closes_tool() => {
                 if let Some(step) = self.runs.get_mut(&run_id).and_then(|r| r.steps.get_mut(&step_id)) {
                     step.tool = None;
+                    // A failed or interrupted step needs a new decision to act again.
+                    step.allowed = false;
                 }
             }
-            Role::ModelDispatched => {
-                let id = payload
-                    .call_id
-                    .get()
-                    .map_or_else(|| format!("step:{step_id}"), str::to_owned);
-                let run = self.runs.get_mut(&run_id).expect("inserted above");
-                run.model_calls.insert(
-                    id.clone(),
-                    Pending {
-                        seq: e.seq,
-                        what: format!("model call {id}"),
-                        reported: false,
-                    },
-                );
-            }
+            Role::ModelDispatched => self.model_dispatched(&run_id, &step_id, e.seq, &payload),
             Role::ModelCompleted | Role::ModelFailed => {
-                let id = payload
-                    .call_id
-                    .get()
-                    .map_or_else(|| format!("step:{step_id}"), str::to_owned);
+                let id = call_key(&payload, &step_id);
                 if let Some(run) = self.runs.get_mut(&run_id) {
                     run.model_calls.remove(&id);
                 }
@@ -368,6 +386,24 @@ impl RunCheck {
             .or_default()
     }
 
+    fn policy(&mut self, run_id: &str, step_id: &str, outcome: Option<&str>) {
+        let allow = self.profile.allow_outcome;
+        let step = self.step(run_id, step_id);
+        match outcome {
+            // After a denial, or while an approval is outstanding, an allow decides nothing.
+            Some(o) if o == allow => step.allowed = !step.denied && !step.needs_approval,
+            Some("require_approval") => {
+                step.needs_approval = step.unused_grants == 0;
+                step.allowed = false;
+            }
+            _ => {
+                // deny, abort, or no readable outcome: nothing may start.
+                step.denied = true;
+                step.allowed = false;
+            }
+        }
+    }
+
     fn step_started(&mut self, run_id: &str, step_id: &str, seq: u64) {
         // A run taken over that moves on to a new step has given up on
         // whatever was in flight before the takeover.
@@ -375,19 +411,17 @@ impl RunCheck {
         if let Some(run) = self.runs.get_mut(run_id)
             && let Some(taken) = run.taken_over
         {
-            for (id, step) in run.steps.iter_mut() {
-                if let Some(p) = step.tool.as_mut().filter(|p| p.seq < taken && !p.reported) {
-                    p.reported = true;
-                    orphaned.push((id.clone(), p.seq, p.what.clone()));
-                }
-            }
-            for (id, call) in run.model_calls.iter_mut() {
-                if call.seq < taken && !call.reported {
-                    call.reported = true;
-                    orphaned.push((String::new(), call.seq, id.clone()));
-                }
+            let pending = run
+                .steps
+                .values_mut()
+                .filter_map(|s| s.tool.as_mut())
+                .chain(run.model_calls.values_mut());
+            for p in pending.filter(|p| p.seq < taken && !p.reported) {
+                p.reported = true;
+                orphaned.push((p.step_id.clone(), p.seq, p.what.clone()));
             }
         }
+        orphaned.sort_by_key(|(_, s, _)| *s);
         for (step, start, what) in orphaned {
             self.report(
                 RunFindingKind::UnknownOutcome,
@@ -395,7 +429,9 @@ impl RunCheck {
                 &step,
                 start,
                 Some(what),
-                format!("started before the run was taken over, never closed, and the run moved on at seq {seq}: it may or may not have acted"),
+                format!(
+                    "started before the run was taken over, never closed, and the run moved on to a new step at seq {seq}: it may or may not have acted"
+                ),
             );
         }
         self.step(run_id, step_id).started = true;
@@ -403,7 +439,17 @@ impl RunCheck {
 
     fn approval_decided(&mut self, run_id: &str, step_id: &str, seq: u64, payload: &Payload<'_>) {
         let approved = payload.status.get() == Some(self.profile.approved_status);
-        let id = payload.approval_id.get().unwrap_or("");
+        let Some(id) = payload.approval_id.get() else {
+            self.report(
+                RunFindingKind::UnrequestedApproval,
+                run_id,
+                step_id,
+                seq,
+                None,
+                "an approval decision that names no approval id".into(),
+            );
+            return;
+        };
         let run = self.runs.get_mut(run_id).expect("inserted above");
         let Some(approval) = run.approvals.get_mut(id) else {
             self.report(
@@ -416,13 +462,26 @@ impl RunCheck {
             );
             return;
         };
+        if approval.decided {
+            // A decision answers a pending request once; a second one grants nothing.
+            self.report(
+                RunFindingKind::UnrequestedApproval,
+                run_id,
+                step_id,
+                seq,
+                None,
+                format!("approval {id:?} was decided again after its decision"),
+            );
+            return;
+        }
         approval.decided = true;
-        if approved && !approval.granted {
+        if approved {
             approval.granted = true;
             let step = approval.step_id.clone();
             let step = run.steps.entry(step).or_default();
             step.granted += 1;
             step.unused_grants += 1;
+            step.needs_approval = false;
         }
     }
 
@@ -435,48 +494,64 @@ impl RunCheck {
         if side_effect {
             run.side_effects += 1;
         }
-        // The grant it names, if any: it must be this run's, approved, and unused.
+        // The grant it names, if any: this run's, this step's, approved, unused.
         let named = payload.approval_id.get().map(str::to_owned);
+        let mut decided = false;
         if let Some(id) = &named {
             match run.approvals.get_mut(id) {
+                Some(a) if a.step_id != step_id => found.push((
+                    RunFindingKind::StartedWithoutDecision,
+                    format!(
+                        "names approval {id:?}, which was granted for step {:?}, not this one",
+                        a.step_id
+                    ),
+                )),
                 Some(a) if a.granted && a.used => {
                     found.push((
                         RunFindingKind::ExecutedTwice,
-                        format!("approval {id} was already executed once"),
+                        format!("approval {id:?} was already executed once"),
                     ));
+                    decided = true;
                 }
                 Some(a) if a.granted => {
                     a.used = true;
-                    if let Some(s) = run.steps.get_mut(&a.step_id) {
+                    decided = true;
+                    if let Some(s) = run.steps.get_mut(step_id) {
                         s.unused_grants = s.unused_grants.saturating_sub(1);
                     }
                 }
                 Some(_) => found.push((
                     RunFindingKind::StartedWithoutDecision,
-                    format!("names approval {id}, which was not approved"),
+                    format!("names approval {id:?}, which was not approved"),
                 )),
                 None => found.push((
                     RunFindingKind::StartedWithoutDecision,
-                    format!("names approval {id}, which this run never requested"),
+                    format!("names approval {id:?}, which this run never requested"),
                 )),
             }
         }
         let step = run.steps.entry(step_id.to_owned()).or_default();
         if named.is_none() {
             if step.allowed {
-                step.allowed = false;
+                decided = true;
             } else if step.unused_grants > 0 {
-                // A grant of this step, not named in the start: still a decision.
                 step.unused_grants -= 1;
-            } else {
+                decided = true;
+            }
+            if !decided {
                 found.push((
                     RunFindingKind::StartedWithoutDecision,
-                    "no allowing policy decision and no granted approval before it".into(),
+                    "no allowing policy decision and no granted approval of this step before it".into(),
                 ));
             }
-        } else {
-            step.allowed = false;
         }
+        if step.denied && !found.iter().any(|(k, _)| *k == RunFindingKind::StartedWithoutDecision) {
+            found.push((
+                RunFindingKind::StartedWithoutDecision,
+                "the policy's decision for this step was not to allow it (deny, abort, or unreadable), yet its tool started".into(),
+            ));
+        }
+        step.allowed = false;
         step.starts += 1;
         if step.starts > 1 + step.granted && !found.iter().any(|(k, _)| *k == RunFindingKind::ExecutedTwice) {
             found.push((
@@ -489,6 +564,7 @@ impl RunCheck {
         }
         let previous = step.tool.replace(Pending {
             seq,
+            step_id: step_id.to_owned(),
             what: tool.clone(),
             reported: false,
         });
@@ -507,6 +583,30 @@ impl RunCheck {
         }
     }
 
+    fn model_dispatched(&mut self, run_id: &str, step_id: &str, seq: u64, payload: &Payload<'_>) {
+        let id = call_key(payload, step_id);
+        let run = self.runs.get_mut(run_id).expect("inserted above");
+        let previous = run.model_calls.insert(
+            id.clone(),
+            Pending {
+                seq,
+                step_id: step_id.to_owned(),
+                what: format!("model call {id}"),
+                reported: false,
+            },
+        );
+        if let Some(p) = previous.filter(|p| !p.reported) {
+            self.report(
+                RunFindingKind::UnknownOutcome,
+                run_id,
+                &p.step_id,
+                p.seq,
+                Some(p.what),
+                format!("dispatched again at seq {seq} before an outcome was recorded"),
+            );
+        }
+    }
+
     fn run_finished(&mut self, run_id: &str) {
         self.report_unclosed(
             run_id,
@@ -520,7 +620,6 @@ impl RunCheck {
             && let Some(old) = self.finished_order.pop_front()
         {
             self.finished.remove(&old);
-            self.after_finish_reported.remove(&old);
         }
     }
 
@@ -528,15 +627,14 @@ impl RunCheck {
     fn report_unclosed(&mut self, run_id: &str, why: &str) {
         let Some(run) = self.runs.get_mut(run_id) else { return };
         let mut open = Vec::new();
-        for (step, s) in run.steps.iter_mut() {
-            if let Some(p) = s.tool.as_mut().filter(|p| !p.reported) {
-                p.reported = true;
-                open.push((step.clone(), p.seq, p.what.clone()));
-            }
-        }
-        for call in run.model_calls.values_mut().filter(|c| !c.reported) {
-            call.reported = true;
-            open.push((String::new(), call.seq, call.what.clone()));
+        let pending = run
+            .steps
+            .values_mut()
+            .filter_map(|s| s.tool.as_mut())
+            .chain(run.model_calls.values_mut());
+        for p in pending.filter(|p| !p.reported) {
+            p.reported = true;
+            open.push((p.step_id.clone(), p.seq, p.what.clone()));
         }
         open.sort_by_key(|(_, seq, _)| *seq);
         for (step, seq, what) in open {
@@ -551,21 +649,20 @@ impl RunCheck {
         }
     }
 
-    /// A run silent past the open limit: left running (unless it waits for
-    /// an approval), and whatever it had in flight has an unknown outcome.
+    /// Makes a silent run's state final: left running (unless it waits for
+    /// an approval), and its open calls unknown outcomes.
     fn judge_silent(&mut self, run_id: &str) {
-        let minutes = self.cfg.open_after.as_secs() / 60;
+        let limit = self.minutes();
         self.report_unclosed(
             run_id,
             &format!(
-                "no outcome recorded and the run was silent for more than {minutes} min: it may or may not have acted"
+                "no outcome recorded and the run has been silent for more than {limit}: it may or may not have acted"
             ),
         );
-        let Some(run) = self.runs.get_mut(run_id) else { return };
-        if run.left_running || run.waiting() {
+        let Some(run) = self.runs.get(run_id) else { return };
+        if run.waiting() {
             return;
         }
-        run.left_running = true;
         let seq = run.last_seq;
         self.report(
             RunFindingKind::LeftRunning,
@@ -573,38 +670,82 @@ impl RunCheck {
             "",
             seq,
             None,
-            format!("no run.finished, and silent for more than {minutes} min (by the events' own time)"),
+            format!("no run.finished, and silent for more than {limit} (by the events' own time)"),
         );
     }
 
-    /// Applies the silence rule to every open run, against the newest event time seen.
+    /// Updates which runs are silent now, against the newest event time
+    /// seen; gives up runs silent far longer (their silence becomes final).
     pub fn sweep(&mut self) {
         let Some(newest) = self.newest_at else { return };
-        let limit = self.cfg.open_after.as_millis() as i64;
-        let silent: Vec<String> = self
-            .runs
-            .iter()
-            .filter(|(_, r)| r.last_at.is_some_and(|t| newest - t > limit))
-            .filter(|(_, r)| !r.left_running || r.open_tools() > 0)
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in silent {
+        let (limit, give_up) = (self.limit_ms, self.give_up_ms);
+        let silent_for = |r: &Run| r.last_at.map_or(0, |t| newest.saturating_sub(t));
+        let (mut runs, mut calls) = (0, 0);
+        let mut newly = Vec::new();
+        let mut given_up = Vec::new();
+        for (id, r) in self.runs.iter_mut() {
+            let silent = silent_for(r) > limit;
+            if silent && !r.waiting() && silent_for(r) > give_up {
+                given_up.push(id.clone());
+                continue;
+            }
+            if silent && !r.silent {
+                newly.push((id.clone(), r.last_seq, r.waiting()));
+            }
+            r.silent = silent;
+            if silent {
+                runs += u64::from(!r.waiting());
+                calls += r.unreported_open() as u64;
+            }
+        }
+        self.silent_runs = runs;
+        self.silent_calls = calls;
+        let limit_text = self.minutes();
+        for (id, seq, waiting) in newly {
+            if !waiting {
+                self.newly_silent.push(RunFinding {
+                    kind: RunFindingKind::LeftRunning,
+                    run_id: id.clone(),
+                    step_id: String::new(),
+                    seq,
+                    tool: None,
+                    message: format!("silent for more than {limit_text} with no run.finished (so far)"),
+                });
+            }
+        }
+        for id in given_up {
             self.judge_silent(&id);
+            if let Some(run) = self.runs.remove(&id) {
+                self.summaries.push(summary(&id, &run, RunStatus::LeftRunning));
+            }
         }
     }
 
-    /// The end of a finite log: sweeps, then summarizes every run still open.
+    /// The end of a finite log: the runs silent now are judged, then every
+    /// run still open is summarized.
     pub fn finish(&mut self) {
         self.sweep();
+        let mut silent: Vec<(u64, String)> = self
+            .runs
+            .iter()
+            .filter(|(_, r)| r.silent)
+            .map(|(id, r)| (r.first_seq, id.clone()))
+            .collect();
+        silent.sort();
+        for (_, id) in &silent {
+            self.judge_silent(id);
+        }
+        self.silent_runs = 0;
+        self.silent_calls = 0;
         let mut open: Vec<(&String, &Run)> = self.runs.iter().collect();
         open.sort_by_key(|(_, r)| r.first_seq);
         let summaries: Vec<RunSummary> = open
             .into_iter()
             .map(|(id, r)| {
-                let status = if r.left_running {
-                    RunStatus::LeftRunning
-                } else if r.waiting() {
+                let status = if r.waiting() {
                     RunStatus::Waiting
+                } else if r.silent {
+                    RunStatus::LeftRunning
                 } else {
                     RunStatus::Open
                 };
@@ -613,6 +754,14 @@ impl RunCheck {
             .collect();
         self.summaries.extend(summaries);
     }
+}
+
+/// How a model call is keyed: its call id, else its step.
+fn call_key(payload: &Payload<'_>, step_id: &str) -> String {
+    payload
+        .call_id
+        .get()
+        .map_or_else(|| format!("step:{step_id}"), str::to_owned)
 }
 
 fn summary(run_id: &str, run: &Run, status: RunStatus) -> RunSummary {

@@ -14,6 +14,7 @@ pub mod check;
 pub mod finding;
 pub mod payload;
 pub mod profile;
+pub mod time;
 pub mod touched;
 
 pub use check::{RunCheck, RunCheckConfig, RunEvent};

@@ -249,8 +249,6 @@ fn demo(args: &DemoArgs) -> CmdResult {
         "300",
         "--follow-for",
         &humantime::format_duration(args.writer_for).to_string(),
-        "--inject",
-        &fault,
     ])?;
     let mut follower = d.spawn(&[
         "follow",

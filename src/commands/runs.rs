@@ -73,6 +73,8 @@ struct Report<'a> {
     tool_calls: u64,
     side_effects: u64,
     the_run: Option<RunSummary>,
+    /// Lines of a copy that are not records, and seq gaps: the first, and how many.
+    not_whole: Option<(String, u64)>,
 }
 
 impl<'a> Report<'a> {
@@ -89,6 +91,7 @@ impl<'a> Report<'a> {
             tool_calls: 0,
             side_effects: 0,
             the_run: None,
+            not_whole: None,
         }
     }
 
@@ -108,6 +111,14 @@ impl<'a> Report<'a> {
                 "FINDINGS"
             ),
             _ => {}
+        }
+    }
+
+    /// A copy that is not whole: the run check saw only part of it.
+    fn not_whole(&mut self, what: String) {
+        match &mut self.not_whole {
+            Some((_, n)) => *n += 1,
+            None => self.not_whole = Some((what, 1)),
         }
     }
 
@@ -206,6 +217,8 @@ impl<'a> Report<'a> {
         let nothing = self.events == 0 || (self.args.run.is_some() && self.timeline == 0);
         let status = if nothing {
             "nothing checked"
+        } else if self.not_whole.is_some() {
+            "copy not whole"
         } else if relevant > 0 {
             "findings"
         } else {
@@ -221,6 +234,7 @@ impl<'a> Report<'a> {
                 "tool_calls": self.tool_calls,
                 "side_effects": self.side_effects,
                 "status": status,
+                "copy_not_whole": self.not_whole.as_ref().map(|(first, n)| json!({"first": first, "count": n})),
             });
             if self.args.run.is_some() {
                 tail["run"] = self.the_run.as_ref().map_or(Value::Null, summary_json);
@@ -257,6 +271,11 @@ impl<'a> Report<'a> {
                 self.side_effects,
                 relevant
             );
+            if let Some((first, n)) = &self.not_whole {
+                outln!(
+                    "the copy is not whole ({n} unreadable line(s) or seq gap(s), the first: {first}): findings cover only what was read; run verify-export"
+                );
+            }
             match status {
                 "nothing checked" => outln!(
                     "nothing checked: no event read{}",
@@ -333,11 +352,17 @@ pub fn run(args: &RunsArgs) -> CmdResult {
             report.begin();
             let mut last = 0u64;
             report::runtime()?
-                .block_on(read_records(&source, origin, &mut |line, _| {
-                    let Ok(r) = Record::parse(line) else { return };
+                .block_on(read_records(&source, origin, &mut |line, place| {
+                    let Ok(r) = Record::parse(line) else {
+                        report.not_whole(format!("{}: not a record", place()));
+                        return;
+                    };
                     // Another origin's records, and seqs already read (duplicates), are skipped.
                     if r.origin != origin || r.seq <= last {
                         return;
+                    }
+                    if r.seq != last + 1 {
+                        report.not_whole(format!("{}: seq {} follows seq {last}", place(), r.seq));
                     }
                     last = r.seq;
                     if let Some(e) = RecordEvent::of(&r) {

@@ -164,7 +164,7 @@ fn a_copy_gives_the_same_findings_and_one_runs_timeline_is_shown() {
 }
 
 /// The follower's run metrics, scraped: runs open, unknown outcomes, findings by kind.
-type RunMetrics = (f64, f64, Vec<(String, f64)>);
+type RunMetrics = (f64, f64, Vec<(String, f64)>, f64);
 
 fn run_metrics(port: u16) -> Option<RunMetrics> {
     let (status, body) = http_get(port, "/metrics", Duration::from_secs(2))?;
@@ -189,6 +189,7 @@ fn run_metrics(port: u16) -> Option<RunMetrics> {
         metric(&body, "chainship_runs_open")?,
         metric(&body, "chainship_unknown_outcomes")?,
         by_kind,
+        metric(&body, "chainship_runs_left_running")?,
     ))
 }
 
@@ -276,13 +277,22 @@ fn a_follower_killed_among_open_runs_raises_no_false_finding_and_its_metrics_mat
     };
     signal(&last, 15);
     wait_with_limit(&mut last, Duration::from_secs(10));
+    // Unknown outcomes: a gauge of those final and those of runs silent now;
+    // left running: final ones counted, silent ones a gauge.
     assert_eq!(
         metrics.1,
         runs["findings_by_kind"]["unknown-outcome"].as_f64().unwrap_or(0.0)
     );
     for (kind, value) in &metrics.2 {
         let expected = runs["findings_by_kind"][kind].as_f64().unwrap_or(0.0);
-        assert_eq!(*value, expected, "chainship_run_findings_total{{kind={kind}}}");
+        let value = if kind == "left-running" {
+            value + metrics.3
+        } else {
+            *value
+        };
+        if kind != "unknown-outcome" {
+            assert_eq!(value, expected, "chainship_run_findings_total{{kind={kind}}}");
+        }
     }
     assert_eq!(runs["findings_total"], 3, "{runs}");
 
@@ -482,4 +492,49 @@ fn an_altered_range_names_its_runs_and_the_side_effects_to_reconcile() {
     let out = run(&["verify", "--json", "--db", path_str(&altered), "--profile", "none"]);
     let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert!(json["affected"].is_null());
+}
+
+#[test]
+fn a_follower_never_rebuilds_its_runs_from_rows_rewritten_under_its_cursor() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let db = generate(dir.path(), "r.db", 500);
+    let (sink, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
+    let follow = |extra: &[&str]| {
+        bin()
+            .args(["follow", "--once", "--db", path_str(&db), "--origin", ORIGIN])
+            .args([
+                "--sink",
+                &format!("file:{}", path_str(&sink)),
+                "--cursor",
+                path_str(&cursor),
+            ])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = follow(&["--from-start"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // A policy decision rewritten before the cursor, its hash left as it was.
+    let (seq,): (i64,) = Connection::open(&db)
+        .unwrap()
+        .query_row(
+            "SELECT seq FROM events WHERE type = 'step.policy' AND seq > 100 ORDER BY seq LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?,)),
+        )
+        .unwrap();
+    tamper(&db)
+        .execute(
+            "UPDATE events SET payload_json = '{\"outcome\":\"deny\"}' WHERE seq = ?1",
+            [seq],
+        )
+        .unwrap();
+    append(&db, 20);
+    let out = follow(&[]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("the chain breaks at seq {seq} before the resume point")),
+        "{}",
+        stderr(&out)
+    );
 }

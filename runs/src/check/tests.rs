@@ -207,7 +207,7 @@ fn an_unanswered_model_dispatch_in_a_finished_run_is_an_unknown_outcome() {
     let mut log = Log::new();
     log.run("r", &without(INTERRUPTED_THEN_APPROVED, "model.completed"));
     let found = log.check().0;
-    assert_eq!(found, vec![(RunFindingKind::UnknownOutcome, String::new(), 4)]);
+    assert_eq!(found, vec![(RunFindingKind::UnknownOutcome, "s0".into(), 4)]);
 }
 
 #[test]
@@ -332,14 +332,181 @@ fn a_start_with_no_decision_is_a_policy_bypass() {
 #[test]
 fn an_event_after_finish_is_named_once() {
     let mut log = Log::new();
+    log.run("r", ALLOWED)
+        .run("r", &[("", "run.resumed", "{}"), ("", "run.finished", "{}")]);
+    assert_eq!(
+        log.check().0,
+        vec![(RunFindingKind::EventAfterFinish, String::new(), 9)]
+    );
+}
+
+#[test]
+fn a_run_id_reused_after_finish_hides_nothing() {
+    let mut log = Log::new();
     log.run("r", ALLOWED).run(
         "r",
         &[
-            ("s0", "step.tool_started", r#"{"tool":"x"}"#),
+            ("", "run.created", "{}"),
+            ("s9", "step.started", "{}"),
+            ("s9", "step.tool_started", r#"{"tool":"bank_pay"}"#),
             ("", "run.finished", "{}"),
         ],
     );
-    assert_eq!(log.check().0, vec![(RunFindingKind::EventAfterFinish, "s0".into(), 9)]);
+    let kinds: Vec<RunFindingKind> = log.check().0.into_iter().map(|f| f.0).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            RunFindingKind::EventAfterFinish,
+            RunFindingKind::StartedWithoutDecision,
+            RunFindingKind::UnknownOutcome
+        ]
+    );
+}
+
+#[test]
+fn contradicting_decisions_never_let_a_tool_start() {
+    let bypass = |events: &[(&'static str, &'static str, &'static str)]| {
+        let mut seq = vec![
+            ("", "run.created", "{}"),
+            ("", "run.started", "{}"),
+            ("s0", "step.started", "{}"),
+            ("s0", "step.decided", r#"{"kind":"tool_call","tool":"bank_pay"}"#),
+        ];
+        seq.extend_from_slice(events);
+        seq.push(("s0", "step.tool_finished", "{}"));
+        seq.push(("", "run.finished", "{}"));
+        let mut log = Log::new();
+        log.run("r", &seq);
+        log.check()
+            .0
+            .iter()
+            .any(|f| f.0 == RunFindingKind::StartedWithoutDecision)
+    };
+    let allow = ("s0", "step.policy", r#"{"outcome":"allow"}"#);
+    let start = ("s0", "step.tool_started", r#"{"tool":"bank_pay"}"#);
+    let require = ("s0", "step.policy", r#"{"outcome":"require_approval"}"#);
+    let deny = ("s0", "step.policy", r#"{"outcome":"deny"}"#);
+    let requested = ("s0", "approval.requested", r#"{"approval_id":"a1"}"#);
+    let approved = ("s0", "approval.decided", r#"{"approval_id":"a1","status":"approved"}"#);
+    let rejected = ("s0", "approval.decided", r#"{"approval_id":"a1","status":"rejected"}"#);
+    let start_a1 = ("s0", "step.tool_started", r#"{"tool":"bank_pay","approval_id":"a1"}"#);
+    assert!(!bypass(&[allow, start]), "the plain allowed flow");
+    assert!(
+        !bypass(&[require, requested, approved, allow, start_a1]),
+        "the approved flow"
+    );
+    assert!(
+        !bypass(&[require, requested, approved, require, start_a1]),
+        "approved, policy asked again"
+    );
+    assert!(
+        bypass(&[require, allow, start]),
+        "an allow while an approval is outstanding"
+    );
+    assert!(
+        bypass(&[require, requested, rejected, allow, start]),
+        "an allow after a rejection"
+    );
+    assert!(bypass(&[deny, allow, start]), "an allow after a denial");
+    assert!(
+        bypass(&[deny, requested, approved, start_a1]),
+        "an approval after a denial"
+    );
+    assert!(
+        bypass(&[require, requested, rejected, approved, start_a1]),
+        "decided twice"
+    );
+    assert!(
+        bypass(&[allow, ("s0", "step.failed", "{}"), start]),
+        "a failed step needs a new decision"
+    );
+}
+
+#[test]
+fn an_approval_of_one_step_never_starts_another() {
+    let mut log = Log::new();
+    log.run(
+        "r",
+        &[
+            ("", "run.created", "{}"),
+            ("sA", "step.started", "{}"),
+            ("sA", "step.policy", r#"{"outcome":"require_approval"}"#),
+            ("sA", "approval.requested", r#"{"approval_id":"a1"}"#),
+            ("sA", "approval.decided", r#"{"approval_id":"a1","status":"approved"}"#),
+            ("sA", "step.failed", "{}"),
+            ("sB", "step.started", "{}"),
+            ("sB", "step.policy", r#"{"outcome":"require_approval"}"#),
+            ("sB", "step.tool_started", r#"{"tool":"bank_pay","approval_id":"a1"}"#),
+            ("sB", "step.tool_finished", "{}"),
+            ("", "run.finished", "{}"),
+        ],
+    );
+    assert_eq!(
+        log.check().0,
+        vec![(RunFindingKind::StartedWithoutDecision, "sB".into(), 9)]
+    );
+}
+
+#[test]
+fn a_long_call_that_finishes_is_no_finding_and_a_repeated_dispatch_is_unknown() {
+    let mut log = Log::new();
+    log.run("slow", &ALLOWED[..6]);
+    // The tool finishes 25 minutes later, then the run.
+    log.at(25 * 60, "slow", "s0", "step.tool_finished", "{}");
+    log.at(25 * 60 + 1, "slow", "", "run.finished", "{}");
+    assert_eq!(log.check().0, vec![]);
+
+    // A model call dispatched twice under one id: the first has no outcome.
+    let mut log = Log::new();
+    let mut seq = INTERRUPTED_THEN_APPROVED.to_vec();
+    seq.insert(4, ("s0", "model.dispatched", r#"{"call_id":"m1","attempt":2}"#));
+    log.run("r", &seq);
+    assert_eq!(log.check().0, vec![(RunFindingKind::UnknownOutcome, "s0".into(), 4)]);
+}
+
+fn feed_all(c: &mut RunCheck, at: &[u8]) {
+    for (i, (step, kind, payload)) in ALLOWED[..6].iter().enumerate() {
+        c.feed(&RunEvent {
+            seq: i as u64 + 1,
+            run_id: b"r",
+            step_id: step.as_bytes(),
+            at,
+            kind: kind.as_bytes(),
+            payload: payload.as_bytes(),
+        });
+    }
+}
+
+fn other_at(c: &mut RunCheck, at: &[u8]) {
+    c.feed(&RunEvent {
+        seq: 7,
+        run_id: b"other",
+        step_id: b"",
+        at,
+        kind: b"run.created",
+        payload: b"{}",
+    });
+}
+
+#[test]
+fn time_offsets_count_and_a_huge_limit_is_no_limit() {
+    let config = RunCheckConfig {
+        open_after: Duration::from_secs(u64::MAX / 2),
+        ..RunCheckConfig::default()
+    };
+    let mut c = RunCheck::new(&AGENTRT, config);
+    feed_all(&mut c, b"2026-08-17T08:00:05Z");
+    other_at(&mut c, b"2099-01-01T00:00:00Z");
+    c.finish();
+    assert_eq!(c.take_findings(), vec![], "no limit reached");
+
+    // An offset is applied: 06:00-04:00 is two hours after 08:00Z.
+    let mut c = RunCheck::new(&AGENTRT, RunCheckConfig::default());
+    feed_all(&mut c, b"2026-08-17T08:00:05Z");
+    other_at(&mut c, b"2026-08-17T06:00:00-04:00");
+    c.finish();
+    let kinds: Vec<_> = c.take_findings().into_iter().map(|f| f.kind).collect();
+    assert_eq!(kinds, vec![RunFindingKind::UnknownOutcome, RunFindingKind::LeftRunning]);
 }
 
 #[test]

@@ -29,7 +29,8 @@ use runs::{Inject, RunGenerator};
 
 The events are agentrt's own run sequences (allowed, denied, approved, rejected, invalid
 arguments, interrupted and taken over then approved and re-run, model calls), runs
-interleaved. The same seed writes the same events; --append continues the same stream.
+interleaved. The same seed writes the same events; --append continues the same stream (the seed,
+runs and faults are kept in the database's chainship_generator table).
 Faults for --inject: unknown-outcome, executed-twice, started-without-decision,
 left-running, event-after-finish, unknown-step, unrequested-approval (each written at
 the first chance at or after SEQ).")]
@@ -52,18 +53,19 @@ pub struct GenerateArgs {
     /// Stop following after this many appended events.
     #[arg(long, value_name = "N")]
     pub follow_max: Option<u64>,
-    /// How many runs are interleaved.
-    #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub runs: u64,
+    /// How many runs are interleaved [default: 8, or what the database was generated with].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub runs: Option<u64>,
     /// Every Nth event carries a large payload (0: never).
     #[arg(long, default_value_t = 10_000, value_name = "N")]
     pub large_every: u64,
     /// Size of a large payload in bytes.
     #[arg(long, default_value_t = 256 * 1024, value_name = "BYTES")]
     pub large_bytes: usize,
-    /// Seed for the content (the same seed writes the same events).
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub seed: u64,
+    /// Seed for the content: the same seed writes the same events [default: 1, or what
+    /// the database was generated with; another seed on --append forks the stream].
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
     /// Write a fault the run check names, KIND@SEQ (repeatable; see below).
     #[arg(long, value_name = "KIND@SEQ")]
     pub inject: Vec<Inject>,
@@ -78,10 +80,17 @@ pub fn run(args: &GenerateArgs) -> CmdResult {
         )));
     }
     let conn = open(&args.db, args.append)?;
-    let mut content = Generator::new(args);
     let err = |e: rusqlite::Error| CliError::usage(format!("{}: write failed: {e}", args.db.display()));
+    let stream = Stream::resolve(&conn, args).map_err(err)?;
+    let mut content = Generator::new(args, &stream);
 
     let (mut seq, mut prev) = current_head(&conn).map_err(err)?;
+    if let Some(late) = args.inject.iter().find(|i| i.at <= seq && !stream.was_stored(i)) {
+        return Err(CliError::usage(format!(
+            "--inject {late}: seq {} is already written (the database ends at seq {seq})",
+            late.at
+        )));
+    }
     content.skip_to(seq);
     let mut remaining = args.events;
     while remaining > 0 {
@@ -111,6 +120,65 @@ pub fn run(args: &GenerateArgs) -> CmdResult {
 }
 
 const RUNS_TABLE: &str = "CREATE TABLE runs (run_id TEXT PRIMARY KEY, created_at TEXT NOT NULL)";
+
+/// What decides the content: kept in the database, so `--append` continues
+/// the very stream it was generated with (with another seed, the runs in
+/// flight would be cut and other runs' events would follow theirs).
+struct Stream {
+    seed: u64,
+    runs: u64,
+    injects: Vec<Inject>,
+    /// How many of `injects` were recorded before this run.
+    stored: usize,
+}
+
+const STREAM_TABLE: &str = "chainship_generator";
+
+impl Stream {
+    /// The flags, filled in from (and then recorded in) the database.
+    fn resolve(conn: &Connection, args: &GenerateArgs) -> rusqlite::Result<Stream> {
+        conn.execute_batch(&format!(
+            "CREATE TABLE IF NOT EXISTS {STREAM_TABLE} (seed INTEGER NOT NULL, runs INTEGER NOT NULL, injects TEXT NOT NULL)"
+        ))?;
+        let stored: Option<(i64, i64, String)> = conn
+            .query_row(&format!("SELECT seed, runs, injects FROM {STREAM_TABLE}"), [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .optional()?;
+        let (seed, runs, mut injects): (u64, u64, Vec<Inject>) = match &stored {
+            Some((seed, runs, injects)) => (
+                *seed as u64,
+                *runs as u64,
+                injects.split_whitespace().filter_map(|i| i.parse().ok()).collect(),
+            ),
+            None => (1, 8, Vec::new()),
+        };
+        let before = injects.len();
+        for inject in &args.inject {
+            if !injects.contains(inject) {
+                injects.push(*inject);
+            }
+        }
+        let stream = Stream {
+            seed: args.seed.unwrap_or(seed),
+            runs: args.runs.unwrap_or(runs),
+            injects,
+            stored: before,
+        };
+        let text: Vec<String> = stream.injects.iter().map(ToString::to_string).collect();
+        conn.execute(&format!("DELETE FROM {STREAM_TABLE}"), [])?;
+        conn.execute(
+            &format!("INSERT INTO {STREAM_TABLE} (seed, runs, injects) VALUES (?1, ?2, ?3)"),
+            (stream.seed as i64, stream.runs as i64, text.join(" ")),
+        )?;
+        Ok(stream)
+    }
+
+    /// Whether `inject` was recorded before this run (so already written).
+    fn was_stored(&self, inject: &Inject) -> bool {
+        self.injects[..self.stored].contains(inject)
+    }
+}
 
 const INSERT: &str =
     "INSERT INTO events (seq, run_id, step_id, at, type, payload_json, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
@@ -196,9 +264,9 @@ struct Generator {
 }
 
 impl Generator {
-    fn new(args: &GenerateArgs) -> Self {
+    fn new(args: &GenerateArgs, stream: &Stream) -> Self {
         Generator {
-            runs: RunGenerator::new(args.seed, args.runs, args.inject.clone()),
+            runs: RunGenerator::new(stream.seed, stream.runs, stream.injects.clone()),
             position: 0,
             large_every: args.large_every,
             large_bytes: args.large_bytes,

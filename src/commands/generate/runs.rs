@@ -432,7 +432,11 @@ impl RunGenerator {
                 self.runs[r].finished = true;
                 if let Some(i) = self.due(seq, Fault::EventAfterFinish) {
                     self.injects.remove(i);
+                    // A stray resume after the finish, closed again: only the finish is broken.
                     self.runs[r].queue.push_back(plain("", "run.resumed", "{}".into()));
+                    self.runs[r]
+                        .queue
+                        .push_back(plain("", "run.finished", r#"{"status":"COMPLETED"}"#.into()));
                 }
             }
             Tag::ToolFinished => {
