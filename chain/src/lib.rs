@@ -29,6 +29,6 @@ pub use hash::{HexHash, PrevHash, event_hash};
 pub use head::{Head, HeadParseError};
 pub use held::HeldCheck;
 pub use origin::origin_segment;
-pub use read_ahead::{ReadAhead, ReadPlan, Waited};
+pub use read_ahead::{ReadAhead, ReadPlan, Recycler, Waited};
 pub use schema::{AGENTRT_EVENTS_TABLE, Schema, SchemaError};
 pub use walk::{HeadCheck, WalkPlan, WalkReport, walk_chain};

@@ -103,6 +103,27 @@ impl ReadAhead {
 
     /// Returns a page for reuse. A page grown by a huge event gives its
     /// memory back first, so one 64 MiB payload does not stay resident.
+    pub fn give_back(&self, page: EventBatch) {
+        self.recycler().give_back(page);
+    }
+
+    /// A handle that gives pages back from another thread.
+    pub fn recycler(&self) -> Recycler {
+        Recycler {
+            spares: self.spares.clone(),
+            page_bytes: self.page_bytes,
+        }
+    }
+}
+
+/// Gives pages back to a [`ReadAhead`] from whichever thread finished with them.
+#[derive(Clone)]
+pub struct Recycler {
+    spares: Sender<EventBatch>,
+    page_bytes: usize,
+}
+
+impl Recycler {
     pub fn give_back(&self, mut page: EventBatch) {
         page.clear();
         page.shrink_to(self.page_bytes * 2);

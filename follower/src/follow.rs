@@ -101,7 +101,7 @@ impl Follower {
             after_hash: point.after.map(|h| h.hash),
             ..ReadPlan::new(after_seq, cfg.once.then_some(db_head))
         };
-        let mut runs = match &cfg.runs {
+        let runs = match &cfg.runs {
             Some(rules) => Some(FollowerRunCheck::rebuild(rules, &db, point.after)?),
             None => None,
         };
@@ -109,6 +109,8 @@ impl Follower {
         let mut fresh = FreshHead::new(&cfg, db_head);
         let mut idle_behind: Option<Instant> = None;
         let reader = ReadAhead::spawn(EventDb::open(&cfg.db, &cfg.open)?, plan);
+        // The run check reads each page after it is shipped, on its own thread.
+        let runs = runs.map(|r| r.spawn(reader.recycler()));
         let mut check = point.after.map_or_else(ChainCheck::from_start, ChainCheck::after);
         let mut pending = Pending {
             batch: Batch::new(&cfg.origin),
@@ -138,31 +140,34 @@ impl Follower {
             match reader.next_page_timeout(wait.min(Duration::from_millis(100))) {
                 Waited::Page(Ok(page)) => {
                     idle_behind = None;
+                    let (mut checked, mut broken) = (0, None);
                     for event in page.iter() {
                         let head = match check.check(&event) {
                             Ok(head) => head,
-                            Err(broken) => {
-                                // Ship what checked out, nothing past it.
-                                stopped(finish(&mut pipeline, &mut pending))?;
-                                return Ok(on_break(&cfg, &stop, &health, broken));
+                            Err(b) => {
+                                broken = Some(b);
+                                break;
                             }
                         };
                         pending
                             .batch
                             .push(&event, head.hash, pending.prev_hash)
                             .map_err(|e| FollowError::setup(format!("{}: {e}", cfg.db.display())))?;
-                        if let Some(runs) = runs.as_mut() {
-                            runs.feed(&event);
-                        }
+                        checked += 1;
                         pending.prev_hash = PrevHash::of(head.hash);
                         pending.since.get_or_insert_with(Instant::now);
                         if pending.batch.len() >= cfg.batch_size || pending.batch.jsonl.len() >= cfg.batch_bytes {
                             submit(&mut pipeline, &mut pending, Some(&mut fresh))?;
                         }
                     }
-                    reader.give_back(page);
-                    if let Some(runs) = runs.as_mut() {
-                        runs.page_done();
+                    match &runs {
+                        Some(runs) => runs.send(page, checked),
+                        None => reader.give_back(page),
+                    }
+                    if let Some(broken) = broken {
+                        // Ship what checked out, nothing past it.
+                        stopped(finish(&mut pipeline, &mut pending))?;
+                        return Ok(on_break(&cfg, &stop, &health, broken));
                     }
                 }
                 Waited::Page(Err(e)) => {

@@ -11,8 +11,9 @@
 //! cursor were logged by the life that shipped them: they are counted
 //! again (the counters restart with the process) but not logged again.
 
-use chainship_chain::{ChainCheck, Error, EventBatch, EventDb, EventRef, Head, PrevHash};
+use chainship_chain::{ChainCheck, Error, EventBatch, EventDb, Head, PrevHash, Recycler};
 use chainship_runs::{Profile, RunCheck, RunCheckConfig, RunEvent};
+use crossbeam_channel::{Sender, bounded};
 
 use crate::error::FollowError;
 use crate::metrics;
@@ -86,14 +87,29 @@ impl FollowerRunCheck {
         Ok(me)
     }
 
-    pub fn feed(&mut self, e: &EventRef<'_>) {
-        self.check.feed(&RunEvent::from(e));
-    }
-
-    /// After a page: updates the silence state, logs and counts findings.
-    pub fn page_done(&mut self) {
-        self.check.sweep();
-        self.publish();
+    /// Runs the check on its own thread, off the export's critical path:
+    /// the follow loop hands over each page once it has shipped it (with
+    /// how many of its events passed the chain check), and the thread gives
+    /// the page back to the reader when done.
+    pub fn spawn(mut self, recycler: Recycler) -> RunCheckThread {
+        let (pages, rx) = bounded::<(EventBatch, usize)>(2);
+        let thread = std::thread::Builder::new()
+            .name("run-check".into())
+            .spawn(move || {
+                for (page, checked) in rx {
+                    for e in page.iter().take(checked) {
+                        self.check.feed(&RunEvent::from(&e));
+                    }
+                    recycler.give_back(page);
+                    self.check.sweep();
+                    self.publish();
+                }
+            })
+            .expect("spawning the run check thread");
+        RunCheckThread {
+            pages: Some(pages),
+            thread: Some(thread),
+        }
     }
 
     fn publish(&mut self) {
@@ -125,5 +141,30 @@ impl FollowerRunCheck {
             self.check.silent_runs(),
             self.check.unknown_outcomes(),
         );
+    }
+}
+
+/// The run check's thread; dropping it lets the thread finish the pages it
+/// was given, then waits for it.
+pub struct RunCheckThread {
+    pages: Option<Sender<(EventBatch, usize)>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl RunCheckThread {
+    /// Hands over a shipped page, of which the first `checked` events passed the chain check.
+    pub fn send(&self, page: EventBatch, checked: usize) {
+        if let Some(tx) = &self.pages {
+            let _ = tx.send((page, checked));
+        }
+    }
+}
+
+impl Drop for RunCheckThread {
+    fn drop(&mut self) {
+        drop(self.pages.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }

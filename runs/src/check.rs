@@ -24,6 +24,11 @@ use crate::payload::Payload;
 use crate::profile::{Profile, Role};
 use crate::time::millis;
 
+/// Maps keyed by ids the log's writer chose: a fast hash with a random
+/// seed per process, so crafted ids cannot make lookups slow.
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+type Set<K> = HashSet<K, foldhash::fast::RandomState>;
+
 /// Finished runs remembered to catch events after their finish.
 const FINISHED_REMEMBERED: usize = 200_000;
 
@@ -119,10 +124,10 @@ struct Run {
     taken_over: Option<u64>,
     /// Silent past the open limit as of the last sweep.
     silent: bool,
-    steps: HashMap<String, Step>,
-    approvals: HashMap<String, Approval>,
+    steps: Map<String, Step>,
+    approvals: Map<String, Approval>,
     /// Open model calls by call id.
-    model_calls: HashMap<String, Pending>,
+    model_calls: Map<String, Pending>,
 }
 
 impl Run {
@@ -137,9 +142,9 @@ impl Run {
             findings: 0,
             taken_over: None,
             silent: false,
-            steps: HashMap::new(),
-            approvals: HashMap::new(),
-            model_calls: HashMap::new(),
+            steps: Map::default(),
+            approvals: Map::default(),
+            model_calls: Map::default(),
         }
     }
 
@@ -168,8 +173,10 @@ pub struct RunCheck {
     /// The open limit and the give-up horizon, in milliseconds.
     limit_ms: i64,
     give_up_ms: i64,
-    runs: HashMap<String, Run>,
-    finished: HashSet<String>,
+    runs: Map<String, Run>,
+    finished: Set<String>,
+    /// The profile's event types, for a lookup per event.
+    roles: Map<&'static [u8], Role>,
     finished_order: VecDeque<String>,
     newest_at: Option<i64>,
     findings: Vec<RunFinding>,
@@ -197,8 +204,13 @@ impl RunCheck {
             limit_ms,
             give_up_ms: limit_ms.saturating_mul(4).max(3_600_000),
             cfg,
-            runs: HashMap::new(),
-            finished: HashSet::new(),
+            runs: Map::default(),
+            finished: Set::default(),
+            roles: profile
+                .types
+                .iter()
+                .map(|&(name, role)| (name.as_bytes(), role))
+                .collect(),
             finished_order: VecDeque::new(),
             newest_at: None,
             findings: Vec::new(),
@@ -287,29 +299,34 @@ impl RunCheck {
     }
 
     pub fn feed(&mut self, e: &RunEvent<'_>) {
-        let run_id = text(e.run_id);
-        let step_id = text(e.step_id);
+        // Borrowed unless not UTF-8: most events allocate nothing here.
+        let run_cow = String::from_utf8_lossy(e.run_id);
+        let step_cow = String::from_utf8_lossy(e.step_id);
+        let (run_id, step_id): (&str, &str) = (&run_cow, &step_cow);
         let at = millis(e.at);
         if let Some(t) = at {
             self.newest_at = Some(self.newest_at.map_or(t, |n| n.max(t)));
         }
-        if self.finished.remove(&run_id) {
+        if self.finished.remove(run_id) {
             // Named once; what follows is checked as a run of its own, so a
             // reused run id hides nothing.
             let kind = text(e.kind);
-            self.runs.insert(run_id.clone(), Run::new(e.seq));
+            self.runs.insert(run_id.to_owned(), Run::new(e.seq));
             self.report(
                 RunFindingKind::EventAfterFinish,
-                &run_id,
-                &step_id,
+                run_id,
+                step_id,
                 e.seq,
                 None,
                 format!("{kind} after the run finished"),
             );
         }
-        let role = self.profile.role(e.kind);
+        let role = self.roles.get(e.kind).copied().unwrap_or(Role::Other);
         {
-            let run = self.runs.entry(run_id.clone()).or_insert_with(|| Run::new(e.seq));
+            if !self.runs.contains_key(run_id) {
+                self.runs.insert(run_id.to_owned(), Run::new(e.seq));
+            }
+            let run = self.runs.get_mut(run_id).expect("inserted above");
             run.last_seq = e.seq;
             run.events += 1;
             if at.is_some() {
@@ -317,14 +334,14 @@ impl RunCheck {
             }
         }
         if role.is_step_event() && !step_id.is_empty() {
-            let step = self.step(&run_id, &step_id);
+            let step = self.step(run_id, step_id);
             if !step.started && !step.reported_unknown {
                 step.reported_unknown = true;
                 let kind = text(e.kind);
                 self.report(
                     RunFindingKind::UnknownStep,
-                    &run_id,
-                    &step_id,
+                    run_id,
+                    step_id,
                     e.seq,
                     None,
                     format!("{kind} for a step that never started"),
@@ -337,15 +354,15 @@ impl RunCheck {
             Payload::default()
         };
         match role {
-            Role::StepStarted => self.step_started(&run_id, &step_id, e.seq),
-            Role::StepPolicy => self.policy(&run_id, &step_id, payload.outcome.get()),
+            Role::StepStarted => self.step_started(run_id, step_id, e.seq),
+            Role::StepPolicy => self.policy(run_id, step_id, payload.outcome.get()),
             Role::ApprovalRequested => {
                 if let Some(id) = payload.approval_id.get() {
-                    let run = self.runs.get_mut(&run_id).expect("inserted above");
+                    let run = self.runs.get_mut(run_id).expect("inserted above");
                     run.approvals.insert(
                         id.to_owned(),
                         Approval {
-                            step_id: step_id.clone(),
+                            step_id: step_id.to_owned(),
                             granted: false,
                             decided: false,
                             used: false,
@@ -353,37 +370,40 @@ impl RunCheck {
                     );
                 }
             }
-            Role::ApprovalDecided => self.approval_decided(&run_id, &step_id, e.seq, &payload),
-            Role::ToolStarted => self.tool_started(&run_id, &step_id, e.seq, &payload),
+            Role::ApprovalDecided => self.approval_decided(run_id, step_id, e.seq, &payload),
+            Role::ToolStarted => self.tool_started(run_id, step_id, e.seq, &payload),
             r if r.closes_tool() => {
-                if let Some(step) = self.runs.get_mut(&run_id).and_then(|r| r.steps.get_mut(&step_id)) {
+                if let Some(step) = self.runs.get_mut(run_id).and_then(|r| r.steps.get_mut(step_id)) {
                     step.tool = None;
                     // A failed or interrupted step needs a new decision to act again.
                     step.allowed = false;
                 }
             }
-            Role::ModelDispatched => self.model_dispatched(&run_id, &step_id, e.seq, &payload),
+            Role::ModelDispatched => self.model_dispatched(run_id, step_id, e.seq, &payload),
             Role::ModelCompleted | Role::ModelFailed => {
-                let id = call_key(&payload, &step_id);
-                if let Some(run) = self.runs.get_mut(&run_id) {
+                let id = call_key(&payload, step_id);
+                if let Some(run) = self.runs.get_mut(run_id) {
                     run.model_calls.remove(&id);
                 }
             }
             Role::LeaseTakenOver => {
-                self.runs.get_mut(&run_id).expect("inserted above").taken_over = Some(e.seq);
+                self.runs.get_mut(run_id).expect("inserted above").taken_over = Some(e.seq);
             }
-            Role::RunFinished => self.run_finished(&run_id),
+            Role::RunFinished => self.run_finished(run_id),
             _ => {}
         }
     }
 
     fn step(&mut self, run_id: &str, step_id: &str) -> &mut Step {
-        self.runs
+        let steps = &mut self
+            .runs
             .get_mut(run_id)
             .expect("the run is in the map while its events are fed")
-            .steps
-            .entry(step_id.to_owned())
-            .or_default()
+            .steps;
+        if !steps.contains_key(step_id) {
+            steps.insert(step_id.to_owned(), Step::default());
+        }
+        steps.get_mut(step_id).expect("inserted above")
     }
 
     fn policy(&mut self, run_id: &str, step_id: &str, outcome: Option<&str>) {
@@ -530,7 +550,10 @@ impl RunCheck {
                 )),
             }
         }
-        let step = run.steps.entry(step_id.to_owned()).or_default();
+        if !run.steps.contains_key(step_id) {
+            run.steps.insert(step_id.to_owned(), Step::default());
+        }
+        let step = run.steps.get_mut(step_id).expect("inserted above");
         if named.is_none() {
             if step.allowed {
                 decided = true;
