@@ -188,6 +188,15 @@ pub struct RunCheck {
     silent_calls: u64,
 }
 
+/// Text as stored, borrowed when it is UTF-8 (the validating fast path;
+/// only bytes that are not UTF-8 pay for the lossy conversion).
+fn lossy(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => std::borrow::Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -300,8 +309,8 @@ impl RunCheck {
 
     pub fn feed(&mut self, e: &RunEvent<'_>) {
         // Borrowed unless not UTF-8: most events allocate nothing here.
-        let run_cow = String::from_utf8_lossy(e.run_id);
-        let step_cow = String::from_utf8_lossy(e.step_id);
+        let run_cow = lossy(e.run_id);
+        let step_cow = lossy(e.step_id);
         let (run_id, step_id): (&str, &str) = (&run_cow, &step_cow);
         let at = millis(e.at);
         if let Some(t) = at {
