@@ -1,9 +1,10 @@
 //! The run check: a state machine per open run, fed events in seq order.
 //!
 //! State is kept for runs not yet finished (their steps, open tool starts,
-//! model calls and approvals), plus the ids of recently finished runs; a
-//! run silent far past the open limit (and not waiting for an approval) is
-//! given up and its state dropped, so memory follows the runs in flight.
+//! model calls and approvals), plus the ids of recently finished runs; past
+//! 50,000 open runs the longest-silent ones not waiting for an approval are
+//! given up and their state dropped, so memory stays bounded however many
+//! runs a crashing runtime abandons.
 //!
 //! Time is the events' own `at`, never the wall clock. Silence is a state,
 //! not an event: a run whose last event is older than the open limit (by
@@ -31,6 +32,9 @@ type Set<K> = HashSet<K, foldhash::fast::RandomState>;
 
 /// Finished runs remembered to catch events after their finish.
 const FINISHED_REMEMBERED: usize = 200_000;
+
+/// Open runs kept in memory; past this, the longest-silent are given up.
+const MAX_OPEN_RUNS: usize = 50_000;
 
 /// What the check is told.
 #[derive(Clone, Debug)]
@@ -93,10 +97,16 @@ struct Step {
     allowed: bool,
     /// The policy asked for an approval that has not been granted since.
     needs_approval: bool,
-    /// The policy denied the step: no tool may start in it.
+    /// The policy denied the step, or it failed: no tool may start in it.
     denied: bool,
+    /// What the step decided: `Some(tool)` for a tool call, `Some("")` for
+    /// any other decision; a tool start must be the decided tool.
+    decided_tool: Option<String>,
+    /// A tool start of this step was interrupted (its outcome unknown).
+    interrupted: bool,
     /// Approvals of this step granted and not yet used by a tool start.
     unused_grants: u32,
+    /// Approvals granted after an interruption: each allows one re-run.
     granted: u32,
     starts: u32,
     tool: Option<Pending>,
@@ -105,6 +115,8 @@ struct Step {
 #[derive(Debug)]
 struct Approval {
     step_id: String,
+    /// Requested after the step's tool start was interrupted: a re-run.
+    for_rerun: bool,
     granted: bool,
     decided: bool,
     used: bool,
@@ -116,6 +128,8 @@ struct Run {
     last_seq: u64,
     /// Milliseconds since the epoch of its last event with a readable `at`.
     last_at: Option<i64>,
+    /// An event with an unreadable `at` was reported.
+    bad_time_reported: bool,
     events: u64,
     tool_calls: u64,
     side_effects: u64,
@@ -136,6 +150,7 @@ impl Run {
             first_seq: seq,
             last_seq: seq,
             last_at: None,
+            bad_time_reported: false,
             events: 0,
             tool_calls: 0,
             side_effects: 0,
@@ -170,9 +185,10 @@ impl Run {
 pub struct RunCheck {
     profile: &'static Profile,
     cfg: RunCheckConfig,
-    /// The open limit and the give-up horizon, in milliseconds.
+    /// The open limit, in milliseconds.
     limit_ms: i64,
-    give_up_ms: i64,
+    /// Open runs kept before silent ones are given up.
+    max_open: usize,
     runs: Map<String, Run>,
     finished: Set<String>,
     /// The profile's event types, for a lookup per event.
@@ -211,7 +227,7 @@ impl RunCheck {
         RunCheck {
             profile,
             limit_ms,
-            give_up_ms: limit_ms.saturating_mul(4).max(3_600_000),
+            max_open: MAX_OPEN_RUNS,
             cfg,
             runs: Map::default(),
             finished: Set::default(),
@@ -342,6 +358,21 @@ impl RunCheck {
                 run.last_at = at;
             }
         }
+        if at.is_none() {
+            let run = self.runs.get_mut(run_id).expect("inserted above");
+            if !run.bad_time_reported {
+                run.bad_time_reported = true;
+                let shown = String::from_utf8_lossy(e.at).escape_debug().to_string();
+                self.report(
+                    RunFindingKind::UnreadableTime,
+                    run_id,
+                    step_id,
+                    e.seq,
+                    None,
+                    format!("at {shown:?} is not an RFC 3339 time: the silence rules cannot see this event"),
+                );
+            }
+        }
         if role.is_step_event() && !step_id.is_empty() {
             let step = self.step(run_id, step_id);
             if !step.started && !step.reported_unknown {
@@ -364,14 +395,23 @@ impl RunCheck {
         };
         match role {
             Role::StepStarted => self.step_started(run_id, step_id, e.seq),
+            Role::StepDecided => {
+                let tool = match payload.kind.get() {
+                    Some("tool_call") => payload.tool.get().unwrap_or("").to_owned(),
+                    _ => String::new(),
+                };
+                self.step(run_id, step_id).decided_tool = Some(tool);
+            }
             Role::StepPolicy => self.policy(run_id, step_id, payload.outcome.get()),
             Role::ApprovalRequested => {
                 if let Some(id) = payload.approval_id.get() {
+                    let for_rerun = self.step(run_id, step_id).interrupted;
                     let run = self.runs.get_mut(run_id).expect("inserted above");
                     run.approvals.insert(
                         id.to_owned(),
                         Approval {
                             step_id: step_id.to_owned(),
+                            for_rerun,
                             granted: false,
                             decided: false,
                             used: false,
@@ -383,9 +423,15 @@ impl RunCheck {
             Role::ToolStarted => self.tool_started(run_id, step_id, e.seq, &payload),
             r if r.closes_tool() => {
                 if let Some(step) = self.runs.get_mut(run_id).and_then(|r| r.steps.get_mut(step_id)) {
-                    step.tool = None;
-                    // A failed or interrupted step needs a new decision to act again.
+                    let had_start = step.tool.take().is_some();
+                    // A failed or interrupted step needs a new decision to act again;
+                    // a failed one is over.
                     step.allowed = false;
+                    match role {
+                        Role::StepFailed => step.denied = true,
+                        Role::StepInterrupted if had_start => step.interrupted = true,
+                        _ => {}
+                    }
                 }
             }
             Role::ModelDispatched => self.model_dispatched(run_id, step_id, e.seq, &payload),
@@ -506,9 +552,12 @@ impl RunCheck {
         approval.decided = true;
         if approved {
             approval.granted = true;
+            let for_rerun = approval.for_rerun;
             let step = approval.step_id.clone();
             let step = run.steps.entry(step).or_default();
-            step.granted += 1;
+            if for_rerun {
+                step.granted += 1;
+            }
             step.unused_grants += 1;
             step.needs_approval = false;
         }
@@ -577,10 +626,21 @@ impl RunCheck {
                 ));
             }
         }
+        match step.decided_tool.as_deref() {
+            Some(d) if d != tool => found.push((
+                RunFindingKind::StartedWithoutDecision,
+                if d.is_empty() {
+                    format!("started {tool:?}, but the step decided no tool call")
+                } else {
+                    format!("started {tool:?}, but the step decided {d:?}")
+                },
+            )),
+            _ => {}
+        }
         if step.denied && !found.iter().any(|(k, _)| *k == RunFindingKind::StartedWithoutDecision) {
             found.push((
                 RunFindingKind::StartedWithoutDecision,
-                "the policy's decision for this step was not to allow it (deny, abort, or unreadable), yet its tool started".into(),
+                "the policy did not allow this step (deny, abort, or unreadable) or it had failed, yet its tool started".into(),
             ));
         }
         step.allowed = false;
@@ -710,19 +770,22 @@ impl RunCheck {
     /// seen; gives up runs silent far longer (their silence becomes final).
     pub fn sweep(&mut self) {
         let Some(newest) = self.newest_at else { return };
-        let (limit, give_up) = (self.limit_ms, self.give_up_ms);
+        let limit = self.limit_ms;
         let silent_for = |r: &Run| r.last_at.map_or(0, |t| newest.saturating_sub(t));
         let (mut runs, mut calls) = (0, 0);
         let mut newly = Vec::new();
-        let mut given_up = Vec::new();
         for (id, r) in self.runs.iter_mut() {
             let silent = silent_for(r) > limit;
-            if silent && !r.waiting() && silent_for(r) > give_up {
-                given_up.push(id.clone());
-                continue;
-            }
             if silent && !r.silent {
-                newly.push((id.clone(), r.last_seq, r.waiting()));
+                let open: Vec<(String, u64, String)> = r
+                    .steps
+                    .values()
+                    .filter_map(|s| s.tool.as_ref())
+                    .chain(r.model_calls.values())
+                    .filter(|p| !p.reported)
+                    .map(|p| (p.step_id.clone(), p.seq, p.what.clone()))
+                    .collect();
+                newly.push((id.clone(), r.last_seq, r.waiting(), open));
             }
             r.silent = silent;
             if silent {
@@ -733,7 +796,17 @@ impl RunCheck {
         self.silent_runs = runs;
         self.silent_calls = calls;
         let limit_text = self.minutes();
-        for (id, seq, waiting) in newly {
+        for (id, seq, waiting, open) in newly {
+            for (step_id, start, what) in open {
+                self.newly_silent.push(RunFinding {
+                    kind: RunFindingKind::UnknownOutcome,
+                    run_id: id.clone(),
+                    step_id,
+                    seq: start,
+                    tool: Some(what),
+                    message: format!("no outcome recorded and the run silent for more than {limit_text} (so far)"),
+                });
+            }
             if !waiting {
                 self.newly_silent.push(RunFinding {
                     kind: RunFindingKind::LeftRunning,
@@ -744,6 +817,22 @@ impl RunCheck {
                     message: format!("silent for more than {limit_text} with no run.finished (so far)"),
                 });
             }
+        }
+        // Memory stays bounded however many runs are abandoned: past the cap,
+        // the longest-silent runs that wait for no approval are given up (their
+        // silence becomes final). Below it, nothing is given up, so a follower
+        // and `runs` over the same log agree.
+        let mut given_up = Vec::new();
+        if self.runs.len() > self.max_open {
+            let mut silent: Vec<(i64, String)> = self
+                .runs
+                .iter()
+                .filter(|(_, r)| r.silent && !r.waiting())
+                .map(|(id, r)| (r.last_at.unwrap_or(i64::MIN), id.clone()))
+                .collect();
+            silent.sort();
+            let excess = self.runs.len() - self.max_open;
+            given_up.extend(silent.into_iter().take(excess).map(|(_, id)| id));
         }
         for id in given_up {
             self.judge_silent(&id);

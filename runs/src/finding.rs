@@ -23,10 +23,13 @@ pub enum RunFindingKind {
     UnknownStep,
     /// An approval decision for an approval the run never requested.
     UnrequestedApproval,
+    /// An event whose `at` is not an RFC 3339 time: the silence rules
+    /// cannot see it (named once per run).
+    UnreadableTime,
 }
 
 impl RunFindingKind {
-    pub const ALL: [RunFindingKind; 7] = [
+    pub const ALL: [RunFindingKind; 8] = [
         RunFindingKind::StartedWithoutDecision,
         RunFindingKind::ExecutedTwice,
         RunFindingKind::UnknownOutcome,
@@ -34,6 +37,7 @@ impl RunFindingKind {
         RunFindingKind::LeftRunning,
         RunFindingKind::UnknownStep,
         RunFindingKind::UnrequestedApproval,
+        RunFindingKind::UnreadableTime,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -45,6 +49,7 @@ impl RunFindingKind {
             RunFindingKind::LeftRunning => "left-running",
             RunFindingKind::UnknownStep => "unknown-step",
             RunFindingKind::UnrequestedApproval => "unrequested-approval",
+            RunFindingKind::UnreadableTime => "unreadable-time",
         }
     }
 }

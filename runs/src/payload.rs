@@ -23,6 +23,9 @@ pub struct Payload<'a> {
     pub outcome: Text<'a>,
     #[serde(borrow)]
     pub call_id: Text<'a>,
+    /// A decision's kind (`tool_call`, `complete`, `fail`).
+    #[serde(borrow)]
+    pub kind: Text<'a>,
 }
 
 impl<'a> Payload<'a> {

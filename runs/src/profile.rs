@@ -56,7 +56,8 @@ impl Role {
     pub fn reads_payload(self) -> bool {
         matches!(
             self,
-            Role::StepPolicy
+            Role::StepDecided
+                | Role::StepPolicy
                 | Role::ToolStarted
                 | Role::ApprovalRequested
                 | Role::ApprovalDecided

@@ -32,7 +32,7 @@ use crate::report;
 Findings: unknown-outcome (a tool start or model call with no outcome, in a run that
 finished, was taken over, or went silent past --open-after), executed-twice,
 started-without-decision (a policy bypass), left-running, event-after-finish,
-unknown-step, unrequested-approval. Time is the events' own `at`, never the clock.
+unknown-step, unrequested-approval, unreadable-time. Time is the events' own `at`, never the clock.
 A copy read with --from is not checked against the chain here: verify-export does that.
 Exit codes: 0 no finding, 1 any finding (or no event read), 2 usage or an unreadable source.")]
 pub struct RunsArgs {
@@ -218,7 +218,7 @@ impl<'a> Report<'a> {
         let status = if nothing {
             "nothing checked"
         } else if self.not_whole.is_some() {
-            "copy not whole"
+            "not whole"
         } else if relevant > 0 {
             "findings"
         } else {
@@ -234,7 +234,7 @@ impl<'a> Report<'a> {
                 "tool_calls": self.tool_calls,
                 "side_effects": self.side_effects,
                 "status": status,
-                "copy_not_whole": self.not_whole.as_ref().map(|(first, n)| json!({"first": first, "count": n})),
+                "not_whole": self.not_whole.as_ref().map(|(first, n)| json!({"first": first, "count": n})),
             });
             if self.args.run.is_some() {
                 tail["run"] = self.the_run.as_ref().map_or(Value::Null, summary_json);
@@ -273,7 +273,7 @@ impl<'a> Report<'a> {
             );
             if let Some((first, n)) = &self.not_whole {
                 outln!(
-                    "the copy is not whole ({n} unreadable line(s) or seq gap(s), the first: {first}): findings cover only what was read; run verify-export"
+                    "not whole ({n} unreadable line(s), seq gap(s) or row(s) no seq reaches, the first: {first}): findings cover only what was read; run verify or verify-export"
                 );
             }
             match status {
@@ -380,6 +380,9 @@ pub fn run(args: &RunsArgs) -> CmdResult {
             let db = EventDb::open(path, &options)?;
             let head = db.head()?.map_or(0, |(s, _)| s);
             report.begin();
+            if let Some(value) = db.first_unreachable_seq()? {
+                report.not_whole(chainship_chain::check::unreachable_reason(&value));
+            }
             let mut page = EventBatch::new();
             let mut after = 0;
             while after < head {

@@ -176,6 +176,7 @@ fn a_config_file_can_never_narrow_what_a_check_covers() {
         ("allow-no-heads", "true"),
         ("after", "\"5:abc\""),
         ("allow_no_heads", "false"),
+        ("profile", "\"none\""),
     ] {
         let cfg = write(&dir, "n.toml", &format!("origin = \"x/y\"\n{key} = {value}\n"));
         let out = run(&["verify", "--config", &cfg, "--db", path_str(&db)]);

@@ -554,3 +554,64 @@ fn read_only_tools_are_not_side_effects() {
     let s = c.take_summaries();
     assert_eq!((s[0].tool_calls, s[0].side_effects), (1, 0));
 }
+
+#[test]
+fn a_tool_other_than_the_decided_one_is_a_bypass_and_only_an_interruption_earns_a_rerun() {
+    let mut log = Log::new();
+    let seq: Vec<_> = ALLOWED
+        .iter()
+        .map(|e| {
+            if e.1 == "step.tool_started" {
+                ("s0", "step.tool_started", r#"{"tool":"bank_pay"}"#)
+            } else {
+                *e
+            }
+        })
+        .collect();
+    log.run("r", &seq);
+    let found = log.check().0;
+    assert_eq!(found, vec![(RunFindingKind::StartedWithoutDecision, "s0".into(), 6)]);
+
+    // Done, then another approval of the same step, then the tool again: not an interrupted re-run.
+    let mut seq = ALLOWED.to_vec();
+    seq.insert(
+        7,
+        ("s0", "approval.requested", r#"{"approval_id":"p1","kind":"payment"}"#),
+    );
+    seq.insert(
+        8,
+        ("s0", "approval.decided", r#"{"approval_id":"p1","status":"approved"}"#),
+    );
+    seq.insert(
+        9,
+        (
+            "s0",
+            "step.tool_started",
+            r#"{"tool":"bank_balance","approval_id":"p1"}"#,
+        ),
+    );
+    seq.insert(10, ("s0", "step.tool_finished", "{}"));
+    let mut log = Log::new();
+    log.run("r", &seq);
+    assert_eq!(log.check().0, vec![(RunFindingKind::ExecutedTwice, "s0".into(), 10)]);
+}
+
+#[test]
+fn an_unreadable_time_is_named_once_per_run() {
+    let mut c = RunCheck::new(&AGENTRT, RunCheckConfig::default());
+    for (i, at) in [&b"2026-08-17T08:00:00Z"[..], b"garbage", b"1786953600"]
+        .iter()
+        .enumerate()
+    {
+        c.feed(&RunEvent {
+            seq: i as u64 + 1,
+            run_id: b"r",
+            step_id: b"",
+            at,
+            kind: b"run.started",
+            payload: b"{}",
+        });
+    }
+    let found: Vec<_> = c.take_findings().into_iter().map(|f| (f.kind, f.seq)).collect();
+    assert_eq!(found, vec![(RunFindingKind::UnreadableTime, 2)]);
+}
