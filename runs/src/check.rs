@@ -102,6 +102,8 @@ struct Step {
     /// What the step decided: `Some(tool)` for a tool call, `Some("")` for
     /// any other decision; a tool start must be the decided tool.
     decided_tool: Option<String>,
+    /// The decided call's arguments as stored; a tool start must carry the same.
+    decided_args: Option<String>,
     /// A tool start of this step was interrupted (its outcome unknown).
     interrupted: bool,
     /// Approvals of this step granted and not yet used by a tool start.
@@ -400,7 +402,10 @@ impl RunCheck {
                     Some("tool_call") => payload.tool.get().unwrap_or("").to_owned(),
                     _ => String::new(),
                 };
-                self.step(run_id, step_id).decided_tool = Some(tool);
+                let args = payload.args.map(|a| a.get().to_owned());
+                let step = self.step(run_id, step_id);
+                step.decided_tool = Some(tool);
+                step.decided_args = args;
             }
             Role::StepPolicy => self.policy(run_id, step_id, payload.outcome.get()),
             Role::ApprovalRequested => {
@@ -636,6 +641,15 @@ impl RunCheck {
                 },
             )),
             _ => {}
+        }
+        if let (Some(decided), Some(started)) = (step.decided_args.as_deref(), payload.args.map(|a| a.get()))
+            && decided != started
+            && !found.iter().any(|(k, _)| *k == RunFindingKind::StartedWithoutDecision)
+        {
+            found.push((
+                RunFindingKind::StartedWithoutDecision,
+                format!("started with other arguments than the step decided and its approval covered ({} bytes, decided {} bytes)", started.len(), decided.len()),
+            ));
         }
         if step.denied && !found.iter().any(|(k, _)| *k == RunFindingKind::StartedWithoutDecision) {
             found.push((

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 /// The fields, borrowed from the payload where no escape forces a copy.
-#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub struct Payload<'a> {
     #[serde(borrow)]
@@ -26,6 +26,10 @@ pub struct Payload<'a> {
     /// A decision's kind (`tool_call`, `complete`, `fail`).
     #[serde(borrow)]
     pub kind: Text<'a>,
+    /// A tool call's arguments, as the JSON text stored (agentrt writes the
+    /// decided and the started arguments through the same encoder).
+    #[serde(borrow)]
+    pub args: Option<&'a serde_json::value::RawValue>,
 }
 
 impl<'a> Payload<'a> {
@@ -103,8 +107,11 @@ mod tests {
         let escaped = Payload::parse(br#"{"outcome":"al\u006cow"}"#);
         assert_eq!(escaped.outcome.get(), Some("allow"));
         assert_eq!(Payload::parse(br#"{"call_id":7}"#).call_id.get(), None);
-        assert_eq!(Payload::parse(b"not json"), Payload::default());
-        assert_eq!(Payload::parse(br#"["tool"]"#), Payload::default());
+        let empty = |p: Payload<'_>| p.tool.get().is_none() && p.outcome.get().is_none() && p.args.is_none();
+        assert!(empty(Payload::parse(b"not json")));
+        assert!(empty(Payload::parse(br#"["tool"]"#)));
+        let args = Payload::parse(br#"{"tool":"t","args":{"a": [1, {"b":"c"}]}}"#);
+        assert_eq!(args.args.map(|a| a.get()), Some(r#"{"a": [1, {"b":"c"}]}"#));
         // A repeated key the rules read is not evidence of either value.
         assert_eq!(
             Payload::parse(br#"{"outcome":"deny","outcome":"allow"}"#).outcome.get(),

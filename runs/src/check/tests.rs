@@ -615,3 +615,27 @@ fn an_unreadable_time_is_named_once_per_run() {
     let found: Vec<_> = c.take_findings().into_iter().map(|f| (f.kind, f.seq)).collect();
     assert_eq!(found, vec![(RunFindingKind::UnreadableTime, 2)]);
 }
+
+#[test]
+fn arguments_other_than_the_decided_ones_are_a_bypass() {
+    let mut log = Log::new();
+    let seq: Vec<_> = ALLOWED
+        .iter()
+        .map(|e| {
+            if e.1 == "step.tool_started" {
+                (
+                    "s0",
+                    "step.tool_started",
+                    r#"{"tool":"bank_balance","args":{"account":"B-2"}}"#,
+                )
+            } else {
+                *e
+            }
+        })
+        .collect();
+    log.run("r", &seq);
+    assert_eq!(
+        log.check().0,
+        vec![(RunFindingKind::StartedWithoutDecision, "s0".into(), 6)]
+    );
+}

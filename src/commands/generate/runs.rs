@@ -104,6 +104,8 @@ pub struct Event {
 
 struct Run {
     id: String,
+    /// The payload of its last tool start (a repeat injected repeats it exactly).
+    last_start: String,
     steps: u32,
     planned_steps: u32,
     queue: VecDeque<Planned>,
@@ -168,6 +170,7 @@ impl RunGenerator {
         queue.push_back(plain("", "run.started", "{}".into()));
         Run {
             id,
+            last_start: String::new(),
             steps: 0,
             planned_steps,
             queue,
@@ -415,6 +418,9 @@ impl RunGenerator {
                 continue;
             }
             let run_id = self.runs[r].id.clone();
+            if planned.kind == "step.tool_started" {
+                self.runs[r].last_start.clone_from(&planned.payload);
+            }
             self.after(r, seq, &planned);
             return Event {
                 run_id,
@@ -450,11 +456,7 @@ impl RunGenerator {
                             "step.policy",
                             r#"{"outcome":"allow","reason":"class allowed"}"#.into(),
                         ),
-                        plain(
-                            &step,
-                            "step.tool_started",
-                            format!(r#"{{"tool":"{tool}","args":{{}}}}"#),
-                        ),
+                        plain(&step, "step.tool_started", self.runs[r].last_start.clone()),
                         plain(
                             &step,
                             "step.tool_finished",
