@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 
 use chainship_chain::record::Record;
-use chainship_chain::{EventBatch, EventDb, WalkReport};
+use chainship_chain::{EventDb, WalkReport};
 use chainship_runs::{RunEvent, Touched};
 use serde_json::{Value, json};
 
@@ -76,24 +76,13 @@ pub fn invalid_from(report: &WalkReport) -> Option<u64> {
 
 /// Reads the database's events `from..=to` into `touched`.
 pub fn scan_db(db: &EventDb, from: u64, to: u64, mut touched: Touched) -> Affected {
-    let mut page = EventBatch::new();
-    let mut after = from.saturating_sub(1);
-    let mut note = None;
-    while after < to {
-        page.clear();
-        match db.read_page(after, 4096, 8 << 20, &mut page) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(e) => {
-                note = Some(format!("read stopped after seq {after}: {e}"));
-                break;
-            }
-        }
-        for e in page.iter().take_while(|e| e.seq <= to) {
-            touched.feed(&RunEvent::from(&e));
-        }
-        after = page.last().map_or(to, |e| e.seq);
-    }
+    let note = db
+        .scan(from.saturating_sub(1), to, &mut |e| {
+            touched.feed(&RunEvent::from(e));
+            true
+        })
+        .err()
+        .map(|e| format!("the range could not be read to its end: {e}"));
     Affected {
         from,
         to,

@@ -276,6 +276,34 @@ impl EventDb {
         Ok(())
     }
 
+    /// Calls `each` with every event of seq `after + 1 ..= through`, in seq
+    /// order, a page at a time (memory: one page), until it returns false.
+    /// A row that cannot be read ends the scan with its error, after the
+    /// events before it were handed over.
+    pub fn scan(
+        &self,
+        after: u64,
+        through: u64,
+        each: &mut dyn FnMut(&crate::event::EventRef<'_>) -> bool,
+    ) -> Result<(), DbError> {
+        let mut page = EventBatch::new();
+        let mut read = after;
+        while read < through {
+            page.clear();
+            let added = self.read_page(read, 4096, 8 << 20, &mut page);
+            for e in page.iter().take_while(|e| e.seq <= through) {
+                if !each(&e) {
+                    return Ok(());
+                }
+            }
+            if added? == 0 {
+                break;
+            }
+            read = page.last().map_or(through, |e| e.seq);
+        }
+        Ok(())
+    }
+
     /// Appends to `out` the events with seq above `after`, in seq order, up
     /// to `max_events`, stopping early once `max_bytes` of field data are
     /// held. Returns how many were added. Events read before a bad field

@@ -216,7 +216,7 @@ fn lossy(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
 }
 
 fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+    lossy(bytes).into_owned()
 }
 
 fn saturating_ms(d: Duration) -> i64 {
@@ -247,10 +247,6 @@ impl RunCheck {
             silent_runs: 0,
             silent_calls: 0,
         }
-    }
-
-    pub fn profile(&self) -> &'static Profile {
-        self.profile
     }
 
     /// Findings since the last call.
@@ -487,29 +483,11 @@ impl RunCheck {
     fn step_started(&mut self, run_id: &str, step_id: &str, seq: u64) {
         // A run taken over that moves on to a new step has given up on
         // whatever was in flight before the takeover.
-        let mut orphaned = Vec::new();
-        if let Some(run) = self.runs.get_mut(run_id)
-            && let Some(taken) = run.taken_over
-        {
-            let pending = run
-                .steps
-                .values_mut()
-                .filter_map(|s| s.tool.as_mut())
-                .chain(run.model_calls.values_mut());
-            for p in pending.filter(|p| p.seq < taken && !p.reported) {
-                p.reported = true;
-                orphaned.push((p.step_id.clone(), p.seq, p.what.clone()));
-            }
-        }
-        orphaned.sort_by_key(|(_, s, _)| *s);
-        for (step, start, what) in orphaned {
-            self.report(
-                RunFindingKind::UnknownOutcome,
+        if let Some(taken) = self.runs.get(run_id).and_then(|r| r.taken_over) {
+            self.report_open(
                 run_id,
-                &step,
-                start,
-                Some(what),
-                format!(
+                |p| p.seq < taken,
+                &format!(
                     "started before the run was taken over, never closed, and the run moved on to a new step at seq {seq}: it may or may not have acted"
                 ),
             );
@@ -731,6 +709,11 @@ impl RunCheck {
 
     /// Reports every tool start and model call of the run still open.
     fn report_unclosed(&mut self, run_id: &str, why: &str) {
+        self.report_open(run_id, |_| true, why);
+    }
+
+    /// Reports, once each, the run's open tool starts and model calls that `which` picks.
+    fn report_open(&mut self, run_id: &str, which: impl Fn(&Pending) -> bool, why: &str) {
         let Some(run) = self.runs.get_mut(run_id) else { return };
         let mut open = Vec::new();
         let pending = run
@@ -738,7 +721,7 @@ impl RunCheck {
             .values_mut()
             .filter_map(|s| s.tool.as_mut())
             .chain(run.model_calls.values_mut());
-        for p in pending.filter(|p| !p.reported) {
+        for p in pending.filter(|p| !p.reported && which(p)) {
             p.reported = true;
             open.push((p.step_id.clone(), p.seq, p.what.clone()));
         }

@@ -26,7 +26,6 @@ pub struct Touched {
     read_only: Vec<String>,
     /// Run id to the number of its events in the range (the first `LISTED` runs).
     pub runs: BTreeMap<String, u64>,
-    pub run_count: u64,
     pub side_effects: Vec<SideEffect>,
     pub side_effect_count: u64,
     pub events: u64,
@@ -38,7 +37,6 @@ impl Touched {
             profile,
             read_only: read_only.to_vec(),
             runs: BTreeMap::new(),
-            run_count: 0,
             side_effects: Vec::new(),
             side_effect_count: 0,
             events: 0,
@@ -48,15 +46,13 @@ impl Touched {
     pub fn feed(&mut self, e: &RunEvent<'_>) {
         self.events += 1;
         let run = String::from_utf8_lossy(e.run_id);
+        let listed = self.runs.len() < LISTED;
         match self.runs.get_mut(run.as_ref()) {
             Some(n) => *n += 1,
-            None => {
-                // Counted once per run only while listed; past the cap, runs are estimated by events.
-                if self.runs.len() < LISTED {
-                    self.runs.insert(run.clone().into_owned(), 1);
-                    self.run_count += 1;
-                }
+            None if listed => {
+                self.runs.insert(run.clone().into_owned(), 1);
             }
+            None => {}
         }
         if self.profile.role(e.kind) != Role::ToolStarted {
             return;

@@ -54,7 +54,7 @@ pub struct RestoreArgs {
 
 /// What was restored.
 struct Restored {
-    events: u64,
+    /// The last seq written (events 1 to it).
     end: u64,
     last_trusted: Head,
     /// Checked records after the last trusted head that were written.
@@ -102,7 +102,6 @@ pub fn run(args: &RestoreArgs) -> CmdResult {
     recheck(&db, end, trusted)?;
     db.place()?;
     let restored = Restored {
-        events: end,
         end,
         last_trusted: trusted,
         unanchored_written: end.saturating_sub(trusted.seq),
@@ -177,7 +176,7 @@ fn print(args: &RestoreArgs, o: &CopyOutcome, r: &Restored) {
         let mut doc = trusted_copy::json_fields(&args.copy.source, o);
         doc["status"] = "restored".into();
         doc["out"] = args.out.display().to_string().into();
-        doc["events"] = r.events.into();
+        doc["events"] = r.end.into();
         doc["restored_end_seq"] = r.end.into();
         doc["unanchored_written"] = r.unanchored_written.into();
         doc["unanchored_not_written"] = r.unanchored_left.into();
@@ -192,7 +191,7 @@ fn print(args: &RestoreArgs, o: &CopyOutcome, r: &Restored) {
     outln!(
         "restored: seq 1 to {} ({} events) to {}",
         r.end,
-        r.events,
+        r.end,
         args.out.display()
     );
     if r.unanchored_written > 0 {

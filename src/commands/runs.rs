@@ -7,8 +7,8 @@
 
 use std::collections::BTreeMap;
 
+use chainship_chain::EventDb;
 use chainship_chain::record::Record;
-use chainship_chain::{EventBatch, EventDb};
 use chainship_runs::payload::Payload;
 use chainship_runs::{RunCheck, RunEvent, RunFinding, RunSummary};
 use chainship_sinks::{SinkConfig, read_records};
@@ -308,7 +308,7 @@ fn summary_json(s: &RunSummary) -> Value {
     })
 }
 
-pub fn finding_json(f: &RunFinding) -> Value {
+fn finding_json(f: &RunFinding) -> Value {
     json!({
         "kind": f.kind.as_str(),
         "run_id": f.run_id,
@@ -383,18 +383,10 @@ pub fn run(args: &RunsArgs) -> CmdResult {
             if let Some(value) = db.first_unreachable_seq()? {
                 report.not_whole(chainship_chain::check::unreachable_reason(&value));
             }
-            let mut page = EventBatch::new();
-            let mut after = 0;
-            while after < head {
-                page.clear();
-                if db.read_page(after, 4096, 8 << 20, &mut page)? == 0 {
-                    break;
-                }
-                for e in page.iter().filter(|e| e.seq <= head) {
-                    feed(&RunEvent::from(&e), &mut report);
-                }
-                after = page.last().map_or(head, |e| e.seq);
-            }
+            db.scan(0, head, &mut |e| {
+                feed(&RunEvent::from(e), &mut report);
+                true
+            })?;
         }
     }
     bar.finish_and_clear();

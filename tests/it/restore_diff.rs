@@ -343,18 +343,8 @@ fn a_restore_killed_at_any_moment_leaves_nothing_under_out() {
 /// A copy of the original database, damaged by `sql`.
 fn damaged(s: &Anchored, name: &str, sql: &str) -> PathBuf {
     let db = s.dir.path().join(name);
-    let out = run(&[
-        "restore",
-        "--from",
-        &copy_url(s),
-        "--anchor",
-        &s.anchor_url(),
-        "--trusted-key",
-        &s.verifier,
-        "--out",
-        path_str(&db),
-    ]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let (c, _, err) = restore(s, &copy_url(s), &db, &[]);
+    assert_eq!(c, 0, "{err}");
     tamper(&db).execute_batch(sql).unwrap();
     db
 }
@@ -419,20 +409,8 @@ fn diff_names_each_kind_of_damage_exactly() {
 
     // An older backup (seq 300) restored and re-grown with other events.
     let db = s.dir.path().join("regrown.db");
-    let out = run(&[
-        "restore",
-        "--from",
-        &copy_url(&s),
-        "--anchor",
-        &s.anchor_url(),
-        "--trusted-key",
-        &s.verifier,
-        "--to",
-        "300",
-        "--out",
-        path_str(&db),
-    ]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let (c, _, err) = restore(&s, &copy_url(&s), &db, &["--to", "300"]);
+    assert_eq!(c, 0, "{err}");
     let grow = run(&[
         "generate",
         "--db",

@@ -538,3 +538,64 @@ fn a_follower_never_rebuilds_its_runs_from_rows_rewritten_under_its_cursor() {
         stderr(&out)
     );
 }
+
+#[test]
+fn runs_never_calls_a_log_ok_when_it_could_not_read_all_of_it() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let db = generate(dir.path(), "w.db", 600);
+    let copy = dir.path().join("copy.jsonl");
+    let out = bin()
+        .args([
+            "follow",
+            "--once",
+            "--from-start",
+            "--db",
+            path_str(&db),
+            "--origin",
+            ORIGIN,
+        ])
+        .args([
+            "--sink",
+            &format!("file:{}", path_str(&copy)),
+            "--cursor",
+            path_str(&dir.path().join("cur")),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let (c, json) = runs_json(&["--from", &format!("file:{}", path_str(&copy)), "--origin", ORIGIN]);
+    assert_eq!((c, json["status"].as_str()), (0, Some("ok")), "{json}");
+
+    // A line that is no record, and a record left out.
+    let lines: Vec<String> = std::fs::read_to_string(&copy)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    for (name, bad) in [
+        (
+            "junk",
+            [&lines[..100], &["not a record".to_owned()], &lines[100..]].concat(),
+        ),
+        ("gap", [&lines[..100], &lines[101..]].concat()),
+    ] {
+        let path = dir.path().join(format!("{name}.jsonl"));
+        std::fs::write(&path, bad.join("\n") + "\n").unwrap();
+        let (c, json) = runs_json(&["--from", &format!("file:{}", path_str(&path)), "--origin", ORIGIN]);
+        assert_eq!((c, json["status"].as_str()), (1, Some("not whole")), "{name}: {json}");
+        assert_eq!(
+            json["findings_total"], 0,
+            "{name}: the rules found nothing, yet it is not ok"
+        );
+    }
+
+    // A row no seq order reaches, in the database.
+    tamper(&db)
+        .execute(
+            "INSERT INTO events VALUES (0, 'r', '', 'x', 'step.tool_started', '{}', 'x')",
+            [],
+        )
+        .unwrap();
+    let (c, json) = runs_json(&["--db", path_str(&db)]);
+    assert_eq!((c, json["status"].as_str()), (1, Some("not whole")), "{json}");
+}
