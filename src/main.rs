@@ -64,6 +64,8 @@ enum Command {
     Restore(commands::restore::RestoreArgs),
     Diff(commands::diff::DiffArgs),
     Runs(commands::runs::RunsArgs),
+    Prove(commands::prove::ProveArgs),
+    CheckProof(commands::check_proof::CheckProofArgs),
     /// Work with config files.
     #[command(subcommand)]
     Config(commands::config_cmd::ConfigCommand),
@@ -139,6 +141,8 @@ fn main() -> ExitCode {
         Command::Restore(args) => commands::restore::run(args),
         Command::Diff(args) => commands::diff::run(args),
         Command::Runs(args) => commands::runs::run(args),
+        Command::Prove(args) => commands::prove::run(args),
+        Command::CheckProof(args) => commands::check_proof::run(args),
         Command::Config(commands::config_cmd::ConfigCommand::Check(args)) => {
             commands::config_cmd::run(args, cli_command(), config.as_ref())
         }

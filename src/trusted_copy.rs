@@ -6,6 +6,7 @@
 
 use chainship_anchor::audit::{self, Finding, Kind};
 use chainship_anchor::export_check::ExportCheck;
+use chainship_anchor::log_audit;
 use chainship_chain::Head;
 use chainship_chain::record::Record;
 use chainship_sinks::{SinkConfig, read_records};
@@ -51,6 +52,9 @@ pub struct CopyOutcome {
     pub trusted: usize,
     /// Trusted heads the copy was compared with (those above `after`).
     pub checked: usize,
+    /// Trusted checkpoints, and how many the copy's tree matched.
+    pub checkpoints: usize,
+    pub matched_roots: usize,
     pub findings: Vec<Finding>,
     pub warnings: Vec<String>,
     /// The highest trusted head the copy matches with nothing wrong below it.
@@ -68,6 +72,8 @@ impl CopyOutcome {
             kept: 0,
             trusted: 0,
             checked: 0,
+            checkpoints: 0,
+            matched_roots: 0,
             findings: vec![Finding {
                 kind,
                 seq: None,
@@ -171,7 +177,10 @@ pub fn read_checked(
         .block_on(store.list(&origin))
         .map_err(|e| CliError::from_kind(&e))?;
     let set = audit::check_heads(&notes, &origin, &keys);
-    let mut check = ExportCheck::new(&origin, &set.heads(), expect.after);
+    let checkpoints = runtime
+        .block_on(log_audit::audit_checkpoints(store.as_ref(), &origin, &keys))
+        .map_err(|e| CliError::from_kind(&e))?;
+    let mut check = ExportCheck::new(&origin, &set.heads(), expect.after).with_roots(checkpoints.sizes());
     let source = args.sink.apply(&args.source);
     runtime
         .block_on(read_records(&source, &origin, &mut |line, place| {
@@ -190,6 +199,9 @@ pub fn read_checked(
     let last_trusted = check.finish();
     let mut findings: Vec<Finding> = set.findings.clone();
     findings.extend(check.findings.iter().cloned());
+    findings.extend(checkpoints.findings.iter().cloned());
+    let (root_findings, matched_roots) = log_audit::compare_roots(&checkpoints.trusted, &check.roots, "copy");
+    findings.extend(root_findings);
     let mut warnings: Vec<String> = (check.identical_duplicates > 0)
         .then(|| {
             format!(
@@ -231,6 +243,8 @@ pub fn read_checked(
         kept: set.kept,
         trusted: set.trusted.len(),
         checked: check.heads_covered(),
+        checkpoints: checkpoints.trusted.len(),
+        matched_roots,
         findings,
         warnings,
         last_trusted,
@@ -285,13 +299,15 @@ pub fn touched_in_copy(
 /// The copy's summary line, for every command that read one.
 pub fn summary(source: &SinkConfig, o: &CopyOutcome) -> String {
     format!(
-        "copy: {} record(s) read from {}, up to seq {}; heads: {} kept, {} trusted, {} checked",
+        "copy: {} record(s) read from {}, up to seq {}; heads: {} kept, {} trusted, {} checked; checkpoints: {} trusted, {} matching the copy",
         o.records,
         source,
         o.end_seq.map_or("-".into(), |s| s.to_string()),
         o.kept,
         o.trusted,
-        o.checked
+        o.checked,
+        o.checkpoints,
+        o.matched_roots
     )
 }
 
@@ -304,6 +320,7 @@ pub fn json_fields(source: &SinkConfig, o: &CopyOutcome) -> serde_json::Value {
         "end_seq": o.end_seq,
         "identical_duplicates": o.identical_duplicates,
         "heads": {"kept": o.kept, "trusted": o.trusted, "checked": o.checked},
+        "checkpoints": {"trusted": o.checkpoints, "matched_copy": o.matched_roots},
         "findings": o.findings.iter().map(report::finding_json).collect::<Vec<_>>(),
         "warnings": o.warnings,
         "last_trusted_head": o.last_trusted.map(|h| serde_json::json!({"seq": h.seq, "hash": h.hash_str()})),

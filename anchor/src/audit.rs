@@ -38,6 +38,10 @@ pub enum Kind {
     Foreign,
     /// No trusted head was checked: the run proved nothing against a kept head.
     NoTrustedHead,
+    /// Two trusted checkpoints that are not one tree (no consistency proof).
+    CheckpointFork,
+    /// The store's tiles do not give a checkpoint's root, or lack a tile.
+    TilesDisagree,
 }
 
 impl Kind {
@@ -55,6 +59,8 @@ impl Kind {
             Kind::Reordered => "reordered",
             Kind::Foreign => "foreign",
             Kind::NoTrustedHead => "no-trusted-head",
+            Kind::CheckpointFork => "checkpoint-fork",
+            Kind::TilesDisagree => "tiles-disagree",
         }
     }
 }

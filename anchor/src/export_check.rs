@@ -41,6 +41,13 @@ pub struct ExportCheck {
     pub records: u64,
     pub identical_duplicates: u64,
     pub findings: Vec<Finding>,
+    /// The RFC 6962 tree of the copy's hashes while it is whole and in
+    /// order from seq 1 (`None` once it is not: its findings say why).
+    tree: Option<chainship_tlog::CompactRange>,
+    /// Checkpoint sizes still to reach, ascending.
+    root_sizes: VecDeque<u64>,
+    /// The copy's root at each checkpoint size it reached.
+    pub roots: Vec<(u64, chainship_tlog::Hash)>,
 }
 
 fn finding(kind: Kind, seq: Option<u64>, message: String) -> Finding {
@@ -93,6 +100,42 @@ impl ExportCheck {
             records: 0,
             identical_duplicates: 0,
             findings,
+            tree: None,
+            root_sizes: VecDeque::new(),
+            roots: Vec::new(),
+        }
+    }
+
+    /// Also computes the copy's tree root at each of `sizes` (the trusted
+    /// checkpoints), for a copy read from seq 1.
+    pub fn with_roots(mut self, mut sizes: Vec<u64>) -> Self {
+        sizes.sort_unstable();
+        sizes.dedup();
+        if self.start.is_none() && !sizes.is_empty() {
+            self.tree = Some(chainship_tlog::CompactRange::default());
+            self.root_sizes = sizes.into();
+        }
+        self
+    }
+
+    /// Extends the tree with the next record in order, or stops it.
+    fn grow_tree(&mut self, seq: u64, in_order: bool, hash: &HexHash) {
+        let Some(tree) = self.tree.as_mut() else {
+            return;
+        };
+        if !in_order || tree.size() + 1 != seq {
+            self.tree = None;
+            return;
+        }
+        tree.push_leaf(chainship_tlog::leaf_hash(hash));
+        while let Some(size) = self.root_sizes.front().copied().filter(|s| *s <= seq) {
+            self.root_sizes.pop_front();
+            if size == seq {
+                self.roots.push((size, tree.root()));
+            }
+        }
+        if self.root_sizes.is_empty() {
+            self.tree = None;
         }
     }
 
@@ -201,6 +244,7 @@ impl ExportCheck {
             }
             return;
         }
+        self.grow_tree(r.seq, r.seq == next && self.missing.is_empty(), &hash);
         if r.seq > next {
             self.missing.insert(next, r.seq - 1);
         } else if let Some(expected_prev) = self.hash_before(r.seq - 1)

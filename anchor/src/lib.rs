@@ -4,16 +4,22 @@
 //! [`note`]), signing keys ([`keys`]), the write-once anchor stores kept in
 //! another trust domain ([`store`]: `file:DIR`, `s3://BUCKET/PREFIX`),
 //! publishing one head ([`publish`]) and judging a database or a copy
-//! against every kept head ([`audit`]). When to publish is the follower's
+//! against every kept head ([`audit`]); and the transparency log beside
+//! the heads: signed C2SP checkpoints ([`checkpoint`]), tiles published
+//! write-once ([`log_publish`]) and judged ([`log_audit`]). When to publish is the follower's
 //! business; this crate only knows how.
 
 pub mod audit;
+pub mod checkpoint;
 pub mod export_check;
 pub mod keys;
+pub mod log_audit;
+pub mod log_publish;
 pub mod note;
 pub mod publish;
 pub mod signed_head;
 pub mod store;
+pub mod tile_reader;
 pub mod url;
 
 pub use audit::{Finding, HeadSet, Kind};

@@ -17,6 +17,9 @@ pub struct WalkPlan {
     pub to: Option<u64>,
     /// Heads to check on the way, any order.
     pub heads: Vec<Head>,
+    /// Tree sizes (ascending) whose RFC 6962 root of the stored hashes the
+    /// walk reports (checkpoints to compare); only for a walk from seq 1.
+    pub roots_at: Vec<u64>,
 }
 
 /// How one kept head compares with the database.
@@ -57,6 +60,9 @@ pub struct WalkReport {
     pub to_not_reached: Option<u64>,
     /// Every head asked about, sorted by seq, with its result.
     pub heads: Vec<(Head, HeadCheck)>,
+    /// The root of the first N stored hashes, for each `roots_at` size the
+    /// walk reached with the chain intact.
+    pub roots: Vec<(u64, chainship_tlog::Hash)>,
 }
 
 impl WalkReport {
@@ -132,6 +138,9 @@ pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -
     let mut damage = None;
     let mut last_seen = None;
     let mut next_head = pending.iter().peekable();
+    let mut roots = Vec::new();
+    let mut root_sizes = plan.roots_at.iter().copied().filter(|_| from == 1).peekable();
+    let mut tree = chainship_tlog::CompactRange::default();
 
     let reader = ReadAhead::spawn(db, ReadPlan::new(from - 1, through));
     'pages: while let Some(page) = reader.next_page() {
@@ -149,6 +158,14 @@ pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -
             if let Err(b) = check.check(&event) {
                 chain_break = Some(*b);
                 break 'pages;
+            }
+            if root_sizes.peek().is_some() {
+                tree.push_leaf(chainship_tlog::leaf_hash(event.hash));
+                while let Some(size) = root_sizes.next_if(|s| *s <= event.seq) {
+                    if size == event.seq {
+                        roots.push((size, tree.root()));
+                    }
+                }
             }
             while let Some(head) = next_head.next_if(|h| h.seq == event.seq) {
                 let result = if head.hash[..] == *event.hash {
@@ -189,6 +206,7 @@ pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -
         unreachable_seq,
         to_not_reached,
         heads,
+        roots,
     })
 }
 

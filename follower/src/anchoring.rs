@@ -9,7 +9,8 @@
 //! newest by then: an outage delays anchoring but never stops the export,
 //! and no head is lost, because the newest delivered head is always also
 //! in the cursor file and is published again after a restart.
-//! The last published head is kept in `<cursor>.anchored` so the lag is
+//! With each head goes its checkpoint, the tiles it needs first
+//! ([`TreeLog`]). The last published head is kept in `<cursor>.anchored` so the lag is
 //! known across restarts.
 //!
 //! `chainship_anchor_seconds_since_publish` is kept by a task of its own,
@@ -31,6 +32,7 @@ use tokio::sync::watch;
 use crate::cursor::{read_head_file, write_atomically};
 use crate::health::Health;
 use crate::metrics as m;
+use crate::tree_log::TreeLog;
 
 pub struct Anchoring {
     pub store: Arc<dyn AnchorStore>,
@@ -46,6 +48,8 @@ pub struct Anchoring {
     pub health: Arc<Health>,
     /// Set when the store contradicts a delivered head: the follower stops.
     pub stop: Arc<std::sync::atomic::AtomicBool>,
+    /// The transparency log published with each head (`None`: heads only).
+    pub tree_log: Option<TreeLog>,
 }
 
 /// Follows what the task has published.
@@ -108,7 +112,7 @@ impl Anchoring {
     }
 
     async fn run(
-        self,
+        mut self,
         mut delivered: watch::Receiver<Option<Head>>,
         published: watch::Sender<u64>,
         published_at: watch::Sender<Instant>,
@@ -193,7 +197,16 @@ impl Anchoring {
                     }
                     continue;
                 }
-                match publish_head(self.store.as_ref(), &self.keys, &self.origin, head).await {
+                // The checkpoint first: a head is never kept without its Merkle companion.
+                let outcome = match self.tree_log.as_mut() {
+                    Some(log) => log.publish(head).await,
+                    None => Ok(()),
+                };
+                let outcome = match outcome {
+                    Ok(()) => publish_head(self.store.as_ref(), &self.keys, &self.origin, head).await,
+                    Err(e) => Err(e),
+                };
+                match outcome {
                     Ok(()) => {
                         last = head.seq;
                         last_head = Some(head);

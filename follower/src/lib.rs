@@ -24,6 +24,7 @@ pub mod retry;
 pub mod run_check;
 #[cfg(test)]
 mod testing;
+pub mod tree_log;
 
 pub use config::{FollowConfig, OnBreak, StartFrom};
 pub use cursor::{CursorError, FileCursor};

@@ -99,6 +99,17 @@ async fn put_whole(client: &Client, object: &NewObject<'_>, body: Vec<u8>) -> Re
         .map_err(|e| classify(&format!("uploading {}", object.key), &e))
 }
 
+/// Writes `body` as `object`, replacing whatever is there (for the one
+/// mutable object, a pointer to the newest of write-once ones).
+pub async fn put_replacing(client: &Client, object: &NewObject<'_>, body: Vec<u8>) -> Result<(), S3Failure> {
+    object_settings!(client.put_object(), object)
+        .body(ByteStream::from(body))
+        .send()
+        .await
+        .map(drop)
+        .map_err(|e| classify(&format!("uploading {}", object.key), &e))
+}
+
 async fn start_multipart(client: &Client, object: &NewObject<'_>) -> Result<String, S3Failure> {
     let what = format!("starting a multipart upload of {}", object.key);
     let created = object_settings!(client.create_multipart_upload(), object)

@@ -4,8 +4,9 @@
 use std::time::{Duration, SystemTime};
 
 use chainship_anchor::audit::{self, HeadSet};
+use chainship_anchor::log_audit::{self, CheckpointAudit};
 use chainship_anchor::{Kind, VerifierKey};
-use chainship_chain::{EventDb, WalkPlan, walk_chain};
+use chainship_chain::{EventDb, WalkPlan, WalkReport, walk_chain};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
@@ -29,10 +30,16 @@ pub enum AnchorCommand {
   chainship anchor verify --db audit.db --anchor s3://audit-anchors/heads --origin prod-eu1/agentrt \\
       --trusted-key /etc/chainship/trusted-keys --max-age 2h --json
 
+  chainship anchor verify --no-db --anchor s3://audit-anchors/heads --origin prod-eu1/agentrt \
+      --trusted-key /etc/chainship/head.pub     # the store alone: signatures, checkpoints, tiles
+
+--db is required unless --no-db is given.
+
 Kinds reported: altered, cut, fork, bad-signature, untrusted-key, heads-disagree, stale,
-no-trusted-head (none kept for --origin: a typo? --allow-no-heads on a first run).
+checkpoint-fork (two checkpoints that are not one tree), tiles-disagree (the tiles do not give a
+checkpoint's root), no-trusted-head (none kept for --origin: a typo? --allow-no-heads on a first run).
 Exit codes: 0 all good, 1 any finding, 2 usage or an unreadable store or database.")]
-#[command(mut_arg("db", |a| a.required(true)))]
+#[command(mut_arg("db", |a| a.conflicts_with("no_db")))]
 #[command(mut_arg("anchor", |a| a.required(true)))]
 #[command(mut_arg("origin", |a| a.required(true)))]
 pub struct AnchorVerifyArgs {
@@ -47,6 +54,10 @@ pub struct AnchorVerifyArgs {
     /// was published); the output then says that no head was checked.
     #[arg(long)]
     pub allow_no_heads: bool,
+    /// Audit the store alone, without a database: head signatures, and every
+    /// checkpoint against its tiles and the next (consistency proofs).
+    #[arg(long)]
+    pub no_db: bool,
     #[command(flatten)]
     pub rules: RunRulesArgs,
 }
@@ -92,34 +103,49 @@ pub fn run(cmd: &AnchorCommand) -> CmdResult {
     }
 }
 
-fn verify(args: &AnchorVerifyArgs) -> CmdResult {
-    let open = args.db.open_options().map_err(|e| CliError::from_kind(&e))?;
-    let keys = args.common.trust.load()?;
-    let db = EventDb::open(args.db.path()?, &open)?;
-    let set = load_heads(&args.common, &keys)?;
-    let heads = set.heads();
-    // Only for the progress bar: a head the walk cannot read is its to report.
-    let total = db.head().ok().flatten().map_or(0, |(s, _)| s);
-    let bar = events_bar(total, args.common.output.json);
-    bar.set_message("walking the chain");
-    let report = walk_chain(
-        db,
-        &WalkPlan {
-            from: 1,
-            to: None,
-            heads,
-        },
-        &mut |n| bar.set_position(n),
-    )?;
-    bar.finish_and_clear();
+fn load_checkpoints(common: &AnchorCommon, keys: &[VerifierKey], heads: &HeadSet) -> Result<CheckpointAudit, CliError> {
+    let store = common.store.open(common.store.url()?, None);
+    let origin = common.origin.get()?;
+    let trusted_heads = heads.heads();
+    crate::report::runtime()?
+        .block_on(async {
+            let mut audit = log_audit::audit_checkpoints(store.as_ref(), origin, keys).await?;
+            let findings =
+                log_audit::check_heads_in_tree(store.as_ref(), origin, &audit.trusted, &trusted_heads).await?;
+            audit.findings.extend(findings);
+            Ok::<_, chainship_anchor::StoreError>(audit)
+        })
+        .map_err(|e| CliError::from_kind(&e))
+}
 
+fn verify(args: &AnchorVerifyArgs) -> CmdResult {
+    let keys = args.common.trust.load()?;
+    let set = load_heads(&args.common, &keys)?;
+    let checkpoints = load_checkpoints(&args.common, &keys, &set)?;
     let mut findings = set.findings.clone();
-    findings.extend(audit::walk_findings(&report, &set));
+    findings.extend(checkpoints.findings.iter().cloned());
     if let Some(max_age) = args.max_age {
         findings.extend(audit::check_stale(&set, max_age, SystemTime::now()));
     }
-    // Every trusted head is walked to, so none trusted means none checked.
-    let checked = report.heads.len();
+    let walked = if args.no_db {
+        None
+    } else {
+        Some(walk_database(args, &set, &checkpoints)?)
+    };
+    let (report, matched_roots) = match &walked {
+        Some((report, root_findings, matched)) => {
+            findings.extend(audit::walk_findings(report, &set));
+            findings.extend(root_findings.iter().cloned());
+            (Some(report), *matched)
+        }
+        None => (None, 0),
+    };
+    // Without a database a head is checked by its signature and its place in
+    // the tree; with one, by the walk reaching it.
+    let checked = match report {
+        Some(r) => r.heads.len(),
+        None => set.trusted.len() + checkpoints.trusted.len(),
+    };
     let no_heads = audit::no_trusted_head(args.common.origin.get()?, checked, "");
     let mut warnings = Vec::new();
     match no_heads {
@@ -131,16 +157,32 @@ fn verify(args: &AnchorVerifyArgs) -> CmdResult {
         None => {}
     }
     findings.sort_by_key(|f| (f.kind, f.seq));
-    let last_trusted = report.last_trusted_head();
+    let last_trusted = match report {
+        Some(r) => r.last_trusted_head(),
+        // Store only: the newest signed head no finding names.
+        None => set
+            .heads()
+            .into_iter()
+            .filter(|h| !findings.iter().any(|f| f.seq.is_some_and(|s| s <= h.seq)))
+            .max_by_key(|h| h.seq),
+    };
     // What the invalid range touches: its runs, and side effects to reconcile.
-    let touched = match (affected::invalid_from(&report), args.rules.touched()?) {
+    let touched = match (report.and_then(affected::invalid_from), args.rules.touched()?) {
         (Some(from), Some(touched)) => {
+            let open = args.db.open_options().map_err(|e| CliError::from_kind(&e))?;
             let db = EventDb::open(args.db.path()?, &open)?;
             let to = db.head().ok().flatten().map_or(from, |(s, _)| s);
             Some(affected::scan_db(&db, from, to, touched))
         }
         _ => None,
     };
+    let checkpoint_json = json!({
+        "kept": checkpoints.kept,
+        "trusted": checkpoints.trusted.len(),
+        "consistency_proofs": checkpoints.consistent_pairs,
+        "largest": checkpoints.trusted.last().map(|t| json!({"size": t.checkpoint.size, "root": t.checkpoint.root_b64()})),
+        "matched_database": report.map(|_| matched_roots),
+    });
 
     if args.common.output.json {
         outln!(
@@ -149,34 +191,48 @@ fn verify(args: &AnchorVerifyArgs) -> CmdResult {
                 "status": if findings.is_empty() { "ok" } else { "failed" },
                 "origin": args.common.origin.get()?,
                 "heads": {"kept": set.kept, "trusted": set.trusted.len(), "checked": checked},
+                "checkpoints": checkpoint_json,
                 "warnings": warnings,
-                "database": {
-                    "head": report.db_head.as_ref().map(|(s, h)| json!({"seq": s, "hash": h})),
-                    "checked": report.checked,
-                },
+                "database": report.map(|r| json!({
+                    "head": r.db_head.as_ref().map(|(s, h)| json!({"seq": s, "hash": h})),
+                    "checked": r.checked,
+                })),
                 "findings": findings.iter().map(report::finding_json).collect::<Vec<_>>(),
                 "last_trusted_head": last_trusted.map(|h| json!({"seq": h.seq, "hash": h.hash_str()})),
                 "affected": touched.as_ref().map(affected::json),
             })
         );
     } else {
+        match report {
+            Some(r) => outln!(
+                "heads: {} kept, {} trusted; database: {} event(s) checked{}",
+                set.kept,
+                set.trusted.len(),
+                r.checked,
+                r.db_head
+                    .as_ref()
+                    .map_or(String::new(), |(s, h)| format!(", head seq {s} {h}"))
+            ),
+            None => outln!(
+                "heads: {} kept, {} trusted; no database (--no-db)",
+                set.kept,
+                set.trusted.len()
+            ),
+        }
         outln!(
-            "heads: {} kept, {} trusted; database: {} event(s) checked{}",
-            set.kept,
-            set.trusted.len(),
-            report.checked,
-            report
-                .db_head
-                .as_ref()
-                .map_or(String::new(), |(s, h)| format!(", head seq {s} {h}"))
+            "checkpoints: {} kept, {} trusted, {} consistency proof(s) checked{}",
+            checkpoints.kept,
+            checkpoints.trusted.len(),
+            checkpoints.consistent_pairs,
+            report.map_or(String::new(), |_| format!(", {matched_roots} matching the database"))
         );
         for w in &warnings {
             outln!("warning: {w}");
         }
-        let ok = if checked == 0 {
-            "the chain is intact; no head was checked"
-        } else {
-            "the database matches every trusted head"
+        let ok = match report {
+            None => "the store's heads and checkpoints are signed and its checkpoints are one tree",
+            Some(_) if checked == 0 => "the chain is intact; no head was checked",
+            Some(_) => "the database matches every trusted head",
         };
         report::print_outcome(&findings, ok, last_trusted);
         for line in touched.iter().flat_map(affected::lines) {
@@ -184,6 +240,34 @@ fn verify(args: &AnchorVerifyArgs) -> CmdResult {
         }
     }
     Ok(if findings.is_empty() { OK } else { FAILED })
+}
+
+/// Walks the database against the trusted heads, computing the tree's root
+/// at each trusted checkpoint's size and comparing them.
+fn walk_database(
+    args: &AnchorVerifyArgs,
+    set: &HeadSet,
+    checkpoints: &CheckpointAudit,
+) -> Result<(WalkReport, Vec<chainship_anchor::Finding>, usize), CliError> {
+    let open = args.db.open_options().map_err(|e| CliError::from_kind(&e))?;
+    let db = EventDb::open(args.db.path()?, &open)?;
+    // Only for the progress bar: a head the walk cannot read is its to report.
+    let total = db.head().ok().flatten().map_or(0, |(s, _)| s);
+    let bar = events_bar(total, args.common.output.json);
+    bar.set_message("walking the chain");
+    let report = walk_chain(
+        db,
+        &WalkPlan {
+            from: 1,
+            to: None,
+            heads: set.heads(),
+            roots_at: checkpoints.sizes(),
+        },
+        &mut |n| bar.set_position(n),
+    )?;
+    bar.finish_and_clear();
+    let (findings, matched) = log_audit::compare_roots(&checkpoints.trusted, &report.roots, "database");
+    Ok((report, findings, matched))
 }
 
 fn list(args: &AnchorListArgs) -> CmdResult {

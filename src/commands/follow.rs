@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use chainship_follower::anchoring::Anchoring;
 use chainship_follower::retry::RetryPolicy;
+use chainship_follower::tree_log::TreeLog;
 use chainship_follower::{
     FileCursor, FollowConfig, FollowError, Follower, Health, OnBreak, Outcome, RunRules, StartFrom,
 };
@@ -82,6 +83,10 @@ pub struct FollowArgs {
     /// `anchor verify --max-age` can tell a quiet runtime from a stopped follower (0s: never).
     #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
     pub anchor_heartbeat: Duration,
+    /// Publish heads only: no checkpoints and tiles (the transparency log
+    /// that `prove` and `check-proof` use). Checkpoints are on by default.
+    #[arg(long)]
+    pub no_checkpoints: bool,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -156,6 +161,8 @@ pub fn run(args: &FollowArgs) -> CmdResult {
     let sink = open_sink(&args.pipeline.sink.config().map_err(CliError::usage)?, origin);
     let cursor = FileCursor::new(args.pipeline.cursor.get()?);
     let anchored_file = cursor.sibling(".anchored");
+    let tree_state = cursor.sibling(".tlog");
+    let (tree_db, tree_open) = (config.db.clone(), config.open.clone());
     let follower = Follower::new(
         config,
         sink,
@@ -166,9 +173,22 @@ pub fn run(args: &FollowArgs) -> CmdResult {
     );
     let delivered = follower.delivered_heads();
     let anchoring = args.pipeline.anchor.anchor.as_ref().map(|url| {
+        let store = args.pipeline.anchor.open(url, Some(args.pipeline.retain));
+        let keys = Arc::new(keys);
+        let tree_log = (!args.no_checkpoints).then(|| {
+            TreeLog::new(
+                Arc::clone(&store),
+                Arc::clone(&keys),
+                origin.to_owned(),
+                tree_db,
+                tree_open,
+                tree_state,
+            )
+        });
         Anchoring {
-            store: args.pipeline.anchor.open(url, Some(args.pipeline.retain)),
-            keys: Arc::new(keys),
+            store,
+            keys,
+            tree_log,
             origin: origin.to_owned(),
             anchored_file,
             max_delay: args.retry_max_delay,

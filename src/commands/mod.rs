@@ -2,12 +2,14 @@
 
 pub mod anchor;
 pub mod check;
+pub mod check_proof;
 pub mod config_cmd;
 pub mod demo;
 pub mod diff;
 pub mod follow;
 pub mod generate;
 pub mod keygen;
+pub mod prove;
 pub mod restore;
 pub mod runs;
 pub mod verify;

@@ -51,6 +51,7 @@ pub fn run(args: &VerifyArgs) -> CmdResult {
         from: args.from.unwrap_or(1),
         to: args.to,
         heads: args.head.into_iter().collect(),
+        roots_at: Vec::new(),
     };
     // Only for the progress bar: a head the walk cannot read is its to report.
     let total = match (db.head().ok().flatten(), args.to) {

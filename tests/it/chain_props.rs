@@ -26,6 +26,7 @@ fn walk(db: &Path, heads: Vec<Head>) -> chainship_chain::WalkReport {
             from: 1,
             to: None,
             heads,
+            roots_at: Vec::new(),
         },
         &mut |_| {},
     )

@@ -234,6 +234,23 @@ pub fn s3_endpoint() -> String {
     service_env("CHAINSHIP_TEST_S3", "an S3 server")
 }
 
+/// The independent C2SP transparency-log verifier the test script installs
+/// (`aics-tlog`): a tool, not a server, so no lock. Panics when missing.
+pub fn aics_tlog() -> Command {
+    Command::new(service_env(
+        "CHAINSHIP_TEST_AICS_TLOG",
+        "the aics-tlog tool (an independent C2SP tlog verifier)",
+    ))
+}
+
+/// Every stored hash of `db`, in seq order, one a line (aics-tlog's leaves file).
+pub fn hashes_file(db: &Path, out: &Path) {
+    let conn = Connection::open(db).unwrap();
+    let mut stmt = conn.prepare("SELECT hash FROM events ORDER BY seq").unwrap();
+    let hashes: Vec<String> = stmt.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+    std::fs::write(out, hashes.iter().map(|h| format!("{h}\n")).collect::<String>()).unwrap();
+}
+
 fn service_env(var: &str, what: &str) -> String {
     match std::env::var(var) {
         Ok(v) if !v.is_empty() => v,

@@ -289,6 +289,38 @@ fn every_worked_example_hash_in_the_spec_recomputes() {
     );
 }
 
+/// The spec's Merkle tree example, recomputed by the tree crate from the
+/// entries the document names: the leaf, the root and the checkpoint text.
+#[test]
+fn the_spec_tree_example_recomputes() {
+    let spec = repo_file("docs/chain-format.md");
+    let (_, example) = spec.split_once("The tree of the two events").expect("the tree example");
+    let entries: Vec<&str> = example
+        .lines()
+        .next()
+        .unwrap()
+        .split('`')
+        .filter(|p| p.len() == 64)
+        .collect();
+    assert_eq!(entries.len(), 2, "{entries:?}");
+    let stated = |label: &str| {
+        example
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{label} = `"))?.strip_suffix('`'))
+            .unwrap_or_else(|| panic!("no {label} line"))
+    };
+    let leaf = chainship_tlog::leaf_hash(entries[0].as_bytes());
+    assert_eq!(hex::encode(leaf), stated("leaf 0"));
+    let root = chainship_tlog::tiles::root_of_entries(entries.iter().map(|e| e.as_bytes()));
+    assert_eq!(hex::encode(root), stated("root"));
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(root);
+    assert!(
+        example.contains(&format!("```\nprod-eu1/agentrt\n2\n{b64}\n```")),
+        "{example}"
+    );
+}
+
 /// Item 4: `--on-break wait`, then SIGTERM: exit 1 (the chain is still
 /// broken), and the README says so.
 #[test]

@@ -271,11 +271,15 @@ async fn origins_nested_in_one_bucket_see_only_their_own_heads() {
             .list_objects_v2()
             .bucket(&bucket)
             .prefix(format!("heads/{segment}/"))
+            // Directly under the origin: its heads (its tiles and checkpoints are deeper).
+            .delimiter("/")
             .send()
             .await
             .unwrap()
-            .key_count()
-            .unwrap_or(0);
+            .contents()
+            .iter()
+            .filter(|o| o.key().is_some_and(|k| k.ends_with(".head")))
+            .count() as i32;
         assert_eq!(
             listed["kept"], objects,
             "{origin} lists exactly its own heads: {listed}"

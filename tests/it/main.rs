@@ -29,5 +29,6 @@ mod run_evidence;
 mod services_smoke;
 mod sink_kafka;
 mod sink_s3;
+mod tlog;
 mod verify_cli;
 mod verify_export;

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{AnchorStore, PutOutcome, StoreError, StoredNote, head_name, note_seq, seq_from_name};
+use super::{AnchorStore, PutOutcome, StoreError, StoredNote, head_name, note_seq, seq_from_name, valid_log_path};
 
 /// The write-once probe `check` leaves nothing behind with (it is removed).
 const PROBE: &str = ".chainship-check";
@@ -75,6 +75,66 @@ impl FileStore {
     }
 }
 
+impl FileStore {
+    /// The store's directory must be there: a missing mount is never
+    /// silently replaced by a new, local directory.
+    fn require_mount(&self) -> Result<(), StoreError> {
+        if self.dir.is_dir() {
+            return Ok(());
+        }
+        Err(StoreError::transient(format!(
+            "anchor store {}: not a directory (is the mount there?)",
+            self.describe()
+        )))
+    }
+
+    /// The directory and file name of a log object (a checked path).
+    fn log_object_place(&self, origin: &str, path: &str) -> Result<(PathBuf, String), StoreError> {
+        if !valid_log_path(path) {
+            return Err(StoreError::permanent(format!(
+                "anchor store: {path:?} is not a log object's path"
+            )));
+        }
+        let full = self.origin_dir(origin).join(path);
+        let name = full
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let dir = full.parent().map(Path::to_path_buf).unwrap_or_default();
+        Ok((dir, name))
+    }
+
+    /// Writes `bytes` as `dir/name` whole or not at all, never replacing.
+    fn write_new(&self, dir: &Path, name: &str, bytes: &[u8]) -> Result<PutOutcome, StoreError> {
+        let path = dir.join(name);
+        let tmp = dir.join(temp_name(name));
+        let written = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(self.io("cannot write", &tmp, e));
+        }
+        // link(2) refuses an existing name: create-new, but of a whole file.
+        let linked = std::fs::hard_link(&tmp, &path);
+        let _ = std::fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                let bytes = std::fs::read(&path).map_err(|e| self.io("cannot read", &path, e))?;
+                return Ok(PutOutcome::AlreadyThere(bytes));
+            }
+            Err(e) => return Err(self.io("cannot link (does the filesystem allow hard links?)", &path, e)),
+        }
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| self.io("cannot sync", dir, e))?;
+        Ok(PutOutcome::Created)
+    }
+}
+
 /// `.<head name>.<pid>.<random>.tmp`: unique per writer, never a head name.
 fn temp_name(name: &str) -> String {
     let mut random = [0u8; 8];
@@ -104,12 +164,7 @@ fn head_seq(name: &str) -> Option<u64> {
 impl AnchorStore for FileStore {
     async fn put_new(&self, origin: &str, name: &str, note: &[u8]) -> Result<PutOutcome, StoreError> {
         let dir = self.origin_dir(origin);
-        if !self.dir.is_dir() {
-            return Err(StoreError::transient(format!(
-                "anchor store {}: not a directory (is the mount there?)",
-                self.describe()
-            )));
-        }
+        self.require_mount()?;
         std::fs::create_dir_all(&dir).map_err(|e| self.io("cannot create", &dir, e))?;
         self.sweep_stale_temps(&dir);
         if note_seq(name).is_none() || name.contains('/') {
@@ -117,32 +172,65 @@ impl AnchorStore for FileStore {
                 "anchor store: {name:?} is not a head's name"
             )));
         }
-        let path = dir.join(name);
-        let tmp = dir.join(temp_name(name));
+        self.write_new(&dir, name, note)
+    }
+
+    async fn put_object_new(&self, origin: &str, path: &str, bytes: &[u8]) -> Result<PutOutcome, StoreError> {
+        self.require_mount()?;
+        let (dir, name) = self.log_object_place(origin, path)?;
+        std::fs::create_dir_all(&dir).map_err(|e| self.io("cannot create", &dir, e))?;
+        self.write_new(&dir, &name, bytes)
+    }
+
+    async fn put_object_replace(&self, origin: &str, path: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        self.require_mount()?;
+        let (dir, name) = self.log_object_place(origin, path)?;
+        std::fs::create_dir_all(&dir).map_err(|e| self.io("cannot create", &dir, e))?;
+        let tmp = dir.join(temp_name(&name));
+        let target = dir.join(&name);
         let written = OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&tmp)
-            .and_then(|mut f| f.write_all(note).and_then(|_| f.sync_all()));
+            .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()))
+            .and_then(|_| std::fs::rename(&tmp, &target));
         if let Err(e) = written {
             let _ = std::fs::remove_file(&tmp);
-            return Err(self.io("cannot write", &tmp, e));
-        }
-        // link(2) refuses an existing name: create-new, but of a whole file.
-        let linked = std::fs::hard_link(&tmp, &path);
-        let _ = std::fs::remove_file(&tmp);
-        match linked {
-            Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
-                let bytes = std::fs::read(&path).map_err(|e| self.io("cannot read", &path, e))?;
-                return Ok(PutOutcome::AlreadyThere(bytes));
-            }
-            Err(e) => return Err(self.io("cannot link (does the filesystem allow hard links?)", &path, e)),
+            return Err(self.io("cannot replace", &target, e));
         }
         File::open(&dir)
             .and_then(|d| d.sync_all())
-            .map_err(|e| self.io("cannot sync", &dir, e))?;
-        Ok(PutOutcome::Created)
+            .map_err(|e| self.io("cannot sync", &dir, e))
+    }
+
+    async fn get_object(&self, origin: &str, path: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let (dir, name) = self.log_object_place(origin, path)?;
+        let file = dir.join(name);
+        match std::fs::read(&file) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => Ok(None),
+            Err(e) => Err(self.io("cannot read", &file, e)),
+        }
+    }
+
+    async fn list_names(&self, origin: &str, dir: &str) -> Result<Vec<String>, StoreError> {
+        let path = self.origin_dir(origin).join(dir);
+        let entries = match std::fs::read_dir(&path) {
+            Ok(e) => e,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(self.io("cannot list", &path, e)),
+        };
+        let mut names = Vec::new();
+        for entry in entries {
+            let name = entry.map_err(|e| self.io("cannot list", &path, e))?.file_name();
+            let name = name.to_string_lossy().into_owned();
+            // Temp files of a writer (killed or at work) are not objects.
+            if !name.starts_with('.') {
+                names.push(name);
+            }
+        }
+        names.sort();
+        Ok(names)
     }
 
     async fn list(&self, origin: &str) -> Result<Vec<StoredNote>, StoreError> {

@@ -8,12 +8,14 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use super::{AnchorStore, PutOutcome, StoreError, StoredNote, head_name, note_seq, seq_from_name};
+use super::{AnchorStore, PutOutcome, StoreError, StoredNote, head_name, note_seq, seq_from_name, valid_log_path};
 
 #[derive(Default)]
 pub struct MemoryStore {
     /// (origin, name) → note bytes, in name order.
     notes: Mutex<BTreeMap<(String, String), Vec<u8>>>,
+    /// (origin, path) → transparency-log object bytes.
+    objects: Mutex<BTreeMap<(String, String), Vec<u8>>>,
 }
 
 impl MemoryStore {
@@ -23,6 +25,14 @@ impl MemoryStore {
             .lock()
             .expect("store lock")
             .insert((origin.to_owned(), name.to_owned()), note.to_vec());
+    }
+
+    /// Writes or replaces a transparency-log object, as an attacker could.
+    pub fn plant_object(&self, origin: &str, path: &str, bytes: &[u8]) {
+        self.objects
+            .lock()
+            .expect("store lock")
+            .insert((origin.to_owned(), path.to_owned()), bytes.to_vec());
     }
 
     fn stored(&self, origin: &str, name: &str, bytes: &[u8]) -> StoredNote {
@@ -75,6 +85,43 @@ impl AnchorStore for MemoryStore {
         Ok(notes
             .get(&(origin.to_owned(), name.clone()))
             .map(|bytes| self.stored(origin, &name, bytes)))
+    }
+
+    async fn put_object_new(&self, origin: &str, path: &str, bytes: &[u8]) -> Result<PutOutcome, StoreError> {
+        if !valid_log_path(path) {
+            return Err(StoreError::permanent(format!(
+                "anchor store: {path:?} is not a log object's path"
+            )));
+        }
+        let mut objects = self.objects.lock().expect("store lock");
+        let key = (origin.to_owned(), path.to_owned());
+        if let Some(kept) = objects.get(&key) {
+            return Ok(PutOutcome::AlreadyThere(kept.clone()));
+        }
+        objects.insert(key, bytes.to_vec());
+        Ok(PutOutcome::Created)
+    }
+
+    async fn put_object_replace(&self, origin: &str, path: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        self.plant_object(origin, path, bytes);
+        Ok(())
+    }
+
+    async fn get_object(&self, origin: &str, path: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let objects = self.objects.lock().expect("store lock");
+        Ok(objects.get(&(origin.to_owned(), path.to_owned())).cloned())
+    }
+
+    async fn list_names(&self, origin: &str, dir: &str) -> Result<Vec<String>, StoreError> {
+        let objects = self.objects.lock().expect("store lock");
+        let prefix = format!("{dir}/");
+        Ok(objects
+            .keys()
+            .filter(|(o, _)| o == origin)
+            .filter_map(|(_, p)| p.strip_prefix(&prefix))
+            .filter(|rest| !rest.contains('/'))
+            .map(str::to_owned)
+            .collect())
     }
 
     async fn check(&self) -> Result<String, StoreError> {

@@ -45,10 +45,37 @@ pub trait AnchorStore: Send + Sync {
     async fn head_seqs(&self, origin: &str) -> Result<Vec<u64>, StoreError>;
     /// The note kept for `seq`, if there is one.
     async fn get_head(&self, origin: &str, seq: u64) -> Result<Option<StoredNote>, StoreError>;
+    /// Writes `bytes` at `path` under the origin (a transparency-log object:
+    /// a tile, an entry bundle or a kept checkpoint, see [`valid_log_path`])
+    /// unless something is already there.
+    async fn put_object_new(&self, origin: &str, path: &str, bytes: &[u8]) -> Result<PutOutcome, StoreError>;
+    /// Writes `bytes` at `path`, replacing what is there: only for
+    /// [`LATEST_CHECKPOINT`], the pointer standard tlog clients read first
+    /// (the kept checkpoints themselves are write-once).
+    async fn put_object_replace(&self, origin: &str, path: &str, bytes: &[u8]) -> Result<(), StoreError>;
+    /// The object at `path` under the origin, if there is one.
+    async fn get_object(&self, origin: &str, path: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    /// The names directly under the directory `dir` of the origin, sorted.
+    async fn list_names(&self, origin: &str, dir: &str) -> Result<Vec<String>, StoreError>;
     /// Checks that the store is reachable and writable, writing no head.
     async fn check(&self) -> Result<String, StoreError>;
     /// A short description for logs (no secrets).
     fn describe(&self) -> String;
+}
+
+/// Where standard tlog clients read the newest checkpoint (C2SP tlog-tiles).
+pub const LATEST_CHECKPOINT: &str = "checkpoint";
+/// The directory of the kept checkpoints, one per published size.
+pub const CHECKPOINTS_DIR: &str = "checkpoints";
+
+/// A transparency-log object's path: `checkpoint`, `checkpoints/<name>` or
+/// `tile/...`, each part made of `[A-Za-z0-9._-]`, none starting with a dot.
+pub fn valid_log_path(path: &str) -> bool {
+    let part_ok = |p: &str| {
+        !p.is_empty() && !p.starts_with('.') && p.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+    };
+    let top_ok = path == LATEST_CHECKPOINT || path.starts_with("checkpoints/") || path.starts_with("tile/");
+    top_ok && path.split('/').all(part_ok)
 }
 
 /// Head names sort by seq: 20 digits, zero-padded.

@@ -18,12 +18,21 @@ use async_trait::async_trait;
 use aws_sdk_s3::types::ObjectLockEnabled;
 use chainship_chain::Setting;
 use chainship_s3::{
-    NewObject, PartPlan, S3Failure, S3Location, S3Settings, classify, get_object, list_keys, upload_new,
+    NewObject, PartPlan, S3Failure, S3Location, S3Settings, classify, get_object, list_keys, put_replacing, upload_new,
 };
 use futures::{StreamExt, TryStreamExt};
 use tokio::sync::OnceCell;
 
-use super::{AnchorStore, PutOutcome, StoreError, StoredNote, head_name, note_seq, seq_from_name};
+use super::{AnchorStore, PutOutcome, StoreError, StoredNote, head_name, note_seq, seq_from_name, valid_log_path};
+
+/// Tiles and bundles are bytes; checkpoints are signed notes (text).
+fn content_type(path: &str) -> &'static str {
+    if path.starts_with("tile/") {
+        "application/octet-stream"
+    } else {
+        "text/plain; charset=utf-8"
+    }
+}
 
 /// Heads fetched at once by `list`.
 const FETCHES_IN_FLIGHT: usize = 16;
@@ -83,6 +92,54 @@ impl S3Store {
             self.at.bucket,
             self.at.origin_prefix(origin)
         )))
+    }
+
+    /// Before the first write for an origin: refuses to write at the new key
+    /// while its heads are all still at the legacy one.
+    async fn check_layout(&self, origin: &str) -> Result<(), StoreError> {
+        let checked = self.layout_ok.lock().is_ok_and(|ok| ok.contains(origin));
+        if !checked && self.at.legacy_origin_prefix(origin).is_some() {
+            if self.head_keys(&self.at.origin_prefix(origin), true).await?.is_empty() {
+                self.refuse_legacy_layout(origin).await?;
+            }
+            if let Ok(mut ok) = self.layout_ok.lock() {
+                ok.insert(origin.to_owned());
+            }
+        }
+        Ok(())
+    }
+
+    /// Until when a new object is kept in COMPLIANCE mode (None: no Object Lock).
+    async fn retain_until(&self) -> Result<Option<SystemTime>, StoreError> {
+        let locked = self.object_lock().await?;
+        Ok((locked && self.retain_days > 0)
+            .then(|| SystemTime::now() + Duration::from_secs(u64::from(self.retain_days) * 86_400)))
+    }
+
+    /// Writes a new object unless the key exists (then its bytes).
+    async fn write_new(&self, key: &str, content_type: &'static str, bytes: &[u8]) -> Result<PutOutcome, StoreError> {
+        let object = NewObject {
+            bucket: &self.at.bucket,
+            key,
+            content_type,
+            content_encoding: None,
+            metadata: Default::default(),
+            retain_until: self.retain_until().await?,
+        };
+        match upload_new(self.client().await?, &object, bytes.to_vec(), PartPlan::default()).await {
+            Ok(()) => Ok(PutOutcome::Created),
+            Err(f) if f.precondition_failed() => Ok(PutOutcome::AlreadyThere(self.get(key).await?)),
+            Err(f) => Err(self.failure(f)),
+        }
+    }
+
+    fn log_object_key(&self, origin: &str, path: &str) -> Result<String, StoreError> {
+        if !valid_log_path(path) {
+            return Err(StoreError::permanent(format!(
+                "anchor store: {path:?} is not a log object's path"
+            )));
+        }
+        Ok(format!("{}{path}", self.at.origin_prefix(origin)))
     }
 
     fn failure(&self, f: S3Failure) -> StoreError {
@@ -164,37 +221,59 @@ impl S3Store {
 #[async_trait]
 impl AnchorStore for S3Store {
     async fn put_new(&self, origin: &str, name: &str, note: &[u8]) -> Result<PutOutcome, StoreError> {
-        let checked = self.layout_ok.lock().is_ok_and(|ok| ok.contains(origin));
-        if !checked && self.at.legacy_origin_prefix(origin).is_some() {
-            if self.head_keys(&self.at.origin_prefix(origin), true).await?.is_empty() {
-                self.refuse_legacy_layout(origin).await?;
-            }
-            if let Ok(mut ok) = self.layout_ok.lock() {
-                ok.insert(origin.to_owned());
-            }
-        }
+        self.check_layout(origin).await?;
         if note_seq(name).is_none() || name.contains('/') {
             return Err(StoreError::permanent(format!(
                 "anchor store: {name:?} is not a head's name"
             )));
         }
         let key = format!("{}{name}", self.at.origin_prefix(origin));
-        let locked = self.object_lock().await?;
-        let retain_until = (locked && self.retain_days > 0)
-            .then(|| SystemTime::now() + Duration::from_secs(u64::from(self.retain_days) * 86_400));
+        self.write_new(&key, "text/plain; charset=utf-8", note).await
+    }
+
+    async fn put_object_new(&self, origin: &str, path: &str, bytes: &[u8]) -> Result<PutOutcome, StoreError> {
+        self.check_layout(origin).await?;
+        let key = self.log_object_key(origin, path)?;
+        self.write_new(&key, content_type(path), bytes).await
+    }
+
+    async fn put_object_replace(&self, origin: &str, path: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        self.check_layout(origin).await?;
+        let key = self.log_object_key(origin, path)?;
         let object = NewObject {
             bucket: &self.at.bucket,
             key: &key,
-            content_type: "text/plain; charset=utf-8",
+            content_type: content_type(path),
             content_encoding: None,
             metadata: Default::default(),
-            retain_until,
+            retain_until: self.retain_until().await?,
         };
-        match upload_new(self.client().await?, &object, note.to_vec(), PartPlan::default()).await {
-            Ok(()) => Ok(PutOutcome::Created),
-            Err(f) if f.precondition_failed() => Ok(PutOutcome::AlreadyThere(self.get(&key).await?)),
-            Err(f) => Err(self.failure(f)),
-        }
+        put_replacing(self.client().await?, &object, bytes.to_vec())
+            .await
+            .map_err(|f| self.failure(f))
+    }
+
+    async fn get_object(&self, origin: &str, path: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let key = self.log_object_key(origin, path)?;
+        self.get_if_there(&key).await
+    }
+
+    async fn list_names(&self, origin: &str, dir: &str) -> Result<Vec<String>, StoreError> {
+        let prefix = format!("{}{dir}/", self.at.origin_prefix(origin));
+        let direct = |k: &str| {
+            k.strip_prefix(prefix.as_str())
+                .is_some_and(|n| !n.is_empty() && !n.contains('/'))
+        };
+        let keys = list_keys(self.client().await?, &self.at.bucket, &prefix, Some("/"), direct, None)
+            .await
+            .map_err(|f| self.failure(f))?;
+        let mut names: Vec<String> = keys
+            .iter()
+            .filter_map(|k| k.strip_prefix(prefix.as_str()))
+            .map(str::to_owned)
+            .collect();
+        names.sort();
+        Ok(names)
     }
 
     async fn list(&self, origin: &str) -> Result<Vec<StoredNote>, StoreError> {

@@ -1,0 +1,156 @@
+//! The signed checkpoint: the Merkle companion of a head, in the C2SP
+//! `tlog-checkpoint` format (<https://c2sp.org/tlog-checkpoint>), a signed
+//! note whose text is
+//!
+//! ```text
+//! prod-eu1/agentrt
+//! 1200
+//! Qm9vdCBoYXNoIG9mIHRoZSBmaXJzdCAxMjAwIGV2ZW50cz8=
+//! ```
+//!
+//! the origin (chainship's `--origin`, verbatim), the tree size (the seq
+//! of the head it accompanies: entry `i` is the hash of seq `i + 1`) and
+//! the RFC 6962 root, base64. No extension lines (witnesses refuse them).
+//!
+//! Kept write-once at `checkpoints/<size, 20 digits>` beside the heads; a
+//! name someone else's note occupies gets ours beside it as
+//! `checkpoints/<size>.<unix seconds>` (as for heads), and the newest is
+//! also copied to `checkpoint`, where standard tlog clients look first.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use chainship_tlog::Hash;
+
+use crate::keys::SignerKey;
+use crate::note::{SignedNote, VerifierKey};
+use crate::store::CHECKPOINTS_DIR;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub origin: String,
+    pub size: u64,
+    pub root: Hash,
+}
+
+impl Checkpoint {
+    pub fn text(&self) -> String {
+        format!("{}\n{}\n{}\n", self.origin, self.size, B64.encode(self.root))
+    }
+
+    pub fn sign(&self, keys: &[SignerKey]) -> String {
+        let keys: Vec<(&str, &ed25519_dalek::SigningKey)> = keys.iter().map(|k| (k.name.as_str(), &k.key)).collect();
+        SignedNote::sign(&self.text(), &keys).to_text()
+    }
+
+    /// Parses a checkpoint's note text; extension lines are kept out of
+    /// [`Checkpoint`] (a cosigned checkpoint may carry them) but counted.
+    pub fn parse_text(text: &str) -> Result<(Checkpoint, usize), String> {
+        let mut lines = text.lines();
+        let origin = lines.next().filter(|o| !o.is_empty()).ok_or("no origin line")?;
+        let size = lines
+            .next()
+            .filter(|s| *s == "0" || !s.starts_with('0'))
+            .and_then(|s| s.parse::<u64>().ok())
+            .ok_or("the second line is not a tree size")?;
+        let root = lines
+            .next()
+            .and_then(|r| B64.decode(r).ok())
+            .and_then(|r| Hash::try_from(r).ok())
+            .ok_or("the third line is not a base64 SHA-256 root")?;
+        let extensions = lines.count();
+        Ok((
+            Checkpoint {
+                origin: origin.to_owned(),
+                size,
+                root,
+            },
+            extensions,
+        ))
+    }
+
+    pub fn root_b64(&self) -> String {
+        B64.encode(self.root)
+    }
+}
+
+/// A checkpoint note that parsed, and the trusted keys whose signatures on
+/// it verify (those trusted for its size).
+#[derive(Clone, Debug)]
+pub struct ReadCheckpoint {
+    pub checkpoint: Checkpoint,
+    pub note: SignedNote,
+    pub signers: Vec<String>,
+    /// A trusted key's signature line that does not verify.
+    pub bad_signature: bool,
+}
+
+/// Reads a checkpoint note and checks it with `keys`.
+pub fn read_checkpoint(bytes: &[u8], keys: &[VerifierKey]) -> Result<ReadCheckpoint, String> {
+    let note = SignedNote::parse(bytes).map_err(|e| e.to_string())?;
+    let (checkpoint, _) = Checkpoint::parse_text(&note.text).map_err(|e| format!("not a checkpoint: {e}"))?;
+    let mut signers = Vec::new();
+    let mut bad_signature = false;
+    for key in keys {
+        match key.check(&note) {
+            Some(true) if key.trusted_for(checkpoint.size) => signers.push(key.name.clone()),
+            Some(false) => bad_signature = true,
+            _ => {}
+        }
+    }
+    Ok(ReadCheckpoint {
+        checkpoint,
+        note,
+        signers,
+        bad_signature,
+    })
+}
+
+/// `checkpoints/<size, 20 digits>`.
+pub fn checkpoint_path(size: u64) -> String {
+    format!("{CHECKPOINTS_DIR}/{size:020}")
+}
+
+/// Where a checkpoint goes when its name is taken by a note this
+/// publisher did not sign.
+pub fn checkpoint_beside_path(size: u64, unix_seconds: u64) -> String {
+    format!("{CHECKPOINTS_DIR}/{size:020}.{unix_seconds:020}")
+}
+
+/// The size a kept checkpoint's name says it holds.
+pub fn size_from_checkpoint_name(name: &str) -> Option<u64> {
+    let twenty = |d: &str| (d.len() == 20 && d.bytes().all(|b| b.is_ascii_digit())).then(|| d.parse().ok())?;
+    match name.split_once('.') {
+        None => twenty(name),
+        Some((size, at)) => twenty(at).and(twenty(size)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_the_c2sp_form_and_round_trips() {
+        let cp = Checkpoint {
+            origin: "prod/agentrt".into(),
+            size: 1200,
+            root: [7; 32],
+        };
+        assert_eq!(
+            cp.text(),
+            "prod/agentrt\n1200\nBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=\n"
+        );
+        assert_eq!(Checkpoint::parse_text(&cp.text()).unwrap(), (cp.clone(), 0));
+        let key = SignerKey::generate("prod/agentrt").unwrap();
+        let read = read_checkpoint(cp.sign(std::slice::from_ref(&key)).as_bytes(), &[key.verifier()]).unwrap();
+        assert_eq!(read.checkpoint, cp);
+        assert_eq!(read.signers, ["prod/agentrt"]);
+        assert!(Checkpoint::parse_text("o\n012\nAAAA\n").is_err());
+        assert_eq!(size_from_checkpoint_name("00000000000000001200"), Some(1200));
+        assert_eq!(
+            size_from_checkpoint_name(&checkpoint_beside_path(5, 9)["checkpoints/".len()..]),
+            Some(5)
+        );
+        assert_eq!(size_from_checkpoint_name("12"), None);
+    }
+}

@@ -1,0 +1,267 @@
+//! Judging the transparency log kept in a store, from the store alone:
+//! every kept checkpoint must be signed by a trusted key, reproduced by the
+//! store's tiles, and consistent with the next larger one (an RFC 6962
+//! consistency proof read from the tiles). Two checkpoints that are not
+//! one tree are a `checkpoint-fork`, naming both sizes; tiles that do not
+//! give a checkpoint's root are `tiles-disagree`.
+//!
+//! What the database (or a copy) says about the same sizes is checked by
+//! the walk (`roots_at` in the chain crate): see [`compare_roots`].
+
+use chainship_tlog::merkle::{Hash, consistency_proof, verify_consistency};
+
+use crate::audit::{Finding, Kind};
+use crate::checkpoint::{Checkpoint, read_checkpoint, size_from_checkpoint_name};
+use crate::note::VerifierKey;
+use crate::store::{AnchorStore, CHECKPOINTS_DIR, StoreError};
+use crate::tile_reader::{TileError, TileReader};
+
+/// A checkpoint a trusted key signed, and where it is kept.
+#[derive(Clone, Debug)]
+pub struct TrustedCheckpoint {
+    pub checkpoint: Checkpoint,
+    pub source: String,
+    pub signers: Vec<String>,
+}
+
+/// The kept checkpoints, sorted out and checked against the tiles.
+#[derive(Clone, Debug, Default)]
+pub struct CheckpointAudit {
+    /// Checkpoint notes kept for the origin.
+    pub kept: usize,
+    /// Trusted checkpoints, by size (one per size).
+    pub trusted: Vec<TrustedCheckpoint>,
+    /// Consistency proofs checked between consecutive checkpoints.
+    pub consistent_pairs: usize,
+    pub tiles_fetched: u64,
+    pub findings: Vec<Finding>,
+}
+
+impl CheckpointAudit {
+    /// The largest checkpoint that its tiles reproduce and that no finding names.
+    pub fn sizes(&self) -> Vec<u64> {
+        self.trusted.iter().map(|t| t.checkpoint.size).collect()
+    }
+}
+
+fn finding(kind: Kind, size: Option<u64>, message: String, source: Option<String>) -> Finding {
+    Finding {
+        kind,
+        seq: size,
+        message,
+        expected: None,
+        found: None,
+        source,
+    }
+}
+
+/// Reads and judges every checkpoint kept for `origin`.
+pub async fn audit_checkpoints(
+    store: &dyn AnchorStore,
+    origin: &str,
+    keys: &[VerifierKey],
+) -> Result<CheckpointAudit, StoreError> {
+    let mut audit = CheckpointAudit::default();
+    let names = store.list_names(origin, CHECKPOINTS_DIR).await?;
+    for name in names {
+        let Some(size_in_name) = size_from_checkpoint_name(&name) else {
+            continue;
+        };
+        let path = format!("{CHECKPOINTS_DIR}/{name}");
+        let Some(bytes) = store.get_object(origin, &path).await? else {
+            continue;
+        };
+        audit.kept += 1;
+        let source = format!("{}/{origin}/{path}", store.describe());
+        let read = match read_checkpoint(&bytes, keys) {
+            Ok(read) => read,
+            Err(why) => {
+                audit.findings.push(finding(
+                    Kind::BadSignature,
+                    Some(size_in_name),
+                    format!("checkpoint {size_in_name}: unreadable ({why})"),
+                    Some(source),
+                ));
+                continue;
+            }
+        };
+        let size = read.checkpoint.size;
+        if read.bad_signature {
+            audit.findings.push(finding(
+                Kind::BadSignature,
+                Some(size),
+                format!("checkpoint {size}: a trusted key's signature does not verify"),
+                Some(source),
+            ));
+            continue;
+        }
+        if read.signers.is_empty() {
+            audit.findings.push(finding(
+                Kind::UntrustedKey,
+                Some(size),
+                format!("checkpoint {size}: signed by no trusted key (for this size)"),
+                Some(source),
+            ));
+            continue;
+        }
+        if read.checkpoint.origin != origin || size != size_in_name {
+            audit.findings.push(finding(
+                Kind::HeadsDisagree,
+                Some(size),
+                format!(
+                    "checkpoint kept as size {size_in_name} holds size {size} of origin {:?}",
+                    read.checkpoint.origin
+                ),
+                Some(source),
+            ));
+            continue;
+        }
+        match audit.trusted.iter().find(|t| t.checkpoint.size == size) {
+            Some(other) if other.checkpoint.root != read.checkpoint.root => audit.findings.push(finding(
+                Kind::CheckpointFork,
+                Some(size),
+                format!(
+                    "two trusted checkpoints of size {size} with different roots ({} and {})",
+                    other.checkpoint.root_b64(),
+                    read.checkpoint.root_b64()
+                ),
+                Some(source),
+            )),
+            Some(_) => {}
+            None => audit.trusted.push(TrustedCheckpoint {
+                checkpoint: read.checkpoint,
+                source,
+                signers: read.signers,
+            }),
+        }
+    }
+    audit.trusted.sort_by_key(|t| t.checkpoint.size);
+    check_tiles(store, origin, &mut audit).await?;
+    Ok(audit)
+}
+
+/// Each checkpoint's root from its tiles, and each consecutive pair's
+/// consistency proof from the larger one's tiles.
+async fn check_tiles(store: &dyn AnchorStore, origin: &str, audit: &mut CheckpointAudit) -> Result<(), StoreError> {
+    let mut reader = TileReader::new(store, origin);
+    let mut previous: Option<&TrustedCheckpoint> = None;
+    for t in &audit.trusted {
+        let cp = &t.checkpoint;
+        let root = reader.run(cp.size, |set| set.root()).await;
+        match root {
+            Ok(root) if root == cp.root => {}
+            Ok(root) => audit.findings.push(tiles_disagree(
+                cp,
+                format!("its tiles give root {}", b64(&root)),
+                &t.source,
+            )),
+            Err(TileError::Store(e)) => return Err(e),
+            Err(e) => audit.findings.push(tiles_disagree(cp, e.to_string(), &t.source)),
+        }
+        if let Some(old) = previous {
+            let (o, n) = (&old.checkpoint, cp);
+            let proof = reader.run(n.size, |set| consistency_proof(o.size, n.size, set)).await;
+            match proof {
+                Ok(proof) if verify_consistency(o.size, n.size, &o.root, &n.root, &proof) => audit.consistent_pairs += 1,
+                Ok(_) => audit.findings.push(finding(
+                    Kind::CheckpointFork,
+                    Some(n.size),
+                    format!(
+                        "checkpoints {} and {} are not one tree: no consistency proof between them (the larger is another history, e.g. a database restored from a backup and grown again)",
+                        o.size, n.size
+                    ),
+                    Some(t.source.clone()),
+                )),
+                Err(TileError::Store(e)) => return Err(e),
+                Err(e) => audit.findings.push(tiles_disagree(
+                    n,
+                    format!("no consistency proof from size {}: {e}", o.size),
+                    &t.source,
+                )),
+            }
+        }
+        previous = Some(t);
+    }
+    audit.tiles_fetched = reader.fetched;
+    Ok(())
+}
+
+fn tiles_disagree(cp: &Checkpoint, why: String, source: &str) -> Finding {
+    finding(
+        Kind::TilesDisagree,
+        Some(cp.size),
+        format!("checkpoint {} (root {}): {why}", cp.size, cp.root_b64()),
+        Some(source.to_owned()),
+    )
+}
+
+fn b64(hash: &Hash) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(hash)
+}
+
+/// Compares the roots a walk computed (database or copy) with the trusted
+/// checkpoints: a differing root is a `fork` at that size. Returns the
+/// findings and how many checkpoints matched.
+pub fn compare_roots(trusted: &[TrustedCheckpoint], roots: &[(u64, Hash)], what: &str) -> (Vec<Finding>, usize) {
+    let mut findings = Vec::new();
+    let mut matched = 0;
+    for t in trusted {
+        let cp = &t.checkpoint;
+        match roots.iter().find(|(size, _)| *size == cp.size) {
+            Some((_, root)) if *root == cp.root => matched += 1,
+            Some((_, root)) => findings.push(Finding {
+                kind: Kind::Fork,
+                seq: Some(cp.size),
+                message: format!(
+                    "checkpoint {}: the {what}'s first {} hashes have root {}, the checkpoint {}",
+                    cp.size,
+                    cp.size,
+                    b64(root),
+                    cp.root_b64()
+                ),
+                expected: Some(cp.root_b64()),
+                found: Some(b64(root)),
+                source: Some(t.source.clone()),
+            }),
+            None => {}
+        }
+    }
+    (findings, matched)
+}
+
+/// Each trusted head whose seq is a trusted checkpoint's size must be that
+/// tree's last entry: a head and a checkpoint of one size that say two
+/// different things are `heads-disagree` (checked from the tiles alone).
+pub async fn check_heads_in_tree(
+    store: &dyn AnchorStore,
+    origin: &str,
+    trusted: &[TrustedCheckpoint],
+    heads: &[chainship_chain::Head],
+) -> Result<Vec<Finding>, StoreError> {
+    let mut reader = TileReader::new(store, origin);
+    let mut findings = Vec::new();
+    for t in trusted {
+        let size = t.checkpoint.size;
+        for head in heads.iter().filter(|h| h.seq == size) {
+            use chainship_tlog::merkle::RangeHashes;
+            let leaf = match reader.run(size, |set| set.range_hash(size - 1, size)).await {
+                Ok(leaf) => leaf,
+                Err(TileError::Store(e)) => return Err(e),
+                // Missing or bad tiles are named by the tile check already.
+                Err(_) => continue,
+            };
+            if leaf != chainship_tlog::leaf_hash(&head.hash) {
+                findings.push(Finding {
+                    kind: Kind::HeadsDisagree,
+                    seq: Some(size),
+                    message: format!("head {head} is not the last entry of checkpoint {size}'s tree"),
+                    expected: Some(head.hash_str().to_owned()),
+                    found: None,
+                    source: Some(t.source.clone()),
+                });
+            }
+        }
+    }
+    Ok(findings)
+}

@@ -1,0 +1,177 @@
+//! Publishing the transparency log: tiles and entry bundles write-once,
+//! then the signed checkpoint that needs them, then the `checkpoint`
+//! pointer standard clients read.
+//!
+//! Everything here is deterministic for a given chain (tiles are hashes,
+//! Ed25519 signatures are deterministic), so a restart that writes an
+//! object again writes the same bytes; an object kept with other bytes
+//! means the store holds another tree for this origin, an integrity
+//! finding that is never retried.
+
+use std::time::SystemTime;
+
+use chainship_tlog::tiles::Tile;
+
+use crate::checkpoint::{Checkpoint, checkpoint_beside_path, checkpoint_path, read_checkpoint};
+use crate::keys::SignerKey;
+use crate::note::VerifierKey;
+use crate::store::{AnchorStore, LATEST_CHECKPOINT, PutOutcome, StoreError};
+
+/// Writes each tile unless kept; a kept tile must hold the same bytes.
+pub async fn put_tiles(store: &dyn AnchorStore, origin: &str, tiles: &[Tile]) -> Result<(), StoreError> {
+    for tile in tiles {
+        if let PutOutcome::AlreadyThere(kept) = store.put_object_new(origin, &tile.path, &tile.data).await?
+            && kept != tile.data
+        {
+            return Err(StoreError::integrity(format!(
+                "tiles-disagree: {} keeps {} for origin {origin:?} with other hashes than this chain's: the store holds another tree for this origin (a database restored from an older backup, or another log under the same origin)",
+                store.describe(),
+                tile.path
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Signs `cp` and keeps it at its size. A checkpoint already kept there
+/// counts if this publisher's keys signed the same root; one they signed
+/// with another root is `checkpoints-disagree`; a note they did not sign
+/// does not hold the name hostage: ours goes beside it.
+pub async fn publish_checkpoint(
+    store: &dyn AnchorStore,
+    keys: &[SignerKey],
+    cp: &Checkpoint,
+) -> Result<(), StoreError> {
+    let note = cp.sign(keys);
+    let origin = cp.origin.as_str();
+    let path = checkpoint_path(cp.size);
+    if let PutOutcome::AlreadyThere(kept) = store.put_object_new(origin, &path, note.as_bytes()).await? {
+        let verifiers: Vec<VerifierKey> = keys.iter().map(SignerKey::verifier).collect();
+        match read_checkpoint(&kept, &verifiers) {
+            Ok(read)
+                if !read.signers.is_empty() && read.checkpoint.origin == origin && read.checkpoint.size == cp.size =>
+            {
+                if read.checkpoint.root != cp.root {
+                    return Err(StoreError::integrity(format!(
+                        "checkpoints-disagree: {} keeps checkpoint {} of origin {origin:?} with root {}, signed by this follower's key; this chain's root at that size is {}",
+                        store.describe(),
+                        cp.size,
+                        read.checkpoint.root_b64(),
+                        cp.root_b64()
+                    )));
+                }
+            }
+            _ => {
+                tracing::warn!(store = %store.describe(), size = cp.size, "a note this follower's key did not sign occupies the checkpoint's name; publishing beside it");
+                let seconds = SystemTime::now()
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                store
+                    .put_object_new(origin, &checkpoint_beside_path(cp.size, seconds), note.as_bytes())
+                    .await?;
+            }
+        }
+    }
+    // The pointer only moves forward: a slower publisher never turns it back.
+    let verifiers: Vec<VerifierKey> = keys.iter().map(SignerKey::verifier).collect();
+    let current = store.get_object(origin, LATEST_CHECKPOINT).await?;
+    let newer = current
+        .and_then(|b| read_checkpoint(&b, &verifiers).ok())
+        .filter(|r| !r.signers.is_empty() && r.checkpoint.origin == origin)
+        .is_none_or(|r| r.checkpoint.size < cp.size);
+    if newer {
+        store
+            .put_object_replace(origin, LATEST_CHECKPOINT, note.as_bytes())
+            .await?;
+    }
+    Ok(())
+}
+
+/// The checkpoint kept at `size` for `origin` if one of `keys` signed it.
+pub async fn kept_checkpoint(
+    store: &dyn AnchorStore,
+    origin: &str,
+    size: u64,
+    keys: &[VerifierKey],
+) -> Result<Option<Checkpoint>, StoreError> {
+    let Some(bytes) = store.get_object(origin, &checkpoint_path(size)).await? else {
+        return Ok(None);
+    };
+    Ok(read_checkpoint(&bytes, keys)
+        .ok()
+        .filter(|r| !r.signers.is_empty() && r.checkpoint.origin == origin && r.checkpoint.size == size)
+        .map(|r| r.checkpoint))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::memory::MemoryStore;
+    use chainship_chain::ErrorKind;
+    use chainship_tlog::tiles::TileBuilder;
+
+    fn run<T>(f: impl std::future::Future<Output = T>) -> T {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    fn tree(n: u64, salt: &str) -> (Vec<Tile>, Checkpoint) {
+        let mut b = TileBuilder::default();
+        let mut tiles = Vec::new();
+        for i in 0..n {
+            b.push(format!("{salt}{i:060x}").as_bytes(), &mut tiles);
+        }
+        tiles.extend(b.partial_tiles());
+        let cp = Checkpoint {
+            origin: "o".into(),
+            size: n,
+            root: b.root(),
+        };
+        (tiles, cp)
+    }
+
+    #[test]
+    fn republishing_is_idempotent_and_another_tree_is_an_integrity_finding() {
+        let store = MemoryStore::default();
+        let key = SignerKey::generate("o").unwrap();
+        let keys = std::slice::from_ref(&key);
+        let (tiles, cp) = tree(300, "aaaa");
+        run(put_tiles(&store, "o", &tiles)).unwrap();
+        run(publish_checkpoint(&store, keys, &cp)).unwrap();
+        // A restart writes the same bytes again: fine.
+        run(put_tiles(&store, "o", &tiles)).unwrap();
+        run(publish_checkpoint(&store, keys, &cp)).unwrap();
+        assert_eq!(
+            run(kept_checkpoint(&store, "o", 300, &[key.verifier()])).unwrap(),
+            Some(cp)
+        );
+        // Another chain under the same origin and key.
+        let (other_tiles, other_cp) = tree(300, "bbbb");
+        let e = run(put_tiles(&store, "o", &other_tiles)).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Integrity);
+        assert!(e.message.starts_with("tiles-disagree: memory: keeps tile/"), "{e}");
+        let e = run(publish_checkpoint(&store, keys, &other_cp)).unwrap_err();
+        assert!(e.message.starts_with("checkpoints-disagree:"), "{e}");
+        // A planted note at a checkpoint's name: ours goes beside it.
+        let (_, cp400) = tree(400, "aaaa");
+        store.plant_object("o", &checkpoint_path(400), b"planted");
+        run(publish_checkpoint(&store, keys, &cp400)).unwrap();
+        let names = run(store.list_names("o", "checkpoints")).unwrap();
+        assert_eq!(names.len(), 3, "{names:?}");
+        // The pointer holds the newest.
+        let latest = run(store.get_object("o", LATEST_CHECKPOINT)).unwrap().unwrap();
+        assert_eq!(
+            read_checkpoint(&latest, &[key.verifier()]).unwrap().checkpoint.size,
+            400
+        );
+        run(publish_checkpoint(&store, keys, &tree(200, "aaaa").1)).unwrap();
+        let latest = run(store.get_object("o", LATEST_CHECKPOINT)).unwrap().unwrap();
+        assert_eq!(
+            read_checkpoint(&latest, &[key.verifier()]).unwrap().checkpoint.size,
+            400,
+            "never turned back"
+        );
+    }
+}

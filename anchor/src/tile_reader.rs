@@ -1,0 +1,81 @@
+//! Reading the tree back out of an anchor store: runs a computation over
+//! a [`TileSet`] of one tree size, fetching each tile it asks for
+//! (full tiles are cached: they never change, and proofs share them).
+
+use std::collections::HashMap;
+
+use chainship_tlog::tiles::{NeedTile, TileSet, WIDTH};
+
+use crate::store::{AnchorStore, StoreError};
+
+/// Why a computation over the store's tiles could not finish.
+#[derive(Debug)]
+pub enum TileError {
+    /// A tile the tree needs is not in the store.
+    Missing(String),
+    /// A tile has the wrong length.
+    Malformed(String),
+    /// The store could not be read.
+    Store(StoreError),
+}
+
+impl std::fmt::Display for TileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TileError::Missing(path) => write!(f, "the store lacks {path}"),
+            TileError::Malformed(why) => f.write_str(why),
+            TileError::Store(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+pub struct TileReader<'a> {
+    store: &'a dyn AnchorStore,
+    origin: &'a str,
+    full_tiles: HashMap<String, Vec<u8>>,
+    /// Tiles fetched (for the benchmark and messages).
+    pub fetched: u64,
+}
+
+impl<'a> TileReader<'a> {
+    pub fn new(store: &'a dyn AnchorStore, origin: &'a str) -> Self {
+        TileReader {
+            store,
+            origin,
+            full_tiles: HashMap::new(),
+            fetched: 0,
+        }
+    }
+
+    /// Runs `compute` on the tiles of the tree of `size`, fetching what it needs.
+    pub async fn run<T>(
+        &mut self,
+        size: u64,
+        mut compute: impl FnMut(&mut TileSet) -> Result<T, NeedTile>,
+    ) -> Result<T, TileError> {
+        let mut set = TileSet::new(size);
+        loop {
+            let need = match compute(&mut set) {
+                Ok(value) => return Ok(value),
+                Err(need) => need,
+            };
+            let bytes = match self.full_tiles.get(&need.path) {
+                Some(bytes) => bytes.clone(),
+                None => {
+                    let bytes = self
+                        .store
+                        .get_object(self.origin, &need.path)
+                        .await
+                        .map_err(TileError::Store)?
+                        .ok_or_else(|| TileError::Missing(need.path.clone()))?;
+                    self.fetched += 1;
+                    if need.width == WIDTH {
+                        self.full_tiles.insert(need.path.clone(), bytes.clone());
+                    }
+                    bytes
+                }
+            };
+            set.insert(&need, &bytes).map_err(TileError::Malformed)?;
+        }
+    }
+}

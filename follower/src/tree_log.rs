@@ -1,0 +1,332 @@
+//! The transparency log of the delivered chain, published with each head.
+//!
+//! Before a head is published, the RFC 6962 tree of the event hashes is
+//! extended to the head's seq (the tree of size N is the chain up to seq
+//! N), every full tile and entry bundle completed on the way is written
+//! to the anchor store, then the partial tiles and the signed checkpoint of
+//! size N (see `chainship_anchor::log_publish`).
+//!
+//! The entries come from the database, read again and re-hashed along the
+//! chain up to the delivered head (which the follower checked as it read
+//! it): a row changed since delivery cannot lead there, and is an
+//! integrity finding. The export path is untouched, and an anchor store
+//! that is down only delays this work, as it delays the heads.
+//!
+//! Only the tree's right edge is held (a few tens of KB), and it is kept
+//! in `<cursor>.tlog` after each checkpoint: a restart extends the tree
+//! from there, reading only the events since. Without that file (the first
+//! run with checkpoints, or it was lost) the tree is built from seq 1.
+//! Either way, before its first checkpoint this process proves, with a
+//! consistency proof read from the store's own tiles, that its tree and the
+//! newest checkpoint the store keeps under this key are one tree; if they
+//! are not (a database restored from an older backup and grown again,
+//! followed from a fresh cursor), nothing is published and the follower
+//! stops with `checkpoints-disagree`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use chainship_anchor::checkpoint::{Checkpoint, read_checkpoint, size_from_checkpoint_name};
+use chainship_anchor::log_publish::{publish_checkpoint, put_tiles};
+use chainship_anchor::store::CHECKPOINTS_DIR;
+use chainship_anchor::tile_reader::{TileError, TileReader};
+use chainship_anchor::{AnchorStore, SignerKey, StoreError, VerifierKey};
+use chainship_chain::{ChainCheck, EventDb, Head, OpenOptions};
+use chainship_tlog::merkle::{consistency_proof, verify_consistency};
+use chainship_tlog::tiles::{Tile, TileBuilder};
+
+use crate::cursor::write_atomically;
+
+const STATE_FORMAT: &str = "chainship-tlog-edge/v1";
+/// Events read and tiled between two writes to the store (bounds memory:
+/// 256 tiles and bundles, about 6 MB).
+const CHUNK: u64 = 65_536;
+
+/// Builds and publishes the tree; owned by the anchoring task.
+pub struct TreeLog {
+    store: Arc<dyn AnchorStore>,
+    keys: Arc<Vec<SignerKey>>,
+    origin: String,
+    db: PathBuf,
+    open: OpenOptions,
+    /// `<cursor>.tlog`: the right edge at the last published checkpoint.
+    state_file: PathBuf,
+    edge: Option<Edge>,
+    /// Whether this process has checked its tree against the store's.
+    checked_store: bool,
+    /// The read-only connection, kept between publishes (in a mutex only
+    /// so that the task holding `&self` across awaits stays `Send`).
+    conn: std::sync::Mutex<Option<EventDb>>,
+}
+
+/// The tree's right edge and the head it ends at (`head.seq == size`).
+#[derive(Clone, Debug, Default)]
+struct Edge {
+    builder: TileBuilder,
+    head: Option<Head>,
+}
+
+impl Edge {
+    fn size(&self) -> u64 {
+        self.builder.size()
+    }
+
+    fn to_text(&self) -> String {
+        let head = self.head.map_or("none".to_owned(), |h| h.to_string());
+        format!("{STATE_FORMAT}\nhead {head}\n{}", self.builder.to_text())
+    }
+
+    fn from_text(text: &str) -> Result<Edge, String> {
+        let rest = text
+            .strip_prefix(STATE_FORMAT)
+            .and_then(|r| r.strip_prefix('\n'))
+            .ok_or_else(|| format!("the first line is not {STATE_FORMAT}"))?;
+        let (line, rest) = rest.split_once('\n').ok_or("no head line")?;
+        let head = match line.strip_prefix("head ").ok_or("no head line")? {
+            "none" => None,
+            h => Some(h.parse::<Head>().map_err(|e| e.to_string())?),
+        };
+        let builder = TileBuilder::from_text(rest)?;
+        let agrees = match head {
+            None => builder.size() == 0,
+            Some(h) => h.seq == builder.size() && builder.last_entry().is_none_or(|e| e == h.hash),
+        };
+        if !agrees {
+            return Err("its head does not match its tree".into());
+        }
+        Ok(Edge { builder, head })
+    }
+}
+
+impl TreeLog {
+    pub fn new(
+        store: Arc<dyn AnchorStore>,
+        keys: Arc<Vec<SignerKey>>,
+        origin: String,
+        db: PathBuf,
+        open: OpenOptions,
+        state_file: PathBuf,
+    ) -> Self {
+        TreeLog {
+            store,
+            keys,
+            origin,
+            db,
+            open,
+            state_file,
+            edge: None,
+            checked_store: false,
+            conn: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Extends the tree to `head` and publishes its tiles and checkpoint.
+    /// On any error the in-memory edge is dropped: the next attempt starts
+    /// again from the last persisted one (whatever was written is written
+    /// again with the same bytes).
+    pub async fn publish(&mut self, head: Head) -> Result<(), StoreError> {
+        let result = self.publish_inner(head).await;
+        if result.is_err() {
+            self.edge = None;
+            self.take_conn();
+        }
+        result
+    }
+
+    async fn publish_inner(&mut self, head: Head) -> Result<(), StoreError> {
+        let mut edge = match self.edge.take() {
+            Some(edge) if edge.size() <= head.seq => edge,
+            _ => self.load(head).await?,
+        };
+        while edge.size() < head.seq {
+            let through = (edge.size() + CHUNK).min(head.seq);
+            let conn = self.take_conn();
+            let (db, open) = (self.db.clone(), self.open.clone());
+            let (conn, returned, result) = tokio::task::spawn_blocking(move || {
+                let mut edge = edge;
+                let mut out = Vec::new();
+                let conn = match conn.map_or_else(|| EventDb::open(&db, &open).map_err(|e| e.to_string()), Ok) {
+                    Ok(c) => c,
+                    Err(e) => return (None, edge, Err(StoreError::transient(e))),
+                };
+                let result = extend(&conn, &mut edge, through, &mut out).map(|()| out);
+                (Some(conn), edge, result)
+            })
+            .await
+            .map_err(|e| StoreError::transient(format!("the tree builder stopped: {e}")))?;
+            if let Ok(mut slot) = self.conn.lock() {
+                *slot = conn;
+            }
+            edge = returned;
+            put_tiles(self.store.as_ref(), &self.origin, &result?).await?;
+        }
+        if edge.head != Some(head) {
+            return Err(StoreError::integrity(format!(
+                "altered: the database's event at seq {} is not the delivered head {head} any more",
+                head.seq
+            )));
+        }
+        put_tiles(self.store.as_ref(), &self.origin, &edge.builder.partial_tiles()).await?;
+        let checkpoint = Checkpoint {
+            origin: self.origin.clone(),
+            size: head.seq,
+            root: edge.builder.root(),
+        };
+        if !self.checked_store {
+            self.check_against_store(&checkpoint).await?;
+            self.checked_store = true;
+        }
+        publish_checkpoint(self.store.as_ref(), &self.keys, &checkpoint).await?;
+        if let Err(e) = write_atomically(&self.state_file, edge.to_text().as_bytes()) {
+            // Only costs a longer rebuild after a restart.
+            tracing::warn!(file = %self.state_file.display(), error = %e, "cannot keep the tree's edge");
+        }
+        self.edge = Some(edge);
+        Ok(())
+    }
+
+    fn take_conn(&self) -> Option<EventDb> {
+        self.conn.lock().ok().and_then(|mut c| c.take())
+    }
+
+    /// The persisted edge if it is usable for `head`, else an empty tree.
+    async fn load(&mut self, head: Head) -> Result<Edge, StoreError> {
+        let text = match std::fs::read_to_string(&self.state_file) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                tracing::info!(file = %self.state_file.display(), "no tree edge kept: building the tree from seq 1");
+                return Ok(Edge::default());
+            }
+            Err(e) => {
+                tracing::warn!(file = %self.state_file.display(), error = %e, "cannot read the tree's edge: building the tree from seq 1");
+                return Ok(Edge::default());
+            }
+        };
+        let edge = match Edge::from_text(&text) {
+            Ok(edge) => edge,
+            Err(why) => {
+                tracing::warn!(file = %self.state_file.display(), "the tree's edge is unusable ({why}): building the tree from seq 1");
+                return Ok(Edge::default());
+            }
+        };
+        let Some(at) = edge.head else {
+            return Ok(edge);
+        };
+
+        // The edge must end on this database's chain, at or before the head.
+        let (db, open) = (self.db.clone(), self.open.clone());
+        let stored = tokio::task::spawn_blocking(move || EventDb::open(&db, &open).and_then(|c| c.hash_at(at.seq)))
+            .await
+            .map_err(|e| StoreError::transient(e.to_string()))?
+            .map_err(|e| StoreError::transient(e.to_string()))?;
+        if at.seq > head.seq || stored.as_deref() != Some(&at.hash[..]) {
+            tracing::warn!(file = %self.state_file.display(), edge = %at, "the tree's edge is not on this database's chain up to the head: building the tree from seq 1");
+            return Ok(Edge::default());
+        }
+        tracing::info!(file = %self.state_file.display(), size = edge.size(), "tree edge resumed: extending the tree from there");
+        Ok(edge)
+    }
+
+    /// Proves that `ours` and the newest checkpoint kept for this origin
+    /// under this publisher's keys are one tree, from the store's tiles.
+    async fn check_against_store(&self, ours: &Checkpoint) -> Result<(), StoreError> {
+        let verifiers: Vec<VerifierKey> = self.keys.iter().map(SignerKey::verifier).collect();
+        let names = self.store.list_names(&self.origin, CHECKPOINTS_DIR).await?;
+        let mut kept: Option<Checkpoint> = None;
+        for name in names.iter().rev() {
+            if size_from_checkpoint_name(name).is_none() {
+                continue;
+            }
+            let path = format!("{CHECKPOINTS_DIR}/{name}");
+            let Some(bytes) = self.store.get_object(&self.origin, &path).await? else {
+                continue;
+            };
+            // Names sort by size: the first trusted one from the top is the newest.
+            if let Ok(read) = read_checkpoint(&bytes, &verifiers)
+                && !read.signers.is_empty()
+                && read.checkpoint.origin == self.origin
+            {
+                kept = Some(read.checkpoint);
+                break;
+            }
+        }
+        let Some(kept) = kept else {
+            return Ok(());
+        };
+        let (old, new) = if kept.size <= ours.size {
+            (&kept, ours)
+        } else {
+            (ours, &kept)
+        };
+        let disagree = |why: String| {
+            StoreError::integrity(format!(
+                "checkpoints-disagree: {} keeps checkpoint {} of origin {:?} (root {}), signed by this follower's key, and this database's tree of {} (root {}) is not the same tree: {why}; nothing was published",
+                self.store.describe(),
+                kept.size,
+                self.origin,
+                kept.root_b64(),
+                ours.size,
+                ours.root_b64()
+            ))
+        };
+        if old.size == new.size {
+            return if old.root == new.root {
+                Ok(())
+            } else {
+                Err(disagree("the roots differ".into()))
+            };
+        }
+        let mut reader = TileReader::new(self.store.as_ref(), &self.origin);
+        let proof = reader
+            .run(new.size, |set| consistency_proof(old.size, new.size, set))
+            .await
+            .map_err(|e| match e {
+                TileError::Store(e) => e,
+                other => disagree(other.to_string()),
+            })?;
+        if verify_consistency(old.size, new.size, &old.root, &new.root, &proof) {
+            Ok(())
+        } else {
+            Err(disagree(format!(
+                "no consistency proof from size {} to {}",
+                old.size, new.size
+            )))
+        }
+    }
+}
+
+/// Reads the events after the edge through `through`, checks each along
+/// the chain and appends its hash; full tiles go to `out`.
+fn extend(db: &EventDb, edge: &mut Edge, through: u64, out: &mut Vec<Tile>) -> Result<(), StoreError> {
+    let mut check = match edge.head {
+        None => ChainCheck::from_start(),
+        Some(h) => ChainCheck::after(h),
+    };
+    let mut broken = None;
+    db.scan(edge.size(), through, &mut |event| match check.check(event) {
+        Ok(_) => {
+            edge.builder.push(event.hash, out);
+            true
+        }
+        Err(b) => {
+            broken = Some(b);
+            false
+        }
+    })
+    .map_err(|e| StoreError::transient(e.to_string()))?;
+    edge.head = check.last_good().filter(|h| h.seq == edge.size()).or(edge.head);
+    if let Some(b) = broken {
+        return Err(StoreError::integrity(format!(
+            "altered: seq {}: the database changed after it was delivered ({})",
+            b.seq,
+            b.reason()
+        )));
+    }
+    if edge.size() < through {
+        return Err(StoreError::integrity(format!(
+            "cut: the database ends at seq {} before the delivered seq {through}",
+            edge.size()
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,157 @@
+//! `chainship check-proof`: checks a `tlog-proof` for one record, as a
+//! third party holds them: recomputes the event's hash from the record's
+//! fields and `prev_hash`, then its inclusion in the signed checkpoint.
+
+use std::path::PathBuf;
+
+use chainship_anchor::checkpoint::read_checkpoint;
+use chainship_chain::record::Record;
+use chainship_tlog::merkle::verify_inclusion;
+use chainship_tlog::proof::TlogProof;
+use clap::Args;
+use serde_json::json;
+
+use crate::args::{OutputArgs, TrustArgs};
+use crate::exit::{CliError, CmdResult, FAILED, OK};
+
+/// Check that a record is in a signed checkpoint, from a proof (C2SP tlog-proof).
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:
+  chainship prove --anchor file:/mnt/anchors --origin prod-eu1/agentrt --seq 1200 > seq-1200.tlog-proof
+  grep '\"seq\":1200,' /siem/events.jsonl > record.json     # the SIEM's record of that event
+  chainship check-proof --proof seq-1200.tlog-proof --record record.json --trusted-key /etc/chainship/head.pub
+  chainship check-proof --proof seq-1200.tlog-proof --record \"$(cat record.json)\" \\
+      --trusted-key /etc/chainship/head.pub --json
+
+--record is the event's record exactly as the sink delivered it (one JSON object: a file,
+or the JSON itself). Its hash is recomputed from its fields and prev_hash; the proof must
+show that hash at index seq - 1 of a checkpoint a trusted key signed for the record's origin.
+Exit codes: 0 proven, 1 not proven (a changed field, another event, a forged or untrusted
+checkpoint), 2 usage or an unreadable file.")]
+pub struct CheckProofArgs {
+    /// The proof (a tlog-proof file, e.g. from `chainship prove`).
+    #[arg(long, value_name = "PATH")]
+    pub proof: PathBuf,
+    /// The record: a file holding its JSON, or the JSON itself.
+    #[arg(long, value_name = "FILE|JSON")]
+    pub record: String,
+    #[command(flatten)]
+    pub trust: TrustArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+pub fn run(args: &CheckProofArgs) -> CmdResult {
+    let keys = args.trust.load()?;
+    let proof_text =
+        std::fs::read(&args.proof).map_err(|e| CliError::usage(format!("--proof {}: {e}", args.proof.display())))?;
+    let proof_text = String::from_utf8(proof_text)
+        .map_err(|_| CliError::usage(format!("--proof {}: not text", args.proof.display())))?;
+    let proof = TlogProof::parse(&proof_text)
+        .map_err(|e| CliError::usage(format!("--proof {}: not a tlog-proof: {e}", args.proof.display())))?;
+    let record_bytes = if args.record.trim_start().starts_with('{') {
+        args.record.as_bytes().to_vec()
+    } else {
+        std::fs::read(&args.record).map_err(|e| CliError::usage(format!("--record {}: {e}", args.record)))?
+    };
+    let record = Record::parse(record_bytes.trim_ascii()).map_err(|e| {
+        CliError::usage(format!(
+            "--record {}: not a chainship record: {e}",
+            shorten(&args.record)
+        ))
+    })?;
+
+    let verdict = judge(&proof, &record, &keys);
+    let seq = record.seq;
+    if args.output.json {
+        outln!(
+            "{}",
+            json!({
+                "status": if verdict.is_ok() { "ok" } else { "failed" },
+                "origin": record.origin,
+                "seq": seq,
+                "hash": record.hash,
+                "index": proof.index,
+                "proven": verdict.as_ref().ok().map(|p| json!({"checkpoint_size": p.size, "signers": p.signers})),
+                "reason": verdict.as_ref().err(),
+            })
+        );
+    } else {
+        match &verdict {
+            Ok(p) => outln!(
+                "ok: seq {seq} of {:?} (hash {}) is entry {} of checkpoint {}, signed by {}",
+                record.origin,
+                record.hash,
+                proof.index,
+                p.size,
+                p.signers.join(",")
+            ),
+            Err(why) => outln!("not proven: seq {seq}: {why}"),
+        }
+    }
+    Ok(if verdict.is_ok() { OK } else { FAILED })
+}
+
+struct Proven {
+    size: u64,
+    signers: Vec<String>,
+}
+
+fn judge(proof: &TlogProof, record: &Record<'_>, keys: &[chainship_anchor::VerifierKey]) -> Result<Proven, String> {
+    let read =
+        read_checkpoint(proof.checkpoint.as_bytes(), keys).map_err(|e| format!("the proof's checkpoint: {e}"))?;
+    let cp = &read.checkpoint;
+    if read.bad_signature {
+        return Err(format!(
+            "bad-signature: a trusted key's signature on checkpoint {} does not verify",
+            cp.size
+        ));
+    }
+    if read.signers.is_empty() {
+        return Err(format!(
+            "untrusted-key: checkpoint {} is signed by no trusted key (for that size)",
+            cp.size
+        ));
+    }
+    if cp.origin != record.origin {
+        return Err(format!(
+            "foreign: the checkpoint is of origin {:?}, the record of {:?}",
+            cp.origin, record.origin
+        ));
+    }
+    let expected = record.expected_hash();
+    if expected[..] != *record.hash.as_bytes() {
+        return Err(format!(
+            "altered: the record's fields and prev_hash hash to {}, not to its hash {}",
+            String::from_utf8_lossy(&expected),
+            record.hash
+        ));
+    }
+    if proof.index != record.seq - 1 {
+        return Err(format!(
+            "the proof is for index {} (seq {}), not for seq {}",
+            proof.index,
+            proof.index + 1,
+            record.seq
+        ));
+    }
+    let leaf = chainship_tlog::leaf_hash(&expected);
+    if !verify_inclusion(proof.index, cp.size, &leaf, &proof.hashes, &cp.root) {
+        return Err(format!(
+            "the inclusion proof does not lead from this record's hash to the root of checkpoint {}",
+            cp.size
+        ));
+    }
+    Ok(Proven {
+        size: cp.size,
+        signers: read.signers.clone(),
+    })
+}
+
+fn shorten(text: &str) -> String {
+    if text.len() <= 60 {
+        text.to_owned()
+    } else {
+        format!("{}...", &text[..text.floor_char_boundary(60)])
+    }
+}

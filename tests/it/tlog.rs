@@ -1,0 +1,750 @@
+//! The transparency log beside the heads (RFC 6962 tree, C2SP checkpoints,
+//! tiles and proofs), checked with an independent implementation: the
+//! `aics-tlog` tool the test script installs builds the tiles from the
+//! database's hashes on its own and verifies our checkpoints, tiles and
+//! proofs. Never only our own code.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::common::*;
+use serde_json::Value;
+
+const ORIGIN: &str = "tlog/agentrt";
+
+fn follow_once(a: &Anchored, extra: &[&str]) -> std::process::Output {
+    let cursor = a.dir.path().join("cursor");
+    let sink = format!("file:{}", path_str(&a.dir.path().join("events.jsonl")));
+    let mut cmd = bin();
+    cmd.args([
+        "follow",
+        "--once",
+        "--from-start",
+        "--db",
+        path_str(&a.db),
+        "--origin",
+        ORIGIN,
+        "--sink",
+        &sink,
+        "--cursor",
+        &format!("file:{}", path_str(&cursor)),
+        "--anchor",
+        &a.anchor_url(),
+        "--signing-key",
+        path_str(&a.key),
+    ])
+    .args(extra)
+    // What the tree builder says it did (resumed or rebuilt).
+    .env("RUST_LOG", "warn,chainship_follower::tree_log=info");
+    cmd.output().unwrap()
+}
+
+/// The log's directory in a file store: `<store>/<origin>`.
+fn log_dir(a: &Anchored) -> PathBuf {
+    a.anchors.join(ORIGIN)
+}
+
+/// Runs aics-tlog and returns its JSON answer (it prints one object).
+fn aics(cmd: &mut Command) -> Value {
+    let out = cmd.output().unwrap();
+    let text = stdout(&out);
+    serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("aics-tlog printed no JSON ({e}): {text} {}", stderr(&out)))
+}
+
+/// Every file under `dir`, relative, sorted.
+fn files_under(dir: &Path) -> Vec<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            // A writer's temp file (one killed mid-write leaves it) is no object.
+            if p.file_name().unwrap().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                out.push(p.strip_prefix(root).unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// aics-tlog builds the tiles from the database's hashes on its own: every
+/// tile and bundle it writes must be in our store byte for byte, and each of
+/// our partial tiles must be the prefix of its tile at the final size (a
+/// partial tile never disagrees with the tree).
+fn assert_tiles_match_an_independent_build(a: &Anchored) {
+    let leaves = a.dir.path().join("leaves.txt");
+    hashes_file(&a.db, &leaves);
+    let reference = a.dir.path().join("reference-tiles");
+    let _ = std::fs::remove_dir_all(&reference);
+    let built = aics(aics_tlog().args([
+        "build-tiles",
+        "--leaves",
+        path_str(&leaves),
+        "--out",
+        path_str(&reference),
+    ]));
+    assert_eq!(built["ok"], true, "{built}");
+    let ours = log_dir(a);
+    let theirs = files_under(&reference.join("tile"));
+    assert!(!theirs.is_empty());
+    for name in &theirs {
+        let want = std::fs::read(reference.join("tile").join(name)).unwrap();
+        let got = std::fs::read(ours.join("tile").join(name)).unwrap_or_else(|_| panic!("our store lacks tile/{name}"));
+        assert!(got == want, "tile/{name} differs from aics-tlog's");
+    }
+    for name in files_under(&ours.join("tile")) {
+        let Some((base, _width)) = name.split_once(".p/") else {
+            assert!(
+                theirs.contains(&name),
+                "our full tile/{name} is not in aics-tlog's tree"
+            );
+            continue;
+        };
+        let got = std::fs::read(ours.join("tile").join(&name)).unwrap();
+        let full = reference.join("tile").join(base);
+        let final_partial = theirs.iter().find(|t| t.starts_with(&format!("{base}.p/")));
+        let whole = match (full.exists(), final_partial) {
+            (true, _) => std::fs::read(full).unwrap(),
+            (false, Some(p)) => std::fs::read(reference.join("tile").join(p)).unwrap(),
+            (false, None) => panic!("our partial tile/{name} has no tile in aics-tlog's tree"),
+        };
+        assert!(
+            whole.starts_with(&got),
+            "partial tile/{name} is not a prefix of its tile"
+        );
+    }
+    assert_eq!(built["root"], checkpoint_root(&ours.join("checkpoint")), "same root");
+}
+
+fn checkpoint_root(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap();
+    Value::String(text.lines().nth(2).unwrap().to_owned())
+}
+
+fn prove(a: &Anchored, seq: u64, extra: &[&str]) -> std::process::Output {
+    let mut cmd = bin();
+    cmd.args([
+        "prove",
+        "--anchor",
+        &a.anchor_url(),
+        "--origin",
+        ORIGIN,
+        "--seq",
+        &seq.to_string(),
+    ])
+    .args(extra);
+    cmd.output().unwrap()
+}
+
+fn check_proof(proof: &Path, record: &str, key: &str) -> std::process::Output {
+    run(&[
+        "check-proof",
+        "--proof",
+        path_str(proof),
+        "--record",
+        record,
+        "--trusted-key",
+        key,
+    ])
+}
+
+/// Splits a tlog-proof into aics-tlog's proof-file form: the hashes file and the checkpoint note.
+fn split_proof(dir: &Path, proof: &str) -> (PathBuf, PathBuf, u64) {
+    let (head, note) = proof.split_once("\n\n").unwrap();
+    let mut lines = head.lines().skip(1);
+    let index: u64 = lines.next().unwrap().strip_prefix("index ").unwrap().parse().unwrap();
+    let hashes: String = lines.map(|l| format!("{l}\n")).collect();
+    let (h, n) = (dir.join("proof.txt"), dir.join("checkpoint.note"));
+    std::fs::write(&h, hashes).unwrap();
+    std::fs::write(&n, note).unwrap();
+    (h, n, index)
+}
+
+#[test]
+fn checkpoints_tiles_and_proofs_agree_with_an_independent_implementation() {
+    let a = Anchored::new(2_000, ORIGIN);
+    let out = follow_once(&a, &["--batch-size", "300"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let log = log_dir(&a);
+    let kept = files_under(&log.join("checkpoints"));
+    let heads = std::fs::read_dir(&log)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "head"))
+        .count();
+    assert_eq!(heads, kept.len(), "a checkpoint with every head: {kept:?}");
+    assert!(kept.len() >= 2, "{kept:?}");
+    assert!(kept.last().unwrap().ends_with("2000"), "{kept:?}");
+
+    assert_tiles_match_an_independent_build(&a);
+    let verified = aics(aics_tlog().args([
+        "verify-checkpoint",
+        "--tiles",
+        path_str(&log),
+        "--log-key",
+        &a.verifier,
+        "--origin",
+        ORIGIN,
+    ]));
+    assert_eq!(
+        (verified["ok"].clone(), verified["size"].clone()),
+        (Value::Bool(true), 2000.into()),
+        "{verified}"
+    );
+    for name in &kept {
+        let old = log.join("checkpoints").join(name);
+        let consistent = aics(aics_tlog().args([
+            "verify-consistency",
+            "--tiles",
+            path_str(&log),
+            "--old-checkpoint",
+            path_str(&old),
+            "--log-key",
+            &a.verifier,
+        ]));
+        assert_eq!(consistent["ok"], true, "{name}: {consistent}");
+    }
+
+    // Proofs at the first and last entries, around tile boundaries and
+    // powers of two, and inside the last (partial) tile.
+    let records = a.lines();
+    let (_, other_key) = keygen(a.dir.path(), "someone/else", "other.key");
+    for seq in [1u64, 2, 255, 256, 257, 512, 1024, 1025, 1793, 1999, 2000] {
+        let out = prove(&a, seq, &[]);
+        assert_eq!(code(&out), 0, "prove {seq}: {}", stderr(&out));
+        let proof_text = stdout(&out);
+        assert!(proof_text.starts_with(&format!("c2sp.org/tlog-proof@v1\nindex {}\n", seq - 1)));
+        assert!(proof_text.len() < 1200, "a few hundred bytes: {}", proof_text.len());
+        let proof = a.dir.path().join(format!("{seq}.tlog-proof"));
+        std::fs::write(&proof, &proof_text).unwrap();
+        let record = &records[seq as usize - 1];
+
+        let ok = check_proof(&proof, record, &a.verifier);
+        assert_eq!(code(&ok), 0, "check-proof {seq}: {}{}", stdout(&ok), stderr(&ok));
+        // Any field changed fails, naming the seq.
+        for field in ["payload_json", "at", "run_id", "prev_hash"] {
+            let mut v: Value = serde_json::from_str(record).unwrap();
+            let changed = match field {
+                "prev_hash" => "0".repeat(64),
+                _ => format!("{} ", v[field].as_str().unwrap()),
+            };
+            v[field] = Value::String(changed);
+            let bad = check_proof(&proof, &v.to_string(), &a.verifier);
+            assert_eq!(code(&bad), 1, "{field} changed at {seq}: {}", stdout(&bad));
+            assert!(
+                stdout(&bad).contains(&format!("not proven: seq {seq}")),
+                "{}",
+                stdout(&bad)
+            );
+        }
+        // Another event's record with this proof fails.
+        let other = &records[(seq as usize) % records.len()];
+        assert_eq!(
+            code(&check_proof(&proof, other, &a.verifier)),
+            1,
+            "another record at {seq}"
+        );
+        // A key the auditor does not trust proves nothing.
+        let untrusted = check_proof(&proof, record, &other_key);
+        assert_eq!(code(&untrusted), 1);
+        assert!(stdout(&untrusted).contains("untrusted-key"), "{}", stdout(&untrusted));
+
+        // aics-tlog agrees, from the proof's own hashes and checkpoint.
+        let (hashes, note, index) = split_proof(a.dir.path(), &proof_text);
+        let leaf = a.dir.path().join("leaf.bin");
+        let hash: Value = serde_json::from_str(record).unwrap();
+        std::fs::write(&leaf, hash["hash"].as_str().unwrap()).unwrap();
+        let mut verify = aics_tlog();
+        verify.args([
+            "verify-inclusion",
+            "--index",
+            &index.to_string(),
+            "--proof",
+            path_str(&hashes),
+        ]);
+        verify.args([
+            "--checkpoint",
+            path_str(&note),
+            "--log-key",
+            &a.verifier,
+            "--leaf",
+            path_str(&leaf),
+        ]);
+        let theirs = aics(&mut verify);
+        assert_eq!(theirs["ok"], true, "aics-tlog on seq {seq}: {theirs}");
+        let mut wrong_key = aics_tlog();
+        wrong_key.args([
+            "verify-inclusion",
+            "--index",
+            &index.to_string(),
+            "--proof",
+            path_str(&hashes),
+        ]);
+        wrong_key.args([
+            "--checkpoint",
+            path_str(&note),
+            "--log-key",
+            &other_key,
+            "--leaf",
+            path_str(&leaf),
+        ]);
+        assert_ne!(aics(&mut wrong_key)["ok"], true, "aics-tlog refuses another key");
+    }
+
+    // Against an older checkpoint, and past it.
+    let first: u64 = kept[0].parse().unwrap();
+    let out = prove(
+        &a,
+        first,
+        &["--checkpoint", &first.to_string(), "--trusted-key", &a.verifier],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!("\n\n{ORIGIN}\n{first}\n")),
+        "{}",
+        stdout(&out)
+    );
+    let past = prove(&a, first + 1, &["--checkpoint", &first.to_string()]);
+    assert_eq!(code(&past), 2, "{}", stderr(&past));
+    assert!(
+        stderr(&past).contains(&format!("--seq {}: beyond checkpoint {first}", first + 1)),
+        "{}",
+        stderr(&past)
+    );
+    let none = prove(&a, 5, &["--checkpoint", "1999"]);
+    assert_eq!(code(&none), 2);
+
+    // The auditor's checks: with the database, and the store alone.
+    for extra in [vec!["--db", path_str(&a.db)], vec!["--no-db"]] {
+        let mut cmd = bin();
+        cmd.args([
+            "anchor",
+            "verify",
+            "--json",
+            "--anchor",
+            &a.anchor_url(),
+            "--origin",
+            ORIGIN,
+        ]);
+        cmd.args(["--trusted-key", &a.verifier]).args(&extra);
+        let out = cmd.output().unwrap();
+        assert_eq!(code(&out), 0, "{extra:?}: {}", stdout(&out));
+        let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(v["checkpoints"]["trusted"], kept.len(), "{v}");
+        assert_eq!(v["checkpoints"]["consistency_proofs"], kept.len() - 1, "{v}");
+        if extra[0] == "--db" {
+            assert_eq!(v["checkpoints"]["matched_database"], kept.len(), "{v}");
+        }
+    }
+    // verify-export compares the copy's tree with each checkpoint.
+    let sink = format!("file:{}", path_str(&a.dir.path().join("events.jsonl")));
+    let mut cmd = bin();
+    cmd.args([
+        "verify-export",
+        "--json",
+        "--from",
+        &sink,
+        "--anchor",
+        &a.anchor_url(),
+        "--trusted-key",
+        &a.verifier,
+    ]);
+    let out = cmd.output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["checkpoints"]["matched_copy"], kept.len(), "{v}");
+}
+
+/// A database restored from an older backup and grown again, under the
+/// same origin and key: the follower refuses to publish its tree, and a
+/// store where someone put its checkpoint anyway is named as forked by
+/// `anchor verify` from the store alone.
+#[test]
+fn a_fork_is_never_published_and_a_forked_store_is_named_without_the_database() {
+    let a = Anchored::new(600, ORIGIN);
+    let restored = a.dir.path().join("restored.db");
+    std::fs::copy(&a.db, &restored).unwrap();
+    append(&a.db, 400); // the original goes on: 1000 events
+    let grow = run(&[
+        "generate",
+        "--db",
+        path_str(&restored),
+        "--append",
+        "--events",
+        "500",
+        "--seed",
+        "2",
+    ]);
+    assert_eq!(code(&grow), 0, "{}", stderr(&grow));
+    let out = follow_once(&a, &["--batch-size", "250"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let log = log_dir(&a);
+    let before = files_under(&log);
+
+    // The restored database, followed from a fresh cursor with the same key.
+    let fork = Anchored {
+        dir: tempfile::TempDir::new().unwrap(),
+        db: restored.clone(),
+        anchors: a.anchors.clone(),
+        key: a.key.clone(),
+        verifier: a.verifier.clone(),
+    };
+    // Batches of 300 never deliver seq 1000, where the kept head would
+    // disagree first: the tree's own check must stop it.
+    let out = follow_once(&fork, &["--batch-size", "300"]);
+    assert_eq!(code(&out), 1, "the follower stops on another tree: {}", stderr(&out));
+    assert!(stderr(&out).contains("tiles-disagree"), "{}", stderr(&out));
+    let after = files_under(&log);
+    let new: Vec<&String> = after.iter().filter(|f| !before.contains(f)).collect();
+    assert!(
+        new.iter()
+            .all(|f| !f.starts_with("checkpoint") && !f.ends_with(".head")),
+        "no checkpoint or head of the fork: {new:?}"
+    );
+
+    // Someone with write access puts the fork's checkpoint and tiles in
+    // anyway (built in a store of its own, signed by the same key).
+    let elsewhere = tempfile::TempDir::new().unwrap();
+    let own = Anchored {
+        dir: tempfile::TempDir::new().unwrap(),
+        db: restored,
+        anchors: elsewhere.path().to_owned(),
+        key: a.key.clone(),
+        verifier: a.verifier.clone(),
+    };
+    assert_eq!(code(&follow_once(&own, &["--batch-size", "1100"])), 0);
+    let fork_log = elsewhere.path().join(ORIGIN);
+    for name in files_under(&fork_log) {
+        let target = log.join(&name);
+        if !target.exists() {
+            std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+            std::fs::copy(fork_log.join(&name), &target).unwrap();
+        }
+    }
+    let mut cmd = bin();
+    cmd.args([
+        "anchor",
+        "verify",
+        "--no-db",
+        "--json",
+        "--anchor",
+        &a.anchor_url(),
+        "--origin",
+        ORIGIN,
+    ]);
+    cmd.args(["--trusted-key", &a.verifier]);
+    let out = cmd.output().unwrap();
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let findings = v["findings"].as_array().unwrap();
+    assert!(
+        findings
+            .iter()
+            .any(|f| f["kind"] == "checkpoint-fork"
+                && f["message"].as_str().unwrap().contains("checkpoints 1000 and 1100")),
+        "{v}"
+    );
+    // aics-tlog agrees that 1000 and 1100 are not one tree.
+    let consistent = aics(aics_tlog().args([
+        "verify-consistency",
+        "--tiles",
+        path_str(&log),
+        "--old-checkpoint",
+        path_str(&log.join("checkpoints/00000000000000001000")),
+        "--checkpoint",
+        path_str(&log.join("checkpoints/00000000000000001100")),
+        "--log-key",
+        &a.verifier,
+    ]));
+    assert_ne!(consistent["ok"], true, "{consistent}");
+
+    // A planted note that no trusted key signed is named too.
+    std::fs::write(
+        log.join("checkpoints/00000000000000001200"),
+        format!("{ORIGIN}\n1200\nAAAA\n\n\u{2014} x AAAAAAAA\n"),
+    )
+    .unwrap();
+    let out = cmd.output().unwrap();
+    assert!(
+        stdout(&out).contains("bad-signature") || stdout(&out).contains("untrusted-key"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+/// The follower keeps the tree's right edge beside the cursor: a restart
+/// extends it from there, and losing or corrupting that file costs only
+/// a rebuild from seq 1 that writes the same bytes.
+#[test]
+fn a_restart_extends_the_tree_from_its_edge_and_a_lost_edge_rebuilds_the_same_tree() {
+    let a = Anchored::new(1_000, ORIGIN);
+    assert_eq!(code(&follow_once(&a, &[])), 0);
+    let edge = a.dir.path().join("cursor.tlog");
+    assert!(std::fs::read_to_string(&edge).unwrap().contains("\nsize 1000\n"));
+
+    append(&a.db, 300);
+    let out = follow_once(&a, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stderr(&out).contains("tree edge resumed"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("size=1000"), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("building the tree from seq 1"),
+        "{}",
+        stderr(&out)
+    );
+
+    for damage in ["remove", "garbage"] {
+        match damage {
+            "remove" => std::fs::remove_file(&edge).unwrap(),
+            _ => std::fs::write(&edge, "chainship-tlog-edge/v1\nhead 5:zz\n").unwrap(),
+        }
+        append(&a.db, 100);
+        let out = follow_once(&a, &[]);
+        assert_eq!(code(&out), 0, "{damage}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("building the tree from seq 1"),
+            "{damage}: {}",
+            stderr(&out)
+        );
+    }
+    assert_tiles_match_an_independent_build(&a);
+    let verified = aics(aics_tlog().args([
+        "verify-checkpoint",
+        "--tiles",
+        path_str(&log_dir(&a)),
+        "--log-key",
+        &a.verifier,
+    ]));
+    assert_eq!(verified["size"], 1500, "{verified}");
+}
+
+/// kill -9 of the follower at 20 moments while it exports and publishes:
+/// afterwards the store's tiles and checkpoints are complete and one tree
+/// (aics-tlog checks the tile directory), and nothing was written twice
+/// with different content (every tile matches an independent build).
+#[test]
+fn kill_9_of_the_follower_leaves_tiles_and_checkpoints_complete() {
+    let a = Anchored::new(5_000, ORIGIN);
+    // A runtime that keeps writing, so every life has work to be killed in.
+    let mut writer = live_writer(&a.db, "3000", &[]);
+    let cursor = a.dir.path().join("cursor");
+    let sink = format!("file:{}", path_str(&a.dir.path().join("events.jsonl")));
+    let mut rng = XorShift::from_clock();
+    let start = || {
+        bin()
+            .args([
+                "follow",
+                "--from-start",
+                "--db",
+                path_str(&a.db),
+                "--origin",
+                ORIGIN,
+                "--sink",
+                &sink,
+            ])
+            .args([
+                "--cursor",
+                &format!("file:{}", path_str(&cursor)),
+                "--anchor",
+                &a.anchor_url(),
+            ])
+            .args(["--signing-key", path_str(&a.key), "--batch-size", "97"])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let checkpoints = || std::fs::read_dir(log_dir(&a).join("checkpoints")).map_or(0, |d| d.count());
+    kill_9_loop(20, &mut rng, 50..900, start, checkpoints);
+    let head = stop_writer(&mut writer, &a.db);
+    let size: u64 = head.split(':').next().unwrap().parse().unwrap();
+    assert_eq!(code(&follow_once(&a, &["--batch-size", "97"])), 0);
+
+    let log = log_dir(&a);
+    let kept = files_under(&log.join("checkpoints"));
+    assert!(
+        kept.len() > 20,
+        "checkpoints were published between kills: {}",
+        kept.len()
+    );
+    assert!(kept.last().unwrap().ends_with(&format!("{size}")), "{kept:?}");
+    assert_tiles_match_an_independent_build(&a);
+    let verified = aics(aics_tlog().args(["verify-checkpoint", "--tiles", path_str(&log), "--log-key", &a.verifier]));
+    assert_eq!(
+        (verified["ok"].clone(), verified["size"].clone()),
+        (Value::Bool(true), size.into()),
+        "{verified}"
+    );
+    // Every kept checkpoint is consistent with the final one (aics-tlog, from the tiles).
+    for name in kept.iter().step_by(7) {
+        let consistent = aics(aics_tlog().args([
+            "verify-consistency",
+            "--tiles",
+            path_str(&log),
+            "--old-checkpoint",
+            path_str(&log.join("checkpoints").join(name)),
+            "--log-key",
+            &a.verifier,
+        ]));
+        assert_eq!(consistent["ok"], true, "{name}: {consistent}");
+    }
+    let out = run(&[
+        "anchor",
+        "verify",
+        "--db",
+        path_str(&a.db),
+        "--anchor",
+        &a.anchor_url(),
+        "--origin",
+        ORIGIN,
+        "--trusted-key",
+        &a.verifier,
+    ]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+}
+
+/// The same log in an S3 anchor store with Object Lock: tiles and
+/// checkpoints written write-once and locked, readable by aics-tlog once
+/// mirrored, and proofs made from the bucket alone.
+#[tokio::test]
+async fn checkpoints_and_tiles_in_an_object_lock_bucket() {
+    let _services = services().await;
+    let a = Anchored::new(1_500, ORIGIN);
+    let bucket = locked_bucket("tlog").await;
+    let s3_flags = |cmd: &mut Command| {
+        s3_env(cmd).args([
+            "--anchor",
+            &format!("s3://{bucket}/heads"),
+            "--anchor-s3-endpoint",
+            &s3_endpoint(),
+            "--anchor-s3-path-style",
+            "--anchor-s3-region",
+            "us-east-1",
+        ]);
+    };
+    let mut follow = bin();
+    follow.args([
+        "follow",
+        "--once",
+        "--from-start",
+        "--db",
+        path_str(&a.db),
+        "--origin",
+        ORIGIN,
+    ]);
+    follow.args([
+        "--sink",
+        &format!("file:{}", path_str(&a.dir.path().join("events.jsonl"))),
+    ]);
+    follow.args(["--cursor", &format!("file:{}", path_str(&a.dir.path().join("cursor")))]);
+    follow.args([
+        "--signing-key",
+        path_str(&a.key),
+        "--batch-size",
+        "400",
+        "--anchor-retain-days",
+        "2",
+    ]);
+    s3_flags(&mut follow);
+    let out = follow.output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+
+    // Mirror the log's objects to a directory, checking each is locked.
+    let client = s3_client();
+    let prefix = "heads/tlog%2Fagentrt/";
+    let mirror = a.dir.path().join("mirror");
+    let mut token = None;
+    let mut objects = 0;
+    loop {
+        let page = client
+            .list_objects_v2()
+            .bucket(&bucket)
+            .prefix(prefix)
+            .set_continuation_token(token)
+            .send()
+            .await
+            .unwrap();
+        for o in page.contents() {
+            let key = o.key().unwrap();
+            let name = key.strip_prefix(prefix).unwrap();
+            if !(name.starts_with("tile/") || name.starts_with("checkpoints/")) {
+                continue;
+            }
+            let head = client.head_object().bucket(&bucket).key(key).send().await.unwrap();
+            assert_eq!(
+                head.object_lock_mode().map(|m| m.as_str()),
+                Some("COMPLIANCE"),
+                "{key} is locked"
+            );
+            let body = client.get_object().bucket(&bucket).key(key).send().await.unwrap();
+            let bytes = body.body.collect().await.unwrap().into_bytes();
+            let path = mirror.join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, bytes).unwrap();
+            objects += 1;
+        }
+        token = page.next_continuation_token().map(str::to_owned);
+        if token.is_none() {
+            break;
+        }
+    }
+    assert!(objects > 10, "{objects} objects");
+    let latest = client
+        .get_object()
+        .bucket(&bucket)
+        .key(format!("{prefix}checkpoint"))
+        .send()
+        .await
+        .unwrap();
+    std::fs::write(
+        mirror.join("checkpoint"),
+        latest.body.collect().await.unwrap().into_bytes(),
+    )
+    .unwrap();
+    let verified = aics(aics_tlog().args([
+        "verify-checkpoint",
+        "--tiles",
+        path_str(&mirror),
+        "--log-key",
+        &a.verifier,
+    ]));
+    assert_eq!(
+        (verified["ok"].clone(), verified["size"].clone()),
+        (Value::Bool(true), 1500.into()),
+        "{verified}"
+    );
+
+    // A proof from the bucket alone, checked against the SIEM's record.
+    let mut prove = bin();
+    prove.args(["prove", "--origin", ORIGIN, "--seq", "777"]);
+    s3_flags(&mut prove);
+    let out = prove.output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let proof = a.dir.path().join("777.tlog-proof");
+    std::fs::write(&proof, stdout(&out)).unwrap();
+    let ok = check_proof(&proof, &a.lines()[776], &a.verifier);
+    assert_eq!(code(&ok), 0, "{}", stdout(&ok));
+
+    let mut audit = bin();
+    audit.args([
+        "anchor",
+        "verify",
+        "--no-db",
+        "--json",
+        "--origin",
+        ORIGIN,
+        "--trusted-key",
+        &a.verifier,
+    ]);
+    s3_flags(&mut audit);
+    let out = audit.output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert!(v["checkpoints"]["trusted"].as_u64().unwrap() >= 1, "{v}");
+    assert_eq!(v["checkpoints"]["largest"]["size"], 1500, "{v}");
+}

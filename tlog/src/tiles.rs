@@ -1,0 +1,467 @@
+//! C2SP `tlog-tiles` (<https://c2sp.org/tlog-tiles>): the tree as hash
+//! tiles of 256 and entry bundles, at `tile/<L>/<N>[.p/<W>]` and
+//! `tile/entries/<N>[.p/<W>]` under the log's prefix.
+//!
+//! [`TileBuilder`] grows the tree an entry at a time keeping only its right
+//! edge (at most 255 hashes a level and 255 entries), hands out each full
+//! tile as it completes, and the partial tiles and root for the current
+//! size on demand. [`TileSet`] answers proofs from tiles read back.
+
+use std::collections::HashMap;
+
+use crate::merkle::{CompactRange, Hash, RangeHashes, leaf_hash, node_hash, root_of};
+
+pub const WIDTH: usize = 256;
+/// The longest entry a bundle can hold (its length is a big-endian u16).
+pub const MAX_ENTRY: usize = u16::MAX as usize;
+
+/// `1234067` → `x001/x234/067`.
+pub fn index_path(index: u64) -> String {
+    let mut groups = vec![format!("{:03}", index % 1000)];
+    let mut rest = index / 1000;
+    while rest > 0 {
+        groups.push(format!("x{:03}", rest % 1000));
+        rest /= 1000;
+    }
+    groups.reverse();
+    groups.join("/")
+}
+
+fn width_suffix(width: usize) -> String {
+    if width == WIDTH {
+        String::new()
+    } else {
+        format!(".p/{width}")
+    }
+}
+
+/// The path of hash tile `index` at `level`, `width` hashes wide (256: full).
+pub fn tile_path(level: u8, index: u64, width: usize) -> String {
+    format!("tile/{level}/{}{}", index_path(index), width_suffix(width))
+}
+
+/// The path of entry bundle `index`, `width` entries wide (256: full).
+pub fn entries_path(index: u64, width: usize) -> String {
+    format!("tile/entries/{}{}", index_path(index), width_suffix(width))
+}
+
+/// How many hashes tile `index` at `level` holds in a tree of `size`
+/// (0: the tile does not exist at that size).
+pub fn tile_width(size: u64, level: u8, index: u64) -> usize {
+    let row = size >> (8 * u32::from(level));
+    row.saturating_sub(index * WIDTH as u64).min(WIDTH as u64) as usize
+}
+
+/// A tile or entry bundle ready to store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tile {
+    pub path: String,
+    pub data: Vec<u8>,
+}
+
+/// The tree's right edge: the incomplete row of each tile level and the
+/// entries of the incomplete bundle.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TileBuilder {
+    size: u64,
+    /// `rows[l]`: the hashes of the incomplete tile at level `l`.
+    rows: Vec<Vec<Hash>>,
+    /// The incomplete entry bundle, encoded.
+    bundle: Vec<u8>,
+    bundle_count: usize,
+}
+
+impl TileBuilder {
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Appends the next entry; full tiles it completes go to `out`.
+    pub fn push(&mut self, entry: &[u8], out: &mut Vec<Tile>) {
+        assert!(entry.len() <= MAX_ENTRY, "entries are event hashes");
+        self.bundle.extend_from_slice(&(entry.len() as u16).to_be_bytes());
+        self.bundle.extend_from_slice(entry);
+        self.bundle_count += 1;
+        if self.bundle_count == WIDTH {
+            out.push(Tile {
+                path: entries_path(self.size / WIDTH as u64, WIDTH),
+                data: std::mem::take(&mut self.bundle),
+            });
+            self.bundle_count = 0;
+        }
+        if self.rows.is_empty() {
+            self.rows.push(Vec::with_capacity(WIDTH));
+        }
+        self.rows[0].push(leaf_hash(entry));
+        self.size += 1;
+        let mut level = 0;
+        while self.rows[level].len() == WIDTH {
+            let row = std::mem::take(&mut self.rows[level]);
+            let index = (self.size >> (8 * level)) / WIDTH as u64 - 1;
+            out.push(Tile {
+                path: tile_path(level as u8, index, WIDTH),
+                data: row.concat(),
+            });
+            let subtree = root_of(&row);
+            self.rows[level] = row;
+            self.rows[level].clear();
+            if self.rows.len() == level + 1 {
+                self.rows.push(Vec::with_capacity(WIDTH));
+            }
+            self.rows[level + 1].push(subtree);
+            level += 1;
+        }
+    }
+
+    /// The partial tiles and bundle the current size needs (none is empty).
+    pub fn partial_tiles(&self) -> Vec<Tile> {
+        let mut tiles = Vec::new();
+        if self.bundle_count > 0 {
+            tiles.push(Tile {
+                path: entries_path(self.size / WIDTH as u64, self.bundle_count),
+                data: self.bundle.clone(),
+            });
+        }
+        for (level, row) in self.rows.iter().enumerate().filter(|(_, r)| !r.is_empty()) {
+            let index = (self.size >> (8 * level)) / WIDTH as u64;
+            tiles.push(Tile {
+                path: tile_path(level as u8, index, row.len()),
+                data: row.concat(),
+            });
+        }
+        tiles
+    }
+
+    /// The root of the tree of the current size.
+    pub fn root(&self) -> Hash {
+        // One perfect subtree per set bit of the size, leftmost first: the
+        // higher levels cover the earlier entries.
+        let mut range = Vec::new();
+        for row in self.rows.iter().rev() {
+            let mut start = 0;
+            for bit in (0..8).rev() {
+                let n = 1usize << bit;
+                if row.len() & n != 0 {
+                    range.push(root_of(&row[start..start + n]));
+                    start += n;
+                }
+            }
+        }
+        let mut hashes = range.iter().rev();
+        match hashes.next() {
+            None => crate::merkle::empty_root(),
+            Some(last) => hashes.fold(*last, |acc, left| node_hash(left, &acc)),
+        }
+    }
+
+    /// The last entry appended, if the incomplete bundle holds it.
+    pub fn last_entry(&self) -> Option<&[u8]> {
+        let mut at = 0;
+        let mut last = None;
+        while at + 2 <= self.bundle.len() {
+            let len = u16::from_be_bytes([self.bundle[at], self.bundle[at + 1]]) as usize;
+            last = self.bundle.get(at + 2..at + 2 + len);
+            at += 2 + len;
+        }
+        last
+    }
+
+    /// The right edge as text, to persist (a few tens of KB at most).
+    pub fn to_text(&self) -> String {
+        let mut out = format!("size {}\n", self.size);
+        for row in &self.rows {
+            out.push_str(&format!("row {}\n", hex::encode(row.concat())));
+        }
+        out.push_str(&format!("bundle {}\n", hex::encode(&self.bundle)));
+        out
+    }
+
+    /// Reads [`Self::to_text`] back, checking that its parts agree with
+    /// its size and with each other.
+    pub fn from_text(text: &str) -> Result<TileBuilder, String> {
+        let mut lines = text.lines();
+        let size: u64 = lines
+            .next()
+            .and_then(|l| l.strip_prefix("size "))
+            .and_then(|s| s.parse().ok())
+            .ok_or("no size line")?;
+        let mut rows = Vec::new();
+        let mut bundle = None;
+        for line in lines {
+            if let Some(hashes) = line.strip_prefix("row ") {
+                let bytes = hex::decode(hashes).map_err(|_| "a row is not hex")?;
+                if bytes.len() % 32 != 0 || bytes.len() >= 32 * WIDTH {
+                    return Err("a row has a bad length".into());
+                }
+                rows.push(bytes.chunks(32).map(|c| c.try_into().expect("32 bytes")).collect());
+            } else if let Some(b) = line.strip_prefix("bundle ") {
+                bundle = Some(hex::decode(b).map_err(|_| "the bundle is not hex")?);
+            } else {
+                return Err(format!("unexpected line {line:?}"));
+            }
+        }
+        let bundle = bundle.ok_or("no bundle line")?;
+        let mut builder = TileBuilder {
+            size,
+            rows,
+            bundle,
+            bundle_count: 0,
+        };
+        builder.bundle_count = builder.bundle_entries().ok_or("the bundle is malformed")?.len();
+        let level0: Vec<Hash> = builder
+            .bundle_entries()
+            .unwrap_or_default()
+            .iter()
+            .map(|e| leaf_hash(e))
+            .collect();
+        let row_ok = |level: usize, row: &Vec<Hash>| row.len() as u64 == (size >> (8 * level)) % WIDTH as u64;
+        if builder.bundle_count as u64 != size % WIDTH as u64
+            || !builder.rows.iter().enumerate().all(|(l, r)| row_ok(l, r))
+            || builder.rows.len() > 8
+            || size.checked_shr(8 * builder.rows.len() as u32).unwrap_or(0) != 0
+            || builder.rows.first().map_or(!level0.is_empty(), |r| *r != level0)
+        {
+            return Err("its rows and bundle do not match its size".into());
+        }
+        Ok(builder)
+    }
+
+    fn bundle_entries(&self) -> Option<Vec<&[u8]>> {
+        parse_bundle(&self.bundle)
+    }
+}
+
+/// The entries of an encoded bundle; `None` if it is malformed.
+pub fn parse_bundle(data: &[u8]) -> Option<Vec<&[u8]>> {
+    let mut entries = Vec::new();
+    let mut at = 0;
+    while at < data.len() {
+        let len = u16::from_be_bytes([*data.get(at)?, *data.get(at + 1)?]) as usize;
+        entries.push(data.get(at + 2..at + 2 + len)?);
+        at += 2 + len;
+    }
+    Some(entries)
+}
+
+/// A tile a computation needs and does not have yet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NeedTile {
+    pub level: u8,
+    pub index: u64,
+    pub width: usize,
+    pub path: String,
+}
+
+/// Hash tiles read back for a tree of one size, answering range hashes
+/// and so proofs. A computation that lacks a tile fails with [`NeedTile`]:
+/// the caller fetches it, [`TileSet::insert`]s it and runs again.
+#[derive(Clone, Debug)]
+pub struct TileSet {
+    size: u64,
+    tiles: HashMap<(u8, u64), Vec<Hash>>,
+}
+
+impl TileSet {
+    pub fn new(size: u64) -> Self {
+        TileSet {
+            size,
+            tiles: HashMap::new(),
+        }
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Adds the bytes read for `need`; refuses bytes of the wrong length.
+    pub fn insert(&mut self, need: &NeedTile, data: &[u8]) -> Result<(), String> {
+        if data.len() != need.width * 32 {
+            return Err(format!(
+                "{} holds {} bytes, not {} hashes",
+                need.path,
+                data.len(),
+                need.width
+            ));
+        }
+        let hashes = data.chunks(32).map(|c| c.try_into().expect("32 bytes")).collect();
+        self.tiles.insert((need.level, need.index), hashes);
+        Ok(())
+    }
+
+    /// The hash of the perfect subtree of height `height` at `index`.
+    fn node(&self, height: u32, index: u64) -> Result<Hash, NeedTile> {
+        let level = (height / 8) as u8;
+        let within = height % 8;
+        let first = index << within;
+        let (tile, offset) = (first / WIDTH as u64, (first % WIDTH as u64) as usize);
+        let width = tile_width(self.size, level, tile);
+        let need = || NeedTile {
+            level,
+            index: tile,
+            width,
+            path: tile_path(level, tile, width),
+        };
+        let hashes = self.tiles.get(&(level, tile)).ok_or_else(need)?;
+        let count = 1usize << within;
+        hashes.get(offset..offset + count).map(root_of).ok_or_else(need)
+    }
+
+    /// The root of the tree of this set's size.
+    pub fn root(&mut self) -> Result<Hash, NeedTile> {
+        if self.size == 0 {
+            return Ok(crate::merkle::empty_root());
+        }
+        self.range_hash(0, self.size)
+    }
+}
+
+impl RangeHashes for TileSet {
+    type Error = NeedTile;
+
+    fn range_hash(&mut self, start: u64, end: u64) -> Result<Hash, NeedTile> {
+        let n = end - start;
+        if n.is_power_of_two() && start.is_multiple_of(n) {
+            return self.node(n.trailing_zeros(), start / n);
+        }
+        let k = if n.is_power_of_two() {
+            n / 2
+        } else {
+            crate::merkle::split_point(n)
+        };
+        Ok(node_hash(
+            &self.range_hash(start, start + k)?,
+            &self.range_hash(start + k, end)?,
+        ))
+    }
+}
+
+/// The root of the tree of `entries` (tests, worked examples, small trees).
+pub fn root_of_entries<'a>(entries: impl IntoIterator<Item = &'a [u8]>) -> Hash {
+    let mut range = CompactRange::default();
+    for e in entries {
+        range.push_leaf(leaf_hash(e));
+    }
+    range.root()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::merkle::{consistency_proof, inclusion_proof, verify_consistency, verify_inclusion};
+
+    fn entry(i: u64) -> Vec<u8> {
+        format!("{i:064x}").into_bytes()
+    }
+
+    fn build(n: u64) -> (TileBuilder, HashMap<String, Vec<u8>>) {
+        let mut b = TileBuilder::default();
+        let mut store = HashMap::new();
+        let mut out = Vec::new();
+        for i in 0..n {
+            b.push(&entry(i), &mut out);
+        }
+        for t in out.into_iter().chain(b.partial_tiles()) {
+            assert!(store.insert(t.path.clone(), t.data).is_none(), "{} twice", t.path);
+        }
+        (b, store)
+    }
+
+    fn answer(set: &mut TileSet, store: &HashMap<String, Vec<u8>>) -> Hash {
+        loop {
+            match set.root() {
+                Ok(root) => return root,
+                Err(need) => set.insert(&need, &store[&need.path]).unwrap(),
+            }
+        }
+    }
+
+    #[test]
+    fn paths_follow_the_spec() {
+        assert_eq!(index_path(1234067), "x001/x234/067");
+        assert_eq!(index_path(0), "000");
+        assert_eq!(index_path(1000), "x001/000");
+        assert_eq!(tile_path(0, 5, 256), "tile/0/005");
+        assert_eq!(tile_path(2, 0, 1), "tile/2/000.p/1");
+        assert_eq!(entries_path(3, 17), "tile/entries/003.p/17");
+        // The spec's example: a tree of 70,000.
+        assert_eq!(tile_width(70_000, 0, 273), 112);
+        assert_eq!(tile_width(70_000, 0, 272), 256);
+        assert_eq!(tile_width(70_000, 1, 1), 17);
+        assert_eq!(tile_width(70_000, 2, 0), 1);
+        assert_eq!(tile_width(70_000, 3, 0), 0);
+    }
+
+    #[test]
+    fn the_builder_matches_the_tree_at_every_size_and_the_tiles_answer_proofs() {
+        let mut b = TileBuilder::default();
+        let mut out = Vec::new();
+        let entries: Vec<Vec<u8>> = (0..70_000).map(entry).collect();
+        let mut range = CompactRange::default();
+        for (i, e) in entries.iter().enumerate() {
+            b.push(e, &mut out);
+            range.push_leaf(leaf_hash(e));
+            let size = i as u64 + 1;
+            if size < 600 || size.is_multiple_of(9973) || size.is_power_of_two() {
+                assert_eq!(b.root(), range.root(), "size {size}");
+            }
+        }
+        let (b, store) = build(70_000);
+        let names: Vec<String> = b.partial_tiles().into_iter().map(|t| t.path).collect();
+        assert_eq!(
+            names,
+            [
+                "tile/entries/273.p/112",
+                "tile/0/273.p/112",
+                "tile/1/001.p/17",
+                "tile/2/000.p/1"
+            ]
+        );
+        assert_eq!(store.len(), 273 * 2 + 1 + 4);
+        let mut set = TileSet::new(70_000);
+        let root = answer(&mut set, &store);
+        assert_eq!(root, range.root());
+        for index in [0u64, 1, 255, 256, 65_535, 65_536, 69_999] {
+            let proof = loop {
+                match inclusion_proof(index, 70_000, &mut set) {
+                    Ok(p) => break p,
+                    Err(need) => set.insert(&need, &store[&need.path]).unwrap(),
+                }
+            };
+            assert!(verify_inclusion(
+                index,
+                70_000,
+                &leaf_hash(&entry(index)),
+                &proof,
+                &root
+            ));
+        }
+        let (_, small) = build(1000);
+        let mut old = TileSet::new(1000);
+        let old_root = answer(&mut old, &small);
+        let proof = loop {
+            match consistency_proof(1000, 70_000, &mut set) {
+                Ok(p) => break p,
+                Err(need) => set.insert(&need, &store[&need.path]).unwrap(),
+            }
+        };
+        assert!(verify_consistency(1000, 70_000, &old_root, &root, &proof));
+    }
+
+    #[test]
+    fn the_right_edge_round_trips_and_a_tampered_one_is_refused() {
+        for n in [0u64, 1, 255, 256, 257, 65_536, 70_001] {
+            let (b, _) = build(n);
+            let back = TileBuilder::from_text(&b.to_text()).unwrap();
+            assert_eq!(back, b, "size {n}");
+            assert_eq!(back.root(), b.root());
+        }
+        let (b, _) = build(300);
+        assert_eq!(b.last_entry(), Some(&entry(299)[..]));
+        let text = b.to_text();
+        assert!(TileBuilder::from_text(&text.replace("size 300", "size 301")).is_err());
+        let row0 = text.lines().nth(1).unwrap();
+        let flipped = if row0.as_bytes()[4] == b'0' { "1" } else { "0" };
+        let bad = text.replace(row0, &format!("row {flipped}{}", &row0[5..]));
+        assert!(TileBuilder::from_text(&bad).is_err());
+    }
+}
