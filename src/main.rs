@@ -81,7 +81,23 @@ fn cli_command() -> clap::Command {
 
 fn main() -> ExitCode {
     let legacy_env = env_names::adopt_legacy_names();
-    let argv: Vec<String> = std::env::args().collect();
+    // Every argument is text: a path that is not UTF-8 is refused with the
+    // argument named (std::env::args would panic on it).
+    let argv: Vec<String> = match std::env::args_os()
+        .enumerate()
+        .map(|(i, a)| a.into_string().map_err(|bad| (i, bad)))
+        .collect()
+    {
+        Ok(argv) => argv,
+        Err((i, bad)) => {
+            let message = format!(
+                "argument {i} ({}) is not valid UTF-8: chainship takes paths and values as UTF-8 text",
+                bad.to_string_lossy()
+            );
+            logging::fatal(logging::LogFormat::Text, exit::USAGE, &message);
+            return ExitCode::from(exit::USAGE);
+        }
+    };
     // Errors before the arguments are parsed still honour `--log-format`.
     let early_format = logging::requested_format(&argv);
     let config = match config::config_path(&argv)

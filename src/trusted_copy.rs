@@ -12,7 +12,7 @@ use chainship_chain::record::Record;
 use chainship_sinks::{SinkConfig, read_records};
 use clap::Args;
 
-use crate::args::{AnchorStoreArgs, OriginArg, SinkConnectArgs, TrustArgs};
+use crate::args::{AnchorStoreArgs, OriginArg, SinkConnectArgs, TrustArgs, WitnessTrustArgs};
 use crate::exit::CliError;
 use crate::origin::parse_origin;
 use crate::report;
@@ -31,6 +31,8 @@ pub struct TrustedCopyArgs {
     pub origin: OriginArg,
     #[command(flatten)]
     pub sink: SinkConnectArgs,
+    #[command(flatten)]
+    pub witness: WitnessTrustArgs,
 }
 
 /// How far the copy is expected to reach back, and whether no head is fine.
@@ -167,6 +169,7 @@ pub fn read_checked(
     each: &mut dyn FnMut(&Record<'_>),
 ) -> Result<CopyOutcome, CliError> {
     let keys = args.trust.load()?;
+    let policy = args.witness.load()?;
     let origin = match origin_of(args)? {
         Ok(origin) => origin,
         Err(refused) => return Ok(refused),
@@ -178,7 +181,7 @@ pub fn read_checked(
         .map_err(|e| CliError::from_kind(&e))?;
     let set = audit::check_heads(&notes, &origin, &keys);
     let checkpoints = runtime
-        .block_on(log_audit::audit_checkpoints(store.as_ref(), &origin, &keys))
+        .block_on(log_audit::audit_checkpoints(store.as_ref(), &origin, &keys, false))
         .map_err(|e| CliError::from_kind(&e))?;
     let mut check = ExportCheck::new(&origin, &set.heads(), expect.after).with_roots(checkpoints.sizes());
     let source = args.sink.apply(&args.source);
@@ -202,6 +205,22 @@ pub fn read_checked(
     findings.extend(checkpoints.findings.iter().cloned());
     let (root_findings, matched_roots) = log_audit::compare_roots(&checkpoints.trusted, &check.roots, "copy");
     findings.extend(root_findings);
+    let mut cosign_warnings = Vec::new();
+    if let Some(policy) = &policy {
+        let published = |seq: u64| set.published_at(seq);
+        let cosigns = runtime
+            .block_on(log_audit::audit_cosignatures(
+                store.as_ref(),
+                &origin,
+                &checkpoints.trusted,
+                policy,
+                &published,
+                args.witness.witness_grace,
+            ))
+            .map_err(|e| CliError::from_kind(&e))?;
+        findings.extend(cosigns.findings);
+        cosign_warnings = cosigns.waiting;
+    }
     let mut warnings: Vec<String> = (check.identical_duplicates > 0)
         .then(|| {
             format!(
@@ -211,6 +230,7 @@ pub fn read_checked(
         })
         .into_iter()
         .collect();
+    warnings.extend(cosign_warnings);
     // A copy compared with no trusted head proved nothing against one.
     let what = expect
         .after

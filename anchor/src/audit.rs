@@ -42,6 +42,10 @@ pub enum Kind {
     CheckpointFork,
     /// The store's tiles do not give a checkpoint's root, or lack a tile.
     TilesDisagree,
+    /// A head with no checkpoint of its seq, after checkpoints began.
+    CheckpointMissing,
+    /// Checkpoints without the required witness cosignatures.
+    Uncosigned,
 }
 
 impl Kind {
@@ -61,6 +65,8 @@ impl Kind {
             Kind::NoTrustedHead => "no-trusted-head",
             Kind::CheckpointFork => "checkpoint-fork",
             Kind::TilesDisagree => "tiles-disagree",
+            Kind::CheckpointMissing => "checkpoint-missing",
+            Kind::Uncosigned => "uncosigned",
         }
     }
 }
@@ -99,6 +105,15 @@ pub struct HeadSet {
 }
 
 impl HeadSet {
+    /// When the first trusted head of `seq` was published.
+    pub fn published_at(&self, seq: u64) -> Option<SystemTime> {
+        self.trusted
+            .iter()
+            .filter(|t| t.signed.head.seq == seq)
+            .filter_map(|t| t.signed.published_time())
+            .min()
+    }
+
     /// The distinct trusted heads, for the walk.
     pub fn heads(&self) -> Vec<Head> {
         let mut heads: Vec<Head> = self.trusted.iter().map(|t| t.signed.head).collect();
@@ -175,16 +190,19 @@ pub fn check_heads(notes: &[StoredNote], origin: &str, keys: &[VerifierKey]) -> 
         let seq = signed.head.seq;
         let retired: Vec<&VerifierKey> = keys
             .iter()
-            .filter(|k| signers.contains(&k.name) && !k.trusted_for(seq))
+            .filter(|k| signers.contains(&k.name) && !k.trusted_for(&signed.origin, seq))
             .collect();
         signers.retain(|name| !retired.iter().any(|k| &k.name == name));
         if signers.is_empty() {
             let names: Vec<String> = retired
                 .iter()
-                .map(|k| format!("{} (retired after seq {})", k.name, k.retired_after.unwrap_or_default()))
+                .map(|k| match (&k.only_origin, k.retired_after) {
+                    (Some(o), _) if *o != signed.origin => format!("{} (trusted for origin {o} only)", k.name),
+                    (_, last) => format!("{} (retired after seq {})", k.name, last.unwrap_or_default()),
+                })
                 .collect();
             let msg = format!(
-                "{}: head at seq {seq} is signed only by retired keys: {}; a head past a key's retirement needs a current key",
+                "{}: head at seq {seq} is signed only by keys not trusted for it: {}; a head past a key's retirement needs a current key, and a key for one origin vouches for no other",
                 stored.name,
                 names.join(", ")
             );

@@ -23,7 +23,7 @@ use chainship_tlog::Hash;
 
 use crate::keys::SignerKey;
 use crate::note::{SignedNote, VerifierKey};
-use crate::store::CHECKPOINTS_DIR;
+use crate::store::{CHECKPOINTS_DIR, COSIGNED_DIR};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Checkpoint {
@@ -49,7 +49,7 @@ impl Checkpoint {
         let origin = lines.next().filter(|o| !o.is_empty()).ok_or("no origin line")?;
         let size = lines
             .next()
-            .filter(|s| *s == "0" || !s.starts_with('0'))
+            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && (*s == "0" || !s.starts_with('0')))
             .and_then(|s| s.parse::<u64>().ok())
             .ok_or("the second line is not a tree size")?;
         let root = lines
@@ -92,7 +92,7 @@ pub fn read_checkpoint(bytes: &[u8], keys: &[VerifierKey]) -> Result<ReadCheckpo
     let mut bad_signature = false;
     for key in keys {
         match key.check(&note) {
-            Some(true) if key.trusted_for(checkpoint.size) => signers.push(key.name.clone()),
+            Some(true) if key.trusted_for(&checkpoint.origin, checkpoint.size) => signers.push(key.name.clone()),
             Some(false) => bad_signature = true,
             _ => {}
         }
@@ -108,6 +108,12 @@ pub fn read_checkpoint(bytes: &[u8], keys: &[VerifierKey]) -> Result<ReadCheckpo
 /// `checkpoints/<size, 20 digits>`.
 pub fn checkpoint_path(size: u64) -> String {
     format!("{CHECKPOINTS_DIR}/{size:020}")
+}
+
+/// `cosigned/<size, 20 digits>`: the checkpoint with a quorum of witness
+/// cosignatures, kept beside the plain one once the witnesses answered.
+pub fn cosigned_path(size: u64) -> String {
+    format!("{COSIGNED_DIR}/{size:020}")
 }
 
 /// Where a checkpoint goes when its name is taken by a note this

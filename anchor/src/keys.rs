@@ -127,19 +127,29 @@ pub fn load_trusted(args: &[String]) -> Result<Vec<VerifierKey>, String> {
     Ok(keys)
 }
 
-/// `KEY` or `KEY until=SEQ`.
+/// `KEY`, then optionally `until=SEQ` and `origin=ORIGIN`.
 fn parse_trusted(text: &str) -> Result<VerifierKey, String> {
     let mut words = text.split_whitespace();
     let mut key = VerifierKey::parse(words.next().unwrap_or_default())?;
     for word in words {
-        if key.retired_after.is_some() {
-            return Err(format!("{word:?}: a key is retired once (one until=SEQ)"));
+        if let Some(seq) = word.strip_prefix("until=") {
+            if key.retired_after.is_some() {
+                return Err(format!("{word:?}: a key is retired once (one until=SEQ)"));
+            }
+            let seq = seq
+                .parse::<u64>()
+                .map_err(|_| format!("{word:?}: until=SEQ takes the last seq the key vouches for"))?;
+            key.retired_after = Some(seq);
+        } else if let Some(origin) = word.strip_prefix("origin=") {
+            if key.only_origin.is_some() || origin.is_empty() {
+                return Err(format!("{word:?}: one origin=ORIGIN a key"));
+            }
+            key.only_origin = Some(origin.to_owned());
+        } else {
+            return Err(format!(
+                "{word:?}: after a key only until=SEQ (the last seq it vouches for) and origin=ORIGIN (the one log it vouches for) may follow"
+            ));
         }
-        let seq = word
-            .strip_prefix("until=")
-            .and_then(|s| s.parse::<u64>().ok())
-            .ok_or_else(|| format!("{word:?}: after a key only until=SEQ may follow (the last seq it vouches for)"))?;
-        key.retired_after = Some(seq);
     }
     Ok(key)
 }
@@ -174,7 +184,11 @@ mod tests {
         assert!(load_trusted(&[]).is_err());
         let retired = load_trusted(&[format!("{a} until=200")]).unwrap();
         assert_eq!(retired[0].retired_after, Some(200));
-        assert!(retired[0].trusted_for(200) && !retired[0].trusted_for(201));
+        assert!(retired[0].trusted_for("o", 200) && !retired[0].trusted_for("o", 201));
+        let scoped = load_trusted(&[format!("{a} origin=prod/agentrt until=9")]).unwrap();
+        assert!(scoped[0].trusted_for("prod/agentrt", 9));
+        assert!(!scoped[0].trusted_for("evil/agentrt", 9) && !scoped[0].trusted_for("prod/agentrt", 10));
+        assert!(load_trusted(&[format!("{a} origin=")]).is_err());
         std::fs::write(&file, format!("{a} until=7\n{b}\n")).unwrap();
         let both = load_trusted(&[file.to_str().unwrap().into()]).unwrap();
         assert_eq!((both[0].retired_after, both[1].retired_after), (Some(7), None));

@@ -11,6 +11,7 @@
 
 pub mod audit;
 pub mod checkpoint;
+pub mod cosignature;
 pub mod export_check;
 pub mod keys;
 pub mod log_audit;
@@ -19,6 +20,7 @@ pub mod note;
 pub mod publish;
 pub mod signed_head;
 pub mod store;
+pub mod tile_audit;
 pub mod tile_reader;
 pub mod url;
 

@@ -34,6 +34,8 @@ pub struct CheckpointAudit {
     /// Consistency proofs checked between consecutive checkpoints.
     pub consistent_pairs: usize,
     pub tiles_fetched: u64,
+    /// Tiles and bundles read by the full tile audit (0: not run).
+    pub tiles_audited: u64,
     pub findings: Vec<Finding>,
 }
 
@@ -60,6 +62,7 @@ pub async fn audit_checkpoints(
     store: &dyn AnchorStore,
     origin: &str,
     keys: &[VerifierKey],
+    every_tile: bool,
 ) -> Result<CheckpointAudit, StoreError> {
     let mut audit = CheckpointAudit::default();
     let names = store.list_names(origin, CHECKPOINTS_DIR).await?;
@@ -137,6 +140,19 @@ pub async fn audit_checkpoints(
     }
     audit.trusted.sort_by_key(|t| t.checkpoint.size);
     check_tiles(store, origin, &mut audit).await?;
+    if every_tile && let Some(newest) = audit.trusted.last() {
+        let tiles = crate::tile_audit::audit_tiles(store, origin, &newest.checkpoint).await?;
+        audit.tiles_audited = tiles.objects;
+        audit.findings.extend(tiles.findings);
+        if tiles.more > 0 {
+            audit.findings.push(finding(
+                Kind::TilesDisagree,
+                Some(newest.checkpoint.size),
+                format!("and {} more tile(s) or bundle(s) like those above", tiles.more),
+                None,
+            ));
+        }
+    }
     Ok(audit)
 }
 
@@ -195,10 +211,7 @@ fn tiles_disagree(cp: &Checkpoint, why: String, source: &str) -> Finding {
     )
 }
 
-fn b64(hash: &Hash) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::STANDARD.encode(hash)
-}
+use chainship_tlog::hash_b64 as b64;
 
 /// Compares the roots a walk computed (database or copy) with the trusted
 /// checkpoints: a differing root is a `fork` at that size. Returns the
@@ -264,4 +277,140 @@ pub async fn check_heads_in_tree(
         }
     }
     Ok(findings)
+}
+
+/// Once checkpoints are published, every trusted head from the first
+/// checkpoint's size on must have its checkpoint: one deleted (or never
+/// written) is `checkpoint-missing`.
+pub fn missing_checkpoints(trusted: &[TrustedCheckpoint], heads: &[chainship_chain::Head]) -> Vec<Finding> {
+    let Some(first) = trusted.first().map(|t| t.checkpoint.size) else {
+        return Vec::new();
+    };
+    heads
+        .iter()
+        .filter(|h| h.seq >= first && !trusted.iter().any(|t| t.checkpoint.size == h.seq))
+        .map(|h| {
+            finding(
+                Kind::CheckpointMissing,
+                Some(h.seq),
+                format!(
+                    "head {h} has no checkpoint of size {} (checkpoints start at {first}): deleted, or published with --no-checkpoints",
+                    h.seq
+                ),
+                None,
+            )
+        })
+        .collect()
+}
+
+/// What the witness check found: findings, how many checkpoints carry the
+/// quorum, the newest that does, and recent ones still waiting (warnings).
+#[derive(Clone, Debug, Default)]
+pub struct CosignAudit {
+    pub findings: Vec<Finding>,
+    pub cosigned: usize,
+    pub newest_cosigned: Option<u64>,
+    pub waiting: Vec<String>,
+}
+
+/// Checks the cosigned checkpoints (`cosigned/<size>`) against `policy`. A
+/// cosigned checkpoint vouches for every smaller one (they are one tree:
+/// the consistency proofs say so), so only checkpoints above the newest
+/// cosigned one can be `uncosigned`: those whose head was published more
+/// than `grace` ago (the witnesses had time to answer); younger ones are
+/// reported as waiting. A cosignature line of a trusted witness that does
+/// not verify is `bad-signature`.
+pub async fn audit_cosignatures(
+    store: &dyn AnchorStore,
+    origin: &str,
+    trusted: &[TrustedCheckpoint],
+    policy: &crate::cosignature::WitnessPolicy,
+    published: &dyn Fn(u64) -> Option<std::time::SystemTime>,
+    grace: std::time::Duration,
+) -> Result<CosignAudit, StoreError> {
+    use crate::checkpoint::cosigned_path;
+    use crate::cosignature::check_cosignatures;
+    let mut out = CosignAudit::default();
+    if trusted.is_empty() {
+        out.findings.push(finding(
+            Kind::Uncosigned,
+            None,
+            format!("no trusted checkpoint of origin {origin:?} to check witness cosignatures on"),
+            None,
+        ));
+        return Ok(out);
+    }
+    for t in trusted {
+        let cp = &t.checkpoint;
+        let path = cosigned_path(cp.size);
+        let Some(bytes) = store.get_object(origin, &path).await? else {
+            continue;
+        };
+        let source = format!("{}/{origin}/{path}", store.describe());
+        let note = match crate::note::SignedNote::parse(&bytes) {
+            Ok(n) if n.text == cp.text() => n,
+            _ => {
+                out.findings.push(finding(
+                    Kind::BadSignature,
+                    Some(cp.size),
+                    format!("cosigned checkpoint {}: not the checkpoint of that size", cp.size),
+                    Some(source),
+                ));
+                continue;
+            }
+        };
+        let cosigned = check_cosignatures(&note, &policy.keys);
+        if !cosigned.bad.is_empty() {
+            out.findings.push(finding(
+                Kind::BadSignature,
+                Some(cp.size),
+                format!(
+                    "cosigned checkpoint {}: a cosignature that does not verify, from {}",
+                    cp.size,
+                    cosigned.bad.join(", ")
+                ),
+                Some(source.clone()),
+            ));
+        }
+        if cosigned.valid.len() >= policy.quorum {
+            out.cosigned += 1;
+            out.newest_cosigned = Some(cp.size);
+        }
+    }
+    let covered = out.newest_cosigned.unwrap_or(0);
+    let above: Vec<&TrustedCheckpoint> = trusted.iter().filter(|t| t.checkpoint.size > covered).collect();
+    let now = std::time::SystemTime::now();
+    let (waiting, overdue): (Vec<&TrustedCheckpoint>, Vec<&TrustedCheckpoint>) = above.into_iter().partition(|t| {
+        published(t.checkpoint.size)
+            .and_then(|at| now.duration_since(at).ok())
+            .is_some_and(|age| age < grace)
+    });
+    for t in &waiting {
+        out.waiting.push(format!(
+            "checkpoint {} is not cosigned yet (published less than {} ago)",
+            t.checkpoint.size,
+            humantime::format_duration(grace)
+        ));
+    }
+    if let (Some(first), Some(last)) = (overdue.first(), overdue.last()) {
+        let (a, b) = (first.checkpoint.size, last.checkpoint.size);
+        let which = if a == b {
+            format!("checkpoint {a}")
+        } else {
+            format!("checkpoints {a} to {b} ({} of them)", overdue.len())
+        };
+        let newest = out
+            .newest_cosigned
+            .map_or("no checkpoint is".to_owned(), |c| format!("the newest cosigned is {c}"));
+        out.findings.push(finding(
+            Kind::Uncosigned,
+            Some(a),
+            format!(
+                "{which}: fewer than {} cosignature(s) from the trusted witnesses, and no cosigned checkpoint at or above ({newest})",
+                policy.quorum
+            ),
+            Some(first.source.clone()),
+        ));
+    }
+    Ok(out)
 }

@@ -19,14 +19,23 @@ use crate::store::{AnchorStore, LATEST_CHECKPOINT, PutOutcome, StoreError};
 
 /// Writes each tile unless kept; a kept tile must hold the same bytes.
 pub async fn put_tiles(store: &dyn AnchorStore, origin: &str, tiles: &[Tile]) -> Result<(), StoreError> {
-    for tile in tiles {
-        if let PutOutcome::AlreadyThere(kept) = store.put_object_new(origin, &tile.path, &tile.data).await?
+    let objects: Vec<(&str, &[u8])> = tiles.iter().map(|t| (t.path.as_str(), t.data.as_slice())).collect();
+    let outcomes = store.put_objects_new(origin, &objects).await?;
+    for (tile, outcome) in tiles.iter().zip(outcomes) {
+        if let PutOutcome::AlreadyThere(kept) = outcome
             && kept != tile.data
         {
+            // A tile of another length is no tile of this layout at all: planted.
+            let what = if kept.len() == tile.data.len() {
+                "other hashes than this chain's: the store holds another tree for this origin (a database restored from an older backup, or another log under the same origin), or someone wrote it"
+            } else {
+                "content that is not this tile (wrong length): planted or torn by someone with write access to the store"
+            };
             return Err(StoreError::integrity(format!(
-                "tiles-disagree: {} keeps {} for origin {origin:?} with other hashes than this chain's: the store holds another tree for this origin (a database restored from an older backup, or another log under the same origin)",
+                "tiles-disagree: {} keeps {} for origin {origin:?} ({} bytes) with {what}; the follower stops rather than publish beside it (tlog clients read tiles at fixed paths): remove it if it is not this log's",
                 store.describe(),
-                tile.path
+                tile.path,
+                kept.len()
             )));
         }
     }
@@ -85,6 +94,32 @@ pub async fn publish_checkpoint(
             .await?;
     }
     Ok(())
+}
+
+/// The newest checkpoint kept for `origin` that one of `keys` signed, and
+/// its note as kept. Names sort by size: walks down from the top and stops
+/// at the first that verifies (a planted note is passed over).
+pub async fn newest_checkpoint(
+    store: &dyn AnchorStore,
+    origin: &str,
+    keys: &[VerifierKey],
+) -> Result<Option<(Checkpoint, String)>, StoreError> {
+    let mut names = store.list_names(origin, crate::store::CHECKPOINTS_DIR).await?;
+    names.retain(|n| crate::checkpoint::size_from_checkpoint_name(n).is_some());
+    names.sort_by_key(|n| crate::checkpoint::size_from_checkpoint_name(n));
+    for name in names.iter().rev() {
+        let path = format!("{}/{name}", crate::store::CHECKPOINTS_DIR);
+        let Some(bytes) = store.get_object(origin, &path).await? else {
+            continue;
+        };
+        if let Ok(read) = read_checkpoint(&bytes, keys)
+            && !read.signers.is_empty()
+            && read.checkpoint.origin == origin
+        {
+            return Ok(Some((read.checkpoint, read.note.to_text())));
+        }
+    }
+    Ok(None)
 }
 
 /// The checkpoint kept at `size` for `origin` if one of `keys` signed it.

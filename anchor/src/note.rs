@@ -16,12 +16,47 @@ const SIG_PREFIX: &str = "\u{2014} ";
 
 /// The key id of an Ed25519 key with this name.
 pub fn key_id(name: &str, public: &[u8; 32]) -> [u8; 4] {
+    typed_key_id(name, ED25519, public)
+}
+
+/// The key id of a key of signature type `kind` (`0x01` note signatures,
+/// `0x04` cosignatures): `SHA-256(name || 0x0A || kind || public key)[:4]`.
+pub fn typed_key_id(name: &str, kind: u8, public: &[u8; 32]) -> [u8; 4] {
     let mut sha = Sha256::new();
     sha.update(name.as_bytes());
-    sha.update([b'\n', ED25519]);
+    sha.update([b'\n', kind]);
     sha.update(public);
     let digest = sha.finalize();
     [digest[0], digest[1], digest[2], digest[3]]
+}
+
+/// Parses a C2SP verifier key `<name>+<hex key id>+<base64(kind || public
+/// key)>` of signature type `kind` (Ed25519), checking the id. `what` names
+/// the key in messages.
+pub fn parse_vkey(text: &str, kind: u8, what: &str) -> Result<(String, [u8; 4], VerifyingKey), String> {
+    let bad = |why: &str| format!("{what} {text:?}: {why} (expected NAME+KEYID+BASE64)");
+    // The name holds no '+', the base64 may: split from the left.
+    let mut parts = text.trim().splitn(3, '+');
+    let (Some(name), Some(id), Some(blob)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(bad("not three parts"));
+    };
+    if !valid_key_name(name) {
+        return Err(bad("bad key name"));
+    }
+    let id: [u8; 4] = hex::decode(id)
+        .ok()
+        .and_then(|v| v.try_into().ok())
+        .ok_or_else(|| bad("bad key id"))?;
+    let blob = B64.decode(blob).map_err(|_| bad("key is not base64"))?;
+    if blob.len() != 33 || blob[0] != kind {
+        return Err(bad(&format!("not an Ed25519 key of type 0x{kind:02x}")));
+    }
+    let public: [u8; 32] = blob[1..].try_into().expect("32 bytes");
+    let key = VerifyingKey::from_bytes(&public).map_err(|_| bad("not a valid Ed25519 point"))?;
+    if typed_key_id(name, kind, &public) != id {
+        return Err(bad("key id does not match the name and key"));
+    }
+    Ok((name.to_owned(), id, key))
 }
 
 /// A key name: non-empty, no whitespace, no `+`.
@@ -136,6 +171,10 @@ pub struct VerifierKey {
     /// seq only, so a leaked old key cannot sign new ones (chainship's
     /// trust setting, not part of the C2SP key text).
     pub retired_after: Option<u64>,
+    /// A key trusted for one origin only (`origin=ORIGIN`): in a keys file
+    /// shared by several logs, one log's key cannot vouch for another's
+    /// (chainship's trust setting, not part of the C2SP key text).
+    pub only_origin: Option<String>,
 }
 
 impl VerifierKey {
@@ -145,6 +184,7 @@ impl VerifierKey {
             id: key_id(name, key.as_bytes()),
             key,
             retired_after: None,
+            only_origin: None,
         }
     }
 
@@ -156,39 +196,19 @@ impl VerifierKey {
 
     /// Parses a verifier key; the id must match the name and key.
     pub fn parse(text: &str) -> Result<VerifierKey, String> {
-        let bad = |why: &str| format!("verifier key {text:?}: {why} (expected NAME+KEYID+BASE64)");
-        // The name holds no '+', the base64 may: split from the left.
-        let mut parts = text.trim().splitn(3, '+');
-        let (Some(name), Some(id), Some(blob)) = (parts.next(), parts.next(), parts.next()) else {
-            return Err(bad("not three parts"));
-        };
-        if !valid_key_name(name) {
-            return Err(bad("bad key name"));
-        }
-        let id: [u8; 4] = hex::decode(id)
-            .ok()
-            .and_then(|v| v.try_into().ok())
-            .ok_or_else(|| bad("bad key id"))?;
-        let blob = B64.decode(blob).map_err(|_| bad("key is not base64"))?;
-        if blob.len() != 33 || blob[0] != ED25519 {
-            return Err(bad("not an Ed25519 key"));
-        }
-        let public: [u8; 32] = blob[1..].try_into().expect("32 bytes");
-        let key = VerifyingKey::from_bytes(&public).map_err(|_| bad("not a valid Ed25519 point"))?;
-        if key_id(name, &public) != id {
-            return Err(bad("key id does not match the name and key"));
-        }
+        let (name, id, key) = parse_vkey(text, ED25519, "verifier key")?;
         Ok(VerifierKey {
-            name: name.to_owned(),
+            name,
             id,
             key,
             retired_after: None,
+            only_origin: None,
         })
     }
 
-    /// Whether this key may vouch for a head at `seq`.
-    pub fn trusted_for(&self, seq: u64) -> bool {
-        self.retired_after.is_none_or(|last| seq <= last)
+    /// Whether this key may vouch for a head (or checkpoint) of `origin` at `seq`.
+    pub fn trusted_for(&self, origin: &str, seq: u64) -> bool {
+        self.retired_after.is_none_or(|last| seq <= last) && self.only_origin.as_deref().is_none_or(|o| o == origin)
     }
 
     /// Checks this key's signature line(s) in a note: `None` when the note

@@ -23,7 +23,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use backon::{BackoffBuilder, ExponentialBuilder};
 use chainship_anchor::{AnchorStore, SignerKey, highest_verified_head, publish_head, publish_heartbeat};
 use chainship_chain::Head;
 use metrics::{counter, gauge};
@@ -147,14 +146,7 @@ impl Anchoring {
         // Waiters learn that kept heads cover a delivered one only after the
         // check below has compared them (see the loop's first lines).
         gauge!(m::ANCHORED_SEQ).set(last as f64);
-        let new_backoff = || {
-            ExponentialBuilder::default()
-                .with_min_delay(Duration::from_millis(200))
-                .with_max_delay(self.max_delay)
-                .with_jitter()
-                .without_max_times()
-                .build()
-        };
+        let new_backoff = || crate::retry::background_backoff(self.max_delay);
         let mut backoff = new_backoff();
         let mut last_published: Option<Instant> = None;
         // Once the follower is done, the newest head goes out without waiting for the interval.

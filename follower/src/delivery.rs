@@ -17,6 +17,7 @@ use tokio::sync::watch;
 
 use crate::cursor::FileCursor;
 use crate::error::FollowError;
+use crate::hash_feed::HashFeed;
 use crate::health::Health;
 use crate::metrics;
 use crate::retry::{RetryEnd, RetryPolicy, retry_transient};
@@ -30,6 +31,8 @@ pub struct Delivery {
     health: Arc<Health>,
     retry: RetryPolicy,
     announce: watch::Sender<Option<Head>>,
+    /// Where delivered hashes go for the transparency log, when it is on.
+    feed: Option<Arc<HashFeed>>,
 }
 
 impl Delivery {
@@ -51,6 +54,7 @@ impl Delivery {
             health,
             retry,
             announce,
+            feed: None,
         }
     }
 
@@ -71,6 +75,11 @@ impl Delivery {
         self.announce.subscribe()
     }
 
+    /// Hands every delivered batch's hashes to `feed` (before its head is announced).
+    pub fn feed_hashes(&mut self, feed: Arc<HashFeed>) {
+        self.feed = Some(feed);
+    }
+
     /// Tells the listeners (the anchoring task) where delivery stands.
     pub fn announce(&self, head: Option<Head>) {
         let _ = self.announce.send(head);
@@ -89,6 +98,9 @@ impl Delivery {
         }
         metrics::delivered(batch.len(), batch.jsonl.len(), head.seq);
         tracing::debug!(first = batch.first_seq(), last = %head, events = batch.len(), "delivered");
+        if let Some(feed) = &self.feed {
+            feed.push(batch.records.iter().map(|r| (r.seq, r.hash)));
+        }
         let _ = self.announce.send(Some(head));
         Ok(())
     }

@@ -76,6 +76,14 @@ impl Follower {
         self.delivery.subscribe()
     }
 
+    /// The hashes of every delivered event, for the transparency log
+    /// (bounded; see [`crate::hash_feed`]).
+    pub fn hash_feed(&mut self) -> Arc<crate::hash_feed::HashFeed> {
+        let feed = Arc::new(crate::hash_feed::HashFeed::default());
+        self.delivery.feed_hashes(Arc::clone(&feed));
+        feed
+    }
+
     pub fn run(self) -> Result<Outcome, FollowError> {
         let Follower {
             cfg,

@@ -10,6 +10,7 @@ struct State {
     broken: Option<String>,
     sink_failing: Option<(Instant, String)>,
     anchor_failing: Option<(Instant, String)>,
+    witness_failing: Option<(Instant, String)>,
 }
 
 pub struct Health {
@@ -53,6 +54,19 @@ impl Health {
         });
     }
 
+    /// The newest checkpoint reached its quorum of cosignatures.
+    pub fn witness_ok(&self) {
+        self.with(|s| s.witness_failing = None);
+    }
+
+    /// The newest checkpoint lacks its quorum (since the first call).
+    pub fn witness_failing(&self, reason: &str) {
+        self.with(|s| {
+            let since = s.witness_failing.as_ref().map_or_else(Instant::now, |(t, _)| *t);
+            s.witness_failing = Some((since, reason.to_owned()));
+        });
+    }
+
     /// The follower is stopping on an error: unhealthy at once.
     pub fn fatal(&self, reason: &str) {
         self.with(|s| s.broken = Some(format!("stopping: {reason}")));
@@ -79,6 +93,14 @@ impl Health {
             {
                 return Err(format!(
                     "anchoring lagging for {}s: {reason}",
+                    since.elapsed().as_secs()
+                ));
+            }
+            if let Some((since, reason)) = &s.witness_failing
+                && since.elapsed() > limit
+            {
+                return Err(format!(
+                    "witness quorum not met for {}s: {reason}",
                     since.elapsed().as_secs()
                 ));
             }

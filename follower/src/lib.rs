@@ -17,6 +17,7 @@ pub mod cursor;
 pub mod delivery;
 pub mod error;
 pub mod follow;
+pub mod hash_feed;
 pub mod health;
 pub mod metrics;
 pub mod resume;
@@ -25,6 +26,8 @@ pub mod run_check;
 #[cfg(test)]
 mod testing;
 pub mod tree_log;
+pub mod witness_http;
+pub mod witnessing;
 
 pub use config::{FollowConfig, OnBreak, StartFrom};
 pub use cursor::{CursorError, FileCursor};

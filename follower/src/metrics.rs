@@ -24,10 +24,27 @@ pub const RUNS_OPEN: &str = "chainship_runs_open";
 pub const RUNS_LEFT_RUNNING: &str = "chainship_runs_left_running";
 pub const UNKNOWN_OUTCOMES: &str = "chainship_unknown_outcomes";
 pub const RUN_FINDINGS: &str = "chainship_run_findings_total";
+pub const WITNESS_COSIGNED_SIZE: &str = "chainship_witness_cosigned_size";
+pub const WITNESS_LAST_SUCCESS: &str = "chainship_witness_last_success_timestamp_seconds";
+pub const WITNESS_FAILURES: &str = "chainship_witness_failures_total";
+pub const WITNESS_QUORUM_SIZE: &str = "chainship_witness_quorum_size";
 
 /// Registers help texts and every counter at 0 (call once the exporter is
 /// installed; the metrics server does, before it serves a scrape).
 pub fn describe() {
+    describe_gauge!(
+        WITNESS_COSIGNED_SIZE,
+        "Size of the last checkpoint each witness cosigned."
+    );
+    describe_gauge!(WITNESS_LAST_SUCCESS, "When each witness last cosigned (Unix seconds).");
+    describe_counter!(
+        WITNESS_FAILURES,
+        "Witness calls that did not cosign, by witness and kind (unavailable, inconsistent, refused, bad-cosignature, proof, conflict)."
+    );
+    describe_gauge!(
+        WITNESS_QUORUM_SIZE,
+        "Size of the newest checkpoint kept with a quorum of cosignatures."
+    );
     describe_counter!(EVENTS_EXPORTED, "Events delivered to the sink and acknowledged.");
     describe_counter!(BATCHES, "Batches delivered to the sink and acknowledged.");
     describe_counter!(BYTES_EXPORTED, "Bytes of records delivered to the sink.");

@@ -43,6 +43,17 @@ pub enum RetryEnd {
     Interrupted(SinkError),
 }
 
+/// The backoff of a background task that retries a store or a witness
+/// forever: 200 ms doubling up to `max_delay`, with jitter.
+pub fn background_backoff(max_delay: Duration) -> impl Iterator<Item = Duration> {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(200))
+        .with_max_delay(max_delay)
+        .with_jitter()
+        .without_max_times()
+        .build()
+}
+
 /// Calls `attempt` until it succeeds or retrying ends. `on_failure` sees
 /// every failed attempt (for logs and health).
 pub fn retry_transient<T>(

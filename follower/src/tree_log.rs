@@ -6,11 +6,14 @@
 //! to the anchor store, then the partial tiles and the signed checkpoint of
 //! size N (see `chainship_anchor::log_publish`).
 //!
-//! The entries come from the database, read again and re-hashed along the
-//! chain up to the delivered head (which the follower checked as it read
-//! it): a row changed since delivery cannot lead there, and is an
-//! integrity finding. The export path is untouched, and an anchor store
-//! that is down only delays this work, as it delays the heads.
+//! The entries are the hashes the follower delivered, handed over by the
+//! delivery thread ([`crate::hash_feed`], bounded). What the feed does not
+//! hold (after a restart, an anchor store outage, a builder that lagged)
+//! is read again from the database and re-hashed along the chain up to the
+//! delivered head (which the follower checked as it read it): a row changed
+//! since delivery cannot lead there, and is an integrity finding. The
+//! export path only copies hashes, and an anchor store that is down only
+//! delays this work, as it delays the heads.
 //!
 //! Only the tree's right edge is held (a few tens of KB), and it is kept
 //! in `<cursor>.tlog` after each checkpoint: a restart extends the tree
@@ -26,16 +29,17 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use chainship_anchor::checkpoint::{Checkpoint, read_checkpoint, size_from_checkpoint_name};
-use chainship_anchor::log_publish::{publish_checkpoint, put_tiles};
-use chainship_anchor::store::CHECKPOINTS_DIR;
-use chainship_anchor::tile_reader::{TileError, TileReader};
+use chainship_anchor::checkpoint::Checkpoint;
+use chainship_anchor::log_publish::{newest_checkpoint, publish_checkpoint, put_tiles};
+use chainship_anchor::tile_reader::TileReader;
 use chainship_anchor::{AnchorStore, SignerKey, StoreError, VerifierKey};
 use chainship_chain::{ChainCheck, EventDb, Head, OpenOptions};
 use chainship_tlog::merkle::{consistency_proof, verify_consistency};
 use chainship_tlog::tiles::{Tile, TileBuilder};
 
 use crate::cursor::write_atomically;
+use crate::hash_feed::HashFeed;
+use crate::witnessing::PublishedCheckpoint;
 
 const STATE_FORMAT: &str = "chainship-tlog-edge/v1";
 /// Events read and tiled between two writes to the store (bounds memory:
@@ -57,6 +61,10 @@ pub struct TreeLog {
     /// The read-only connection, kept between publishes (in a mutex only
     /// so that the task holding `&self` across awaits stays `Send`).
     conn: std::sync::Mutex<Option<EventDb>>,
+    /// Delivered hashes, so the database is read only for what the feed lacks.
+    feed: Option<Arc<HashFeed>>,
+    /// Where each published checkpoint is announced (to the witnesses).
+    announce: Option<tokio::sync::watch::Sender<Option<PublishedCheckpoint>>>,
 }
 
 /// The tree's right edge and the head it ends at (`head.seq == size`).
@@ -117,7 +125,21 @@ impl TreeLog {
             edge: None,
             checked_store: false,
             conn: std::sync::Mutex::new(None),
+            feed: None,
+            announce: None,
         }
+    }
+
+    /// Announces each published checkpoint on `to` (the witnessing task).
+    pub fn with_announce(mut self, to: tokio::sync::watch::Sender<Option<PublishedCheckpoint>>) -> Self {
+        self.announce = Some(to);
+        self
+    }
+
+    /// Takes the delivered events' hashes from `feed` where it holds them.
+    pub fn with_feed(mut self, feed: Arc<HashFeed>) -> Self {
+        self.feed = Some(feed);
+        self
     }
 
     /// Extends the tree to `head` and publishes its tiles and checkpoint.
@@ -138,28 +160,12 @@ impl TreeLog {
             Some(edge) if edge.size() <= head.seq => edge,
             _ => self.load(head).await?,
         };
-        while edge.size() < head.seq {
-            let through = (edge.size() + CHUNK).min(head.seq);
-            let conn = self.take_conn();
-            let (db, open) = (self.db.clone(), self.open.clone());
-            let (conn, returned, result) = tokio::task::spawn_blocking(move || {
-                let mut edge = edge;
-                let mut out = Vec::new();
-                let conn = match conn.map_or_else(|| EventDb::open(&db, &open).map_err(|e| e.to_string()), Ok) {
-                    Ok(c) => c,
-                    Err(e) => return (None, edge, Err(StoreError::transient(e))),
-                };
-                let result = extend(&conn, &mut edge, through, &mut out).map(|()| out);
-                (Some(conn), edge, result)
-            })
-            .await
-            .map_err(|e| StoreError::transient(format!("the tree builder stopped: {e}")))?;
-            if let Ok(mut slot) = self.conn.lock() {
-                *slot = conn;
-            }
-            edge = returned;
-            put_tiles(self.store.as_ref(), &self.origin, &result?).await?;
+        // Before this process writes anything, its tree must be the store's.
+        if !self.checked_store {
+            self.check_against_store(&edge, head).await?;
+            self.checked_store = true;
         }
+        edge = self.advance(edge, head.seq, Keep::Write).await?;
         if edge.head != Some(head) {
             return Err(StoreError::integrity(format!(
                 "altered: the database's event at seq {} is not the delivered head {head} any more",
@@ -172,17 +178,77 @@ impl TreeLog {
             size: head.seq,
             root: edge.builder.root(),
         };
-        if !self.checked_store {
-            self.check_against_store(&checkpoint).await?;
-            self.checked_store = true;
-        }
         publish_checkpoint(self.store.as_ref(), &self.keys, &checkpoint).await?;
+        if let Some(announce) = &self.announce {
+            announce.send_replace(Some(PublishedCheckpoint {
+                size: checkpoint.size,
+                note: checkpoint.sign(&self.keys),
+            }));
+        }
         if let Err(e) = write_atomically(&self.state_file, edge.to_text().as_bytes()) {
             // Only costs a longer rebuild after a restart.
             tracing::warn!(file = %self.state_file.display(), error = %e, "cannot keep the tree's edge");
         }
         self.edge = Some(edge);
         Ok(())
+    }
+
+    /// Extends `edge` to `through` from the database, a chunk at a time,
+    /// writing each completed tile (or, for a dry run, dropping it).
+    async fn advance(&self, mut edge: Edge, through: u64, keep: Keep) -> Result<Edge, StoreError> {
+        while edge.size() < through {
+            let chunk_end = (edge.size() + CHUNK).min(through);
+            // What the follower delivered (and checked) since the edge, if the feed has it.
+            let mut hashes = Vec::new();
+            let fed = match (&self.feed, keep) {
+                (Some(feed), Keep::Write) => feed.take(edge.size(), chunk_end, &mut hashes),
+                _ => None,
+            };
+            if let Some(last) = fed {
+                let (returned, tiles) = tokio::task::spawn_blocking(move || {
+                    let mut edge = edge;
+                    let mut out = Vec::new();
+                    for hash in &hashes {
+                        edge.builder.push(hash, &mut out);
+                    }
+                    edge.head = Some(last);
+                    (edge, out)
+                })
+                .await
+                .map_err(|e| StoreError::transient(format!("the tree builder stopped: {e}")))?;
+                edge = returned;
+                put_tiles(self.store.as_ref(), &self.origin, &tiles).await?;
+                continue;
+            }
+            tracing::debug!(
+                after = edge.size(),
+                through = chunk_end,
+                "extending the tree from the database (not in the hash feed)"
+            );
+            let conn = self.take_conn();
+            let (db, open) = (self.db.clone(), self.open.clone());
+            let (conn, returned, result) = tokio::task::spawn_blocking(move || {
+                let mut edge = edge;
+                let mut out = Vec::new();
+                let conn = match conn.map_or_else(|| EventDb::open(&db, &open).map_err(|e| e.to_string()), Ok) {
+                    Ok(c) => c,
+                    Err(e) => return (None, edge, Err(StoreError::transient(e))),
+                };
+                let result = extend(&conn, &mut edge, chunk_end, &mut out).map(|()| out);
+                (Some(conn), edge, result)
+            })
+            .await
+            .map_err(|e| StoreError::transient(format!("the tree builder stopped: {e}")))?;
+            if let Ok(mut slot) = self.conn.lock() {
+                *slot = conn;
+            }
+            edge = returned;
+            let tiles = result?;
+            if keep == Keep::Write {
+                put_tiles(self.store.as_ref(), &self.origin, &tiles).await?;
+            }
+        }
+        Ok(edge)
     }
 
     fn take_conn(&self) -> Option<EventDb> {
@@ -227,72 +293,93 @@ impl TreeLog {
         Ok(edge)
     }
 
-    /// Proves that `ours` and the newest checkpoint kept for this origin
-    /// under this publisher's keys are one tree, from the store's tiles.
-    async fn check_against_store(&self, ours: &Checkpoint) -> Result<(), StoreError> {
-        let verifiers: Vec<VerifierKey> = self.keys.iter().map(SignerKey::verifier).collect();
-        let names = self.store.list_names(&self.origin, CHECKPOINTS_DIR).await?;
-        let mut kept: Option<Checkpoint> = None;
-        for name in names.iter().rev() {
-            if size_from_checkpoint_name(name).is_none() {
-                continue;
-            }
-            let path = format!("{CHECKPOINTS_DIR}/{name}");
-            let Some(bytes) = self.store.get_object(&self.origin, &path).await? else {
-                continue;
-            };
-            // Names sort by size: the first trusted one from the top is the newest.
-            if let Ok(read) = read_checkpoint(&bytes, &verifiers)
-                && !read.signers.is_empty()
-                && read.checkpoint.origin == self.origin
-            {
-                kept = Some(read.checkpoint);
-                break;
-            }
-        }
-        let Some(kept) = kept else {
+    /// Proves, before anything is written, that this process's tree (the
+    /// `edge`, to be extended to `head`) and the newest checkpoint kept for
+    /// this origin under this publisher's keys are one tree: equal roots at
+    /// the kept size when the tree passes it, else a consistency proof read
+    /// from the store's tiles.
+    async fn check_against_store(&self, edge: &Edge, head: Head) -> Result<(), StoreError> {
+        let Some(kept) = self.newest_kept_checkpoint().await? else {
             return Ok(());
         };
-        let (old, new) = if kept.size <= ours.size {
-            (&kept, ours)
-        } else {
-            (ours, &kept)
-        };
-        let disagree = |why: String| {
+        let (s, n, k) = (edge.size(), head.seq, kept.size);
+        let disagree = |ours: u64, why: String| {
             StoreError::integrity(format!(
-                "checkpoints-disagree: {} keeps checkpoint {} of origin {:?} (root {}), signed by this follower's key, and this database's tree of {} (root {}) is not the same tree: {why}; nothing was published",
+                "checkpoints-disagree: {} keeps checkpoint {k} of origin {:?} (root {}), signed by this follower's key, and this database's tree of {ours} is not the same tree: {why}; nothing was published (a database restored from an older backup and grown again, or another log under this origin)",
                 self.store.describe(),
-                kept.size,
                 self.origin,
                 kept.root_b64(),
-                ours.size,
-                ours.root_b64()
             ))
         };
-        if old.size == new.size {
-            return if old.root == new.root {
+        let differs =
+            |ours: u64, root: &chainship_tlog::Hash| disagree(ours, format!("its root at {k} is {}", b64(root)));
+        if k == s {
+            let root = edge.builder.root();
+            return if root == kept.root {
                 Ok(())
             } else {
-                Err(disagree("the roots differ".into()))
+                Err(differs(s, &root))
             };
         }
+        if k < s {
+            // The edge is past the kept checkpoint: prove s extends k from the tiles kept for s.
+            return self
+                .consistent(k, &kept.root, s, &edge.builder.root())
+                .await
+                .map_err(|why| disagree(s, why));
+        }
+        // The kept checkpoint is ahead of the edge: build (without writing) up to it, or to the head.
+        let probe = self.advance(edge.clone(), n.min(k), Keep::Drop).await?;
+        let root = probe.builder.root();
+        if k <= n {
+            return if root == kept.root {
+                Ok(())
+            } else {
+                Err(differs(k, &root))
+            };
+        }
+        // The store is ahead of this database (another follower got further): n must be a prefix of k.
+        self.consistent(n, &root, k, &kept.root)
+            .await
+            .map_err(|why| disagree(n, why))
+    }
+
+    /// A consistency proof from `old` to `new`, read from the store's tiles of `new`.
+    async fn consistent(
+        &self,
+        old: u64,
+        old_root: &chainship_tlog::Hash,
+        new: u64,
+        new_root: &chainship_tlog::Hash,
+    ) -> Result<(), String> {
         let mut reader = TileReader::new(self.store.as_ref(), &self.origin);
         let proof = reader
-            .run(new.size, |set| consistency_proof(old.size, new.size, set))
+            .run(new, |set| consistency_proof(old, new, set))
             .await
-            .map_err(|e| match e {
-                TileError::Store(e) => e,
-                other => disagree(other.to_string()),
-            })?;
-        if verify_consistency(old.size, new.size, &old.root, &new.root, &proof) {
+            .map_err(|e| format!("no consistency proof from {old} to {new}: {e}"))?;
+        if verify_consistency(old, new, old_root, new_root, &proof) {
             Ok(())
         } else {
-            Err(disagree(format!(
-                "no consistency proof from size {} to {}",
-                old.size, new.size
-            )))
+            Err(format!("the trees of {old} and {new} are not consistent"))
         }
     }
+
+    /// The newest checkpoint kept for this origin that this publisher's keys signed.
+    async fn newest_kept_checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
+        let verifiers: Vec<VerifierKey> = self.keys.iter().map(SignerKey::verifier).collect();
+        Ok(newest_checkpoint(self.store.as_ref(), &self.origin, &verifiers)
+            .await?
+            .map(|(cp, _)| cp))
+    }
+}
+
+use chainship_tlog::hash_b64 as b64;
+
+/// Whether a pass over the database writes the tiles it completes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    Write,
+    Drop,
 }
 
 /// Reads the events after the edge through `through`, checks each along

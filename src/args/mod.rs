@@ -10,6 +10,7 @@ pub mod anchor;
 pub mod db;
 pub mod runs;
 pub mod sink;
+pub mod witness;
 
 use std::path::PathBuf;
 
@@ -19,11 +20,12 @@ pub use anchor::{AnchorRetainArgs, AnchorStoreArgs};
 pub use db::DbArgs;
 pub use runs::RunRulesArgs;
 pub use sink::{SinkArgs, SinkConnectArgs, SinkWriteArgs};
+pub use witness::{WitnessArgs, WitnessTrustArgs};
 
 use crate::exit::CliError;
 
 /// What a follower runs with, and `check` checks: the database, the origin,
-/// the sink, the cursor, the anchor store and the signing keys.
+/// the sink, the cursor, the anchor store, the signing keys and the witnesses.
 #[derive(Args, Clone, Debug)]
 pub struct PipelineArgs {
     #[command(flatten)]
@@ -40,6 +42,8 @@ pub struct PipelineArgs {
     pub retain: AnchorRetainArgs,
     #[command(flatten)]
     pub signing: SigningArgs,
+    #[command(flatten)]
+    pub witness: WitnessArgs,
 }
 
 impl PipelineArgs {

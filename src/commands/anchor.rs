@@ -4,6 +4,7 @@
 use std::time::{Duration, SystemTime};
 
 use chainship_anchor::audit::{self, HeadSet};
+use chainship_anchor::cosignature::WitnessPolicy;
 use chainship_anchor::log_audit::{self, CheckpointAudit};
 use chainship_anchor::{Kind, VerifierKey};
 use chainship_chain::{EventDb, WalkPlan, WalkReport, walk_chain};
@@ -11,7 +12,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use crate::affected;
-use crate::args::{AnchorStoreArgs, DbArgs, OriginArg, OutputArgs, RunRulesArgs, TrustArgs};
+use crate::args::{AnchorStoreArgs, DbArgs, OriginArg, OutputArgs, RunRulesArgs, TrustArgs, WitnessTrustArgs};
 use crate::exit::{CliError, CmdResult, FAILED, OK};
 use crate::progress::events_bar;
 use crate::report;
@@ -37,7 +38,9 @@ pub enum AnchorCommand {
 
 Kinds reported: altered, cut, fork, bad-signature, untrusted-key, heads-disagree, stale,
 checkpoint-fork (two checkpoints that are not one tree), tiles-disagree (the tiles do not give a
-checkpoint's root), no-trusted-head (none kept for --origin: a typo? --allow-no-heads on a first run).
+checkpoint's root, a tile or bundle is missing or contradicts the newest checkpoint's tree),
+checkpoint-missing (a head without its checkpoint once checkpoints began), uncosigned (with
+--witness-key: checkpoints without the quorum of witness cosignatures), no-trusted-head (none kept for --origin: a typo? --allow-no-heads on a first run).
 Exit codes: 0 all good, 1 any finding, 2 usage or an unreadable store or database.")]
 #[command(mut_arg("db", |a| a.conflicts_with("no_db")))]
 #[command(mut_arg("anchor", |a| a.required(true)))]
@@ -58,6 +61,8 @@ pub struct AnchorVerifyArgs {
     /// checkpoint against its tiles and the next (consistency proofs).
     #[arg(long)]
     pub no_db: bool,
+    #[command(flatten)]
+    pub witness: WitnessTrustArgs,
     #[command(flatten)]
     pub rules: RunRulesArgs,
 }
@@ -109,10 +114,13 @@ fn load_checkpoints(common: &AnchorCommon, keys: &[VerifierKey], heads: &HeadSet
     let trusted_heads = heads.heads();
     crate::report::runtime()?
         .block_on(async {
-            let mut audit = log_audit::audit_checkpoints(store.as_ref(), origin, keys).await?;
+            let mut audit = log_audit::audit_checkpoints(store.as_ref(), origin, keys, true).await?;
             let findings =
                 log_audit::check_heads_in_tree(store.as_ref(), origin, &audit.trusted, &trusted_heads).await?;
             audit.findings.extend(findings);
+            audit
+                .findings
+                .extend(log_audit::missing_checkpoints(&audit.trusted, &trusted_heads));
             Ok::<_, chainship_anchor::StoreError>(audit)
         })
         .map_err(|e| CliError::from_kind(&e))
@@ -120,10 +128,26 @@ fn load_checkpoints(common: &AnchorCommon, keys: &[VerifierKey], heads: &HeadSet
 
 fn verify(args: &AnchorVerifyArgs) -> CmdResult {
     let keys = args.common.trust.load()?;
+    let policy = args.witness.load()?;
     let set = load_heads(&args.common, &keys)?;
     let checkpoints = load_checkpoints(&args.common, &keys, &set)?;
     let mut findings = set.findings.clone();
     findings.extend(checkpoints.findings.iter().cloned());
+    let cosigns = match &policy {
+        Some(policy) => Some(cosign_audit(
+            &args.common,
+            &set,
+            &checkpoints,
+            policy,
+            args.witness.witness_grace,
+        )?),
+        None => None,
+    };
+    let mut warnings = Vec::new();
+    if let Some(c) = &cosigns {
+        findings.extend(c.findings.iter().cloned());
+        warnings.extend(c.waiting.iter().cloned());
+    }
     if let Some(max_age) = args.max_age {
         findings.extend(audit::check_stale(&set, max_age, SystemTime::now()));
     }
@@ -147,7 +171,6 @@ fn verify(args: &AnchorVerifyArgs) -> CmdResult {
         None => set.trusted.len() + checkpoints.trusted.len(),
     };
     let no_heads = audit::no_trusted_head(args.common.origin.get()?, checked, "");
-    let mut warnings = Vec::new();
     match no_heads {
         Some(_) if args.allow_no_heads => warnings.push(format!(
             "{}: no head was checked, only the chain itself (--allow-no-heads)",
@@ -180,8 +203,10 @@ fn verify(args: &AnchorVerifyArgs) -> CmdResult {
         "kept": checkpoints.kept,
         "trusted": checkpoints.trusted.len(),
         "consistency_proofs": checkpoints.consistent_pairs,
+        "tiles_checked": checkpoints.tiles_audited,
         "largest": checkpoints.trusted.last().map(|t| json!({"size": t.checkpoint.size, "root": t.checkpoint.root_b64()})),
         "matched_database": report.map(|_| matched_roots),
+        "cosigned": cosigns.as_ref().map(|c| json!({"quorum": policy.as_ref().map(|p| p.quorum), "checkpoints": c.cosigned, "newest": c.newest_cosigned})),
     });
 
     if args.common.output.json {
@@ -220,12 +245,22 @@ fn verify(args: &AnchorVerifyArgs) -> CmdResult {
             ),
         }
         outln!(
-            "checkpoints: {} kept, {} trusted, {} consistency proof(s) checked{}",
+            "checkpoints: {} kept, {} trusted, {} consistency proof(s) and {} tile(s) checked{}",
             checkpoints.kept,
             checkpoints.trusted.len(),
             checkpoints.consistent_pairs,
+            checkpoints.tiles_audited,
             report.map_or(String::new(), |_| format!(", {matched_roots} matching the database"))
         );
+        if let (Some(c), Some(p)) = (&cosigns, &policy) {
+            outln!(
+                "witnesses: {} checkpoint(s) with {} of {} trusted cosignatures; newest cosigned: {}",
+                c.cosigned,
+                p.quorum,
+                p.keys.len(),
+                c.newest_cosigned.map_or("none".into(), |s| s.to_string())
+            );
+        }
         for w in &warnings {
             outln!("warning: {w}");
         }
@@ -240,6 +275,29 @@ fn verify(args: &AnchorVerifyArgs) -> CmdResult {
         }
     }
     Ok(if findings.is_empty() { OK } else { FAILED })
+}
+
+/// The witness check of the trusted checkpoints, with the heads' publication times.
+fn cosign_audit(
+    common: &AnchorCommon,
+    set: &HeadSet,
+    checkpoints: &CheckpointAudit,
+    policy: &WitnessPolicy,
+    grace: Duration,
+) -> Result<log_audit::CosignAudit, CliError> {
+    let store = common.store.open(common.store.url()?, None);
+    let origin = common.origin.get()?;
+    let published = |seq: u64| set.published_at(seq);
+    crate::report::runtime()?
+        .block_on(log_audit::audit_cosignatures(
+            store.as_ref(),
+            origin,
+            &checkpoints.trusted,
+            policy,
+            &published,
+            grace,
+        ))
+        .map_err(|e| CliError::from_kind(&e))
 }
 
 /// Walks the database against the trusted heads, computing the tree's root

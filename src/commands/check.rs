@@ -3,8 +3,11 @@
 //! failure — the healthcheck a deployment runs before starting the follower.
 
 use chainship_anchor::SignerKey;
+use chainship_anchor::log_publish::newest_checkpoint;
 use chainship_chain::EventDb;
 use chainship_follower::FileCursor;
+use chainship_follower::witness_http;
+use chainship_follower::witnessing::{Outcome, PublishedCheckpoint, Witness, submit};
 use chainship_sinks::open_sink;
 use clap::Args;
 use serde_json::json;
@@ -19,6 +22,8 @@ use crate::exit::{CliError, CmdResult, FAILED, OK};
   chainship check --db audit.db --origin prod/agentrt --sink kafka://kafka:9092/audit \\
       --cursor file:/var/lib/chainship/cursor --anchor s3://anchors/heads --signing-key head.key --json
 
+With --witness, each witness is asked to cosign the newest kept checkpoint (as the follower
+would), and passes only if its cosignature verifies with the key given.
 Exit codes: 0 everything ok, 1 something failed (each item says what), 2 usage error.")]
 #[command(mut_arg("origin", |a| a.required(true)))]
 pub struct CheckArgs {
@@ -72,6 +77,10 @@ pub fn run(check: &CheckArgs) -> CmdResult {
         let r = SignerKey::load(key).map(|k| format!("verifier key {}", k.verifier().to_text()));
         results.push((format!("signing key {}", key.display()), r));
     }
+    let (witnesses, _) = args.witness.load()?;
+    if !witnesses.is_empty() {
+        results.extend(runtime.block_on(check_witnesses(args, &witnesses))?);
+    }
 
     let ok = results.iter().all(|(_, r)| r.is_ok());
     if check.output.json {
@@ -94,4 +103,65 @@ pub fn run(check: &CheckArgs) -> CmdResult {
         }
     }
     Ok(if ok { OK } else { FAILED })
+}
+
+/// Asks each witness to cosign the newest kept checkpoint, as the follower
+/// would (from the size it knows, with a consistency proof), and checks its
+/// cosignature with the key given: a witness passes only if its cosignature
+/// verifies. With no checkpoint kept yet, nothing can be asked.
+async fn check_witnesses(
+    args: &crate::args::PipelineArgs,
+    witnesses: &[Witness],
+) -> Result<Vec<(String, Result<String, String>)>, CliError> {
+    let keys: Vec<_> = args.signing.load()?.iter().map(SignerKey::verifier).collect();
+    let origin = args.origin.get()?;
+    let store = args
+        .anchor
+        .anchor
+        .as_ref()
+        .map(|url| args.anchor.open(url, Some(args.retain)));
+    let newest = match &store {
+        Some(store) => newest_checkpoint(store.as_ref(), origin, &keys)
+            .await
+            .map_err(|e| CliError::from_kind(&e))?,
+        None => None,
+    };
+    let client = witness_http::client().map_err(CliError::usage)?;
+    let mut out = Vec::new();
+    for w in witnesses {
+        let what = format!("witness {} ({})", w.key.name, w.url);
+        let (Some(store), Some((cp, note))) = (&store, &newest) else {
+            out.push((
+                what,
+                Err(
+                    "not asked: no checkpoint signed by --signing-key is kept yet (check again after the first one)"
+                        .into(),
+                ),
+            ));
+            continue;
+        };
+        let published = PublishedCheckpoint {
+            size: cp.size,
+            note: note.clone(),
+        };
+        let (outcome, _) = submit(store.as_ref(), origin, &client, w, &published, 0).await;
+        let r = match outcome {
+            Outcome::Cosigned(_) => Ok(format!(
+                "cosigned checkpoint {} of {origin:?}; its cosignature verifies with the key given",
+                cp.size
+            )),
+            Outcome::Ahead(size) => Err(format!(
+                "has cosigned size {size} of {origin:?}, above the newest checkpoint {}: another publisher or another history",
+                cp.size
+            )),
+            Outcome::Inconsistent { old, why } => Err(format!(
+                "refuses checkpoint {} as inconsistent with the size {old} it cosigned: {why}",
+                cp.size
+            )),
+            Outcome::Refused(why) => Err(format!("does not know origin {origin:?} or its key: {why}")),
+            Outcome::Failed { why, .. } => Err(why),
+        };
+        out.push((what, r));
+    }
+    Ok(out)
 }

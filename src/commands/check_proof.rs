@@ -5,13 +5,14 @@
 use std::path::PathBuf;
 
 use chainship_anchor::checkpoint::read_checkpoint;
+use chainship_anchor::cosignature::{WitnessPolicy, check_cosignatures};
 use chainship_chain::record::Record;
 use chainship_tlog::merkle::verify_inclusion;
 use chainship_tlog::proof::TlogProof;
 use clap::Args;
 use serde_json::json;
 
-use crate::args::{OutputArgs, TrustArgs};
+use crate::args::{OutputArgs, TrustArgs, WitnessTrustArgs};
 use crate::exit::{CliError, CmdResult, FAILED, OK};
 
 /// Check that a record is in a signed checkpoint, from a proof (C2SP tlog-proof).
@@ -38,11 +39,14 @@ pub struct CheckProofArgs {
     #[command(flatten)]
     pub trust: TrustArgs,
     #[command(flatten)]
+    pub witness: WitnessTrustArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
 }
 
 pub fn run(args: &CheckProofArgs) -> CmdResult {
     let keys = args.trust.load()?;
+    let policy = args.witness.load()?;
     let proof_text =
         std::fs::read(&args.proof).map_err(|e| CliError::usage(format!("--proof {}: {e}", args.proof.display())))?;
     let proof_text = String::from_utf8(proof_text)
@@ -61,7 +65,13 @@ pub fn run(args: &CheckProofArgs) -> CmdResult {
         ))
     })?;
 
-    let verdict = judge(&proof, &record, &keys);
+    if record.seq == 0 {
+        return Err(CliError::usage(format!(
+            "--record {}: seq 0 is not an event (seqs start at 1)",
+            shorten(&args.record)
+        )));
+    }
+    let verdict = judge(&proof, &record, &keys, policy.as_ref());
     let seq = record.seq;
     if args.output.json {
         outln!(
@@ -97,7 +107,12 @@ struct Proven {
     signers: Vec<String>,
 }
 
-fn judge(proof: &TlogProof, record: &Record<'_>, keys: &[chainship_anchor::VerifierKey]) -> Result<Proven, String> {
+fn judge(
+    proof: &TlogProof,
+    record: &Record<'_>,
+    keys: &[chainship_anchor::VerifierKey],
+    witnesses: Option<&WitnessPolicy>,
+) -> Result<Proven, String> {
     let read =
         read_checkpoint(proof.checkpoint.as_bytes(), keys).map_err(|e| format!("the proof's checkpoint: {e}"))?;
     let cp = &read.checkpoint;
@@ -112,6 +127,24 @@ fn judge(proof: &TlogProof, record: &Record<'_>, keys: &[chainship_anchor::Verif
             "untrusted-key: checkpoint {} is signed by no trusted key (for that size)",
             cp.size
         ));
+    }
+    if let Some(policy) = witnesses {
+        let cosigned = check_cosignatures(&read.note, &policy.keys);
+        if !cosigned.bad.is_empty() {
+            return Err(format!(
+                "bad-signature: the cosignature of {} on checkpoint {} does not verify",
+                cosigned.bad.join(", "),
+                cp.size
+            ));
+        }
+        if cosigned.valid.len() < policy.quorum {
+            return Err(format!(
+                "uncosigned: checkpoint {} carries {} of the {} cosignatures required from the trusted witnesses",
+                cp.size,
+                cosigned.valid.len(),
+                policy.quorum
+            ));
+        }
     }
     if cp.origin != record.origin {
         return Err(format!(
@@ -129,10 +162,11 @@ fn judge(proof: &TlogProof, record: &Record<'_>, keys: &[chainship_anchor::Verif
     }
     if proof.index != record.seq - 1 {
         return Err(format!(
-            "the proof is for index {} (seq {}), not for seq {}",
+            "the proof is for index {} (seq {}), not for seq {} (index {})",
             proof.index,
-            proof.index + 1,
-            record.seq
+            u128::from(proof.index) + 1,
+            record.seq,
+            record.seq - 1
         ));
     }
     let leaf = chainship_tlog::leaf_hash(&expected);

@@ -8,6 +8,7 @@ use std::time::Duration;
 use chainship_follower::anchoring::Anchoring;
 use chainship_follower::retry::RetryPolicy;
 use chainship_follower::tree_log::TreeLog;
+use chainship_follower::witnessing::{Witnessing, WitnessingHandle};
 use chainship_follower::{
     FileCursor, FollowConfig, FollowError, Follower, Health, OnBreak, Outcome, RunRules, StartFrom,
 };
@@ -158,12 +159,19 @@ pub fn run(args: &FollowArgs) -> CmdResult {
             .map_err(CliError::usage)?;
     }
     let keys = args.pipeline.signing.load()?;
+    let (witnesses, quorum) = args.pipeline.witness.load()?;
+    if !witnesses.is_empty() && (args.pipeline.anchor.anchor.is_none() || args.no_checkpoints) {
+        return Err(CliError::usage(
+            "--witness: witnesses cosign checkpoints, which need --anchor (and not --no-checkpoints)",
+        ));
+    }
     let sink = open_sink(&args.pipeline.sink.config().map_err(CliError::usage)?, origin);
     let cursor = FileCursor::new(args.pipeline.cursor.get()?);
     let anchored_file = cursor.sibling(".anchored");
+    let witness_state = cursor.sibling(".witnesses");
     let tree_state = cursor.sibling(".tlog");
     let (tree_db, tree_open) = (config.db.clone(), config.open.clone());
-    let follower = Follower::new(
+    let mut follower = Follower::new(
         config,
         sink,
         cursor,
@@ -172,11 +180,12 @@ pub fn run(args: &FollowArgs) -> CmdResult {
         Arc::clone(&health),
     );
     let delivered = follower.delivered_heads();
+    let mut witnessing = None;
     let anchoring = args.pipeline.anchor.anchor.as_ref().map(|url| {
         let store = args.pipeline.anchor.open(url, Some(args.pipeline.retain));
         let keys = Arc::new(keys);
         let tree_log = (!args.no_checkpoints).then(|| {
-            TreeLog::new(
+            let log = TreeLog::new(
                 Arc::clone(&store),
                 Arc::clone(&keys),
                 origin.to_owned(),
@@ -184,6 +193,27 @@ pub fn run(args: &FollowArgs) -> CmdResult {
                 tree_open,
                 tree_state,
             )
+            .with_feed(follower.hash_feed());
+            if witnesses.is_empty() {
+                return log;
+            }
+            let (announce, published) = tokio::sync::watch::channel(None);
+            witnessing = Some(
+                Witnessing {
+                    witnesses,
+                    quorum,
+                    store: Arc::clone(&store),
+                    keys: Arc::clone(&keys),
+                    origin: origin.to_owned(),
+                    state_file: witness_state,
+                    max_delay: args.retry_max_delay,
+                    health: Arc::clone(&health),
+                    stop: Arc::clone(&stop),
+                    stop_on_inconsistent: matches!(args.on_break, OnBreakArg::Exit),
+                }
+                .spawn(runtime.handle(), published),
+            );
+            log.with_announce(announce)
         });
         Anchoring {
             store,
@@ -205,6 +235,9 @@ pub fn run(args: &FollowArgs) -> CmdResult {
     {
         return Err(CliError::failed(finding));
     }
+    if let Some(failure) = witnessing.as_ref().and_then(WitnessingHandle::failure) {
+        return Err(CliError::from_kind(&failure));
+    }
     if let (Some(mut anchoring), Some(last)) = (anchoring, *delivered.borrow()) {
         // Give the newest head a chance to be published before exiting.
         let limit = args.shutdown_grace.max(Duration::from_secs(1));
@@ -224,6 +257,19 @@ pub fn run(args: &FollowArgs) -> CmdResult {
                 return Err(CliError::usage(message));
             }
             tracing::warn!("{message}");
+        }
+    }
+    // The export never waits for witnesses; a run that ends gives them a moment.
+    if let (Some(w), Some(last)) = (witnessing.as_mut(), *delivered.borrow()) {
+        let limit = args.shutdown_grace.max(Duration::from_secs(1));
+        if !runtime.block_on(w.wait_for(last.seq, limit)) {
+            if let Some(failure) = w.failure() {
+                return Err(CliError::from_kind(&failure));
+            }
+            tracing::warn!(
+                "checkpoint {} has no quorum of witness cosignatures yet (within --shutdown-grace); the next run asks again",
+                last.seq
+            );
         }
     }
     match result {

@@ -664,6 +664,23 @@ fn troubleshooting_messages_are_what_the_program_prints() {
             "1s",
         ],
     ));
+    // Another database followed into a store that keeps this one's tree, same origin and key.
+    std::fs::create_dir(p("anchors")).unwrap();
+    let store = format!("file:{}", path_str(&p("anchors")));
+    let anchored = |db: &Path, cursor: &str, batch: &str| {
+        let flags = [
+            "--from-start",
+            "--anchor",
+            &store,
+            "--signing-key",
+            path_str(&key),
+            "--batch-size",
+            batch,
+        ];
+        follow(db, &format!("{cursor}.jsonl"), cursor, &flags)
+    };
+    assert_eq!(anchored(&db, "t1", "40").0, 0);
+    printed.push(anchored(&other, "t2", "70"));
     // The sink emptied under its cursor.
     std::fs::write(p("a.jsonl"), b"").unwrap();
     printed.push(follow(&db, "a.jsonl", "a.cursor", &[]));

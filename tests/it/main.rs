@@ -32,3 +32,4 @@ mod sink_s3;
 mod tlog;
 mod verify_cli;
 mod verify_export;
+mod witness;

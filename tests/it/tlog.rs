@@ -396,17 +396,29 @@ fn a_fork_is_never_published_and_a_forked_store_is_named_without_the_database() 
         verifier: a.verifier.clone(),
     };
     // Batches of 300 never deliver seq 1000, where the kept head would
-    // disagree first: the tree's own check must stop it.
+    // disagree first: the tree's own check must stop it, before it writes
+    // anything (one tile of the fork would block the real log for good).
     let out = follow_once(&fork, &["--batch-size", "300"]);
     assert_eq!(code(&out), 1, "the follower stops on another tree: {}", stderr(&out));
-    assert!(stderr(&out).contains("tiles-disagree"), "{}", stderr(&out));
-    let after = files_under(&log);
-    let new: Vec<&String> = after.iter().filter(|f| !before.contains(f)).collect();
-    assert!(
-        new.iter()
-            .all(|f| !f.starts_with("checkpoint") && !f.ends_with(".head")),
-        "no checkpoint or head of the fork: {new:?}"
-    );
+    assert!(stderr(&out).contains("checkpoints-disagree"), "{}", stderr(&out));
+    assert_eq!(files_under(&log), before, "nothing of the fork was written");
+    // The real log goes on growing past the fork's sizes.
+    append(&a.db, 300);
+    let out = follow_once(&a, &["--batch-size", "250"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let grown = run(&[
+        "anchor",
+        "verify",
+        "--db",
+        path_str(&a.db),
+        "--anchor",
+        &a.anchor_url(),
+        "--origin",
+        ORIGIN,
+        "--trusted-key",
+        &a.verifier,
+    ]);
+    assert_eq!(code(&grown), 0, "{}", stdout(&grown));
 
     // Someone with write access puts the fork's checkpoint and tiles in
     // anyway (built in a store of its own, signed by the same key).
@@ -419,6 +431,7 @@ fn a_fork_is_never_published_and_a_forked_store_is_named_without_the_database() 
         verifier: a.verifier.clone(),
     };
     assert_eq!(code(&follow_once(&own, &["--batch-size", "1100"])), 0);
+    // Its checkpoint 1100 lies between the real 1000 and 1300.
     let fork_log = elsewhere.path().join(ORIGIN);
     for name in files_under(&fork_log) {
         let target = log.join(&name);
@@ -444,10 +457,9 @@ fn a_fork_is_never_published_and_a_forked_store_is_named_without_the_database() 
     let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
     let findings = v["findings"].as_array().unwrap();
     assert!(
-        findings
-            .iter()
-            .any(|f| f["kind"] == "checkpoint-fork"
-                && f["message"].as_str().unwrap().contains("checkpoints 1000 and 1100")),
+        findings.iter().any(|f| f["kind"] == "checkpoint-fork"
+            && (f["message"].as_str().unwrap().contains("checkpoints 1000 and 1100")
+                || f["message"].as_str().unwrap().contains("checkpoints 1100 and 1300"))),
         "{v}"
     );
     // aics-tlog agrees that 1000 and 1100 are not one tree.
@@ -747,4 +759,206 @@ async fn checkpoints_and_tiles_in_an_object_lock_bucket() {
     let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert!(v["checkpoints"]["trusted"].as_u64().unwrap() >= 1, "{v}");
     assert_eq!(v["checkpoints"]["largest"]["size"], 1500, "{v}");
+}
+
+fn audit_no_db(a: &Anchored) -> (i32, Value) {
+    let out = run(&[
+        "anchor",
+        "verify",
+        "--no-db",
+        "--json",
+        "--anchor",
+        &a.anchor_url(),
+        "--origin",
+        ORIGIN,
+        "--trusted-key",
+        &a.verifier,
+    ]);
+    let v = serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&out), stderr(&out)));
+    (code(&out), v)
+}
+
+/// Whether a finding of `kind` names `text`.
+fn names(v: &Value, kind: &str, text: &str) -> bool {
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["kind"] == kind && f["message"].as_str().unwrap().contains(text))
+}
+
+/// Every kept tile and bundle is checked, not only those a proof passes
+/// through: a flipped byte, a wrong length, a directory or a missing bundle
+/// anywhere is `tiles-disagree`, and a deleted checkpoint `checkpoint-missing`.
+#[test]
+fn every_tile_and_bundle_is_audited() {
+    let a = Anchored::new(3_000, ORIGIN);
+    assert_eq!(code(&follow_once(&a, &["--batch-size", "1000"])), 0);
+    let log = log_dir(&a);
+    let (c, v) = audit_no_db(&a);
+    assert_eq!(c, 0, "{v}");
+    assert!(v["checkpoints"]["tiles_checked"].as_u64().unwrap() >= 23, "{v}");
+    let pristine = a.dir.path().join("pristine");
+    copy_tree(&a.anchors, &pristine);
+    let restore = || {
+        std::fs::remove_dir_all(&a.anchors).unwrap();
+        copy_tree(&pristine, &a.anchors);
+    };
+    type Damage = fn(&Path);
+    let damages: [(&str, Damage, &str); 6] = [
+        (
+            "a flipped byte in a full tile off every proof path",
+            |l| flip(&l.join("tile/0/003")),
+            "tile/0/003",
+        ),
+        ("a truncated tile", |l| truncate(&l.join("tile/0/001")), "tile/0/001"),
+        (
+            "a directory where a tile is",
+            |l| {
+                std::fs::remove_file(l.join("tile/0/000")).unwrap();
+                std::fs::create_dir(l.join("tile/0/000")).unwrap();
+            },
+            "tile/0/000",
+        ),
+        (
+            "junk in an entry bundle",
+            |l| std::fs::write(l.join("tile/entries/004"), b"junk").unwrap(),
+            "tile/entries/004",
+        ),
+        (
+            "the entry bundles gone",
+            |l| std::fs::remove_dir_all(l.join("tile/entries")).unwrap(),
+            "tile/entries/000",
+        ),
+        (
+            "a flipped byte in a bundle",
+            |l| flip(&l.join("tile/entries/002")),
+            "tile/entries/002",
+        ),
+    ];
+    for (what, damage, path) in damages {
+        damage(&log);
+        let (c, v) = audit_no_db(&a);
+        assert_eq!(c, 1, "{what}: {v}");
+        assert!(names(&v, "tiles-disagree", path), "{what}: {v}");
+        restore();
+    }
+    // A full tile reaching past the newest checkpoint that disagrees with its partial tile.
+    let mut full = std::fs::read(log.join("tile/0/011.p/184")).unwrap();
+    full.resize(256 * 32, 7);
+    full[0] ^= 1;
+    std::fs::write(log.join("tile/0/011"), &full).unwrap();
+    let (c, v) = audit_no_db(&a);
+    assert_eq!(c, 1, "{v}");
+    assert!(names(&v, "tiles-disagree", "tile/0/011:"), "{v}");
+    restore();
+    // The newest checkpoint deleted, its head kept.
+    std::fs::remove_file(log.join("checkpoints/00000000000000003000")).unwrap();
+    let (c, v) = audit_no_db(&a);
+    assert_eq!(c, 1, "{v}");
+    assert!(names(&v, "checkpoint-missing", "head 3000:"), "{v}");
+    restore();
+
+    // A junk file where the follower's next tile goes stops it, named as not a tile.
+    append(&a.db, 500);
+    std::fs::create_dir_all(log.join("tile/0/013.p")).unwrap();
+    std::fs::write(log.join("tile/0/013.p/172"), [0u8; 100]).unwrap();
+    let out = follow_once(&a, &["--batch-size", "1000"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("tile/0/013.p/172") && stderr(&out).contains("wrong length"),
+        "{}",
+        stderr(&out)
+    );
+    std::fs::remove_file(log.join("tile/0/013.p/172")).unwrap();
+    assert_eq!(code(&follow_once(&a, &["--batch-size", "1000"])), 0);
+
+    // prove passes over a newest checkpoint whose tiles are gone, to the next one.
+    std::fs::remove_file(log.join("tile/0/013.p/172")).unwrap();
+    let out = prove(&a, 10, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!("\n\n{ORIGIN}\n3000\n")),
+        "{}",
+        stdout(&out)
+    );
+}
+
+/// check-proof on hostile input: exit 1 or 2 with a message, never a panic;
+/// and a key trusted for one origin only vouches for no other.
+#[test]
+fn check_proof_refuses_hostile_input_without_panicking() {
+    let a = Anchored::new(300, ORIGIN);
+    assert_eq!(code(&follow_once(&a, &[])), 0);
+    let out = prove(&a, 200, &[]);
+    let proof = a.dir.path().join("p");
+    std::fs::write(&proof, stdout(&out)).unwrap();
+    let record = a.lines()[199].clone();
+    assert_eq!(code(&check_proof(&proof, &record, &a.verifier)), 0);
+
+    let huge = a.dir.path().join("huge");
+    std::fs::write(
+        &huge,
+        stdout(&out).replace("index 199\n", "index 18446744073709551615\n"),
+    )
+    .unwrap();
+    let out = check_proof(&huge, &record, &a.verifier);
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("not proven: seq 200: the proof is for index 18446744073709551615"));
+
+    let mut zero: Value = serde_json::from_str(&record).unwrap();
+    zero["seq"] = 0.into();
+    let out = check_proof(&proof, &zero.to_string(), &a.verifier);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("seq 0 is not an event"), "{}", stderr(&out));
+
+    for garbage in ["", "c2sp.org/tlog-proof@v1\nindex +199\n\nx\n", "\u{0}\u{1}"] {
+        std::fs::write(&huge, garbage).unwrap();
+        let out = check_proof(&huge, &record, &a.verifier);
+        assert_eq!(code(&out), 2, "{garbage:?}: {}", stderr(&out));
+        assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+    }
+    // A path that is not UTF-8: a usage error, not a panic.
+    use std::os::unix::ffi::OsStrExt;
+    let out = bin()
+        .args(["check-proof", "--proof"])
+        .arg(std::ffi::OsStr::from_bytes(b"\xff\xfe"))
+        .args(["--record", &record, "--trusted-key", &a.verifier])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("not valid UTF-8"), "{}", stderr(&out));
+
+    // Another log's key, scoped to that log, does not vouch for this one.
+    let scoped = a.dir.path().join("keys");
+    std::fs::write(&scoped, format!("{} origin=other/agentrt\n", a.verifier)).unwrap();
+    let out = check_proof(&proof, &record, path_str(&scoped));
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert!(stdout(&out).contains("untrusted-key"), "{}", stdout(&out));
+    std::fs::write(&scoped, format!("{} origin={ORIGIN}\n", a.verifier)).unwrap();
+    assert_eq!(code(&check_proof(&proof, &record, path_str(&scoped))), 0);
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+fn flip(path: &Path) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[5] ^= 1;
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn truncate(path: &Path) {
+    let bytes = std::fs::read(path).unwrap();
+    std::fs::write(path, &bytes[..bytes.len() - 32]).unwrap();
 }

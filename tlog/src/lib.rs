@@ -17,3 +17,9 @@ pub mod proof;
 pub mod tiles;
 
 pub use merkle::{CompactRange, Hash, leaf_hash, node_hash};
+
+/// A hash in standard base64, as checkpoints and proofs write it.
+pub fn hash_b64(hash: &Hash) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(hash)
+}

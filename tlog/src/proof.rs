@@ -60,7 +60,7 @@ impl TlogProof {
         }
         let index = line
             .strip_prefix("index ")
-            .filter(|n| *n == "0" || !n.starts_with('0'))
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && (*n == "0" || !n.starts_with('0')))
             .and_then(|n| n.parse::<u64>().ok())
             .ok_or_else(|| format!("{line:?} is not `index N` (decimal, no leading zeroes)"))?;
         let mut hashes = Vec::new();
@@ -108,6 +108,8 @@ mod tests {
         };
         assert_eq!(TlogProof::parse(&with_extra.to_text()).unwrap(), with_extra);
         assert!(TlogProof::parse(&text.replace("index 5", "index 05")).is_err());
+        assert!(TlogProof::parse(&text.replace("index 5", "index +5")).is_err());
+        assert!(TlogProof::parse(&text.replace("index 5", "index 18446744073709551616")).is_err());
         assert!(TlogProof::parse(&text.replace("@v1", "@v2")).is_err());
         assert!(TlogProof::parse(&text.replacen("AQEB", "!!!", 1)).is_err());
         // An index only, no hashes: the one-entry tree.

@@ -48,8 +48,46 @@ pub fn entries_path(index: u64, width: usize) -> String {
 /// How many hashes tile `index` at `level` holds in a tree of `size`
 /// (0: the tile does not exist at that size).
 pub fn tile_width(size: u64, level: u8, index: u64) -> usize {
-    let row = size >> (8 * u32::from(level));
+    let row = size.checked_shr(8 * u32::from(level)).unwrap_or(0);
     row.saturating_sub(index * WIDTH as u64).min(WIDTH as u64) as usize
+}
+
+/// What a tile path names: a hash tile of `level` (`None`: an entry
+/// bundle), its index and width (256: full).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TileName {
+    pub level: Option<u8>,
+    pub index: u64,
+    pub width: usize,
+}
+
+/// Parses `tile/<L>/<N>[.p/<W>]` or `tile/entries/<N>[.p/<W>]` exactly as
+/// the spec writes them; `None` for any other path.
+pub fn parse_tile_path(path: &str) -> Option<TileName> {
+    let rest = path.strip_prefix("tile/")?;
+    let (level, rest) = rest.split_once('/')?;
+    let level = match level {
+        "entries" => None,
+        l if l == "0" || (!l.starts_with('0') && l.len() <= 2) => Some(l.parse::<u8>().ok().filter(|l| *l < 64)?),
+        _ => return None,
+    };
+    let (index_part, width) = match rest.split_once(".p/") {
+        None => (rest, WIDTH),
+        Some((i, w)) => {
+            let width: usize = w.parse().ok().filter(|w| (1..WIDTH).contains(w))?;
+            (w == width.to_string()).then_some((i, width))?
+        }
+    };
+    let groups: Vec<&str> = index_part.split('/').collect();
+    let mut index: u64 = 0;
+    for (n, g) in groups.iter().enumerate() {
+        let digits = if n + 1 < groups.len() { g.strip_prefix('x')? } else { g };
+        if digits.len() != 3 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        index = index.checked_mul(1000)?.checked_add(digits.parse().ok()?)?;
+    }
+    (index_path(index) == index_part).then_some(TileName { level, index, width })
 }
 
 /// A tile or entry bundle ready to store.
@@ -383,6 +421,21 @@ mod tests {
         assert_eq!(tile_path(0, 5, 256), "tile/0/005");
         assert_eq!(tile_path(2, 0, 1), "tile/2/000.p/1");
         assert_eq!(entries_path(3, 17), "tile/entries/003.p/17");
+        for (path, name) in [
+            ("tile/0/x001/x234/067", Some((Some(0), 1_234_067, 256))),
+            ("tile/2/000.p/1", Some((Some(2), 0, 1))),
+            ("tile/entries/003.p/17", Some((None, 3, 17))),
+            ("tile/0/001.p/256", None),
+            ("tile/0/001.p/017", None),
+            ("tile/00/001", None),
+            ("tile/0/1", None),
+            ("tile/0/x000/001", None),
+            ("tile/64/000", None),
+            ("checkpoint", None),
+        ] {
+            let parsed = parse_tile_path(path).map(|t| (t.level, t.index, t.width));
+            assert_eq!(parsed, name, "{path}");
+        }
         // The spec's example: a tree of 70,000.
         assert_eq!(tile_width(70_000, 0, 273), 112);
         assert_eq!(tile_width(70_000, 0, 272), 256);

@@ -149,7 +149,20 @@ fn temp_name(name: &str) -> String {
 }
 
 fn is_temp_name(name: &str) -> bool {
-    name.starts_with('.') && name.ends_with(".tmp") && name.contains(".head.")
+    name.starts_with('.') && name.ends_with(".tmp")
+}
+
+/// Makes everything written to the filesystem holding `dir` durable
+/// (`syncfs(2)`: one call for a batch of files and their directory entries).
+fn sync_filesystem(dir: &Path) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let handle = File::open(dir)?;
+    // SAFETY: syncfs only reads the descriptor, which `handle` keeps open.
+    if unsafe { libc::syncfs(handle.as_raw_fd()) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// Only exact `<20 digits>.head` names are heads.
@@ -182,6 +195,96 @@ impl AnchorStore for FileStore {
         self.write_new(&dir, &name, bytes)
     }
 
+    /// Tiles come by the hundred: each is written to a temp file, then all
+    /// are made durable with one `syncfs`, linked into place (never
+    /// replacing), and the links made durable with a second one; two
+    /// flushes of the store's filesystem instead of two fsyncs per tile.
+    async fn put_objects_new(&self, origin: &str, objects: &[(&str, &[u8])]) -> Result<Vec<PutOutcome>, StoreError> {
+        self.require_mount()?;
+        let mut staged: Vec<(PathBuf, PathBuf)> = Vec::with_capacity(objects.len());
+        let cleanup = |staged: &[(PathBuf, PathBuf)]| {
+            for (tmp, _) in staged {
+                let _ = std::fs::remove_file(tmp);
+            }
+        };
+        let mut dirs = HashSet::new();
+        for (path, bytes) in objects {
+            let (dir, name) = self.log_object_place(origin, path)?;
+            if dirs.insert(dir.clone()) {
+                if let Err(e) = std::fs::create_dir_all(&dir) {
+                    cleanup(&staged);
+                    return Err(self.io("cannot create", &dir, e));
+                }
+                self.sweep_stale_temps(&dir);
+            }
+            let tmp = dir.join(temp_name(&name));
+            let written = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)
+                .and_then(|mut f| f.write_all(bytes));
+            if let Err(e) = written {
+                let _ = std::fs::remove_file(&tmp);
+                cleanup(&staged);
+                return Err(self.io("cannot write", &tmp, e));
+            }
+            staged.push((tmp, dir.join(name)));
+        }
+        if let Err(e) = sync_filesystem(&self.dir) {
+            cleanup(&staged);
+            return Err(self.io("cannot sync", &self.dir, e));
+        }
+        let mut outcomes = Vec::with_capacity(staged.len());
+        for (i, (tmp, path)) in staged.iter().enumerate() {
+            let linked = std::fs::hard_link(tmp, path);
+            let _ = std::fs::remove_file(tmp);
+            match linked {
+                Ok(()) => outcomes.push(PutOutcome::Created),
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => match std::fs::read(path) {
+                    Ok(kept) => outcomes.push(PutOutcome::AlreadyThere(kept)),
+                    Err(e) => {
+                        cleanup(&staged[i + 1..]);
+                        return Err(self.io("cannot read", path, e));
+                    }
+                },
+                Err(e) => {
+                    cleanup(&staged[i + 1..]);
+                    return Err(self.io("cannot link (does the filesystem allow hard links?)", path, e));
+                }
+            }
+        }
+        sync_filesystem(&self.dir).map_err(|e| self.io("cannot sync", &self.dir, e))?;
+        Ok(outcomes)
+    }
+
+    async fn list_paths(&self, origin: &str, dir: &str) -> Result<Vec<String>, StoreError> {
+        let base = self.origin_dir(origin);
+        let mut paths = Vec::new();
+        let mut pending = vec![base.join(dir)];
+        while let Some(at) = pending.pop() {
+            let entries = match std::fs::read_dir(&at) {
+                Ok(e) => e,
+                Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                Err(e) => return Err(self.io("cannot list", &at, e)),
+            };
+            for entry in entries {
+                let entry = entry.map_err(|e| self.io("cannot list", &at, e))?;
+                // Temp files of a writer are not objects.
+                if entry.file_name().to_string_lossy().starts_with('.') {
+                    continue;
+                }
+                let path = entry.path();
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    pending.push(path);
+                } else if let Ok(rel) = path.strip_prefix(&base) {
+                    paths.push(rel.to_string_lossy().into_owned());
+                }
+            }
+        }
+        paths.sort();
+        Ok(paths)
+    }
+
     async fn put_object_replace(&self, origin: &str, path: &str, bytes: &[u8]) -> Result<(), StoreError> {
         self.require_mount()?;
         let (dir, name) = self.log_object_place(origin, path)?;
@@ -208,7 +311,15 @@ impl AnchorStore for FileStore {
         let file = dir.join(name);
         match std::fs::read(&file) {
             Ok(bytes) => Ok(Some(bytes)),
-            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => Ok(None),
+            // A directory where an object belongs is no object.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::NotFound | ErrorKind::NotADirectory | ErrorKind::IsADirectory
+                ) =>
+            {
+                Ok(None)
+            }
             Err(e) => Err(self.io("cannot read", &file, e)),
         }
     }

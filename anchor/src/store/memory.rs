@@ -124,6 +124,16 @@ impl AnchorStore for MemoryStore {
             .collect())
     }
 
+    async fn list_paths(&self, origin: &str, dir: &str) -> Result<Vec<String>, StoreError> {
+        let objects = self.objects.lock().expect("store lock");
+        let prefix = format!("{dir}/");
+        Ok(objects
+            .keys()
+            .filter(|(o, p)| o == origin && p.starts_with(&prefix))
+            .map(|(_, p)| p.clone())
+            .collect())
+    }
+
     async fn check(&self) -> Result<String, StoreError> {
         Ok("in memory".into())
     }

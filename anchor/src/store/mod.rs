@@ -49,6 +49,16 @@ pub trait AnchorStore: Send + Sync {
     /// a tile, an entry bundle or a kept checkpoint, see [`valid_log_path`])
     /// unless something is already there.
     async fn put_object_new(&self, origin: &str, path: &str, bytes: &[u8]) -> Result<PutOutcome, StoreError>;
+    /// [`AnchorStore::put_object_new`] for many objects at once (tiles):
+    /// each outcome in order. A store may overlap the writes or make them
+    /// durable together; each object still appears whole or not at all.
+    async fn put_objects_new(&self, origin: &str, objects: &[(&str, &[u8])]) -> Result<Vec<PutOutcome>, StoreError> {
+        let mut outcomes = Vec::with_capacity(objects.len());
+        for (path, bytes) in objects {
+            outcomes.push(self.put_object_new(origin, path, bytes).await?);
+        }
+        Ok(outcomes)
+    }
     /// Writes `bytes` at `path`, replacing what is there: only for
     /// [`LATEST_CHECKPOINT`], the pointer standard tlog clients read first
     /// (the kept checkpoints themselves are write-once).
@@ -57,6 +67,9 @@ pub trait AnchorStore: Send + Sync {
     async fn get_object(&self, origin: &str, path: &str) -> Result<Option<Vec<u8>>, StoreError>;
     /// The names directly under the directory `dir` of the origin, sorted.
     async fn list_names(&self, origin: &str, dir: &str) -> Result<Vec<String>, StoreError>;
+    /// Every object's path under the directory `dir` of the origin, at any
+    /// depth, relative to the origin (`tile/0/x001/002`), sorted.
+    async fn list_paths(&self, origin: &str, dir: &str) -> Result<Vec<String>, StoreError>;
     /// Checks that the store is reachable and writable, writing no head.
     async fn check(&self) -> Result<String, StoreError>;
     /// A short description for logs (no secrets).
@@ -67,14 +80,19 @@ pub trait AnchorStore: Send + Sync {
 pub const LATEST_CHECKPOINT: &str = "checkpoint";
 /// The directory of the kept checkpoints, one per published size.
 pub const CHECKPOINTS_DIR: &str = "checkpoints";
+/// The directory of the cosigned checkpoints (see `crate::cosignature`).
+pub const COSIGNED_DIR: &str = "cosigned";
 
-/// A transparency-log object's path: `checkpoint`, `checkpoints/<name>` or
-/// `tile/...`, each part made of `[A-Za-z0-9._-]`, none starting with a dot.
+/// A transparency-log object's path: `checkpoint`, `checkpoints/<name>`,
+/// `cosigned/<name>` or `tile/...`, each part made of `[A-Za-z0-9._-]`, none starting with a dot.
 pub fn valid_log_path(path: &str) -> bool {
     let part_ok = |p: &str| {
         !p.is_empty() && !p.starts_with('.') && p.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
     };
-    let top_ok = path == LATEST_CHECKPOINT || path.starts_with("checkpoints/") || path.starts_with("tile/");
+    let top_ok = path == LATEST_CHECKPOINT
+        || path.starts_with("checkpoints/")
+        || path.starts_with("cosigned/")
+        || path.starts_with("tile/");
     top_ok && path.split('/').all(part_ok)
 }
 

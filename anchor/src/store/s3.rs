@@ -237,6 +237,33 @@ impl AnchorStore for S3Store {
         self.write_new(&key, content_type(path), bytes).await
     }
 
+    async fn put_objects_new(&self, origin: &str, objects: &[(&str, &[u8])]) -> Result<Vec<PutOutcome>, StoreError> {
+        // Small objects, many: several requests at once, outcomes in order.
+        let puts: Vec<_> = objects
+            .iter()
+            .map(|&(path, bytes)| self.put_object_new(origin, path, bytes))
+            .collect();
+        futures::stream::iter(puts)
+            .buffered(FETCHES_IN_FLIGHT)
+            .try_collect()
+            .await
+    }
+
+    async fn list_paths(&self, origin: &str, dir: &str) -> Result<Vec<String>, StoreError> {
+        let base = self.at.origin_prefix(origin);
+        let prefix = format!("{base}{dir}/");
+        let keys = list_keys(self.client().await?, &self.at.bucket, &prefix, None, |_| true, None)
+            .await
+            .map_err(|f| self.failure(f))?;
+        let mut paths: Vec<String> = keys
+            .iter()
+            .filter_map(|k| k.strip_prefix(base.as_str()))
+            .map(str::to_owned)
+            .collect();
+        paths.sort();
+        Ok(paths)
+    }
+
     async fn put_object_replace(&self, origin: &str, path: &str, bytes: &[u8]) -> Result<(), StoreError> {
         self.check_layout(origin).await?;
         let key = self.log_object_key(origin, path)?;

@@ -1,0 +1,179 @@
+//! Witness cosignatures (C2SP `tlog-cosignature`, `cosignature/v1`,
+//! Ed25519): what a witness adds to a checkpoint once it has checked that
+//! the log only grew since the last checkpoint it saw.
+//!
+//! A witness key is a verifier key of signature type `0x04`:
+//! `<name>+<hex key id>+<base64(0x04 || public key)>`, key id
+//! `SHA-256(name || "\n" || 0x04 || public key)[:4]`. A cosignature line is
+//! `— <name> base64(key id || u64 timestamp (big-endian) || signature)`,
+//! the signature over `cosignature/v1\ntime <timestamp>\n` followed by the
+//! checkpoint's note text.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use ed25519_dalek::{Signature, VerifyingKey};
+
+#[cfg(test)]
+use crate::note::typed_key_id;
+use crate::note::{SignedNote, parse_vkey};
+
+/// The signature type byte of an Ed25519 cosignature key.
+pub const COSIGNATURE_V1: u8 = 0x04;
+
+/// A witness's verifier key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WitnessKey {
+    pub name: String,
+    pub id: [u8; 4],
+    pub key: VerifyingKey,
+}
+
+impl WitnessKey {
+    pub fn parse(text: &str) -> Result<WitnessKey, String> {
+        let (name, id, key) = parse_vkey(text, COSIGNATURE_V1, "witness key (cosignature/v1)")?;
+        Ok(WitnessKey { name, id, key })
+    }
+
+    pub fn to_text(&self) -> String {
+        let mut blob = vec![COSIGNATURE_V1];
+        blob.extend_from_slice(self.key.as_bytes());
+        format!("{}+{}+{}", self.name, hex::encode(self.id), B64.encode(blob))
+    }
+
+    /// Checks this witness's cosignature line(s) on `note`: `None` when the
+    /// note has none, else the timestamp of one that verifies, or `Some(Err)`
+    /// when its line does not verify.
+    pub fn check(&self, note: &SignedNote) -> Option<Result<u64, ()>> {
+        let mut seen = false;
+        for line in note
+            .signatures
+            .iter()
+            .filter(|s| s.name == self.name && s.id == self.id)
+        {
+            seen = true;
+            if line.signature.len() != 8 + 64 {
+                continue;
+            }
+            let time = u64::from_be_bytes(line.signature[..8].try_into().expect("8 bytes"));
+            let Ok(signature) = Signature::from_slice(&line.signature[8..]) else {
+                continue;
+            };
+            if time <= i64::MAX as u64
+                && self
+                    .key
+                    .verify_strict(cosigned_message(time, &note.text).as_bytes(), &signature)
+                    .is_ok()
+            {
+                return Some(Ok(time));
+            }
+        }
+        seen.then_some(Err(()))
+    }
+}
+
+/// What a `cosignature/v1` signs: the header, the time, the checkpoint text.
+pub fn cosigned_message(time: u64, checkpoint_text: &str) -> String {
+    format!("cosignature/v1\ntime {time}\n{checkpoint_text}")
+}
+
+/// What an auditor requires: `quorum` valid cosignatures from `keys`.
+#[derive(Clone, Debug)]
+pub struct WitnessPolicy {
+    pub keys: Vec<WitnessKey>,
+    pub quorum: usize,
+}
+
+/// The cosignatures on one checkpoint, judged against the trusted witness keys.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cosigned {
+    /// Witnesses whose cosignature verifies.
+    pub valid: Vec<String>,
+    /// Witnesses with a cosignature line that does not verify.
+    pub bad: Vec<String>,
+}
+
+pub fn check_cosignatures(note: &SignedNote, witnesses: &[WitnessKey]) -> Cosigned {
+    let mut out = Cosigned::default();
+    // A key counts once, however often (or under however many names) it is
+    // listed: the cosigned message does not commit to the name.
+    let mut seen = std::collections::HashSet::new();
+    for w in witnesses.iter().filter(|w| seen.insert(*w.key.as_bytes())) {
+        match w.check(note) {
+            Some(Ok(_)) => out.valid.push(w.name.clone()),
+            Some(Err(())) => out.bad.push(w.name.clone()),
+            None => {}
+        }
+    }
+    out
+}
+
+/// Reads witness keys: each argument a key or a file of keys (one a line,
+/// `#` comments allowed).
+pub fn load_witness_keys(args: &[String]) -> Result<Vec<WitnessKey>, String> {
+    let mut keys = Vec::new();
+    for arg in args {
+        if arg.contains('+') && !std::path::Path::new(arg).exists() {
+            keys.push(WitnessKey::parse(arg)?);
+            continue;
+        }
+        let text = std::fs::read_to_string(arg).map_err(|e| format!("{arg}: {e}"))?;
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if !line.is_empty() && !line.starts_with('#') {
+                keys.push(WitnessKey::parse(line).map_err(|e| format!("{arg} line {}: {e}", n + 1))?);
+            }
+        }
+    }
+    // Listed twice (a key file and the command line), a witness is still one witness.
+    let mut seen = std::collections::HashSet::new();
+    keys.retain(|k: &WitnessKey| seen.insert(*k.key.as_bytes()));
+    Ok(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ed25519_dalek::{Signer, SigningKey};
+
+    fn key_id(name: &str, public: &[u8; 32]) -> [u8; 4] {
+        typed_key_id(name, COSIGNATURE_V1, public)
+    }
+
+    /// A cosignature made here, as the spec describes it (the tests also
+    /// check against aics-witness, an independent implementation).
+    fn cosign(key: &SigningKey, name: &str, time: u64, text: &str) -> String {
+        let sig = key.sign(cosigned_message(time, text).as_bytes());
+        let mut blob = key_id(name, key.verifying_key().as_bytes()).to_vec();
+        blob.extend_from_slice(&time.to_be_bytes());
+        blob.extend_from_slice(&sig.to_bytes());
+        format!("\u{2014} {name} {}\n", B64.encode(blob))
+    }
+
+    #[test]
+    fn a_cosignature_verifies_and_a_changed_checkpoint_or_time_does_not() {
+        let key = SigningKey::from_bytes(&[9; 32]);
+        let w = WitnessKey {
+            name: "witness.example/w1".into(),
+            id: key_id("witness.example/w1", key.verifying_key().as_bytes()),
+            key: key.verifying_key(),
+        };
+        assert_eq!(WitnessKey::parse(&w.to_text()).unwrap(), w);
+        let text = "o\n5\nAAAA\n";
+        let note = format!(
+            "{text}\n\u{2014} o AAAAAAAA\n{}",
+            cosign(&key, &w.name, 1700000000, text)
+        );
+        let parsed = SignedNote::parse(note.as_bytes()).unwrap();
+        assert_eq!(w.check(&parsed), Some(Ok(1700000000)));
+        let other = SignedNote::parse(note.replacen("\n5\n", "\n6\n", 1).as_bytes()).unwrap();
+        assert_eq!(w.check(&other), Some(Err(())));
+        let cosigned = check_cosignatures(&other, std::slice::from_ref(&w));
+        assert_eq!((cosigned.valid.len(), cosigned.bad), (0, vec![w.name.clone()]));
+        // Listed twice, a witness still counts once.
+        let twice = check_cosignatures(&parsed, &[w.clone(), w.clone()]);
+        assert_eq!(twice.valid.len(), 1);
+        // A log key (type 0x01) is not a witness key.
+        let log_key = crate::keys::SignerKey::generate("o").unwrap().verifier().to_text();
+        assert!(WitnessKey::parse(&log_key).unwrap_err().contains("type 0x04"));
+    }
+}

@@ -1,0 +1,202 @@
+//! Every kept tile and entry bundle, checked against the newest trusted
+//! checkpoint: the store must be able to serve every entry and every proof
+//! of that tree, and hold nothing that contradicts it.
+//!
+//! The newest checkpoint's root is reproduced from its partial tiles by
+//! [`crate::log_audit`]; here each of its full tiles must hash to the
+//! entry its parent row holds (so every tile is bound to the signed root),
+//! each entry bundle's entries must hash to its level-0 tile, and every
+//! other tile or bundle kept (a smaller checkpoint's partial tiles, a full
+//! tile reaching past the newest checkpoint) must agree with the newest
+//! tree as far as it reaches. Objects wholly past the newest checkpoint
+//! cannot be judged (a crash between tiles and checkpoint leaves them) and
+//! are left alone. One pass, in index order, holding a tile and its parent.
+
+use std::collections::BTreeMap;
+
+use chainship_tlog::merkle::{Hash, leaf_hash, root_of};
+use chainship_tlog::tiles::{TileName, WIDTH, entries_path, parse_bundle, parse_tile_path, tile_path, tile_width};
+
+use crate::audit::{Finding, Kind};
+use crate::checkpoint::Checkpoint;
+use crate::store::{AnchorStore, StoreError};
+
+/// The kept tiles and bundles by (level, index) (level `None`: bundles),
+/// each with its path and width.
+type KeptTiles = BTreeMap<(Option<u8>, u64), Vec<(String, usize)>>;
+
+/// Findings past this many are counted, not listed.
+const MAX_LISTED: usize = 20;
+
+#[derive(Debug, Default)]
+pub struct TileAudit {
+    /// Tiles and bundles read.
+    pub objects: u64,
+    pub findings: Vec<Finding>,
+    /// Findings beyond [`MAX_LISTED`].
+    pub more: usize,
+}
+
+impl TileAudit {
+    fn disagree(&mut self, cp: &Checkpoint, path: &str, why: String) {
+        if self.findings.len() >= MAX_LISTED {
+            self.more += 1;
+            return;
+        }
+        self.findings.push(Finding {
+            kind: Kind::TilesDisagree,
+            seq: Some(cp.size),
+            message: format!("{path}: {why} (checked against checkpoint {})", cp.size),
+            expected: None,
+            found: None,
+            source: Some(path.to_owned()),
+        });
+    }
+}
+
+fn hashes(data: &[u8]) -> Vec<Hash> {
+    data.chunks(32).map(|c| c.try_into().expect("32 bytes")).collect()
+}
+
+/// Checks every tile and bundle kept for `origin` against `newest`.
+pub async fn audit_tiles(store: &dyn AnchorStore, origin: &str, newest: &Checkpoint) -> Result<TileAudit, StoreError> {
+    let m = newest.size;
+    let mut audit = TileAudit::default();
+    // Every kept object, by (level, index): the newest tree's tile and the others.
+    let mut kept = KeptTiles::new();
+    for path in store.list_paths(origin, "tile").await? {
+        if let Some(TileName { level, index, width }) = parse_tile_path(&path) {
+            kept.entry((level, index)).or_default().push((path, width));
+        }
+    }
+    let levels = (0u8..64)
+        .take_while(|l| m.checked_shr(8 * u32::from(*l)).unwrap_or(0) > 0)
+        .count() as u8;
+    // Top level down, so each full tile's parent row was judged first.
+    for level in (0..levels).rev() {
+        let count = (m >> (8 * u32::from(level))).div_ceil(WIDTH as u64); // level < 8
+        let mut parent: Option<(u64, Vec<Hash>)> = None;
+        for index in 0..count {
+            let width = tile_width(m, level, index);
+            let path = tile_path(level, index, width);
+            let Some(data) = store.get_object(origin, &path).await? else {
+                audit.disagree(
+                    newest,
+                    &path,
+                    "the newest checkpoint's tree needs this tile; the store lacks it".into(),
+                );
+                continue;
+            };
+            audit.objects += 1;
+            if data.len() != width * 32 {
+                audit.disagree(newest, &path, format!("{} bytes, not {width} hashes", data.len()));
+                continue;
+            }
+            let row = hashes(&data);
+            if width == WIDTH {
+                let parent_index = index / WIDTH as u64;
+                if parent.as_ref().is_none_or(|(i, _)| *i != parent_index) {
+                    let parent_width = tile_width(m, level + 1, parent_index);
+                    let parent_path = tile_path(level + 1, parent_index, parent_width);
+                    let parent_data = store.get_object(origin, &parent_path).await?;
+                    parent = parent_data
+                        .filter(|d| d.len() == parent_width * 32)
+                        .map(|d| (parent_index, hashes(&d)));
+                }
+                // A missing or malformed parent was named at its own level.
+                if let Some((_, up)) = &parent
+                    && up.get((index % WIDTH as u64) as usize) != Some(&root_of(&row))
+                {
+                    audit.disagree(
+                        newest,
+                        &path,
+                        "its hashes do not lead to its parent tile's entry for it".into(),
+                    );
+                }
+            }
+            for (other, other_width) in kept.get(&(Some(level), index)).into_iter().flatten() {
+                if *other == path {
+                    continue;
+                }
+                check_prefix(store, origin, newest, &mut audit, other, *other_width, &row).await?;
+            }
+            if level == 0 {
+                check_bundles(store, origin, newest, &mut audit, index, &row, &kept).await?;
+            }
+        }
+    }
+    Ok(audit)
+}
+
+/// Another kept tile of the same place must agree with the newest tree's as far as both reach.
+async fn check_prefix(
+    store: &dyn AnchorStore,
+    origin: &str,
+    newest: &Checkpoint,
+    audit: &mut TileAudit,
+    path: &str,
+    width: usize,
+    row: &[Hash],
+) -> Result<(), StoreError> {
+    let Some(data) = store.get_object(origin, path).await? else {
+        return Ok(());
+    };
+    audit.objects += 1;
+    if data.len() != width * 32 {
+        audit.disagree(
+            newest,
+            path,
+            format!("{} bytes, not {width} hashes: not a tile", data.len()),
+        );
+        return Ok(());
+    }
+    let theirs = hashes(&data);
+    let n = theirs.len().min(row.len());
+    if theirs[..n] != row[..n] {
+        audit.disagree(
+            newest,
+            path,
+            "disagrees with the newest checkpoint's tile of the same place: another tree".into(),
+        );
+    }
+    Ok(())
+}
+
+/// The bundles of level-0 tile `index`: the newest tree's must be there,
+/// and every bundle's entries must hash to the tile's leaves.
+async fn check_bundles(
+    store: &dyn AnchorStore,
+    origin: &str,
+    newest: &Checkpoint,
+    audit: &mut TileAudit,
+    index: u64,
+    row: &[Hash],
+    kept: &KeptTiles,
+) -> Result<(), StoreError> {
+    let needed = entries_path(index, row.len());
+    if !kept
+        .get(&(None, index))
+        .is_some_and(|v| v.iter().any(|(p, _)| *p == needed))
+    {
+        audit.disagree(
+            newest,
+            &needed,
+            "the newest checkpoint's tree needs this entry bundle; the store lacks it".into(),
+        );
+    }
+    for (path, width) in kept.get(&(None, index)).into_iter().flatten() {
+        let Some(data) = store.get_object(origin, path).await? else {
+            continue;
+        };
+        audit.objects += 1;
+        let Some(entries) = parse_bundle(&data).filter(|e| e.len() == *width) else {
+            audit.disagree(newest, path, format!("not an entry bundle of {width} entries"));
+            continue;
+        };
+        let n = entries.len().min(row.len());
+        if entries[..n].iter().zip(&row[..n]).any(|(e, h)| leaf_hash(e) != *h) {
+            audit.disagree(newest, path, "its entries do not hash to the tree's leaves".into());
+        }
+    }
+    Ok(())
+}

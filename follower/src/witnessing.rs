@@ -1,0 +1,411 @@
+//! Asking witnesses to cosign each published checkpoint (C2SP
+//! `tlog-witness`), off the export path.
+//!
+//! The tree builder announces every checkpoint it publishes on a `watch`
+//! channel (the newest wins); this task submits the newest one to every
+//! witness that has not cosigned it: `old <size the witness last cosigned>`,
+//! the consistency proof from that size (read from the store's tiles), the
+//! signed checkpoint. A `409` tells the witness's real size: the proof is
+//! made again from there. Once `quorum` witnesses cosigned a checkpoint,
+//! the checkpoint with their cosignature lines is kept write-once at
+//! `cosigned/<size>` (the plain checkpoint was kept before, with the head)
+//! and becomes the `checkpoint` pointer standard clients read.
+//!
+//! `422` (the witness saw a history this checkpoint does not extend) is an
+//! integrity finding: logged with both sizes, counted, and the follower
+//! stops unless `--on-break wait`. `403`/`404` (the witness does not know
+//! this log or key) is a setup error naming the witness: the follower stops.
+//! Anything else is retried with backoff; the export never waits.
+//! Each witness's last cosigned size is kept in `<cursor>.witnesses`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use chainship_anchor::checkpoint::read_checkpoint;
+use chainship_anchor::cosignature::WitnessKey;
+use chainship_anchor::log_publish::newest_checkpoint;
+use chainship_anchor::note::SignedNote;
+use chainship_anchor::store::LATEST_CHECKPOINT;
+use chainship_anchor::tile_reader::TileReader;
+use chainship_anchor::{AnchorStore, SignerKey, VerifierKey};
+use chainship_chain::Error;
+use chainship_tlog::merkle::consistency_proof;
+use metrics::{counter, gauge};
+use tokio::sync::watch;
+
+use crate::cursor::write_atomically;
+use crate::health::Health;
+use crate::metrics as m;
+use crate::witness_http::{self, Answer, HttpsClient};
+
+/// A witness: where to submit, and the key its cosignatures must verify with.
+#[derive(Clone, Debug)]
+pub struct Witness {
+    pub url: String,
+    pub key: WitnessKey,
+}
+
+/// A checkpoint as published: its size and the signed note.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PublishedCheckpoint {
+    pub size: u64,
+    pub note: String,
+}
+
+pub struct Witnessing {
+    pub witnesses: Vec<Witness>,
+    pub quorum: usize,
+    pub store: Arc<dyn AnchorStore>,
+    pub keys: Arc<Vec<SignerKey>>,
+    pub origin: String,
+    /// `<cursor>.witnesses`: each witness's last cosigned size.
+    pub state_file: PathBuf,
+    pub max_delay: Duration,
+    pub health: Arc<Health>,
+    pub stop: Arc<AtomicBool>,
+    /// Stop the follower when a witness says a checkpoint is inconsistent
+    /// (`--on-break exit`); else keep exporting, unhealthy.
+    pub stop_on_inconsistent: bool,
+}
+
+/// What the follower learns from the task when it ends.
+pub struct WitnessingHandle {
+    failure: Arc<OnceLock<Error>>,
+    cosigned: watch::Receiver<u64>,
+}
+
+impl WitnessingHandle {
+    /// Waits until a checkpoint of at least `size` is kept cosigned, at most `limit`.
+    pub async fn wait_for(&mut self, size: u64, limit: Duration) -> bool {
+        tokio::time::timeout(limit, self.cosigned.wait_for(|s| *s >= size))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// The finding or setup error that stopped the follower, if any.
+    pub fn failure(&self) -> Option<Error> {
+        self.failure.get().cloned()
+    }
+}
+
+/// How one witness answered for one checkpoint.
+pub enum Outcome {
+    /// Its verified cosignature line(s).
+    Cosigned(String),
+    /// It has cosigned a larger checkpoint of this log (another publisher got further).
+    Ahead(u64),
+    Inconsistent {
+        old: u64,
+        why: String,
+    },
+    Refused(String),
+    Failed {
+        kind: &'static str,
+        why: String,
+    },
+}
+
+impl Witnessing {
+    pub fn spawn(
+        self,
+        rt: &tokio::runtime::Handle,
+        published: watch::Receiver<Option<PublishedCheckpoint>>,
+    ) -> WitnessingHandle {
+        let failure = Arc::new(OnceLock::new());
+        let (done, cosigned) = watch::channel(0);
+        rt.spawn(self.run(published, Arc::clone(&failure), done));
+        WitnessingHandle { failure, cosigned }
+    }
+
+    async fn run(
+        self,
+        mut published: watch::Receiver<Option<PublishedCheckpoint>>,
+        failure: Arc<OnceLock<Error>>,
+        done: watch::Sender<u64>,
+    ) {
+        let fail = |e: Error| {
+            tracing::error!(error = %e, "witnessing stops the follower");
+            self.health.fatal(&e.message);
+            let _ = failure.set(e);
+            self.stop.store(true, Ordering::Relaxed);
+        };
+        let client = match witness_http::client() {
+            Ok(c) => c,
+            Err(e) => return fail(Error::permanent(e)),
+        };
+        let mut sizes = load_sizes(&self.state_file);
+        let verifiers: Vec<VerifierKey> = self.keys.iter().map(SignerKey::verifier).collect();
+        // Until this life publishes one: the newest kept, which may be uncosigned.
+        let mut current = match newest_checkpoint(self.store.as_ref(), &self.origin, &verifiers).await {
+            Ok(found) => found.map(|(_, note)| note),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the newest checkpoint; witnessing starts with the next one");
+                None
+            }
+        }
+        .and_then(|note| {
+            let size = read_checkpoint(note.as_bytes(), &verifiers).ok()?.checkpoint.size;
+            Some(PublishedCheckpoint { size, note })
+        });
+        let mut cosigned: BTreeMap<usize, String> = BTreeMap::new();
+        // Already kept cosigned (by an earlier life): nothing to ask for it.
+        let mut done_size = match &current {
+            Some(cp) => match self
+                .store
+                .get_object(&self.origin, &chainship_anchor::checkpoint::cosigned_path(cp.size))
+                .await
+            {
+                Ok(Some(_)) => cp.size,
+                _ => 0,
+            },
+            None => 0,
+        };
+        done.send_replace(done_size);
+        let mut backoff = self.backoff();
+        let mut waiting_since: Option<Instant> = None;
+        loop {
+            if let Some(newer) = published.borrow_and_update().clone()
+                && current.as_ref().is_none_or(|c| newer.size > c.size)
+            {
+                current = Some(newer);
+                cosigned.clear();
+            }
+            let Some(cp) = current.clone().filter(|c| c.size > done_size) else {
+                if published.changed().await.is_err() {
+                    return;
+                }
+                continue;
+            };
+            waiting_since.get_or_insert_with(Instant::now);
+            let pending: Vec<usize> = (0..self.witnesses.len())
+                .filter(|i| !cosigned.contains_key(i))
+                .collect();
+            let asks = pending.iter().map(|&i| {
+                let w = &self.witnesses[i];
+                let believed = sizes.get(&w.url).copied().unwrap_or(0);
+                submit(self.store.as_ref(), &self.origin, &client, w, &cp, believed)
+            });
+            let answers = futures::future::join_all(asks).await;
+            let mut retry = false;
+            for (&i, (outcome, known)) in pending.iter().zip(answers) {
+                let w = &self.witnesses[i];
+                let label = w.key.name.clone();
+                if let Some(size) = known {
+                    let recorded = sizes.get(&w.url).copied().unwrap_or(0);
+                    if size < recorded {
+                        // It cosigned `recorded` before: its state went back (restored, or another witness at that URL).
+                        counter!(m::WITNESS_FAILURES, "witness" => label.clone(), "kind" => "rolled-back").increment(1);
+                        tracing::warn!(witness = %w.url, witness_size = size, cosigned_before = recorded, "the witness says it last cosigned a smaller checkpoint than it cosigned for this follower before: its state was rolled back; submitting from its size");
+                    }
+                    sizes.insert(w.url.clone(), size);
+                }
+                match outcome {
+                    Outcome::Cosigned(lines) => {
+                        sizes.insert(w.url.clone(), cp.size);
+                        gauge!(m::WITNESS_COSIGNED_SIZE, "witness" => label.clone()).set(cp.size as f64);
+                        gauge!(m::WITNESS_LAST_SUCCESS, "witness" => label).set(unix_now());
+                        cosigned.insert(i, lines);
+                    }
+                    Outcome::Ahead(size) => {
+                        // Another publisher of this origin got further, or another history reached it.
+                        counter!(m::WITNESS_FAILURES, "witness" => label, "kind" => "ahead").increment(1);
+                        tracing::warn!(witness = %w.url, witness_size = size, size = cp.size, "the witness has cosigned a larger checkpoint of this origin than this log's newest: another publisher, or another history; it cosigns again once this log passes that size");
+                    }
+                    Outcome::Inconsistent { old, why } => {
+                        counter!(m::WITNESS_FAILURES, "witness" => label, "kind" => "inconsistent").increment(1);
+                        let message = format!(
+                            "witness-inconsistent: witness {} ({}) says checkpoint {} of origin {:?} does not extend the checkpoint of size {old} it cosigned: {why}",
+                            w.key.name, w.url, cp.size, self.origin
+                        );
+                        tracing::error!("{message}");
+                        if self.stop_on_inconsistent {
+                            return fail(Error::integrity(message));
+                        }
+                        self.health.fatal(&message);
+                    }
+                    Outcome::Refused(why) => {
+                        counter!(m::WITNESS_FAILURES, "witness" => label, "kind" => "refused").increment(1);
+                        return fail(Error::permanent(format!(
+                            "witness {} ({}) does not know origin {:?} or its key (add the log and its verifier key to the witness): {why}",
+                            w.key.name, w.url, self.origin
+                        )));
+                    }
+                    Outcome::Failed { kind, why } => {
+                        counter!(m::WITNESS_FAILURES, "witness" => label, "kind" => kind).increment(1);
+                        tracing::warn!(witness = %w.url, size = cp.size, error = %why, "a witness did not cosign; retrying");
+                        retry = true;
+                    }
+                }
+            }
+            if let Err(e) = write_atomically(&self.state_file, save_sizes(&sizes).as_bytes()) {
+                tracing::warn!(file = %self.state_file.display(), error = %e, "cannot keep the witnesses' sizes");
+            }
+            if cosigned.len() >= self.quorum {
+                match self.keep_cosigned(&cp, &cosigned).await {
+                    Ok(()) => {
+                        gauge!(m::WITNESS_QUORUM_SIZE).set(cp.size as f64);
+                        self.health.witness_ok();
+                        tracing::debug!(
+                            size = cp.size,
+                            cosignatures = cosigned.len(),
+                            "cosigned checkpoint kept"
+                        );
+                        done_size = cp.size;
+                        done.send_replace(cp.size);
+                        waiting_since = None;
+                        backoff = self.backoff();
+                        // More cosignatures than the quorum are welcome, never waited for.
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot keep the cosigned checkpoint; retrying");
+                        retry = true;
+                    }
+                }
+            } else if let Some(since) = waiting_since {
+                self.health.witness_failing(&format!(
+                    "checkpoint {} has {} of {} cosignatures needed (waiting {}s)",
+                    cp.size,
+                    cosigned.len(),
+                    self.quorum,
+                    since.elapsed().as_secs()
+                ));
+            }
+            let delay = if retry {
+                backoff.next().unwrap_or(self.max_delay)
+            } else {
+                self.max_delay
+            };
+            tokio::select! {
+                changed = published.changed() => if changed.is_err() { return },
+                _ = tokio::time::sleep(delay) => {}
+            }
+        }
+    }
+
+    fn backoff(&self) -> impl Iterator<Item = Duration> + use<> {
+        crate::retry::background_backoff(self.max_delay)
+    }
+
+    /// Keeps `cp` with the cosignatures write-once and points `checkpoint` at it.
+    async fn keep_cosigned(&self, cp: &PublishedCheckpoint, cosigned: &BTreeMap<usize, String>) -> Result<(), Error> {
+        let note: String = format!("{}{}", cp.note, cosigned.values().cloned().collect::<String>());
+        let path = chainship_anchor::checkpoint::cosigned_path(cp.size);
+        self.store.put_object_new(&self.origin, &path, note.as_bytes()).await?;
+        let verifiers: Vec<VerifierKey> = self.keys.iter().map(SignerKey::verifier).collect();
+        let current = self.store.get_object(&self.origin, LATEST_CHECKPOINT).await?;
+        let newer = current
+            .and_then(|b| read_checkpoint(&b, &verifiers).ok())
+            .is_none_or(|r| r.checkpoint.size <= cp.size);
+        if newer {
+            self.store
+                .put_object_replace(&self.origin, LATEST_CHECKPOINT, note.as_bytes())
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// `<url> <size>` lines.
+fn load_sizes(path: &std::path::Path) -> HashMap<String, u64> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (url, size) = l.rsplit_once(' ')?;
+            Some((url.to_owned(), size.parse().ok()?))
+        })
+        .collect()
+}
+
+fn save_sizes(sizes: &HashMap<String, u64>) -> String {
+    let mut lines: Vec<String> = sizes.iter().map(|(u, s)| format!("{u} {s}\n")).collect();
+    lines.sort();
+    lines.concat()
+}
+
+/// Submits `cp` to witness `w`, from the size it is believed to know,
+/// following its `409`s (the consistency proof read from `store`'s tiles).
+/// Returns the outcome and the size it said it knows.
+pub async fn submit(
+    store: &dyn AnchorStore,
+    origin: &str,
+    client: &HttpsClient,
+    w: &Witness,
+    cp: &PublishedCheckpoint,
+    believed: u64,
+) -> (Outcome, Option<u64>) {
+    let mut old = believed.min(cp.size);
+    let mut known = None;
+    // A 409 names the witness's size; one more try from there settles it.
+    for _ in 0..3 {
+        if old > cp.size {
+            return (Outcome::Ahead(old), known);
+        }
+        let proof = if old == 0 || old == cp.size {
+            Vec::new()
+        } else {
+            let mut reader = TileReader::new(store, origin);
+            match reader.run(cp.size, |set| consistency_proof(old, cp.size, set)).await {
+                Ok(p) => p,
+                Err(e) => {
+                    let why = format!("no consistency proof from {old} to {}: {e}", cp.size);
+                    return (Outcome::Failed { kind: "proof", why }, known);
+                }
+            }
+        };
+        match witness_http::add_checkpoint(client, &w.url, witness_http::body(old, &proof, &cp.note)).await {
+            Answer::Cosigned(lines) => return (verify(w, cp, &lines), known),
+            Answer::Conflict(size) if Some(size) == known => {
+                // The same size twice: at our size, the witness holds another root.
+                let why = "it holds another root for that size (409 twice)".into();
+                return (Outcome::Inconsistent { old: size, why }, known);
+            }
+            Answer::Conflict(size) => {
+                known = Some(size);
+                old = size;
+            }
+            Answer::Inconsistent(why) => return (Outcome::Inconsistent { old, why }, known),
+            Answer::Refused(_, why) => return (Outcome::Refused(why), known),
+            Answer::Failed(why) => {
+                return (
+                    Outcome::Failed {
+                        kind: "unavailable",
+                        why,
+                    },
+                    known,
+                );
+            }
+        }
+    }
+    let why = "the witness kept answering 409".into();
+    (Outcome::Failed { kind: "conflict", why }, known)
+}
+
+/// The witness's cosignature lines on `cp` that verify with its key.
+fn verify(w: &Witness, cp: &PublishedCheckpoint, lines: &str) -> Outcome {
+    let prefix = format!("\u{2014} {} ", w.key.name);
+    let verifies = |line: &str| {
+        SignedNote::parse(format!("{}{line}\n", cp.note).as_bytes())
+            .ok()
+            .and_then(|note| w.key.check(&note))
+            .is_some_and(|r| r.is_ok())
+    };
+    // One line is enough, and only one that verifies is kept.
+    match lines.lines().filter(|l| l.starts_with(&prefix)).find(|l| verifies(l)) {
+        Some(line) => Outcome::Cosigned(format!("{line}\n")),
+        None => Outcome::Failed {
+            kind: "bad-cosignature",
+            why: format!("its answer holds no cosignature that verifies with {}", w.key.to_text()),
+        },
+    }
+}

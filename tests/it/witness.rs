@@ -1,0 +1,463 @@
+//! Witness cosigning against real witnesses: `aics-witness` (an independent
+//! C2SP tlog-witness server, installed by the test script) runs on loopback
+//! as two witnesses; the tests start, stop and roll back their own instances.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use serde_json::Value;
+use tempfile::TempDir;
+
+const ORIGIN: &str = "witness/agentrt";
+
+fn aics_witness() -> Command {
+    let path = std::env::var("CHAINSHIP_TEST_AICS_WITNESS").unwrap_or_default();
+    assert!(
+        !path.is_empty(),
+        "CHAINSHIP_TEST_AICS_WITNESS is not set: these tests need aics-witness; run them through ./scripts/test"
+    );
+    Command::new(path)
+}
+
+/// One aics-witness instance: its directory, port and key.
+struct Witness {
+    dir: TempDir,
+    port: u16,
+    vkey: String,
+    child: Option<KillOnDrop>,
+}
+
+impl Witness {
+    /// A witness that knows the log `ORIGIN` with `log_vkey` (or no log at all).
+    fn new(name: &str, log_vkey: Option<&str>) -> Witness {
+        let dir = TempDir::new().unwrap();
+        let port = free_port();
+        let config = dir.path().join("witness.json");
+        let out = aics_witness()
+            .args(["init", "-c", path_str(&config), "--name", name])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "aics-witness init: {}", stderr(&out));
+        let vkey = stdout(&out).lines().next().unwrap().trim().to_owned();
+        if let Some(log) = log_vkey {
+            let out = aics_witness()
+                .args(["add-log", "-c", path_str(&config), "--origin", ORIGIN, "--vkey", log])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "aics-witness add-log: {}", stderr(&out));
+        }
+        let mut w = Witness {
+            dir,
+            port,
+            vkey,
+            child: None,
+        };
+        w.start();
+        w
+    }
+
+    fn config(&self) -> PathBuf {
+        self.dir.path().join("witness.json")
+    }
+
+    fn start(&mut self) {
+        let child = aics_witness()
+            .args(["serve", "-c", path_str(&self.config())])
+            .args([
+                "--listen",
+                &format!("127.0.0.1:{}", self.port),
+                "--log-level",
+                "WARNING",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(KillOnDrop(child));
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "aics-witness did not listen on {}",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            signal(&child, SIGKILL);
+            let _ = child.wait();
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn spec(&self) -> String {
+        format!("{}={}", self.url(), self.vkey)
+    }
+}
+
+fn follow_once(a: &Anchored, cursor: &str, extra: &[String]) -> std::process::Output {
+    let sink = format!("file:{}", path_str(&a.dir.path().join(format!("{cursor}.jsonl"))));
+    bin()
+        .args([
+            "follow",
+            "--once",
+            "--from-start",
+            "--db",
+            path_str(&a.db),
+            "--origin",
+            ORIGIN,
+        ])
+        .args(["--sink", &sink, "--cursor", path_str(&a.dir.path().join(cursor))])
+        .args(["--anchor", &a.anchor_url(), "--signing-key", path_str(&a.key)])
+        .args(["--shutdown-grace", "10s", "--retry-max-delay", "1s"])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn witness_flags(witnesses: &[&Witness], quorum: usize) -> Vec<String> {
+    let mut flags = Vec::new();
+    for w in witnesses {
+        flags.push("--witness".into());
+        flags.push(w.spec());
+    }
+    flags.push("--witness-quorum".into());
+    flags.push(quorum.to_string());
+    flags
+}
+
+fn cosigned(a: &Anchored, size: u64) -> PathBuf {
+    a.anchors.join(ORIGIN).join(format!("cosigned/{size:020}"))
+}
+
+fn verify(a: &Anchored, keys: &[&str], quorum: usize) -> (i32, Value) {
+    let mut cmd = bin();
+    cmd.args([
+        "anchor",
+        "verify",
+        "--json",
+        "--db",
+        path_str(&a.db),
+        "--anchor",
+        &a.anchor_url(),
+    ])
+    .args([
+        "--origin",
+        ORIGIN,
+        "--trusted-key",
+        &a.verifier,
+        "--witness-grace",
+        "0s",
+    ])
+    .args(["--witness-quorum", &quorum.to_string()]);
+    for k in keys {
+        cmd.args(["--witness-key", k]);
+    }
+    let out = cmd.output().unwrap();
+    let v: Value =
+        serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&out), stderr(&out)));
+    (code(&out), v)
+}
+
+fn wait_for_file(path: &Path, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while !path.exists() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    true
+}
+
+#[test]
+fn two_witnesses_cosign_and_auditors_and_aics_tlog_check_the_cosignatures() {
+    let a = Anchored::new(1_000, ORIGIN);
+    let mut w1 = Witness::new("test.example/w1", Some(&a.verifier));
+    let w2 = Witness::new("test.example/w2", Some(&a.verifier));
+    let out = follow_once(&a, "c", &witness_flags(&[&w1, &w2], 2));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let note = std::fs::read_to_string(cosigned(&a, 1000)).expect("the cosigned checkpoint is kept");
+    assert_eq!(note.matches("\u{2014} test.example/w").count(), 2, "{note}");
+
+    let (c, v) = verify(&a, &[&w1.vkey, &w2.vkey], 2);
+    assert_eq!(c, 0, "{v}");
+    assert_eq!(v["checkpoints"]["cosigned"]["newest"], 1000, "{v}");
+    // An independent verifier agrees with the cosignatures.
+    let checked = aics_tlog()
+        .args([
+            "verify-checkpoint",
+            "--note",
+            path_str(&cosigned(&a, 1000)),
+            "--log-key",
+            &a.verifier,
+        ])
+        .args([
+            "--witness-key",
+            &w1.vkey,
+            "--witness-key",
+            &w2.vkey,
+            "--quorum",
+            "2",
+            "--origin",
+            ORIGIN,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&checked).contains("\"ok\": true"),
+        "{}{}",
+        stdout(&checked),
+        stderr(&checked)
+    );
+    // A witness the auditor trusts that never cosigned: uncosigned.
+    let stranger = Witness::new("test.example/w3", Some(&a.verifier));
+    let (c, v) = verify(&a, &[&w1.vkey, &stranger.vkey], 2);
+    assert_eq!(c, 1, "{v}");
+    assert!(
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["kind"] == "uncosigned"),
+        "{v}"
+    );
+
+    // A proof carries the cosignatures; check-proof holds it to the quorum.
+    let proof = a.dir.path().join("p");
+    let out = run(&["prove", "--anchor", &a.anchor_url(), "--origin", ORIGIN, "--seq", "500"]);
+    std::fs::write(&proof, stdout(&out)).unwrap();
+    let record = std::fs::read_to_string(a.dir.path().join("c.jsonl"))
+        .unwrap()
+        .lines()
+        .nth(499)
+        .unwrap()
+        .to_owned();
+    let check = |keys: &[&str], quorum: &str| {
+        let mut cmd = bin();
+        cmd.args([
+            "check-proof",
+            "--proof",
+            path_str(&proof),
+            "--record",
+            &record,
+            "--trusted-key",
+            &a.verifier,
+        ]);
+        for k in keys {
+            cmd.args(["--witness-key", k]);
+        }
+        cmd.args(["--witness-quorum", quorum]).output().unwrap()
+    };
+    assert_eq!(code(&check(&[&w1.vkey, &w2.vkey], "2")), 0);
+    let out = check(&[&w1.vkey, &w2.vkey, &stranger.vkey], "3");
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert!(stdout(&out).contains("uncosigned"), "{}", stdout(&out));
+
+    // The log grows: the witnesses cosign from the size they know.
+    let backup = a.dir.path().join("w1-backup.db");
+    std::fs::copy(w1.dir.path().join("witness.db"), &backup).unwrap();
+    append(&a.db, 500);
+    assert_eq!(code(&follow_once(&a, "c", &witness_flags(&[&w1, &w2], 2))), 0);
+    assert!(cosigned(&a, 1500).exists());
+    // w1 comes back with its state of size 1000: it answers 409 with 1000,
+    // the follower proves 1000 → 2000 instead, and both cosign.
+    w1.stop();
+    std::fs::copy(&backup, w1.dir.path().join("witness.db")).unwrap();
+    for leftover in ["witness.db-wal", "witness.db-shm"] {
+        let _ = std::fs::remove_file(w1.dir.path().join(leftover));
+    }
+    w1.start();
+    append(&a.db, 500);
+    let out = follow_once(&a, "c", &witness_flags(&[&w1, &w2], 2));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let note = std::fs::read_to_string(cosigned(&a, 2000)).expect("cosigned after the 409");
+    assert_eq!(note.matches("\u{2014} test.example/w").count(), 2, "{note}");
+    let (c, v) = verify(&a, &[&w1.vkey, &w2.vkey], 2);
+    assert_eq!(c, 0, "{v}");
+}
+
+#[test]
+fn a_witness_down_delays_cosigning_never_the_export() {
+    let a = Anchored::new(500, ORIGIN);
+    let w1 = Witness::new("test.example/w1", Some(&a.verifier));
+    let mut w2 = Witness::new("test.example/w2", Some(&a.verifier));
+    w2.stop();
+    let out = follow_once(&a, "c", &witness_flags(&[&w1, &w2], 2));
+    assert_eq!(code(&out), 0, "the export goes on: {}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(a.dir.path().join("c.jsonl"))
+            .unwrap()
+            .lines()
+            .count(),
+        500
+    );
+    assert!(!cosigned(&a, 500).exists(), "no quorum while a witness is down");
+    assert!(
+        stderr(&out).contains("no quorum of witness cosignatures yet"),
+        "{}",
+        stderr(&out)
+    );
+    // The witness is back: a running follower asks again and the quorum is reached.
+    w2.start();
+    let sink = format!("file:{}", path_str(&a.dir.path().join("c.jsonl")));
+    let child = bin()
+        .args(["follow", "--db", path_str(&a.db), "--origin", ORIGIN, "--sink", &sink])
+        .args([
+            "--cursor",
+            path_str(&a.dir.path().join("c")),
+            "--anchor",
+            &a.anchor_url(),
+        ])
+        .args(["--signing-key", path_str(&a.key), "--retry-max-delay", "1s"])
+        .args(witness_flags(&[&w1, &w2], 2))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(child);
+    assert!(
+        wait_for_file(&cosigned(&a, 500), Duration::from_secs(30)),
+        "cosigning catches up"
+    );
+    signal(&child, SIGTERM);
+    assert!(wait_with_limit(&mut child, Duration::from_secs(20)).success());
+}
+
+#[test]
+fn a_witness_that_does_not_know_the_log_is_a_setup_error_naming_it() {
+    let a = Anchored::new(200, ORIGIN);
+    let w = Witness::new("test.example/nolog", None);
+    let out = follow_once(&a, "c", &witness_flags(&[&w], 1));
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("test.example/nolog") && stderr(&out).contains("does not know"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A database restored from an older backup and grown again, followed from
+/// a fresh cursor with the same key into a fresh store: the witnesses,
+/// which saw the real log, answer 422; the follower reports both sizes and
+/// stops; no cosigned checkpoint of the fork exists.
+#[test]
+fn a_fork_is_refused_by_the_witnesses() {
+    let a = Anchored::new(600, ORIGIN);
+    let restored = a.dir.path().join("restored.db");
+    std::fs::copy(&a.db, &restored).unwrap();
+    append(&a.db, 400);
+    let w1 = Witness::new("test.example/w1", Some(&a.verifier));
+    let w2 = Witness::new("test.example/w2", Some(&a.verifier));
+    assert_eq!(code(&follow_once(&a, "c", &witness_flags(&[&w1, &w2], 2))), 0);
+    assert!(cosigned(&a, 1000).exists());
+
+    let grow = run(&[
+        "generate",
+        "--db",
+        path_str(&restored),
+        "--append",
+        "--events",
+        "500",
+        "--seed",
+        "2",
+    ]);
+    assert_eq!(code(&grow), 0);
+    let fresh = TempDir::new().unwrap();
+    let fork = Anchored {
+        dir: TempDir::new().unwrap(),
+        db: restored,
+        anchors: fresh.path().to_owned(),
+        key: a.key.clone(),
+        verifier: a.verifier.clone(),
+    };
+    let out = follow_once(&fork, "f", &witness_flags(&[&w1, &w2], 2));
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let err = stderr(&out);
+    // The fork's checkpoint 1100 (or its 1000, when that one went first) against the witnessed 1000.
+    assert!(
+        err.contains("witness-inconsistent") && err.contains("size 1000"),
+        "{err}"
+    );
+    assert!(
+        !fresh.path().join(ORIGIN).join("cosigned").exists(),
+        "no cosigned checkpoint of the fork"
+    );
+}
+
+/// A witness counted twice never fills a quorum, `check` passes a witness
+/// only when its cosignature verifies with the key given, and bad URLs are
+/// usage errors.
+#[test]
+fn a_witness_counts_once_and_check_verifies_its_key() {
+    let a = Anchored::new(300, ORIGIN);
+    let w1 = Witness::new("test.example/w1", Some(&a.verifier));
+    let w2 = Witness::new("test.example/w2", Some(&a.verifier));
+    let twice = follow_once(&a, "c", &witness_flags(&[&w1, &w1], 2));
+    assert_eq!(code(&twice), 2, "{}", stderr(&twice));
+    assert!(stderr(&twice).contains("listed twice"), "{}", stderr(&twice));
+    let bad_port = follow_once(
+        &a,
+        "c",
+        &["--witness".into(), format!("http://127.0.0.1:99999={}", w1.vkey)],
+    );
+    assert_eq!(code(&bad_port), 2, "{}", stderr(&bad_port));
+    assert_eq!(code(&follow_once(&a, "c", &witness_flags(&[&w1, &w2], 2))), 0);
+
+    // An auditor listing one witness twice still needs two witnesses.
+    let (c, _) = verify(&a, &[&w1.vkey], 1);
+    assert_eq!(c, 0);
+    let out = run(&[
+        "anchor",
+        "verify",
+        "--db",
+        path_str(&a.db),
+        "--anchor",
+        &a.anchor_url(),
+        "--origin",
+        ORIGIN,
+        "--trusted-key",
+        &a.verifier,
+        "--witness-key",
+        &w1.vkey,
+        "--witness-key",
+        &w1.vkey,
+        "--witness-quorum",
+        "2",
+    ]);
+    assert_eq!(code(&out), 2, "{}{}", stdout(&out), stderr(&out));
+
+    let check = |spec: String| {
+        bin()
+            .args(["check", "--db", path_str(&a.db), "--origin", ORIGIN])
+            .args(["--sink", &format!("file:{}", path_str(&a.dir.path().join("c.jsonl")))])
+            .args([
+                "--cursor",
+                path_str(&a.dir.path().join("c")),
+                "--anchor",
+                &a.anchor_url(),
+            ])
+            .args(["--signing-key", path_str(&a.key), "--witness", &spec])
+            .output()
+            .unwrap()
+    };
+    let ok = check(w1.spec());
+    assert_eq!(code(&ok), 0, "{}", stdout(&ok));
+    assert!(stdout(&ok).contains("its cosignature verifies"), "{}", stdout(&ok));
+    // w2's URL with w1's key: the cosignature does not verify.
+    let wrong = check(format!("{}={}", w2.url(), w1.vkey));
+    assert_eq!(code(&wrong), 1, "{}", stdout(&wrong));
+    assert!(
+        stdout(&wrong).contains("no cosignature that verifies"),
+        "{}",
+        stdout(&wrong)
+    );
+}
