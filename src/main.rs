@@ -18,6 +18,7 @@ mod commands;
 mod config;
 mod env_names;
 mod exit;
+mod job_metrics;
 mod logging;
 mod metrics_server;
 mod new_database;

@@ -94,7 +94,11 @@ async fn serve(listener: TcpListener, handle: PrometheusHandle, health: Arc<Heal
 
 fn answer(request: &Request<Incoming>, handle: &PrometheusHandle, health: &Health) -> Response<Full<Bytes>> {
     let (status, content_type, body) = match request.uri().path() {
-        "/metrics" => (StatusCode::OK, "text/plain; version=0.0.4", handle.render()),
+        "/metrics" => {
+            // What /healthz says, as a series: alerts see "up but unhealthy".
+            metrics::gauge!(chainship_follower::metrics::HEALTHY).set(f64::from(u8::from(health.status().is_ok())));
+            (StatusCode::OK, "text/plain; version=0.0.4", handle.render())
+        }
         "/healthz" => match health.status() {
             Ok(()) => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
             Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, "text/plain", format!("{reason}\n")),

@@ -61,6 +61,8 @@ pub struct CopyOutcome {
     pub warnings: Vec<String>,
     /// The highest trusted head the copy matches with nothing wrong below it.
     pub last_trusted: Option<Head>,
+    /// When that head was published.
+    pub last_trusted_published: Option<std::time::SystemTime>,
 }
 
 impl CopyOutcome {
@@ -76,6 +78,7 @@ impl CopyOutcome {
             checked: 0,
             checkpoints: 0,
             matched_roots: 0,
+            last_trusted_published: None,
             findings: vec![Finding {
                 kind,
                 seq: None,
@@ -267,6 +270,7 @@ pub fn read_checked(
         matched_roots,
         findings,
         warnings,
+        last_trusted_published: last_trusted.and_then(|h| set.published_at(h.seq)),
         last_trusted,
     })
 }

@@ -49,6 +49,26 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Every kind, for reports that list each (with 0 when absent).
+    pub const ALL: [Kind; 16] = [
+        Kind::Altered,
+        Kind::Cut,
+        Kind::Fork,
+        Kind::BadSignature,
+        Kind::UntrustedKey,
+        Kind::HeadsDisagree,
+        Kind::Stale,
+        Kind::Gap,
+        Kind::Duplicate,
+        Kind::Reordered,
+        Kind::Foreign,
+        Kind::NoTrustedHead,
+        Kind::CheckpointFork,
+        Kind::TilesDisagree,
+        Kind::CheckpointMissing,
+        Kind::Uncosigned,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Altered => "altered",

@@ -130,33 +130,37 @@ pub fn load_witness_keys(args: &[String]) -> Result<Vec<WitnessKey>, String> {
     Ok(keys)
 }
 
+/// A cosignature line made here, as the spec describes it (for tests; the
+/// integration tests check against aics-witness, an independent implementation).
+#[cfg(test)]
+pub(crate) fn cosign(key: &ed25519_dalek::SigningKey, name: &str, time: u64, text: &str) -> String {
+    use ed25519_dalek::Signer;
+    let sig = key.sign(cosigned_message(time, text).as_bytes());
+    let mut blob = typed_key_id(name, COSIGNATURE_V1, key.verifying_key().as_bytes()).to_vec();
+    blob.extend_from_slice(&time.to_be_bytes());
+    blob.extend_from_slice(&sig.to_bytes());
+    format!("\u{2014} {name} {}\n", B64.encode(blob))
+}
+
+/// A witness key for `key` named `name` (for tests).
+#[cfg(test)]
+pub(crate) fn witness_key(key: &ed25519_dalek::SigningKey, name: &str) -> WitnessKey {
+    WitnessKey {
+        name: name.to_owned(),
+        id: typed_key_id(name, COSIGNATURE_V1, key.verifying_key().as_bytes()),
+        key: key.verifying_key(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ed25519_dalek::{Signer, SigningKey};
-
-    fn key_id(name: &str, public: &[u8; 32]) -> [u8; 4] {
-        typed_key_id(name, COSIGNATURE_V1, public)
-    }
-
-    /// A cosignature made here, as the spec describes it (the tests also
-    /// check against aics-witness, an independent implementation).
-    fn cosign(key: &SigningKey, name: &str, time: u64, text: &str) -> String {
-        let sig = key.sign(cosigned_message(time, text).as_bytes());
-        let mut blob = key_id(name, key.verifying_key().as_bytes()).to_vec();
-        blob.extend_from_slice(&time.to_be_bytes());
-        blob.extend_from_slice(&sig.to_bytes());
-        format!("\u{2014} {name} {}\n", B64.encode(blob))
-    }
+    use ed25519_dalek::SigningKey;
 
     #[test]
     fn a_cosignature_verifies_and_a_changed_checkpoint_or_time_does_not() {
         let key = SigningKey::from_bytes(&[9; 32]);
-        let w = WitnessKey {
-            name: "witness.example/w1".into(),
-            id: key_id("witness.example/w1", key.verifying_key().as_bytes()),
-            key: key.verifying_key(),
-        };
+        let w = witness_key(&key, "witness.example/w1");
         assert_eq!(WitnessKey::parse(&w.to_text()).unwrap(), w);
         let text = "o\n5\nAAAA\n";
         let note = format!(

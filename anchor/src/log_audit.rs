@@ -414,3 +414,91 @@ pub async fn audit_cosignatures(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::cosigned_path;
+    use crate::cosignature::{WitnessPolicy, cosign, witness_key};
+    use crate::keys::SignerKey;
+    use crate::store::memory::MemoryStore;
+    use std::time::{Duration, SystemTime};
+
+    fn run<T>(f: impl std::future::Future<Output = T>) -> T {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    fn trusted(size: u64) -> TrustedCheckpoint {
+        TrustedCheckpoint {
+            checkpoint: Checkpoint {
+                origin: "o".into(),
+                size,
+                root: [size as u8; 32],
+            },
+            source: format!("checkpoints/{size}"),
+            signers: vec!["o".into()],
+        }
+    }
+
+    /// A cosigned checkpoint covers the smaller ones; above it, only those
+    /// whose head is older than the grace are `uncosigned`, younger ones wait.
+    #[test]
+    fn only_checkpoints_past_the_newest_cosigned_and_the_grace_are_uncosigned() {
+        let store = MemoryStore::default();
+        let log = SignerKey::generate("o").unwrap();
+        let wkey = ed25519_dalek::SigningKey::from_bytes(&[4; 32]);
+        let policy = WitnessPolicy {
+            keys: vec![witness_key(&wkey, "w")],
+            quorum: 1,
+        };
+        let all: Vec<TrustedCheckpoint> = [10, 20, 30, 40].map(trusted).to_vec();
+        // 20 is cosigned; 30 was published an hour ago, 40 a minute ago.
+        let note = all[1].checkpoint.sign(std::slice::from_ref(&log));
+        let cosigned = format!("{note}{}", cosign(&wkey, "w", 1_700_000_000, &all[1].checkpoint.text()));
+        store.plant_object("o", &cosigned_path(20), cosigned.as_bytes());
+        let now = SystemTime::now();
+        let published = |seq: u64| match seq {
+            30 => Some(now - Duration::from_secs(3600)),
+            40 => Some(now - Duration::from_secs(60)),
+            _ => None,
+        };
+        let grace = Duration::from_secs(600);
+        let out = run(audit_cosignatures(&store, "o", &all, &policy, &published, grace)).unwrap();
+        assert_eq!((out.cosigned, out.newest_cosigned), (1, Some(20)));
+        assert_eq!(out.findings.len(), 1, "{:?}", out.findings);
+        assert_eq!(
+            (out.findings[0].kind, out.findings[0].seq),
+            (Kind::Uncosigned, Some(30))
+        );
+        assert_eq!(out.waiting.len(), 1, "40 still waits: {:?}", out.waiting);
+        // A cosignature that does not verify is bad-signature, and covers nothing.
+        let line = cosigned.lines().last().unwrap();
+        let mut bytes = line.as_bytes().to_vec();
+        let at = bytes.len() - 10;
+        bytes[at] = if bytes[at] == b'A' { b'B' } else { b'A' };
+        let tampered = cosigned.replace(line, std::str::from_utf8(&bytes).unwrap());
+        store.plant_object("o", &cosigned_path(20), tampered.as_bytes());
+        let out = run(audit_cosignatures(&store, "o", &all, &policy, &published, grace)).unwrap();
+        assert_eq!(out.newest_cosigned, None);
+        assert!(
+            out.findings
+                .iter()
+                .any(|f| f.kind == Kind::BadSignature && f.seq == Some(20)),
+            "{:?}",
+            out.findings
+        );
+        assert!(
+            out.findings
+                .iter()
+                .any(|f| f.kind == Kind::Uncosigned && f.seq == Some(10)),
+            "{:?}",
+            out.findings
+        );
+        // No checkpoint at all is never "cosigned".
+        let out = run(audit_cosignatures(&store, "o", &[], &policy, &published, grace)).unwrap();
+        assert_eq!(out.findings[0].kind, Kind::Uncosigned);
+    }
+}

@@ -24,6 +24,7 @@ pub const RUNS_OPEN: &str = "chainship_runs_open";
 pub const RUNS_LEFT_RUNNING: &str = "chainship_runs_left_running";
 pub const UNKNOWN_OUTCOMES: &str = "chainship_unknown_outcomes";
 pub const RUN_FINDINGS: &str = "chainship_run_findings_total";
+pub const HEALTHY: &str = "chainship_healthy";
 pub const WITNESS_COSIGNED_SIZE: &str = "chainship_witness_cosigned_size";
 pub const WITNESS_LAST_SUCCESS: &str = "chainship_witness_last_success_timestamp_seconds";
 pub const WITNESS_FAILURES: &str = "chainship_witness_failures_total";
@@ -32,6 +33,10 @@ pub const WITNESS_QUORUM_SIZE: &str = "chainship_witness_quorum_size";
 /// Registers help texts and every counter at 0 (call once the exporter is
 /// installed; the metrics server does, before it serves a scrape).
 pub fn describe() {
+    describe_gauge!(
+        HEALTHY,
+        "1 while /healthz answers 200, 0 while it answers 503 (set at each scrape)."
+    );
     describe_gauge!(
         WITNESS_COSIGNED_SIZE,
         "Size of the last checkpoint each witness cosigned."

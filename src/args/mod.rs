@@ -182,6 +182,15 @@ impl TrustArgs {
     }
 }
 
+/// `--metrics-textfile`: for checks run on a schedule.
+#[derive(Args, Clone, Debug)]
+pub struct JobMetricsArgs {
+    /// After the run (also one that failed), write Prometheus metrics of its result to
+    /// this file, atomically, for node_exporter's textfile collector.
+    #[arg(long, value_name = "FILE")]
+    pub metrics_textfile: Option<PathBuf>,
+}
+
 /// `--json`.
 #[derive(Args, Clone, Copy, Debug)]
 pub struct OutputArgs {

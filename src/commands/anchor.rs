@@ -12,8 +12,11 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use crate::affected;
-use crate::args::{AnchorStoreArgs, DbArgs, OriginArg, OutputArgs, RunRulesArgs, TrustArgs, WitnessTrustArgs};
+use crate::args::{
+    AnchorStoreArgs, DbArgs, JobMetricsArgs, OriginArg, OutputArgs, RunRulesArgs, TrustArgs, WitnessTrustArgs,
+};
 use crate::exit::{CliError, CmdResult, FAILED, OK};
+use crate::job_metrics::JobReport;
 use crate::progress::events_bar;
 use crate::report;
 
@@ -65,6 +68,8 @@ pub struct AnchorVerifyArgs {
     pub witness: WitnessTrustArgs,
     #[command(flatten)]
     pub rules: RunRulesArgs,
+    #[command(flatten)]
+    pub job: JobMetricsArgs,
 }
 
 /// Show the heads kept in the anchor store.
@@ -103,7 +108,11 @@ fn load_heads(common: &AnchorCommon, keys: &[VerifierKey]) -> Result<HeadSet, Cl
 
 pub fn run(cmd: &AnchorCommand) -> CmdResult {
     match cmd {
-        AnchorCommand::Verify(args) => verify(args),
+        AnchorCommand::Verify(args) => {
+            let origin = args.common.origin.origin.as_deref().unwrap_or_default();
+            let mut report = JobReport::new("anchor_verify", origin);
+            crate::job_metrics::run_job(args.job.metrics_textfile.as_deref(), &mut report, |r| verify(args, r))
+        }
         AnchorCommand::List(args) => list(args),
     }
 }
@@ -126,7 +135,7 @@ fn load_checkpoints(common: &AnchorCommon, keys: &[VerifierKey], heads: &HeadSet
         .map_err(|e| CliError::from_kind(&e))
 }
 
-fn verify(args: &AnchorVerifyArgs) -> CmdResult {
+fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
     let keys = args.common.trust.load()?;
     let policy = args.witness.load()?;
     let set = load_heads(&args.common, &keys)?;
@@ -274,6 +283,11 @@ fn verify(args: &AnchorVerifyArgs) -> CmdResult {
             outln!("{line}");
         }
     }
+    job.findings(&findings);
+    job.last_trusted_seq = last_trusted.map(|h| h.seq);
+    job.last_trusted_published = last_trusted.and_then(|h| set.published_at(h.seq));
+    job.events_checked = report.map_or(0, |r| r.checked);
+    job.heads_checked = checked as u64;
     Ok(if findings.is_empty() { OK } else { FAILED })
 }
 

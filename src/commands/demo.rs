@@ -212,10 +212,7 @@ fn demo(args: &DemoArgs) -> CmdResult {
     }
 
     // 1. A signing key and a demo audit database.
-    let key_out = d.expect_ok(
-        "keygen",
-        &["keygen", "--name", "demo/chainship", "--out", &d.p("head.key")],
-    )?;
+    let key_out = d.expect_ok("keygen", &["keygen", "--name", ORIGIN, "--out", &d.p("head.key")])?;
     let verifier = first_line(&key_out.stdout);
     // One tool call whose outcome was never recorded, for the run check to name (step 6).
     let fault = format!("unknown-outcome@{}", (args.events / 4).max(1));
@@ -233,7 +230,7 @@ fn demo(args: &DemoArgs) -> CmdResult {
     )?;
     std::fs::copy(d.path("audit.db"), d.path("backup.db")).map_err(|e| CliError::usage(format!("demo: {e}")))?;
     say!(
-        "1. key demo/chainship (verifier {verifier}); audit.db with {} events; a backup copy taken",
+        "1. key {ORIGIN} (verifier {verifier}); audit.db with {} events; a backup copy taken",
         args.events
     );
 
@@ -288,11 +285,17 @@ fn demo(args: &DemoArgs) -> CmdResult {
             "demo: the writer or the follower did not exit cleanly",
         ));
     }
-    let heads = std::fs::read_dir(d.path("anchors").join(ORIGIN))
-        .map(|r| r.count())
-        .unwrap_or(0);
+    let count = |dir: &Path, ext: Option<&str>| {
+        std::fs::read_dir(dir).map_or(0, |r| {
+            r.filter_map(Result::ok)
+                .filter(|e| ext.is_none_or(|x| e.path().extension().is_some_and(|y| y == x)))
+                .count()
+        })
+    };
+    let log = d.path("anchors").join(ORIGIN);
+    let (heads, checkpoints) = (count(&log, Some("head")), count(&log.join("checkpoints"), None));
     say!(
-        "2. followed while a writer appended for {}: {final_seq} events in events.jsonl, {heads} signed heads in anchors/",
+        "2. followed while a writer appended for {}: {final_seq} events in events.jsonl, {heads} signed heads and {checkpoints} checkpoints (with their Merkle tiles) in anchors/",
         humantime::format_duration(args.writer_for)
     );
 
@@ -382,6 +385,60 @@ fn demo(args: &DemoArgs) -> CmdResult {
             )));
         }
     }
+    // 7. One event proven to a third party: a few hundred bytes, no other event.
+    let proven_seq = (final_seq / 3).max(1);
+    let proof = d.expect_ok(
+        "prove",
+        &[
+            "prove",
+            "--anchor",
+            &format!("file:{}", d.p("anchors")),
+            "--origin",
+            ORIGIN,
+            "--seq",
+            &proven_seq.to_string(),
+        ],
+    )?;
+    std::fs::write(d.path("event.tlog-proof"), &proof.stdout).map_err(|e| CliError::usage(format!("demo: {e}")))?;
+    let exported =
+        std::fs::read_to_string(d.path("events.jsonl")).map_err(|e| CliError::usage(format!("demo: {e}")))?;
+    let record = exported
+        .lines()
+        .nth(proven_seq as usize - 1)
+        .unwrap_or_default()
+        .to_owned();
+    let checked = d.run(&[
+        "check-proof",
+        "--proof",
+        &d.p("event.tlog-proof"),
+        "--record",
+        &record,
+        "--trusted-key",
+        &verifier,
+    ])?;
+    let mut altered: serde_json::Value = serde_json::from_str(&record).unwrap_or_default();
+    let payload = altered["payload_json"].as_str().unwrap_or_default().to_owned();
+    altered["payload_json"] = serde_json::Value::String(format!("{payload} "));
+    let refused = d.run(&[
+        "check-proof",
+        "--proof",
+        &d.p("event.tlog-proof"),
+        "--record",
+        &altered.to_string(),
+        "--trusted-key",
+        &verifier,
+    ])?;
+    if !checked.status.success() || refused.status.code() != Some(1) {
+        return Err(CliError::failed(format!(
+            "demo: the proof of seq {proven_seq} did not check out as expected: {}{}",
+            String::from_utf8_lossy(&checked.stdout),
+            String::from_utf8_lossy(&refused.stdout)
+        )));
+    }
+    say!(
+        "7. prove seq {proven_seq}: a {}-byte proof (C2SP tlog-proof); check-proof of its record: ok; of the record with its payload changed: not proven",
+        proof.stdout.len()
+    );
     if args.dir.is_some() {
         say!(
             "all as expected. Try: chainship anchor verify --db {} --anchor file:{} --origin {ORIGIN} --trusted-key '{verifier}'",

@@ -5,8 +5,9 @@ use chainship_chain::Head;
 use clap::Args;
 
 use crate::affected::{self, Affected};
-use crate::args::{OutputArgs, RunRulesArgs};
+use crate::args::{JobMetricsArgs, OutputArgs, RunRulesArgs};
 use crate::exit::{CmdResult, FAILED, OK};
+use crate::job_metrics::JobReport;
 use crate::report;
 use crate::trusted_copy::{self, CopyExpectations, CopyOutcome, TrustedCopyArgs};
 
@@ -42,10 +43,18 @@ pub struct VerifyExportArgs {
     #[command(flatten)]
     pub rules: RunRulesArgs,
     #[command(flatten)]
+    pub job: JobMetricsArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
 }
 
 pub fn run(args: &VerifyExportArgs) -> CmdResult {
+    let origin = args.copy.origin.origin.as_deref().unwrap_or_default();
+    let mut report = JobReport::new("verify_export", origin);
+    crate::job_metrics::run_job(args.job.metrics_textfile.as_deref(), &mut report, |r| check(args, r))
+}
+
+fn check(args: &VerifyExportArgs, job: &mut JobReport) -> CmdResult {
     let expect = CopyExpectations {
         after: args.after,
         allow_no_heads: args.allow_no_heads,
@@ -63,6 +72,14 @@ pub fn run(args: &VerifyExportArgs) -> CmdResult {
         }
         _ => None,
     };
+    job.findings(&outcome.findings);
+    if let Some(origin) = &outcome.origin {
+        job.origin = origin.clone();
+    }
+    job.last_trusted_seq = outcome.last_trusted.map(|h| h.seq);
+    job.last_trusted_published = outcome.last_trusted_published;
+    job.events_checked = outcome.records;
+    job.heads_checked = outcome.checked as u64;
     Ok(print(args, &outcome, touched.as_ref()))
 }
 

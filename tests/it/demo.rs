@@ -18,6 +18,8 @@ fn the_demo_runs_offline_and_catches_both_tamperings() {
         "exits 1: altered at seq 1000",
         "5. restored",
         "exits 1: fork at seq",
+        "checkpoints (with their Merkle tiles)",
+        "check-proof of its record: ok; of the record with its payload changed: not proven",
         "all as expected",
     ] {
         assert!(text.contains(step), "missing {step:?} in:\n{text}");

@@ -112,3 +112,386 @@ fn dockerfile_is_multi_stage_and_non_root() {
     assert_ne!(user.trim(), "USER root");
     assert!(text.contains("cargo build --release --locked"));
 }
+
+/// A validator the test script installs; panics, loudly, when it is missing.
+fn tool(name: &str) -> std::process::Command {
+    let found = std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {name}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "{name} is not installed: these tests need it; run them through ./scripts/test, which installs it"
+    );
+    std::process::Command::new(name)
+}
+
+fn repo(path: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+fn ok(out: &std::process::Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The alert rules load, and each alert fires from sample series
+/// (`promtool test rules`), the four the issue names among them.
+#[test]
+fn the_alert_rules_pass_promtool_and_each_alert_fires() {
+    let rules = repo("deploy/prometheus/chainship-rules.yml");
+    let tests = repo("deploy/prometheus/chainship-rules.test.yml");
+    ok(
+        &tool("promtool").arg("check").arg("rules").arg(&rules).output().unwrap(),
+        "promtool check rules",
+    );
+    ok(
+        &tool("promtool").arg("test").arg("rules").arg(&tests).output().unwrap(),
+        "promtool test rules",
+    );
+    let rules_text = std::fs::read_to_string(&rules).unwrap();
+    let tests_text = std::fs::read_to_string(&tests).unwrap();
+    let alerts: Vec<&str> = rules_text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- alert: "))
+        .collect();
+    assert!(alerts.len() >= 10, "{alerts:?}");
+    for alert in &alerts {
+        assert!(
+            tests_text.contains(&format!("alertname: {alert}")),
+            "{alert} has no promtool test"
+        );
+    }
+    for needed in [
+        "ChainshipVerifyFailed",
+        "ChainshipVerifyNotRun",
+        "ChainshipAnchorStale",
+        "ChainshipExportLagHigh",
+    ] {
+        assert!(alerts.contains(&needed), "{needed} missing");
+    }
+    // Every runbook points to the README section that says what to do, which names the alert.
+    let readme = std::fs::read_to_string(repo("README.md")).unwrap();
+    let (_, section) = readme
+        .split_once("### When an alert fires")
+        .expect("the README's alert section");
+    for alert in &alerts {
+        assert!(
+            section.contains(alert),
+            "the README's alert section does not name {alert}"
+        );
+    }
+}
+
+/// The Kubernetes manifests pass kubernetes-validate in strict mode, and say
+/// what the README promises: the database read-only in the sidecar, the
+/// signing key mounted only there, non-root, read-only root filesystems, no
+/// privilege escalation, limits, probes on /healthz; the embedded config is
+/// one `follow` accepts.
+#[test]
+fn the_kubernetes_manifests_pass_strict_validation_and_are_hardened() {
+    let manifest = repo("deploy/kubernetes/chainship.yaml");
+    let validate = std::env::var("CHAINSHIP_TEST_KUBERNETES_VALIDATE")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .expect("CHAINSHIP_TEST_KUBERNETES_VALIDATE is not set: run this test through ./scripts/test, which installs kubernetes-validate");
+    let out = std::process::Command::new(validate)
+        .arg("--strict")
+        .arg(&manifest)
+        .output()
+        .unwrap();
+    ok(&out, "kubernetes-validate --strict");
+    let docs = YamlLoader::load_from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    let kind = |k: &str| {
+        docs.iter()
+            .find(|d| d["kind"].as_str() == Some(k))
+            .unwrap_or_else(|| panic!("no {k}"))
+    };
+    let pod = &kind("Deployment")["spec"]["template"]["spec"];
+    let containers = pod["containers"].as_vec().unwrap();
+    let sidecar = containers
+        .iter()
+        .find(|c| c["name"].as_str() == Some("chainship"))
+        .unwrap();
+    let runtime = containers
+        .iter()
+        .find(|c| c["name"].as_str() == Some("agentrt"))
+        .unwrap();
+    let mounts = |c: &Yaml| c["volumeMounts"].as_vec().cloned().unwrap_or_default();
+    let db = mounts(sidecar)
+        .into_iter()
+        .find(|m| m["name"].as_str() == Some("audit-db"))
+        .unwrap();
+    assert_eq!(
+        db["readOnly"].as_bool(),
+        Some(true),
+        "the database is read-only in the sidecar"
+    );
+    assert!(
+        mounts(sidecar)
+            .iter()
+            .any(|m| m["name"].as_str() == Some("signing-key"))
+    );
+    assert!(
+        !mounts(runtime)
+            .iter()
+            .any(|m| m["name"].as_str() == Some("signing-key")),
+        "the runtime never mounts the key"
+    );
+    for c in containers {
+        let secret = mounts(c)
+            .iter()
+            .any(|m| m["name"].as_str() == Some("signing-key-secret"));
+        assert!(!secret, "only the init step reads the Secret");
+    }
+    assert_eq!(pod["securityContext"]["runAsNonRoot"].as_bool(), Some(true));
+    for c in containers {
+        let sc = &c["securityContext"];
+        assert_eq!(sc["readOnlyRootFilesystem"].as_bool(), Some(true), "{:?}", c["name"]);
+        assert_eq!(sc["allowPrivilegeEscalation"].as_bool(), Some(false), "{:?}", c["name"]);
+        assert!(
+            !c["resources"]["limits"]["memory"].is_badvalue(),
+            "{:?} has limits",
+            c["name"]
+        );
+    }
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(sidecar[probe]["httpGet"]["path"].as_str(), Some("/healthz"), "{probe}");
+    }
+    let cron = kind("CronJob");
+    let args: Vec<String> = strings(&cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]);
+    assert!(
+        args.starts_with(&["anchor".into(), "verify".into()]) && args.contains(&"--metrics-textfile".into()),
+        "{args:?}"
+    );
+    // The embedded config is one `follow` accepts.
+    let toml = kind("ConfigMap")["data"]["chainship.toml"].as_str().unwrap().to_owned();
+    let dir = tempfile::TempDir::new().unwrap();
+    let cfg = dir.path().join("chainship.toml");
+    std::fs::write(&cfg, toml).unwrap();
+    let out = common::run(&["config", "check", "--config", common::path_str(&cfg), "--for", "follow"]);
+    assert_eq!(
+        common::code(&out),
+        0,
+        "{}{}",
+        common::stdout(&out),
+        common::stderr(&out)
+    );
+}
+
+/// The systemd units pass `systemd-analyze verify` (with ExecStart pointed
+/// at the binary under test, which must exist for it), and are hardened.
+#[test]
+fn the_systemd_units_pass_systemd_analyze_verify() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let names = [
+        "chainship-follow.service",
+        "chainship-verify.service",
+        "chainship-verify.timer",
+    ];
+    for name in names {
+        let text = std::fs::read_to_string(repo(&format!("deploy/systemd/{name}"))).unwrap();
+        let local = text.replace("/usr/local/bin/chainship", env!("CARGO_BIN_EXE_chainship"));
+        std::fs::write(dir.path().join(name), local).unwrap();
+    }
+    let out = tool("systemd-analyze")
+        .arg("verify")
+        .args(names)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    ok(&out, "systemd-analyze verify");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).trim().is_empty(),
+        "warnings: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let follow = std::fs::read_to_string(repo("deploy/systemd/chainship-follow.service")).unwrap();
+    for directive in [
+        "User=chainship",
+        "SupplementaryGroups=",
+        "ProtectSystem=strict",
+        "NoNewPrivileges=yes",
+        "ReadOnlyPaths=",
+        "ReadWritePaths=",
+        "Restart=on-failure",
+    ] {
+        assert!(follow.contains(directive), "chainship-follow.service lacks {directive}");
+    }
+    let timer = std::fs::read_to_string(repo("deploy/systemd/chainship-verify.timer")).unwrap();
+    assert!(timer.contains("Persistent=true") && timer.contains("OnCalendar="));
+    let verify = std::fs::read_to_string(repo("deploy/systemd/chainship-verify.service")).unwrap();
+    assert!(verify.contains("--metrics-textfile"));
+    // The settings file it reads is one `anchor verify` accepts.
+    let cfg = repo("deploy/verify.toml");
+    let out = common::run(&[
+        "config",
+        "check",
+        "--config",
+        common::path_str(&cfg),
+        "--for",
+        "anchor verify",
+    ]);
+    assert_eq!(
+        common::code(&out),
+        0,
+        "{}{}",
+        common::stdout(&out),
+        common::stderr(&out)
+    );
+}
+
+/// `docker-compose config` accepts the Compose file (Debian's docker-compose
+/// validates without a daemon), and every image is pinned by version.
+#[test]
+fn the_compose_file_passes_docker_compose_config_and_pins_its_images() {
+    let out = tool("docker-compose")
+        .arg("-f")
+        .arg(repo("docker-compose.yml"))
+        .args(["config", "-q"])
+        .output()
+        .unwrap();
+    ok(&out, "docker-compose config");
+    let doc = compose();
+    let mut images = vec![doc["x-chainship"]["image"].as_str().unwrap().to_owned()];
+    for (_, service) in doc["services"].as_hash().unwrap() {
+        if let Some(image) = service["image"].as_str() {
+            images.push(image.to_owned());
+        }
+    }
+    for image in images {
+        let tag = image.rsplit_once(':').map(|(_, t)| t).unwrap_or("");
+        assert!(!tag.is_empty() && tag != "latest", "{image} is not pinned by version");
+    }
+}
+
+/// The nightly job's textfile: after an ok run, one with findings and one
+/// that could not run, each passes `promtool check metrics` and says so.
+#[test]
+fn anchor_verify_writes_its_result_to_a_textfile_every_time() {
+    let a = common::Anchored::new(400, "job/agentrt");
+    let sink = format!("file:{}", common::path_str(&a.dir.path().join("e.jsonl")));
+    let out = common::run(&[
+        "follow",
+        "--once",
+        "--from-start",
+        "--db",
+        common::path_str(&a.db),
+        "--origin",
+        "job/agentrt",
+        "--sink",
+        &sink,
+        "--cursor",
+        common::path_str(&a.dir.path().join("c")),
+        "--anchor",
+        &a.anchor_url(),
+        "--signing-key",
+        common::path_str(&a.key),
+    ]);
+    assert_eq!(common::code(&out), 0, "{}", common::stderr(&out));
+    let file = a.dir.path().join("textfile").join("chainship_verify.prom");
+    std::fs::create_dir(file.parent().unwrap()).unwrap();
+    let verify = |db: &std::path::Path, anchor: &str| {
+        common::run(&[
+            "anchor",
+            "verify",
+            "--db",
+            common::path_str(db),
+            "--anchor",
+            anchor,
+            "--origin",
+            "job/agentrt",
+            "--trusted-key",
+            &a.verifier,
+            "--metrics-textfile",
+            common::path_str(&file),
+        ])
+    };
+    let metric = |text: &str, series: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in:\n{text}"))
+    };
+    let labels = "check=\"anchor_verify\",origin=\"job/agentrt\"";
+    let check_metrics = |text: &str| {
+        let mut child = tool("promtool")
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        ok(&out, "promtool check metrics");
+    };
+
+    assert_eq!(common::code(&verify(&a.db, &a.anchor_url())), 0);
+    let text = std::fs::read_to_string(&file).unwrap();
+    check_metrics(&text);
+    assert_eq!(
+        metric(&text, &format!("chainship_job_result{{{labels},result=\"ok\"}}")),
+        1.0
+    );
+    assert_eq!(
+        metric(&text, &format!("chainship_job_last_trusted_head_seq{{{labels}}}")),
+        400.0
+    );
+    // `running` was written first, and replaced by the result.
+    assert_eq!(
+        metric(&text, &format!("chainship_job_result{{{labels},result=\"running\"}}")),
+        0.0
+    );
+    assert!(metric(&text, &format!("chainship_job_heads_checked{{{labels}}}")) > 0.0);
+    assert_eq!(
+        metric(&text, &format!("chainship_job_events_checked{{{labels}}}")),
+        400.0
+    );
+    assert!(
+        metric(
+            &text,
+            &format!("chainship_job_last_trusted_head_age_seconds{{{labels}}}")
+        ) < 600.0
+    );
+
+    let damaged = a.dir.path().join("damaged.db");
+    std::fs::copy(&a.db, &damaged).unwrap();
+    common::tamper(&damaged)
+        .execute("UPDATE events SET payload_json = '{}' WHERE seq = 200", [])
+        .unwrap();
+    assert_eq!(common::code(&verify(&damaged, &a.anchor_url())), 1);
+    let text = std::fs::read_to_string(&file).unwrap();
+    check_metrics(&text);
+    assert_eq!(
+        metric(&text, &format!("chainship_job_result{{{labels},result=\"findings\"}}")),
+        1.0
+    );
+    assert_eq!(
+        metric(&text, &format!("chainship_job_findings{{{labels},kind=\"altered\"}}")),
+        1.0
+    );
+    assert_eq!(
+        metric(&text, &format!("chainship_job_result{{{labels},result=\"ok\"}}")),
+        0.0
+    );
+
+    let unreachable = format!("file:{}", common::path_str(&a.dir.path().join("not-mounted")));
+    assert_eq!(common::code(&verify(&a.db, &unreachable)), 2);
+    let text = std::fs::read_to_string(&file).unwrap();
+    check_metrics(&text);
+    assert_eq!(
+        metric(&text, &format!("chainship_job_result{{{labels},result=\"error\"}}")),
+        1.0
+    );
+    // Written whole, by rename: no temporary file is left beside it.
+    let left: Vec<_> = std::fs::read_dir(file.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+}

@@ -157,6 +157,8 @@ fn counters_start_at_zero_and_the_cursor_is_known_right_after_a_restart() {
         "no batch sent: {body}"
     );
     assert_eq!(metric(&body, "chainship_export_lag_events"), Some(0.0), "{body}");
+    // What /healthz says, as a series for alerts: healthy here.
+    assert_eq!(metric(&body, "chainship_healthy"), Some(1.0), "{body}");
 }
 
 #[test]
