@@ -31,3 +31,13 @@ pub use publish::{highest_verified_head, publish_head, publish_heartbeat};
 pub use signed_head::SignedHead;
 pub use store::{AnchorStore, StoreError};
 pub use url::{AnchorUrl, open_store};
+
+/// Runs a future to completion on a one-thread runtime (the unit tests'
+/// way into the async store interface).
+#[cfg(test)]
+pub(crate) fn test_run<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a test runtime")
+        .block_on(f)
+}

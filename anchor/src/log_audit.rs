@@ -33,14 +33,13 @@ pub struct CheckpointAudit {
     pub trusted: Vec<TrustedCheckpoint>,
     /// Consistency proofs checked between consecutive checkpoints.
     pub consistent_pairs: usize,
-    pub tiles_fetched: u64,
     /// Tiles and bundles read by the full tile audit (0: not run).
     pub tiles_audited: u64,
     pub findings: Vec<Finding>,
 }
 
 impl CheckpointAudit {
-    /// The largest checkpoint that its tiles reproduce and that no finding names.
+    /// The trusted checkpoints' sizes, ascending.
     pub fn sizes(&self) -> Vec<u64> {
         self.trusted.iter().map(|t| t.checkpoint.size).collect()
     }
@@ -198,7 +197,6 @@ async fn check_tiles(store: &dyn AnchorStore, origin: &str, audit: &mut Checkpoi
         }
         previous = Some(t);
     }
-    audit.tiles_fetched = reader.fetched;
     Ok(())
 }
 
@@ -424,12 +422,7 @@ mod tests {
     use crate::store::memory::MemoryStore;
     use std::time::{Duration, SystemTime};
 
-    fn run<T>(f: impl std::future::Future<Output = T>) -> T {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(f)
-    }
+    use crate::test_run as run;
 
     fn trusted(size: u64) -> TrustedCheckpoint {
         TrustedCheckpoint {

@@ -81,14 +81,28 @@ pub async fn publish_checkpoint(
             }
         }
     }
-    // The pointer only moves forward: a slower publisher never turns it back.
     let verifiers: Vec<VerifierKey> = keys.iter().map(SignerKey::verifier).collect();
+    advance_pointer(store, origin, &verifiers, cp.size, &note).await
+}
+
+/// Points `checkpoint` (what tlog clients read first) at `note`, of `size`,
+/// unless a checkpoint of this origin signed by `keys` is there that is
+/// larger, or as large with as many signatures (a cosigned one): the pointer
+/// only moves forward, and a plain checkpoint never replaces its cosigned twin.
+pub async fn advance_pointer(
+    store: &dyn AnchorStore,
+    origin: &str,
+    keys: &[VerifierKey],
+    size: u64,
+    note: &str,
+) -> Result<(), StoreError> {
+    let signatures = crate::note::SignedNote::parse(note.as_bytes()).map_or(0, |n| n.signatures.len());
     let current = store.get_object(origin, LATEST_CHECKPOINT).await?;
-    let newer = current
-        .and_then(|b| read_checkpoint(&b, &verifiers).ok())
+    let replace = current
+        .and_then(|b| read_checkpoint(&b, keys).ok())
         .filter(|r| !r.signers.is_empty() && r.checkpoint.origin == origin)
-        .is_none_or(|r| r.checkpoint.size < cp.size);
-    if newer {
+        .is_none_or(|r| (r.checkpoint.size, r.note.signatures.len()) < (size, signatures));
+    if replace {
         store
             .put_object_replace(origin, LATEST_CHECKPOINT, note.as_bytes())
             .await?;
@@ -122,22 +136,6 @@ pub async fn newest_checkpoint(
     Ok(None)
 }
 
-/// The checkpoint kept at `size` for `origin` if one of `keys` signed it.
-pub async fn kept_checkpoint(
-    store: &dyn AnchorStore,
-    origin: &str,
-    size: u64,
-    keys: &[VerifierKey],
-) -> Result<Option<Checkpoint>, StoreError> {
-    let Some(bytes) = store.get_object(origin, &checkpoint_path(size)).await? else {
-        return Ok(None);
-    };
-    Ok(read_checkpoint(&bytes, keys)
-        .ok()
-        .filter(|r| !r.signers.is_empty() && r.checkpoint.origin == origin && r.checkpoint.size == size)
-        .map(|r| r.checkpoint))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,12 +143,7 @@ mod tests {
     use chainship_chain::ErrorKind;
     use chainship_tlog::tiles::TileBuilder;
 
-    fn run<T>(f: impl std::future::Future<Output = T>) -> T {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(f)
-    }
+    use crate::test_run as run;
 
     fn tree(n: u64, salt: &str) -> (Vec<Tile>, Checkpoint) {
         let mut b = TileBuilder::default();
@@ -171,6 +164,7 @@ mod tests {
     fn republishing_is_idempotent_and_another_tree_is_an_integrity_finding() {
         let store = MemoryStore::default();
         let key = SignerKey::generate("o").unwrap();
+        let mine = key.verifier();
         let keys = std::slice::from_ref(&key);
         let (tiles, cp) = tree(300, "aaaa");
         run(put_tiles(&store, "o", &tiles)).unwrap();
@@ -178,10 +172,8 @@ mod tests {
         // A restart writes the same bytes again: fine.
         run(put_tiles(&store, "o", &tiles)).unwrap();
         run(publish_checkpoint(&store, keys, &cp)).unwrap();
-        assert_eq!(
-            run(kept_checkpoint(&store, "o", 300, &[key.verifier()])).unwrap(),
-            Some(cp)
-        );
+        let newest = run(newest_checkpoint(&store, "o", &[key.verifier()])).unwrap();
+        assert_eq!(newest.map(|(c, _)| c), Some(cp));
         // Another chain under the same origin and key.
         let (other_tiles, other_cp) = tree(300, "bbbb");
         let e = run(put_tiles(&store, "o", &other_tiles)).unwrap_err();
@@ -208,5 +200,20 @@ mod tests {
             400,
             "never turned back"
         );
+        // Its cosigned twin (one more signature line) replaces it; the plain one again does not.
+        let extra = SignerKey::generate("w").unwrap();
+        let pairs = [(key.name.as_str(), &key.key), ("w", &extra.key)];
+        let cosigned = crate::note::SignedNote::sign(&cp400.text(), &pairs).to_text();
+        run(advance_pointer(
+            &store,
+            "o",
+            std::slice::from_ref(&mine),
+            400,
+            &cosigned,
+        ))
+        .unwrap();
+        run(publish_checkpoint(&store, keys, &cp400)).unwrap();
+        let latest = run(store.get_object("o", LATEST_CHECKPOINT)).unwrap().unwrap();
+        assert_eq!(latest, cosigned.as_bytes(), "the cosigned pointer stays");
     }
 }

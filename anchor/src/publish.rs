@@ -124,12 +124,7 @@ mod tests {
     use super::*;
     use crate::store::file::FileStore;
 
-    fn run<T>(f: impl std::future::Future<Output = T>) -> T {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(f)
-    }
+    use crate::test_run as run;
 
     fn head(seq: u64) -> Head {
         format!("{seq}:{}", "ab".repeat(32)).parse().unwrap()

@@ -33,8 +33,6 @@ pub struct TileReader<'a> {
     store: &'a dyn AnchorStore,
     origin: &'a str,
     full_tiles: HashMap<String, Vec<u8>>,
-    /// Tiles fetched (for the benchmark and messages).
-    pub fetched: u64,
 }
 
 impl<'a> TileReader<'a> {
@@ -43,7 +41,6 @@ impl<'a> TileReader<'a> {
             store,
             origin,
             full_tiles: HashMap::new(),
-            fetched: 0,
         }
     }
 
@@ -68,7 +65,6 @@ impl<'a> TileReader<'a> {
                         .await
                         .map_err(TileError::Store)?
                         .ok_or_else(|| TileError::Missing(need.path.clone()))?;
-                    self.fetched += 1;
                     if need.width == WIDTH {
                         self.full_tiles.insert(need.path.clone(), bytes.clone());
                     }

@@ -299,7 +299,8 @@ impl TreeLog {
     /// the kept size when the tree passes it, else a consistency proof read
     /// from the store's tiles.
     async fn check_against_store(&self, edge: &Edge, head: Head) -> Result<(), StoreError> {
-        let Some(kept) = self.newest_kept_checkpoint().await? else {
+        let verifiers: Vec<VerifierKey> = self.keys.iter().map(SignerKey::verifier).collect();
+        let Some((kept, _)) = newest_checkpoint(self.store.as_ref(), &self.origin, &verifiers).await? else {
             return Ok(());
         };
         let (s, n, k) = (edge.size(), head.seq, kept.size);
@@ -362,14 +363,6 @@ impl TreeLog {
         } else {
             Err(format!("the trees of {old} and {new} are not consistent"))
         }
-    }
-
-    /// The newest checkpoint kept for this origin that this publisher's keys signed.
-    async fn newest_kept_checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
-        let verifiers: Vec<VerifierKey> = self.keys.iter().map(SignerKey::verifier).collect();
-        Ok(newest_checkpoint(self.store.as_ref(), &self.origin, &verifiers)
-            .await?
-            .map(|(cp, _)| cp))
     }
 }
 

@@ -26,9 +26,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use chainship_anchor::checkpoint::read_checkpoint;
 use chainship_anchor::cosignature::WitnessKey;
-use chainship_anchor::log_publish::newest_checkpoint;
+use chainship_anchor::log_publish::{advance_pointer, newest_checkpoint};
 use chainship_anchor::note::SignedNote;
-use chainship_anchor::store::LATEST_CHECKPOINT;
 use chainship_anchor::tile_reader::TileReader;
 use chainship_anchor::{AnchorStore, SignerKey, VerifierKey};
 use chainship_chain::Error;
@@ -85,7 +84,8 @@ impl WitnessingHandle {
             .is_ok_and(|r| r.is_ok())
     }
 
-    /// The finding or setup error that stopped the follower, if any.
+    /// The finding or setup error that stopped the follower (or, with
+    /// `--on-break wait`, that it kept running through), if any.
     pub fn failure(&self) -> Option<Error> {
         self.failure.get().cloned()
     }
@@ -224,7 +224,9 @@ impl Witnessing {
                         if self.stop_on_inconsistent {
                             return fail(Error::integrity(message));
                         }
+                        // `--on-break wait`: keep exporting, unhealthy; the run still ends with exit 1.
                         self.health.fatal(&message);
+                        let _ = failure.set(Error::integrity(message));
                     }
                     Outcome::Refused(why) => {
                         counter!(m::WITNESS_FAILURES, "witness" => label, "kind" => "refused").increment(1);
@@ -296,16 +298,7 @@ impl Witnessing {
         let path = chainship_anchor::checkpoint::cosigned_path(cp.size);
         self.store.put_object_new(&self.origin, &path, note.as_bytes()).await?;
         let verifiers: Vec<VerifierKey> = self.keys.iter().map(SignerKey::verifier).collect();
-        let current = self.store.get_object(&self.origin, LATEST_CHECKPOINT).await?;
-        let newer = current
-            .and_then(|b| read_checkpoint(&b, &verifiers).ok())
-            .is_none_or(|r| r.checkpoint.size <= cp.size);
-        if newer {
-            self.store
-                .put_object_replace(&self.origin, LATEST_CHECKPOINT, note.as_bytes())
-                .await?;
-        }
-        Ok(())
+        advance_pointer(self.store.as_ref(), &self.origin, &verifiers, cp.size, &note).await
     }
 }
 

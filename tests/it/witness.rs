@@ -391,6 +391,24 @@ fn a_fork_is_refused_by_the_witnesses() {
         !fresh.path().join(ORIGIN).join("cosigned").exists(),
         "no cosigned checkpoint of the fork"
     );
+
+    // With --on-break wait the export goes on, and the run still ends with exit 1, never a quiet 0.
+    let other = TempDir::new().unwrap();
+    let waiting = Anchored {
+        dir: TempDir::new().unwrap(),
+        db: fork.db.clone(),
+        anchors: other.path().to_owned(),
+        key: a.key.clone(),
+        verifier: a.verifier.clone(),
+    };
+    let mut flags = witness_flags(&[&w1, &w2], 2);
+    flags.extend(["--on-break".to_owned(), "wait".to_owned()]);
+    let out = follow_once(&waiting, "w", &flags);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("witness-inconsistent"), "{}", stderr(&out));
+    let delivered = std::fs::read_to_string(waiting.dir.path().join("w.jsonl")).unwrap();
+    assert_eq!(delivered.lines().count(), 1100, "the export went on");
+    assert!(!other.path().join(ORIGIN).join("cosigned").exists());
 }
 
 /// A witness counted twice never fills a quorum, `check` passes a witness

@@ -436,12 +436,7 @@ impl AnchorStore for FileStore {
 mod tests {
     use super::*;
 
-    fn run<T>(f: impl std::future::Future<Output = T>) -> T {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(f)
-    }
+    use crate::test_run as run;
 
     #[test]
     fn a_kept_head_is_never_replaced_and_is_returned() {
