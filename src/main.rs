@@ -26,6 +26,7 @@ mod origin;
 mod progress;
 mod report;
 mod trusted_copy;
+mod verify_state;
 
 use std::process::ExitCode;
 

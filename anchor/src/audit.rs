@@ -146,6 +146,15 @@ impl HeadSet {
 /// Checks every kept note's signatures and contents, and that the trusted
 /// heads agree with each other.
 pub fn check_heads(notes: &[StoredNote], origin: &str, keys: &[VerifierKey]) -> HeadSet {
+    let mut set = check_notes(notes, origin, keys);
+    set.findings.extend(disagreements(&set.trusted));
+    set
+}
+
+/// Checks each kept note's signatures and contents on its own (how the
+/// trusted heads agree with each other is [`check_heads`]' business, or
+/// the streaming audit's).
+pub fn check_notes(notes: &[StoredNote], origin: &str, keys: &[VerifierKey]) -> HeadSet {
     let mut set = HeadSet {
         kept: notes.len(),
         ..HeadSet::default()
@@ -243,7 +252,6 @@ pub fn check_heads(notes: &[StoredNote], origin: &str, keys: &[VerifierKey]) -> 
             signers,
         });
     }
-    set.findings.extend(disagreements(&set.trusted));
     set
 }
 
@@ -298,46 +306,56 @@ fn disagreements(trusted: &[TrustedHead]) -> Vec<Finding> {
     out
 }
 
+/// A head "published" more than this ahead of the auditor's clock.
+pub const FUTURE_SKEW: Duration = Duration::from_secs(300);
+
 /// `stale`: the newest trusted head was published more than `max_age` ago.
 pub fn check_stale(set: &HeadSet, max_age: Duration, now: SystemTime) -> Option<Finding> {
-    // A head "published" in the future (a clock far ahead, or a forged time)
-    // would make every later run look fresh: it vouches for nothing here.
-    let skew = Duration::from_secs(300);
     if let Some(t) = set
         .trusted
         .iter()
-        .find(|t| t.signed.published_time().is_some_and(|p| p > now + skew))
+        .find(|t| t.signed.published_time().is_some_and(|p| p > now + FUTURE_SKEW))
     {
-        return Some(Finding {
-            kind: Kind::Stale,
-            seq: Some(t.signed.head.seq),
-            message: format!(
-                "{}: published {}, in the future: a clock ahead or a forged time; freshness cannot rely on it",
-                t.source, t.signed.published
-            ),
-            expected: None,
-            found: None,
-            source: Some(t.source.clone()),
-        });
+        return Some(published_in_future(t));
     }
     let newest = set
         .trusted
         .iter()
         .filter_map(|t| t.signed.published_time().map(|p| (p, t)))
         .max_by_key(|(p, _)| *p);
+    stale_finding(newest.map(|(p, t)| (p, &t.signed.head)), max_age, now)
+}
+
+/// A head "published" in the future (a clock far ahead, or a forged time)
+/// would make every later run look fresh: it vouches for nothing here.
+pub fn published_in_future(t: &TrustedHead) -> Finding {
+    Finding {
+        kind: Kind::Stale,
+        seq: Some(t.signed.head.seq),
+        message: format!(
+            "{}: published {}, in the future: a clock ahead or a forged time; freshness cannot rely on it",
+            t.source, t.signed.published
+        ),
+        expected: None,
+        found: None,
+        source: Some(t.source.clone()),
+    }
+}
+
+/// `stale` when the newest trusted head (its publication time) is older than `max_age`.
+pub fn stale_finding(newest: Option<(SystemTime, &Head)>, max_age: Duration, now: SystemTime) -> Option<Finding> {
     let message = match newest {
         None => format!(
             "no trusted head at all to be younger than {}",
             humantime::format_duration(max_age)
         ),
-        Some((published, t)) => {
+        Some((published, head)) => {
             let age = now.duration_since(published).unwrap_or_default();
             if age <= max_age {
                 return None;
             }
             format!(
-                "the newest head ({}) was published {} ago, more than the allowed {}: the exporter stopped or the log froze",
-                t.signed.head,
+                "the newest head ({head}) was published {} ago, more than the allowed {}: the exporter stopped or the log froze",
                 humantime::format_duration(Duration::from_secs(age.as_secs())),
                 humantime::format_duration(max_age)
             )
@@ -376,15 +394,33 @@ pub fn no_head_text(origin: &str, what: &str) -> String {
 
 /// Turns a walk of the database against the trusted heads into findings.
 pub fn walk_findings(report: &WalkReport, set: &HeadSet) -> Vec<Finding> {
-    let mut out = Vec::new();
     let source_of = |head: &Head| {
         set.trusted
             .iter()
             .find(|t| t.signed.head == *head)
             .map(|t| t.source.clone())
     };
+    let under = report.heads.iter().filter(|(_, c)| *c == HeadCheck::AfterBreak).count();
+    let mut out = break_findings(report, under);
+    let break_at = break_position(report);
+    for (head, check) in &report.heads {
+        out.extend(head_finding(head, check, source_of(head), break_at));
+    }
+    out
+}
+
+/// Where the walk stopped at a break or a damaged row, if it did.
+pub fn break_position(report: &WalkReport) -> Option<u64> {
+    let at_break = report.chain_break.as_ref().map(|b| b.seq);
+    let at_damage = report.damage.as_ref().map(|d| d.position());
+    at_break.into_iter().chain(at_damage).min()
+}
+
+/// The walk's own findings: where the chain breaks or a row is damaged,
+/// with how many kept heads lie at or past it (`under`).
+pub fn break_findings(report: &WalkReport, under: usize) -> Vec<Finding> {
+    let mut out = Vec::new();
     if let Some(b) = &report.chain_break {
-        let under = report.heads.iter().filter(|(_, c)| *c == HeadCheck::AfterBreak).count();
         out.push(Finding {
             kind: Kind::Altered,
             seq: Some(b.seq),
@@ -404,7 +440,6 @@ pub fn walk_findings(report: &WalkReport, set: &HeadSet) -> Vec<Finding> {
         });
     }
     if let Some(d) = &report.damage {
-        let under = report.heads.iter().filter(|(_, c)| *c == HeadCheck::AfterBreak).count();
         out.push(Finding {
             kind: Kind::Altered,
             seq: d.seq,
@@ -435,14 +470,23 @@ pub fn walk_findings(report: &WalkReport, set: &HeadSet) -> Vec<Finding> {
             source: None,
         });
     }
-    for (head, check) in &report.heads {
+    out
+}
+
+/// What one kept head's check says, if it is a finding: `fork` (another
+/// hash at its seq) or `cut` (the database ends before it). A head at or
+/// past `break_at` is the break's finding, not its own.
+pub fn head_finding(head: &Head, check: &HeadCheck, source: Option<String>, break_at: Option<u64>) -> Option<Finding> {
+    {
         match check {
-            HeadCheck::Differs { .. } | HeadCheck::BeforeRange { matched: false } if !found_is_break(report, head) => {
+            HeadCheck::Differs { .. } | HeadCheck::BeforeRange { matched: false }
+                if break_at.is_none_or(|b| b > head.seq) =>
+            {
                 let found = match check {
                     HeadCheck::Differs { found } => found.clone(),
                     _ => String::new(),
                 };
-                out.push(Finding {
+                Some(Finding {
                     kind: Kind::Fork,
                     seq: Some(head.seq),
                     message: format!(
@@ -451,10 +495,10 @@ pub fn walk_findings(report: &WalkReport, set: &HeadSet) -> Vec<Finding> {
                     ),
                     expected: Some(head.hash_str().to_owned()),
                     found: Some(found),
-                    source: source_of(head),
-                });
+                    source,
+                })
             }
-            HeadCheck::Beyond { db_end } => out.push(Finding {
+            HeadCheck::Beyond { db_end } => Some(Finding {
                 kind: Kind::Cut,
                 seq: Some(head.seq),
                 message: format!(
@@ -463,15 +507,9 @@ pub fn walk_findings(report: &WalkReport, set: &HeadSet) -> Vec<Finding> {
                 ),
                 expected: Some(head.hash_str().to_owned()),
                 found: None,
-                source: source_of(head),
+                source,
             }),
-            _ => {}
+            _ => None,
         }
     }
-    out
-}
-
-fn found_is_break(report: &WalkReport, head: &Head) -> bool {
-    report.chain_break.as_ref().is_some_and(|b| b.seq <= head.seq)
-        || report.damage.as_ref().is_some_and(|d| d.position() <= head.seq)
 }

@@ -20,6 +20,7 @@ pub mod note;
 pub mod publish;
 pub mod signed_head;
 pub mod store;
+pub mod stream_audit;
 pub mod tile_audit;
 pub mod tile_reader;
 pub mod url;

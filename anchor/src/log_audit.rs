@@ -140,7 +140,7 @@ pub async fn audit_checkpoints(
     audit.trusted.sort_by_key(|t| t.checkpoint.size);
     check_tiles(store, origin, &mut audit).await?;
     if every_tile && let Some(newest) = audit.trusted.last() {
-        let tiles = crate::tile_audit::audit_tiles(store, origin, &newest.checkpoint).await?;
+        let tiles = crate::tile_audit::audit_tiles(store, origin, &newest.checkpoint, 0).await?;
         audit.tiles_audited = tiles.objects;
         audit.findings.extend(tiles.findings);
         if tiles.more > 0 {

@@ -58,8 +58,16 @@ fn hashes(data: &[u8]) -> Vec<Hash> {
     data.chunks(32).map(|c| c.try_into().expect("32 bytes")).collect()
 }
 
-/// Checks every tile and bundle kept for `origin` against `newest`.
-pub async fn audit_tiles(store: &dyn AnchorStore, origin: &str, newest: &Checkpoint) -> Result<TileAudit, StoreError> {
+/// Checks every tile and bundle kept for `origin` against `newest`; with
+/// `from` above 0, only those holding entries at or above `from` (a
+/// previous run checked the rest against a checkpoint of that size, one
+/// tree with `newest`).
+pub async fn audit_tiles(
+    store: &dyn AnchorStore,
+    origin: &str,
+    newest: &Checkpoint,
+    from: u64,
+) -> Result<TileAudit, StoreError> {
     let m = newest.size;
     let mut audit = TileAudit::default();
     // Every kept object, by (level, index): the newest tree's tile and the others.
@@ -76,7 +84,9 @@ pub async fn audit_tiles(store: &dyn AnchorStore, origin: &str, newest: &Checkpo
     for level in (0..levels).rev() {
         let count = (m >> (8 * u32::from(level))).div_ceil(WIDTH as u64); // level < 8
         let mut parent: Option<(u64, Vec<Hash>)> = None;
-        for index in 0..count {
+        // A tile of this level covers 256^(level+1) entries.
+        let first = from.checked_shr(8 * (u32::from(level) + 1)).unwrap_or(0);
+        for index in first..count {
             let width = tile_width(m, level, index);
             let path = tile_path(level, index, width);
             let Some(data) = store.get_object(origin, &path).await? else {

@@ -29,6 +29,9 @@ impl std::fmt::Display for TileError {
     }
 }
 
+/// Full tiles kept for reuse (8 KiB each).
+const MAX_CACHED: usize = 1024;
+
 pub struct TileReader<'a> {
     store: &'a dyn AnchorStore,
     origin: &'a str,
@@ -66,6 +69,10 @@ impl<'a> TileReader<'a> {
                         .map_err(TileError::Store)?
                         .ok_or_else(|| TileError::Missing(need.path.clone()))?;
                     if need.width == WIDTH {
+                        // Bounded: a pass over millions of checkpoints goes up the tree, not back.
+                        if self.full_tiles.len() >= MAX_CACHED {
+                            self.full_tiles.clear();
+                        }
                         self.full_tiles.insert(need.path.clone(), bytes.clone());
                     }
                     bytes

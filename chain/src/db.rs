@@ -129,6 +129,8 @@ pub struct EventDb {
     page_sql: String,
     head_sql: String,
     hash_at_sql: String,
+    prev_row_sql: String,
+    hashes_sql: String,
     count_sql: String,
     bad_seq_sql: String,
 }
@@ -184,6 +186,10 @@ impl EventDb {
             page_sql: format!("SELECT {cols} FROM {table} WHERE {seq} > ?1 ORDER BY {seq} LIMIT ?2"),
             head_sql: format!("SELECT {seq}, {hash} FROM {table} ORDER BY {seq} DESC LIMIT 1"),
             hash_at_sql: format!("SELECT {hash} FROM {table} WHERE {seq} = ?1"),
+            prev_row_sql: format!(
+                "SELECT {seq}, {hash} FROM {table} WHERE {seq} >= ?1 AND {seq} <= ?2 ORDER BY {seq} DESC LIMIT 1"
+            ),
+            hashes_sql: format!("SELECT {hash} FROM {table} WHERE {seq} > ?1 AND {seq} <= ?2 ORDER BY {seq}"),
             count_sql: format!("SELECT count(*) FROM {table} WHERE {seq} > ?1 AND {seq} <= ?2"),
             // Rows a walk by `seq > after` never reaches (NULL, zero, negative).
             bad_seq_sql: format!("SELECT {seq} FROM {table} WHERE {seq} IS NULL OR {seq} <= 0 LIMIT 1"),
@@ -382,6 +388,37 @@ impl EventDb {
         })
         .optional()
         .map_err(self.read_err())
+    }
+
+    /// The row with the highest seq in `lowest..=highest`, as `(seq, stored
+    /// hash)`: where a walk of the range above `highest` starts from.
+    pub fn last_row_in(&self, lowest: u64, highest: u64) -> Result<Option<(u64, Vec<u8>)>, DbError> {
+        let mut stmt = self.conn.prepare_cached(&self.prev_row_sql).map_err(self.read_err())?;
+        stmt.query_row((lowest as i64, highest as i64), |row| {
+            let seq: i64 = row.get(0)?;
+            let hash = match row.get_ref(1)? {
+                ValueRef::Text(t) => t.to_vec(),
+                _ => Vec::new(),
+            };
+            Ok((seq.max(0) as u64, hash))
+        })
+        .optional()
+        .map_err(self.read_err())
+    }
+
+    /// The stored hashes of the events with seq in `(after, through]`, in
+    /// seq order (a few hundred at most: the end of a tree's last tile).
+    pub fn hashes_between(&self, after: u64, through: u64) -> Result<Vec<Vec<u8>>, DbError> {
+        let mut stmt = self.conn.prepare_cached(&self.hashes_sql).map_err(self.read_err())?;
+        let rows = stmt
+            .query_map((after as i64, through as i64), |row| {
+                Ok(match row.get_ref(0)? {
+                    ValueRef::Text(t) => t.to_vec(),
+                    _ => Vec::new(),
+                })
+            })
+            .map_err(self.read_err())?;
+        rows.collect::<Result<_, _>>().map_err(self.read_err())
     }
 
     /// How many events have a seq in `(after, through]`.

@@ -31,4 +31,4 @@ pub use held::HeldCheck;
 pub use origin::origin_segment;
 pub use read_ahead::{ReadAhead, ReadPlan, Recycler, Waited};
 pub use schema::{AGENTRT_EVENTS_TABLE, Schema, SchemaError};
-pub use walk::{HeadCheck, WalkPlan, WalkReport, walk_chain};
+pub use walk::{HeadCheck, TreeGroups, WalkPlan, WalkReport, walk_chain};

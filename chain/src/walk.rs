@@ -2,8 +2,14 @@
 //! head kept elsewhere. `chainship verify` and `chainship anchor verify`
 //! both use it; they differ only in where their heads come from.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use chainship_tlog::{CompactRange, Hash, leaf_hash};
+
 use crate::check::{ChainBreak, ChainCheck, Damage};
 use crate::db::{DbError, EventDb};
+use crate::event::EventBatch;
 use crate::head::Head;
 use crate::read_ahead::{ReadAhead, ReadPlan};
 
@@ -20,6 +26,17 @@ pub struct WalkPlan {
     /// Tree sizes (ascending) whose RFC 6962 root of the stored hashes the
     /// walk reports (checkpoints to compare); only for a walk from seq 1.
     pub roots_at: Vec<u64>,
+    /// Walk at least to this seq, when the table reaches it (the highest
+    /// kept head, checked after the walk by [`WalkReport::tree`]'s caller).
+    pub reach: Option<u64>,
+    /// Keep the tree's groups ([`WalkReport::tree`]) for roots asked later;
+    /// only for a walk from seq 1.
+    pub tree: bool,
+    /// Threads checking seq segments at once; 0 = the cores available.
+    pub jobs: usize,
+    /// The fewest events worth a segment of their own; 0 = 65,536 (below
+    /// that a thread costs more than it saves). Tests set it low.
+    pub segment_events: u64,
 }
 
 /// How one kept head compares with the database.
@@ -63,6 +80,33 @@ pub struct WalkReport {
     /// The root of the first N stored hashes, for each `roots_at` size the
     /// walk reached with the chain intact.
     pub roots: Vec<(u64, chainship_tlog::Hash)>,
+    /// With [`WalkPlan::tree`]: the tree of the stored hashes up to the
+    /// last good event, for roots at any size.
+    pub tree: Option<TreeGroups>,
+}
+
+/// The tree of the stored hashes a walk checked, kept as the roots of its
+/// whole 256-entry groups (32 bytes per 256 events): the root at any size
+/// up to the last good event costs those and a few rows read back.
+#[derive(Clone, Debug, Default)]
+pub struct TreeGroups {
+    groups: Vec<Hash>,
+    end: u64,
+}
+
+impl TreeGroups {
+    /// The last entry the tree holds (the last good event's seq).
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+
+    /// The RFC 6962 root of the first `size` stored hashes of `db` (the
+    /// database walked); `None` past [`TreeGroups::end`].
+    pub fn root_at(&self, db: &EventDb, size: u64) -> Result<Option<Hash>, DbError> {
+        Ok(roots_at(db, &[size], self.end, &self.groups)?
+            .pop()
+            .map(|(_, root)| root))
+    }
 }
 
 impl WalkReport {
@@ -88,8 +132,13 @@ impl WalkReport {
     }
 }
 
-/// Walks `db` as `plan` says. `progress` is called after each page with
-/// the number of events checked so far.
+/// Walks `db` as `plan` says. `progress` is called now and then with the
+/// number of events checked so far.
+///
+/// An event's check needs only its own fields and the stored hash and seq
+/// of the row before it, so the range is cut into seq segments checked at
+/// once, each on its own read-only connection and thread; the segment that
+/// breaks lowest decides the report, which is the one a single walk gives.
 pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -> Result<WalkReport, DbError> {
     let from = plan.from.max(1);
     // A walk by `seq > after` never sees rows with seq NULL, 0 or below.
@@ -127,44 +176,237 @@ pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -
     }
     // The walk must reach the highest head even past `through`.
     let through = through.map(|t| t.max(pending.last().map_or(0, |h| h.seq)));
-
-    let mut check = if from == 1 {
+    let start = if from == 1 {
         ChainCheck::from_start()
     } else {
         ChainCheck::resume(from - 1, &db.hash_at(from - 1)?.unwrap_or_default())
     };
-    let mut first_seq = None;
-    let mut chain_break = None;
-    let mut damage = None;
-    let mut last_seen = None;
-    let mut next_head = pending.iter().peekable();
-    let mut roots = Vec::new();
-    let mut root_sizes = plan.roots_at.iter().copied().filter(|_| from == 1).peekable();
-    let mut tree = chainship_tlog::CompactRange::default();
+    let through = through.map(|t| t.max(plan.reach.unwrap_or(0)));
+    let want_roots = from == 1 && (plan.tree || !plan.roots_at.is_empty());
+    let segments = segments(from - 1, through, plan, want_roots);
 
-    let reader = ReadAhead::spawn(db, ReadPlan::new(from - 1, through));
-    'pages: while let Some(page) = reader.next_page() {
+    let last = segments.len() - 1;
+    let segment_heads: Vec<Vec<Head>> = segments
+        .iter()
+        .enumerate()
+        .map(|(i, range)| {
+            let inside = |h: &&Head| h.seq > range.after && (i == last || range.through.is_none_or(|t| h.seq <= t));
+            pending.iter().filter(inside).copied().collect()
+        })
+        .collect();
+    let checked = AtomicU64::new(0);
+    let outcomes: Vec<Result<Segment, DbError>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = segments
+            .iter()
+            .zip(&segment_heads)
+            .enumerate()
+            .map(|(i, (range, heads))| {
+                let heads = heads.clone();
+                let (path, options) = (db.path().to_owned(), db.options().clone());
+                let (start, checked) = (start.clone(), &checked);
+                let single = last == 0;
+                std::thread::Builder::new()
+                    .name(format!("chain-walk-{i}"))
+                    .spawn_scoped(scope, move || {
+                        let db = EventDb::open(&path, &options)?;
+                        walk_segment(db, *range, from, start, heads, want_roots, single, checked)
+                    })
+                    .expect("spawning a walk thread")
+            })
+            .collect();
+        while !workers.iter().all(|w| w.is_finished()) {
+            progress(checked.load(Ordering::Relaxed));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+            .collect()
+    });
+
+    // Segments in seq order: the first that stops (a break, damage) decides;
+    // what lies above it is past the break, as for a single walk.
+    let mut report = WalkReport {
+        db_head,
+        db_head_unreadable: !head_readable,
+        checked: 0,
+        first_seq: None,
+        last_good: start.last_good(),
+        chain_break: None,
+        damage: None,
+        unreachable_seq,
+        to_not_reached: None,
+        heads,
+        roots: Vec::new(),
+        tree: None,
+    };
+    let mut groups = Vec::new();
+    let mut last_seen = None;
+    let mut unreached: Vec<Head> = Vec::new();
+    let mut stopped = false;
+    for (outcome, heads_above) in outcomes.into_iter().zip(segment_heads) {
+        if stopped {
+            // Above the break: its heads are past it, whatever was found there.
+            unreached.extend(heads_above);
+            continue;
+        }
+        let segment = outcome?;
+        report.checked += segment.checked;
+        report.first_seq = report.first_seq.or(segment.first_seq);
+        last_seen = segment.last_seen.or(last_seen);
+        report.last_good = segment.last_good;
+        report.heads.extend(segment.heads);
+        unreached.extend(segment.unreached);
+        groups.extend(segment.groups);
+        if segment.chain_break.is_some() || segment.damage.is_some() {
+            report.chain_break = segment.chain_break;
+            report.damage = segment.damage;
+            stopped = true;
+        } else if let Some(e) = segment.start_error {
+            // Its first row could not be read, and no lower segment broke
+            // there first: a real read error.
+            return Err(e);
+        }
+    }
+    progress(report.checked);
+    for head in unreached {
+        let result = if stopped {
+            HeadCheck::AfterBreak
+        } else {
+            HeadCheck::Beyond {
+                db_end: last_seen.or(from.checked_sub(1).filter(|s| *s > 0)),
+            }
+        };
+        report.heads.push((head, result));
+    }
+    report.heads.sort_by_key(|(h, _)| h.seq);
+    report.to_not_reached = plan.to.filter(|to| !stopped && last_seen.is_none_or(|s| s < *to));
+    if want_roots {
+        let end = report.last_good.map_or(0, |h| h.seq);
+        report.roots = roots_at(&db, &plan.roots_at, end, &groups)?;
+        if plan.tree {
+            report.tree = Some(TreeGroups { groups, end });
+        }
+    }
+    Ok(report)
+}
+
+/// Entries per tree group a segment hashes on its own (a tile's width):
+/// segments start on a group boundary when roots are asked for, so the
+/// groups of all segments, in order, are the tree's level-8 nodes.
+const GROUP_HEIGHT: u32 = 8;
+const GROUP: u64 = 1 << GROUP_HEIGHT;
+const PAGE_EVENTS: usize = 8192;
+const PAGE_BYTES: usize = 4 << 20;
+
+/// One seq range of a walk: the events with seq in `(after, through]`.
+#[derive(Clone, Copy, Debug)]
+struct SegmentRange {
+    after: u64,
+    /// `None`: to the end of the table (its head was unreadable).
+    through: Option<u64>,
+}
+
+/// What one segment's walk found.
+#[derive(Default)]
+struct Segment {
+    checked: u64,
+    first_seq: Option<u64>,
+    last_seen: Option<u64>,
+    last_good: Option<Head>,
+    chain_break: Option<ChainBreak>,
+    damage: Option<Damage>,
+    /// The row a segment starts after could not be read; a lower segment
+    /// reading the same row names it, or it is a read error.
+    start_error: Option<DbError>,
+    /// Heads the walk reached, with their result.
+    heads: Vec<(Head, HeadCheck)>,
+    /// Heads at seqs the walk did not reach (past a break or the end).
+    unreached: Vec<Head>,
+    /// The root of each whole group of entries the segment checked.
+    groups: Vec<Hash>,
+}
+
+/// Cuts `(after, through]` into at most `plan.jobs` segments.
+fn segments(after: u64, through: Option<u64>, plan: &WalkPlan, align_to_groups: bool) -> Vec<SegmentRange> {
+    let Some(through) = through.filter(|t| *t > after) else {
+        return vec![SegmentRange { after, through }];
+    };
+    let jobs = match plan.jobs {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    } as u64;
+    let least = match plan.segment_events {
+        0 => 65_536,
+        n => n,
+    };
+    let total = through - after;
+    let count = (total / least).clamp(1, jobs);
+    let align = if align_to_groups { GROUP } else { 1 };
+    let len = total.div_ceil(count).div_ceil(align) * align;
+    (0..count)
+        .map(|k| after + k * len)
+        .filter(|start| *start < through)
+        .map(|start| SegmentRange {
+            after: start,
+            through: Some((start + len).min(through)),
+        })
+        .collect()
+}
+
+/// Walks one segment. `first_start` is where the whole walk starts; a
+/// later segment starts after the last row at or below its `after`, just
+/// as a single walk would reach it.
+#[allow(clippy::too_many_arguments)]
+fn walk_segment(
+    db: EventDb,
+    range: SegmentRange,
+    from: u64,
+    first_start: ChainCheck,
+    heads: Vec<Head>,
+    want_groups: bool,
+    read_ahead: bool,
+    checked: &AtomicU64,
+) -> Result<Segment, DbError> {
+    let mut out = Segment::default();
+    let mut check = if range.after + 1 == from {
+        first_start
+    } else {
+        match db.last_row_in(from, range.after) {
+            Ok(Some((seq, hash))) => ChainCheck::resume(seq, &hash),
+            Ok(None) => first_start,
+            Err(e) => {
+                out.start_error = Some(e);
+                out.unreached = heads;
+                return Ok(out);
+            }
+        }
+    };
+    let mut next_head = heads.iter().peekable();
+    let mut group = CompactRange::default();
+    let mut reported = 0;
+    let mut pages = Pages::new(db, range, read_ahead);
+    'pages: while let Some(page) = pages.next() {
         let page = match page {
             Ok(page) => page,
             Err(e) => {
                 // Rows read before the damaged one were in the pages already checked.
-                damage = damage_in_range(e, through, check.last_good())?;
+                out.damage = damage_in_range(e, range.through, check.last_good())?;
                 break 'pages;
             }
         };
         for event in page.iter() {
-            first_seq.get_or_insert(event.seq);
-            last_seen = Some(event.seq);
+            out.first_seq.get_or_insert(event.seq);
+            out.last_seen = Some(event.seq);
             if let Err(b) = check.check(&event) {
-                chain_break = Some(*b);
+                out.chain_break = Some(*b);
                 break 'pages;
             }
-            if root_sizes.peek().is_some() {
-                tree.push_leaf(chainship_tlog::leaf_hash(event.hash));
-                while let Some(size) = root_sizes.next_if(|s| *s <= event.seq) {
-                    if size == event.seq {
-                        roots.push((size, tree.root()));
-                    }
+            if want_groups {
+                group.push_leaf(leaf_hash(event.hash));
+                if group.size() == GROUP {
+                    out.groups.push(group.root());
+                    group = CompactRange::default();
                 }
             }
             while let Some(head) = next_head.next_if(|h| h.seq == event.seq) {
@@ -175,39 +417,130 @@ pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -
                         found: String::from_utf8_lossy(event.hash).into_owned(),
                     }
                 };
-                heads.push((*head, result));
+                out.heads.push((*head, result));
             }
         }
-        progress(check.checked());
-        reader.give_back(page);
+        checked.fetch_add(check.checked() - reported, Ordering::Relaxed);
+        reported = check.checked();
+        pages.give_back(page);
     }
-    for head in next_head {
-        let result = if chain_break.is_some() || damage.is_some() {
-            HeadCheck::AfterBreak
+    checked.fetch_add(check.checked() - reported, Ordering::Relaxed);
+    out.checked = check.checked();
+    out.last_good = check.last_good();
+    out.unreached = next_head.copied().collect();
+    Ok(out)
+}
+
+/// A segment's pages: read ahead on a second thread when it is the only
+/// segment (reading and hashing then overlap), read in turn otherwise
+/// (the other segments keep the cores busy, and memory stays one page a
+/// segment).
+enum Pages {
+    Ahead(ReadAhead),
+    InTurn(Box<InTurn>),
+}
+
+/// Pages read on the segment's own thread, one at a time.
+struct InTurn {
+    db: EventDb,
+    after: u64,
+    through: Option<u64>,
+    spare: Option<EventBatch>,
+    error: Option<DbError>,
+    done: bool,
+}
+
+impl Pages {
+    fn new(db: EventDb, range: SegmentRange, read_ahead: bool) -> Pages {
+        if read_ahead {
+            Pages::Ahead(ReadAhead::spawn(db, ReadPlan::new(range.after, range.through)))
         } else {
-            HeadCheck::Beyond {
-                db_end: last_seen.or(from.checked_sub(1).filter(|s| *s > 0)),
-            }
-        };
-        heads.push((*head, result));
+            Pages::InTurn(Box::new(InTurn {
+                db,
+                after: range.after,
+                through: range.through,
+                spare: None,
+                error: None,
+                done: false,
+            }))
+        }
     }
-    heads.sort_by_key(|(h, _)| h.seq);
-    let to_not_reached = plan
-        .to
-        .filter(|to| chain_break.is_none() && damage.is_none() && last_seen.is_none_or(|s| s < *to));
-    Ok(WalkReport {
-        db_head,
-        db_head_unreadable: !head_readable,
-        checked: check.checked(),
-        first_seq,
-        last_good: check.last_good(),
-        chain_break,
-        damage,
-        unreachable_seq,
-        to_not_reached,
-        heads,
-        roots,
-    })
+
+    fn next(&mut self) -> Option<Result<EventBatch, DbError>> {
+        match self {
+            Pages::Ahead(reader) => reader.next_page(),
+            Pages::InTurn(pages) => pages.next(),
+        }
+    }
+
+    fn give_back(&mut self, page: EventBatch) {
+        match self {
+            Pages::Ahead(reader) => reader.give_back(page),
+            Pages::InTurn(pages) => pages.spare = Some(page),
+        }
+    }
+}
+
+impl InTurn {
+    fn next(&mut self) -> Option<Result<EventBatch, DbError>> {
+        if let Some(e) = self.error.take() {
+            self.done = true;
+            return Some(Err(e));
+        }
+        if self.done || self.through.is_some_and(|t| self.after >= t) {
+            return None;
+        }
+        let mut page = self.spare.take().unwrap_or_default();
+        page.clear();
+        let result = self.db.read_page(self.after, PAGE_EVENTS, PAGE_BYTES, &mut page);
+        let read = page.len();
+        if let Some(t) = self.through {
+            let keep = page.iter().take_while(|e| e.seq <= t).count();
+            page.truncate(keep);
+        }
+        match result {
+            Err(e) => self.error = Some(e),
+            Ok(0) => self.done = true,
+            Ok(_) if page.len() < read => self.done = true,
+            Ok(_) => {}
+        }
+        match page.last() {
+            Some(last) => {
+                self.after = last.seq.max(self.after);
+                Some(Ok(page))
+            }
+            None => {
+                self.done = true;
+                self.error.take().map(Err)
+            }
+        }
+    }
+}
+
+/// The RFC 6962 root of the first `size` stored hashes for each of `sizes`
+/// up to `end` (the last event that checked out): the segments' groups as
+/// level-8 subtrees, then the few entries after the last whole group.
+fn roots_at(db: &EventDb, sizes: &[u64], end: u64, groups: &[Hash]) -> Result<Vec<(u64, Hash)>, DbError> {
+    let mut sizes = sizes.to_vec();
+    sizes.sort_unstable();
+    let mut tree = CompactRange::default();
+    let mut used = 0;
+    let mut roots = Vec::new();
+    for size in sizes.into_iter().filter(|s| (1..=end).contains(s)) {
+        let whole = ((size / GROUP) as usize).min(groups.len());
+        while used < whole {
+            tree.push_subtree(GROUP_HEIGHT, groups[used]);
+            used += 1;
+        }
+        let mut edge = tree.clone();
+        for hash in db.hashes_between(edge.size(), size)? {
+            edge.push_leaf(leaf_hash(&hash));
+        }
+        if edge.size() == size {
+            roots.push((size, edge.root()));
+        }
+    }
+    Ok(roots)
 }
 
 /// A damaged row as a finding, when it lies in the walked range; any other

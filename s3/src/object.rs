@@ -23,6 +23,36 @@ pub async fn get_object(client: &Client, bucket: &str, key: &str) -> Result<Opti
     Ok(Some(body.into_bytes()))
 }
 
+/// Calls `each` with every key under `prefix` that sorts after
+/// `start_after` (S3 `ListObjectsV2` `StartAfter`: the listing starts
+/// there, so keys before it are never fetched), in listing order, a page at
+/// a time; with `delimiter` only those directly under `prefix`. Holds one
+/// page, so a listing of millions costs what `each` keeps.
+pub async fn visit_keys(
+    client: &Client,
+    bucket: &str,
+    prefix: &str,
+    delimiter: Option<&str>,
+    start_after: Option<&str>,
+    each: &mut (dyn FnMut(&str) + Send),
+) -> Result<(), S3Failure> {
+    let mut pages = client
+        .list_objects_v2()
+        .bucket(bucket)
+        .prefix(prefix)
+        .set_delimiter(delimiter.map(str::to_owned))
+        .set_start_after(start_after.map(str::to_owned))
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| classify(&format!("listing {prefix}"), &e))?;
+        for key in page.contents().iter().filter_map(|o| o.key()) {
+            each(key);
+        }
+    }
+    Ok(())
+}
+
 /// The keys under `prefix`, in listing order; with `delimiter` only those
 /// directly under it. `keep` decides which are kept, and listing stops once
 /// `limit` are kept.

@@ -191,8 +191,25 @@ pub struct JobMetricsArgs {
     pub metrics_textfile: Option<PathBuf>,
 }
 
-/// `--json`.
+/// `--jobs`: how many threads walk the chain.
 #[derive(Args, Clone, Copy, Debug)]
+pub struct WalkArgs {
+    /// Threads checking the chain at once, each on its own seq range and
+    /// read-only connection (default: the cores available). The report is
+    /// the same with any number.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub jobs: Option<u16>,
+}
+
+impl WalkArgs {
+    /// For [`chainship_chain::WalkPlan::jobs`]: 0 = the cores available.
+    pub fn jobs(&self) -> usize {
+        self.jobs.map_or(0, usize::from)
+    }
+}
+
+/// `--json`.
+#[derive(Args, Debug)]
 pub struct OutputArgs {
     /// Print the result as one JSON document on stdout (logs stay on stderr).
     #[arg(long)]

@@ -4,21 +4,21 @@
 use std::time::{Duration, SystemTime};
 
 use chainship_anchor::audit::{self, HeadSet};
-use chainship_anchor::cosignature::WitnessPolicy;
-use chainship_anchor::log_audit::{self, CheckpointAudit};
-use chainship_anchor::{Kind, VerifierKey};
-use chainship_chain::{EventDb, WalkPlan, WalkReport, walk_chain};
+use chainship_anchor::stream_audit::{self, Judge, Since, StreamInput};
+use chainship_anchor::{Kind, StoreError, VerifierKey};
+use chainship_chain::{EventDb, Head, HeadCheck, WalkPlan, WalkReport, walk_chain};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
 use crate::affected;
 use crate::args::{
-    AnchorStoreArgs, DbArgs, JobMetricsArgs, OriginArg, OutputArgs, RunRulesArgs, TrustArgs, WitnessTrustArgs,
+    AnchorStoreArgs, DbArgs, JobMetricsArgs, OriginArg, OutputArgs, RunRulesArgs, TrustArgs, WalkArgs, WitnessTrustArgs,
 };
 use crate::exit::{CliError, CmdResult, FAILED, OK};
 use crate::job_metrics::JobReport;
 use crate::progress::events_bar;
 use crate::report;
+use crate::verify_state;
 
 #[derive(Subcommand, Debug)]
 pub enum AnchorCommand {
@@ -36,6 +36,9 @@ pub enum AnchorCommand {
 
   chainship anchor verify --no-db --anchor s3://audit-anchors/heads --origin prod-eu1/agentrt \
       --trusted-key /etc/chainship/head.pub     # the store alone: signatures, checkpoints, tiles
+  chainship anchor verify --db audit.db --anchor file:/mnt/anchors --origin prod-eu1/agentrt \
+      --trusted-key /etc/chainship/head.pub --state /var/lib/chainship/verify-state.json
+                                                # nightly: only the heads published since the last clean run
 
 --db is required unless --no-db is given.
 
@@ -64,6 +67,13 @@ pub struct AnchorVerifyArgs {
     /// checkpoint against its tiles and the next (consistency proofs).
     #[arg(long)]
     pub no_db: bool,
+    #[command(flatten)]
+    pub walk: WalkArgs,
+    /// Keep what a clean run verified in FILE (JSON), and on the next run
+    /// list and read only the heads and checkpoints published since; the
+    /// database is still walked whole. Created by the first run.
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub witness: WitnessTrustArgs,
     #[command(flatten)]
@@ -117,87 +127,91 @@ pub fn run(cmd: &AnchorCommand) -> CmdResult {
     }
 }
 
-fn load_checkpoints(common: &AnchorCommon, keys: &[VerifierKey], heads: &HeadSet) -> Result<CheckpointAudit, CliError> {
-    let store = common.store.open(common.store.url()?, None);
-    let origin = common.origin.get()?;
-    let trusted_heads = heads.heads();
-    crate::report::runtime()?
-        .block_on(async {
-            let mut audit = log_audit::audit_checkpoints(store.as_ref(), origin, keys, true).await?;
-            let findings =
-                log_audit::check_heads_in_tree(store.as_ref(), origin, &audit.trusted, &trusted_heads).await?;
-            audit.findings.extend(findings);
-            audit
-                .findings
-                .extend(log_audit::missing_checkpoints(&audit.trusted, &trusted_heads));
-            Ok::<_, chainship_anchor::StoreError>(audit)
-        })
-        .map_err(|e| CliError::from_kind(&e))
-}
-
 fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
     let keys = args.common.trust.load()?;
     let policy = args.witness.load()?;
-    let set = load_heads(&args.common, &keys)?;
-    let checkpoints = load_checkpoints(&args.common, &keys, &set)?;
-    let mut findings = set.findings.clone();
-    findings.extend(checkpoints.findings.iter().cloned());
-    let cosigns = match &policy {
-        Some(policy) => Some(cosign_audit(
-            &args.common,
-            &set,
-            &checkpoints,
-            policy,
-            args.witness.witness_grace,
-        )?),
+    let origin = args.common.origin.get()?;
+    let store = args.common.store.open(args.common.store.url()?, None);
+    let state = match &args.state {
+        Some(path) => verify_state::load(path, origin, &store.describe())?,
         None => None,
     };
-    let mut warnings = Vec::new();
-    if let Some(c) = &cosigns {
-        findings.extend(c.findings.iter().cloned());
-        warnings.extend(c.waiting.iter().cloned());
-    }
-    if let Some(max_age) = args.max_age {
-        findings.extend(audit::check_stale(&set, max_age, SystemTime::now()));
-    }
+    let since = state.as_ref().map(|s| &s.since);
+    let input = StreamInput {
+        store: store.as_ref(),
+        origin,
+        keys: &keys,
+        witness: policy.as_ref().map(|p| (p, args.witness.witness_grace)),
+        since,
+        every_tile: true,
+    };
+    let runtime = crate::report::runtime()?;
+    let listing = runtime
+        .block_on(stream_audit::list(&input))
+        .map_err(|e| CliError::from_kind(&e))?;
+    // The walk first (every core), then the heads and checkpoints in seq order against it.
     let walked = if args.no_db {
         None
     } else {
-        Some(walk_database(args, &set, &checkpoints)?)
+        Some(walk_database(args, listing.highest_seq())?)
     };
-    let (report, matched_roots) = match &walked {
-        Some((report, root_findings, matched)) => {
-            findings.extend(audit::walk_findings(report, &set));
-            findings.extend(root_findings.iter().cloned());
-            (Some(report), *matched)
+    let mut judge = walked.as_ref().map(|(report, db)| DbJudge { report, db });
+    let mut audit = runtime
+        .block_on(stream_audit::audit(
+            &input,
+            listing,
+            judge.as_mut().map(|j| j as &mut dyn Judge),
+        ))
+        .map_err(|e| CliError::from_kind(&e))?;
+    let report = walked.as_ref().map(|(r, _)| r);
+    let mut findings = audit.findings.clone();
+    let mut warnings = Vec::new();
+    if let Some(c) = &audit.cosign {
+        findings.extend(c.findings.iter().cloned());
+        warnings.extend(c.waiting.iter().cloned());
+    }
+    if let Some(r) = report {
+        findings.extend(audit::break_findings(r, audit.after_break));
+        if let (Some(since), Some(judge)) = (since, judge.as_mut()) {
+            findings.extend(state_head_finding(since, judge, r)?);
         }
-        None => (None, 0),
-    };
+    }
+    if let Some(max_age) = args.max_age {
+        let stale = match audit.published_in_future.clone() {
+            Some(future) => Some(future),
+            None => {
+                // An incremental run that read no new head still knows the state's.
+                let newest = audit
+                    .newest_published
+                    .or_else(|| since.and_then(|s| s.head_published.map(|p| (p, s.head))));
+                audit::stale_finding(newest.as_ref().map(|(p, h)| (*p, h)), max_age, SystemTime::now())
+            }
+        };
+        findings.extend(stale);
+    }
     // Without a database a head is checked by its signature and its place in
-    // the tree; with one, by the walk reaching it.
+    // the tree; with one, by the database holding it.
     let checked = match report {
-        Some(r) => r.heads.len(),
-        None => set.trusted.len() + checkpoints.trusted.len(),
+        Some(_) => audit.heads_checked,
+        None => audit.heads_checked + audit.checkpoints_trusted,
     };
-    let no_heads = audit::no_trusted_head(args.common.origin.get()?, checked, "");
-    match no_heads {
+    match audit::no_trusted_head(origin, checked, "") {
         Some(_) if args.allow_no_heads => warnings.push(format!(
             "{}: no head was checked, only the chain itself (--allow-no-heads)",
-            audit::no_head_text(args.common.origin.get()?, "")
+            audit::no_head_text(origin, "")
         )),
         Some(f) => findings.push(f),
         None => {}
     }
     findings.sort_by_key(|f| (f.kind, f.seq));
-    let last_trusted = match report {
-        Some(r) => r.last_trusted_head(),
-        // Store only: the newest signed head no finding names.
-        None => set
-            .heads()
-            .into_iter()
-            .filter(|h| !findings.iter().any(|f| f.seq.is_some_and(|s| s <= h.seq)))
-            .max_by_key(|h| h.seq),
-    };
+    if report.is_none() {
+        runtime
+            .block_on(audit.finish_no_db(store.as_ref(), origin, &keys))
+            .map_err(|e| CliError::from_kind(&e))?;
+    }
+    let last_trusted = audit
+        .last_trusted
+        .filter(|h| report.is_some() || !findings.iter().any(|f| f.seq.is_some_and(|s| s <= h.seq)));
     // What the invalid range touches: its runs, and side effects to reconcile.
     let touched = match (report.and_then(affected::invalid_from), args.rules.touched()?) {
         (Some(from), Some(touched)) => {
@@ -208,14 +222,23 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
         }
         _ => None,
     };
+    let cosigns = audit.cosign.as_ref();
     let checkpoint_json = json!({
-        "kept": checkpoints.kept,
-        "trusted": checkpoints.trusted.len(),
-        "consistency_proofs": checkpoints.consistent_pairs,
-        "tiles_checked": checkpoints.tiles_audited,
-        "largest": checkpoints.trusted.last().map(|t| json!({"size": t.checkpoint.size, "root": t.checkpoint.root_b64()})),
-        "matched_database": report.map(|_| matched_roots),
-        "cosigned": cosigns.as_ref().map(|c| json!({"quorum": policy.as_ref().map(|p| p.quorum), "checkpoints": c.cosigned, "newest": c.newest_cosigned})),
+        "kept": audit.checkpoints_kept,
+        "trusted": audit.checkpoints_trusted,
+        "consistency_proofs": audit.consistent,
+        "tiles_checked": audit.tiles_audited,
+        "largest": audit.largest.as_ref().map(|c| json!({"size": c.size, "root": c.root_b64()})),
+        "matched_database": report.map(|_| audit.matched_database),
+        "cosigned": cosigns.map(|c| json!({"quorum": policy.as_ref().map(|p| p.quorum), "checkpoints": c.cosigned, "newest": c.newest_cosigned})),
+    });
+    let state_json = args.state.as_ref().map(|path| {
+        json!({
+            "file": path.display().to_string(),
+            "incremental": since.is_some(),
+            "since_head": since.map(|s| json!({"seq": s.head.seq, "hash": s.head.hash_str()})),
+            "since_checkpoint": since.and_then(|s| s.checkpoint.as_ref().map(|(size, _, _)| *size)),
+        })
     });
 
     if args.common.output.json {
@@ -223,9 +246,10 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
             "{}",
             json!({
                 "status": if findings.is_empty() { "ok" } else { "failed" },
-                "origin": args.common.origin.get()?,
-                "heads": {"kept": set.kept, "trusted": set.trusted.len(), "checked": checked},
+                "origin": origin,
+                "heads": {"kept": audit.heads_kept, "trusted": audit.heads_trusted, "checked": checked},
                 "checkpoints": checkpoint_json,
+                "state": state_json,
                 "warnings": warnings,
                 "database": report.map(|r| json!({
                     "head": r.db_head.as_ref().map(|(s, h)| json!({"seq": s, "hash": h})),
@@ -237,31 +261,35 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
             })
         );
     } else {
+        let since_text = since.map_or(String::new(), |s| format!(" (since seq {}, --state)", s.head.seq));
         match report {
             Some(r) => outln!(
-                "heads: {} kept, {} trusted; database: {} event(s) checked{}",
-                set.kept,
-                set.trusted.len(),
+                "heads: {} kept, {} trusted{since_text}; database: {} event(s) checked{}",
+                audit.heads_kept,
+                audit.heads_trusted,
                 r.checked,
                 r.db_head
                     .as_ref()
                     .map_or(String::new(), |(s, h)| format!(", head seq {s} {h}"))
             ),
             None => outln!(
-                "heads: {} kept, {} trusted; no database (--no-db)",
-                set.kept,
-                set.trusted.len()
+                "heads: {} kept, {} trusted{since_text}; no database (--no-db)",
+                audit.heads_kept,
+                audit.heads_trusted
             ),
         }
         outln!(
             "checkpoints: {} kept, {} trusted, {} consistency proof(s) and {} tile(s) checked{}",
-            checkpoints.kept,
-            checkpoints.trusted.len(),
-            checkpoints.consistent_pairs,
-            checkpoints.tiles_audited,
-            report.map_or(String::new(), |_| format!(", {matched_roots} matching the database"))
+            audit.checkpoints_kept,
+            audit.checkpoints_trusted,
+            audit.consistent,
+            audit.tiles_audited,
+            report.map_or(String::new(), |_| format!(
+                ", {} matching the database",
+                audit.matched_database
+            ))
         );
-        if let (Some(c), Some(p)) = (&cosigns, &policy) {
+        if let (Some(c), Some(p)) = (cosigns, &policy) {
             outln!(
                 "witnesses: {} checkpoint(s) with {} of {} trusted cosignatures; newest cosigned: {}",
                 c.cosigned,
@@ -285,61 +313,131 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
     }
     job.findings(&findings);
     job.last_trusted_seq = last_trusted.map(|h| h.seq);
-    job.last_trusted_published = last_trusted.and_then(|h| set.published_at(h.seq));
+    job.last_trusted_published = last_trusted.and(audit.last_trusted_published);
     job.events_checked = report.map_or(0, |r| r.checked);
     job.heads_checked = checked as u64;
+    if findings.is_empty()
+        && let (Some(path), Some(head)) = (&args.state, last_trusted)
+    {
+        // The checkpoint the next run goes on from: the newest, when its
+        // tree's edge was rebuilt, else the one the state had.
+        let checkpoint = match (&audit.largest, &audit.edge) {
+            (Some(cp), Some(edge)) => Some((cp.size, cp.root, edge)),
+            _ => since.and_then(|s| s.checkpoint.as_ref().map(|(size, root, edge)| (*size, *root, edge))),
+        };
+        verify_state::save(
+            path,
+            &verify_state::Verified {
+                origin,
+                store: &store.describe(),
+                head,
+                head_published: audit.last_trusted_published,
+                checkpoint,
+                newest_cosigned: cosigns.and_then(|c| c.newest_cosigned),
+            },
+        )?;
+    }
     Ok(if findings.is_empty() { OK } else { FAILED })
 }
 
-/// The witness check of the trusted checkpoints, with the heads' publication times.
-fn cosign_audit(
-    common: &AnchorCommon,
-    set: &HeadSet,
-    checkpoints: &CheckpointAudit,
-    policy: &WitnessPolicy,
-    grace: Duration,
-) -> Result<log_audit::CosignAudit, CliError> {
-    let store = common.store.open(common.store.url()?, None);
-    let origin = common.origin.get()?;
-    let published = |seq: u64| set.published_at(seq);
-    crate::report::runtime()?
-        .block_on(log_audit::audit_cosignatures(
-            store.as_ref(),
-            origin,
-            &checkpoints.trusted,
-            policy,
-            &published,
-            grace,
-        ))
-        .map_err(|e| CliError::from_kind(&e))
+/// The head the state file says was verified must still be what the
+/// database holds: a finding naming the state file when it is not.
+fn state_head_finding(
+    since: &Since,
+    judge: &mut DbJudge<'_>,
+    report: &WalkReport,
+) -> Result<Option<chainship_anchor::Finding>, CliError> {
+    let check = judge.judge(&since.head).map_err(|e| CliError::from_kind(&e))?;
+    let (kind, now) = match &check {
+        HeadCheck::Matched => return Ok(None),
+        HeadCheck::Differs { found } => (Kind::Fork, format!("holds hash {found} at that seq")),
+        HeadCheck::Beyond { db_end } => (Kind::Cut, format!("ends at seq {}", db_end.unwrap_or(0))),
+        HeadCheck::AfterBreak | HeadCheck::BeforeRange { .. } => (
+            Kind::Altered,
+            format!(
+                "breaks at seq {} before it",
+                audit::break_position(report).unwrap_or(since.head.seq)
+            ),
+        ),
+    };
+    Ok(Some(chainship_anchor::Finding {
+        kind,
+        seq: Some(since.head.seq),
+        message: format!(
+            "the state file {} records head {} as verified by a previous run; the database now {now}",
+            since.source, since.head
+        ),
+        expected: Some(since.head.hash_str().to_owned()),
+        found: None,
+        source: Some(since.source.clone()),
+    }))
 }
 
-/// Walks the database against the trusted heads, computing the tree's root
-/// at each trusted checkpoint's size and comparing them.
-fn walk_database(
-    args: &AnchorVerifyArgs,
-    set: &HeadSet,
-    checkpoints: &CheckpointAudit,
-) -> Result<(WalkReport, Vec<chainship_anchor::Finding>, usize), CliError> {
+/// The database as the stream audit sees it: the walk's verdict (where the
+/// chain breaks, how far it is intact) and a lookup of each head's seq.
+struct DbJudge<'a> {
+    report: &'a WalkReport,
+    db: &'a EventDb,
+}
+
+impl Judge for DbJudge<'_> {
+    fn judge(&mut self, head: &Head) -> Result<HeadCheck, StoreError> {
+        if audit::break_position(self.report).is_some_and(|b| head.seq >= b) {
+            return Ok(HeadCheck::AfterBreak);
+        }
+        let end = self.report.last_good.map(|h| h.seq);
+        if end.is_none_or(|e| head.seq > e) {
+            return Ok(HeadCheck::Beyond { db_end: end });
+        }
+        let stored = self.db.hash_at(head.seq).map_err(db_error)?;
+        Ok(match stored {
+            Some(hash) if hash == head.hash => HeadCheck::Matched,
+            Some(hash) => HeadCheck::Differs {
+                found: String::from_utf8_lossy(&hash).into_owned(),
+            },
+            None => HeadCheck::Beyond { db_end: end },
+        })
+    }
+
+    fn tree_end(&self) -> u64 {
+        self.report.tree.as_ref().map_or(0, |t| t.end())
+    }
+
+    fn root_at(&mut self, size: u64) -> Result<Option<chainship_tlog::Hash>, StoreError> {
+        match &self.report.tree {
+            Some(tree) => tree.root_at(self.db, size).map_err(db_error),
+            None => Ok(None),
+        }
+    }
+}
+
+fn db_error(e: chainship_chain::DbError) -> StoreError {
+    StoreError::permanent(e.to_string())
+}
+
+/// Walks the whole database (at least to `reach`, the highest kept seq),
+/// keeping the tree's groups for the checkpoints' roots.
+fn walk_database(args: &AnchorVerifyArgs, reach: u64) -> Result<(WalkReport, EventDb), CliError> {
     let open = args.db.open_options().map_err(|e| CliError::from_kind(&e))?;
     let db = EventDb::open(args.db.path()?, &open)?;
     // Only for the progress bar: a head the walk cannot read is its to report.
     let total = db.head().ok().flatten().map_or(0, |(s, _)| s);
     let bar = events_bar(total, args.common.output.json);
     bar.set_message("walking the chain");
+    let lookup = EventDb::open(args.db.path()?, &open)?;
     let report = walk_chain(
         db,
         &WalkPlan {
             from: 1,
-            to: None,
-            heads: set.heads(),
-            roots_at: checkpoints.sizes(),
+            reach: Some(reach),
+            tree: true,
+            jobs: args.walk.jobs(),
+            ..WalkPlan::default()
         },
         &mut |n| bar.set_position(n),
     )?;
     bar.finish_and_clear();
-    let (findings, matched) = log_audit::compare_roots(&checkpoints.trusted, &report.roots, "database");
-    Ok((report, findings, matched))
+    Ok((report, lookup))
 }
 
 fn list(args: &AnchorListArgs) -> CmdResult {

@@ -76,9 +76,10 @@ pub struct FollowArgs {
     /// Serve Prometheus /metrics and /healthz here (e.g. 127.0.0.1:9464).
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
-    /// Publish a head at most this often (default 0s: after every batch); the
-    /// newest is published at once when the follower stops.
-    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    /// Publish a head at most this often (0s: after every batch); the newest
+    /// is published at once when the follower stops. Events delivered in
+    /// between are covered by the next head (see the README's table).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub anchor_interval: Duration,
     /// While no event arrives, publish the last head again this often, so
     /// `anchor verify --max-age` can tell a quiet runtime from a stopped follower (0s: never).

@@ -126,6 +126,7 @@ fn recheck(db: &NewDatabase, end: u64, trusted: Head) -> Result<(), CliError> {
         to: Some(end),
         heads: (trusted.seq <= end).then_some(trusted).into_iter().collect(),
         roots_at: Vec::new(),
+        ..WalkPlan::default()
     };
     let report = walk_chain(opened, &plan, &mut |_| {}).map_err(|e| failed(e.to_string()))?;
     if !report.ok() || report.checked != end {

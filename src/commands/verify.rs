@@ -7,7 +7,7 @@ use clap::Args;
 use serde_json::json;
 
 use crate::affected::{self, Affected};
-use crate::args::{DbArgs, OutputArgs, RunRulesArgs};
+use crate::args::{DbArgs, OutputArgs, RunRulesArgs, WalkArgs};
 use crate::exit::{CliError, CmdResult, FAILED, OK};
 use crate::progress::events_bar;
 
@@ -17,6 +17,7 @@ use crate::progress::events_bar;
   chainship verify --db /var/lib/agentrt/audit.db
   chainship verify --db audit.db --head 1200:87c93bae8593068bbf6828036f9837b397680da24e402ae0c568e859807af798
   CHAINSHIP_DB=audit.db chainship verify --from 1000 --to 2000 --json
+  chainship verify --db audit.db --jobs 1       # one reader thread, e.g. on a busy host
 
 Exit codes: 0 intact, 1 broken (a damaged row included, or --to / --head not matched) or
 nothing checked (an empty table, --from past the head), 2 usage or unreadable database.")]
@@ -33,6 +34,8 @@ pub struct VerifyArgs {
     /// A head kept elsewhere (SEQ:HASH) that the database must still match.
     #[arg(long, value_name = "SEQ:HASH")]
     pub head: Option<Head>,
+    #[command(flatten)]
+    pub walk: WalkArgs,
     #[command(flatten)]
     pub rules: RunRulesArgs,
     #[command(flatten)]
@@ -52,6 +55,8 @@ pub fn run(args: &VerifyArgs) -> CmdResult {
         to: args.to,
         heads: args.head.into_iter().collect(),
         roots_at: Vec::new(),
+        jobs: args.walk.jobs(),
+        ..WalkPlan::default()
     };
     // Only for the progress bar: a head the walk cannot read is its to report.
     let total = match (db.head().ok().flatten(), args.to) {

@@ -464,3 +464,47 @@ fn the_anchor_interval_bounds_the_heads_and_the_last_one_goes_out_at_stop() {
     let kept = heads();
     assert_eq!((kept.len(), kept.last()), (2, Some(&final_seq)), "{kept:?}");
 }
+
+/// With the defaults (`--anchor-interval 10s`), an export of many batches
+/// keeps the first head and the last one, not one per batch, and `anchor
+/// verify` still checks every event against the last.
+#[test]
+fn by_default_an_export_keeps_a_head_per_interval_not_per_batch() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "many.db", 1000);
+    let anchors = dir.path().join("anchors");
+    std::fs::create_dir(&anchors).unwrap();
+    let (key, verifier) = keygen(dir.path(), "audit/chainship", "head.key");
+    let out = default_bin()
+        .args([
+            "follow",
+            "--once",
+            "--db",
+            path_str(&db),
+            "--origin",
+            ORIGIN,
+            "--from-start",
+        ])
+        .args(["--batch-size", "20"])
+        .args(["--sink", &format!("file:{}", path_str(&dir.path().join("out.jsonl")))])
+        .args(["--cursor", path_str(&dir.path().join("cursor"))])
+        .args(["--anchor", &format!("file:{}", path_str(&anchors))])
+        .args(["--signing-key", path_str(&key)])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let kept = kept_seqs_in(&anchors);
+    // 50 batches in well under 10 s: the first head, then the last at stop.
+    assert_eq!((kept.len(), kept.last()), (2, Some(&1000)), "{kept:?}");
+    let out = bin()
+        .args(["anchor", "verify", "--db", path_str(&db), "--origin", ORIGIN])
+        .args([
+            "--anchor",
+            &format!("file:{}", path_str(&anchors)),
+            "--trusted-key",
+            verifier.as_str(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+}

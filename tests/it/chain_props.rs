@@ -27,6 +27,7 @@ fn walk(db: &Path, heads: Vec<Head>) -> chainship_chain::WalkReport {
             to: None,
             heads,
             roots_at: Vec::new(),
+            ..WalkPlan::default()
         },
         &mut |_| {},
     )

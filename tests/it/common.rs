@@ -20,6 +20,16 @@ pub fn bin() -> Command {
         }
     }
     cmd.env("RUST_LOG", "warn");
+    // Most tests count the heads of an export in batches: a head per batch.
+    // The 10s default is tested on its own (`default_bin`).
+    cmd.env("CHAINSHIP_ANCHOR_INTERVAL", "0s");
+    cmd
+}
+
+/// The binary with the defaults a user gets (no `--anchor-interval 0s`).
+pub fn default_bin() -> Command {
+    let mut cmd = bin();
+    cmd.env_remove("CHAINSHIP_ANCHOR_INTERVAL");
     cmd
 }
 

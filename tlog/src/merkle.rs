@@ -62,8 +62,21 @@ impl CompactRange {
 
     /// Appends the leaf hash of the next entry.
     pub fn push_leaf(&mut self, leaf: Hash) {
-        let mut hash = leaf;
-        let mut size = self.size;
+        self.push_subtree(0, leaf);
+    }
+
+    /// Appends a perfect subtree of `2^height` entries given by its hash
+    /// (e.g. the root of a full tile). The size must be a multiple of
+    /// `2^height`, as a subtree's place in the tree always is.
+    pub fn push_subtree(&mut self, height: u32, subtree: Hash) {
+        let width = 1u64 << height;
+        assert!(
+            self.size.is_multiple_of(width),
+            "a subtree of {width} entries cannot start at {}",
+            self.size
+        );
+        let mut hash = subtree;
+        let mut size = self.size >> height;
         // Each trailing one bit of the old size closes a perfect subtree.
         while size & 1 == 1 {
             let left = self.stack.pop().expect("one hash per set bit");
@@ -71,7 +84,19 @@ impl CompactRange {
             size >>= 1;
         }
         self.stack.push(hash);
-        self.size += 1;
+        self.size += width;
+    }
+
+    /// The perfect subtree hashes, largest (leftmost) first: with the size,
+    /// all a later process needs to go on ([`CompactRange::from_parts`]).
+    pub fn hashes(&self) -> &[Hash] {
+        &self.stack
+    }
+
+    /// The range of `size` entries whose perfect subtrees are `hashes`
+    /// (largest first); `None` unless there is one hash per set bit.
+    pub fn from_parts(size: u64, hashes: Vec<Hash>) -> Option<CompactRange> {
+        (hashes.len() == size.count_ones() as usize).then_some(CompactRange { size, stack: hashes })
     }
 
     pub fn root(&self) -> Hash {
@@ -278,6 +303,21 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn subtrees_of_16_then_leaves_give_the_same_root(size in 0u64..600) {
+            let src = leaves(size);
+            let mut range = CompactRange::default();
+            let whole = size / 16 * 16;
+            for chunk in src.0[..whole as usize].chunks(16) {
+                range.push_subtree(4, root_of(chunk));
+            }
+            for leaf in &src.0[whole as usize..] {
+                range.push_leaf(*leaf);
+            }
+            prop_assert_eq!(range.size(), size);
+            prop_assert_eq!(range.root(), root_of(&src.0));
+        }
+
         #[test]
         fn every_inclusion_proof_verifies_and_a_wrong_one_does_not(size in 1u64..600, pick in 0u64..600) {
             let index = pick % size;

@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{AnchorStore, PutOutcome, StoreError, StoredNote, head_name, note_seq, seq_from_name, valid_log_path};
+use super::{
+    AnchorStore, NameKey, PutOutcome, StoreError, StoredNote, head_name, note_seq, seq_from_name, valid_log_path,
+};
 
 /// The write-once probe `check` leaves nothing behind with (it is removed).
 const PROBE: &str = ".chainship-check";
@@ -102,6 +104,26 @@ impl FileStore {
             .unwrap_or_default();
         let dir = full.parent().map(Path::to_path_buf).unwrap_or_default();
         Ok((dir, name))
+    }
+
+    /// The names in `dir` that `parse` accepts with a seq of `from` or more,
+    /// sorted. A directory has no order to start a listing from: every name
+    /// is looked at, but only the keys kept are held.
+    fn keys_in(&self, dir: &Path, from: u64, parse: fn(&str) -> Option<NameKey>) -> Result<Vec<NameKey>, StoreError> {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(self.io("cannot list", dir, e)),
+        };
+        let mut keys = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| self.io("cannot list", dir, e))?;
+            if let Some(key) = parse(&entry.file_name().to_string_lossy()).filter(|k| k.seq >= from) {
+                keys.push(key);
+            }
+        }
+        keys.sort_unstable();
+        Ok(keys)
     }
 
     /// Writes `bytes` as `dir/name` whole or not at all, never replacing.
@@ -382,6 +404,34 @@ impl AnchorStore for FileStore {
             }
         }
         Ok(notes)
+    }
+
+    async fn note_keys(&self, origin: &str, from_seq: u64) -> Result<Vec<NameKey>, StoreError> {
+        if !self.dir.is_dir() {
+            return Err(StoreError::permanent(format!(
+                "anchor store {}: no such directory",
+                self.describe()
+            )));
+        }
+        self.keys_in(&self.origin_dir(origin), from_seq, NameKey::from_note_name)
+    }
+
+    async fn get_note(&self, origin: &str, key: NameKey) -> Result<Option<StoredNote>, StoreError> {
+        let path = self.origin_dir(origin).join(key.note_name());
+        match std::fs::read(&path) {
+            Ok(bytes) => Ok(Some(StoredNote {
+                name: path.display().to_string(),
+                seq_in_name: Some(key.seq),
+                bytes,
+            })),
+            // A note removed between listing and reading is simply not there.
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(self.io("cannot read", &path, e)),
+        }
+    }
+
+    async fn log_keys(&self, origin: &str, dir: &str, from_size: u64) -> Result<Vec<NameKey>, StoreError> {
+        self.keys_in(&self.origin_dir(origin).join(dir), from_size, NameKey::from_log_name)
     }
 
     async fn head_seqs(&self, origin: &str) -> Result<Vec<u64>, StoreError> {

@@ -20,6 +20,64 @@ pub struct StoredNote {
     pub bytes: Vec<u8>,
 }
 
+/// A kept note's or checkpoint's name, parsed: the seq (or tree size) it
+/// says it holds and, for a heartbeat or a checkpoint written beside a
+/// squatted name, the unix seconds in it (0 for the plain name). Sixteen
+/// bytes: a listing of millions stays small, and sorts by seq.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NameKey {
+    pub seq: u64,
+    pub beside: u64,
+}
+
+impl NameKey {
+    /// From a head or heartbeat name (`<seq>.head`, `<seq>.<unix>.head`).
+    pub fn from_note_name(name: &str) -> Option<NameKey> {
+        let stem = name.strip_suffix(".head")?;
+        NameKey::from_log_name(stem)
+    }
+
+    /// From a checkpoint's name (`<size>`, `<size>.<unix>`).
+    pub fn from_log_name(name: &str) -> Option<NameKey> {
+        let key = match name.split_once('.') {
+            None => NameKey {
+                seq: twenty_digits(name)?,
+                beside: 0,
+            },
+            Some((seq, at)) => NameKey {
+                seq: twenty_digits(seq)?,
+                // 0 is the plain name's: a name claiming it is not a note.
+                beside: twenty_digits(at).filter(|t| *t > 0)?,
+            },
+        };
+        Some(key)
+    }
+
+    /// The head or heartbeat name it was parsed from.
+    pub fn note_name(&self) -> String {
+        match self.beside {
+            0 => head_name(self.seq),
+            at => heartbeat_name(self.seq, at),
+        }
+    }
+
+    /// The checkpoint name it was parsed from.
+    pub fn log_name(&self) -> String {
+        match self.beside {
+            0 => format!("{:020}", self.seq),
+            at => format!("{:020}.{at:020}", self.seq),
+        }
+    }
+}
+
+/// Where a listing by seq starts: every name of `seq` or above sorts after
+/// it (`<seq>.head`, `<seq>.<unix>.head` and `<seq>` itself follow it).
+pub fn listing_start(seq: u64) -> Option<String> {
+    // "<seq-1>" + "~" sorts after every name of seq-1 ('~' follows '.' and
+    // every digit) and before "<seq>".
+    seq.checked_sub(1).map(|s| format!("{s:020}~"))
+}
+
 /// What a write found.
 #[derive(Debug)]
 pub enum PutOutcome {
@@ -43,6 +101,42 @@ pub trait AnchorStore: Send + Sync {
     /// The seqs heads are kept for, ascending, from the names alone (no head
     /// is read: a name proves nothing, see [`crate::highest_verified_head`]).
     async fn head_seqs(&self, origin: &str) -> Result<Vec<u64>, StoreError>;
+    /// The notes kept for `origin` with a seq of `from_seq` or more, by
+    /// name alone (nothing is read), sorted by seq. A store lists from
+    /// `from_seq` on where it can (S3 `StartAfter`).
+    async fn note_keys(&self, origin: &str, from_seq: u64) -> Result<Vec<NameKey>, StoreError> {
+        let mut keys: Vec<NameKey> = self
+            .list(origin)
+            .await?
+            .iter()
+            .filter_map(|n| NameKey::from_note_name(n.name.rsplit('/').next()?))
+            .filter(|k| k.seq >= from_seq)
+            .collect();
+        keys.sort_unstable();
+        Ok(keys)
+    }
+    /// The note kept under `key`, if it is (still) there.
+    async fn get_note(&self, origin: &str, key: NameKey) -> Result<Option<StoredNote>, StoreError> {
+        let name = key.note_name();
+        Ok(self
+            .list(origin)
+            .await?
+            .into_iter()
+            .find(|n| n.name.rsplit('/').next() == Some(name.as_str())))
+    }
+    /// The checkpoints (`dir` = [`CHECKPOINTS_DIR`] or [`COSIGNED_DIR`]) of
+    /// a size of `from_size` or more, by name alone, sorted by size.
+    async fn log_keys(&self, origin: &str, dir: &str, from_size: u64) -> Result<Vec<NameKey>, StoreError> {
+        let mut keys: Vec<NameKey> = self
+            .list_names(origin, dir)
+            .await?
+            .iter()
+            .filter_map(|n| NameKey::from_log_name(n))
+            .filter(|k| k.seq >= from_size)
+            .collect();
+        keys.sort_unstable();
+        Ok(keys)
+    }
     /// The note kept for `seq`, if there is one.
     async fn get_head(&self, origin: &str, seq: u64) -> Result<Option<StoredNote>, StoreError>;
     /// Writes `bytes` at `path` under the origin (a transparency-log object:

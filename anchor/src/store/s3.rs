@@ -19,11 +19,15 @@ use aws_sdk_s3::types::ObjectLockEnabled;
 use chainship_chain::Setting;
 use chainship_s3::{
     NewObject, PartPlan, S3Failure, S3Location, S3Settings, classify, get_object, list_keys, put_replacing, upload_new,
+    visit_keys,
 };
 use futures::{StreamExt, TryStreamExt};
 use tokio::sync::OnceCell;
 
-use super::{AnchorStore, PutOutcome, StoreError, StoredNote, head_name, note_seq, seq_from_name, valid_log_path};
+use super::{
+    AnchorStore, NameKey, PutOutcome, StoreError, StoredNote, head_name, listing_start, note_seq, seq_from_name,
+    valid_log_path,
+};
 
 /// Tiles and bundles are bytes; checkpoints are signed notes (text).
 fn content_type(path: &str) -> &'static str {
@@ -194,6 +198,35 @@ impl S3Store {
             .map_err(|f| self.failure(f))
     }
 
+    /// The names directly under `prefix` that `parse` accepts with a seq of
+    /// `from` or more, listed from there on (`StartAfter`), sorted.
+    async fn keys_under(
+        &self,
+        prefix: &str,
+        from: u64,
+        parse: fn(&str) -> Option<NameKey>,
+    ) -> Result<Vec<NameKey>, StoreError> {
+        let start_after = listing_start(from).map(|s| format!("{prefix}{s}"));
+        let mut keys = Vec::new();
+        let mut keep = |key: &str| {
+            if let Some(k) = key.strip_prefix(prefix).and_then(parse).filter(|k| k.seq >= from) {
+                keys.push(k);
+            }
+        };
+        visit_keys(
+            self.client().await?,
+            &self.at.bucket,
+            prefix,
+            Some("/"),
+            start_after.as_deref(),
+            &mut keep,
+        )
+        .await
+        .map_err(|f| self.failure(f))?;
+        keys.sort_unstable();
+        Ok(keys)
+    }
+
     /// The origin's head keys; refuses a legacy layout when there are none.
     async fn origin_head_keys(&self, origin: &str) -> Result<Vec<String>, StoreError> {
         let keys = self.head_keys(&self.at.origin_prefix(origin), false).await?;
@@ -319,6 +352,29 @@ impl AnchorStore for S3Store {
             .buffered(FETCHES_IN_FLIGHT)
             .try_collect()
             .await
+    }
+
+    async fn note_keys(&self, origin: &str, from_seq: u64) -> Result<Vec<NameKey>, StoreError> {
+        let prefix = self.at.origin_prefix(origin);
+        let keys = self.keys_under(&prefix, from_seq, NameKey::from_note_name).await?;
+        if keys.is_empty() && from_seq == 0 {
+            self.refuse_legacy_layout(origin).await?;
+        }
+        Ok(keys)
+    }
+
+    async fn get_note(&self, origin: &str, key: NameKey) -> Result<Option<StoredNote>, StoreError> {
+        let object = format!("{}{}", self.at.origin_prefix(origin), key.note_name());
+        Ok(self.get_if_there(&object).await?.map(|bytes| StoredNote {
+            name: format!("s3://{}/{object}", self.at.bucket),
+            seq_in_name: Some(key.seq),
+            bytes,
+        }))
+    }
+
+    async fn log_keys(&self, origin: &str, dir: &str, from_size: u64) -> Result<Vec<NameKey>, StoreError> {
+        let prefix = format!("{}{dir}/", self.at.origin_prefix(origin));
+        self.keys_under(&prefix, from_size, NameKey::from_log_name).await
     }
 
     async fn head_seqs(&self, origin: &str) -> Result<Vec<u64>, StoreError> {

@@ -1,0 +1,973 @@
+//! `anchor verify` at any scale: every kept head and checkpoint judged in
+//! one pass in seq order, fetched a chunk at a time.
+//!
+//! Only names are listed up front (sixteen bytes each, [`NameKey`]); a note
+//! is read, checked and dropped, so memory follows the chunk and a few
+//! numbers per head, not the notes a store has gathered over years. Each
+//! head is judged against the database by a [`Judge`] (the walk's verdict
+//! and a lookup). Each checkpoint's root is compared with the newest
+//! checkpoint's tree, swept once from its level-0 tiles: a checkpoint whose
+//! root the sweep reproduces at its size is a prefix of the newest tree,
+//! which is what a consistency proof to it would show, for all of them in
+//! one read. Only where the sweep disagrees are the checkpoint's own tiles
+//! and a consistency proof from the previous one read, to name the fault.
+//!
+//! With [`Since`] (`--state`), only what was published after a previous
+//! clean run is listed and read, and the sweep goes on from the tree's
+//! right edge kept then.
+
+use std::collections::VecDeque;
+use std::time::{Duration, SystemTime};
+
+use chainship_chain::{Head, HeadCheck};
+use chainship_tlog::merkle::{CompactRange, Hash, consistency_proof, verify_consistency};
+use chainship_tlog::tiles::{WIDTH, tile_path, tile_width};
+use chainship_tlog::{hash_b64, leaf_hash};
+use futures::{StreamExt, TryStreamExt};
+
+use crate::audit::{self, FUTURE_SKEW, Finding, Kind, TrustedHead};
+use crate::checkpoint::{Checkpoint, cosigned_path, read_checkpoint};
+use crate::cosignature::{WitnessPolicy, check_cosignatures};
+use crate::log_audit::CosignAudit;
+use crate::note::VerifierKey;
+use crate::store::{AnchorStore, CHECKPOINTS_DIR, COSIGNED_DIR, NameKey, StoreError, StoredNote};
+use crate::tile_reader::{TileError, TileReader};
+
+/// Notes fetched at once (in flight: [`FETCHES_IN_FLIGHT`]).
+const CHUNK: usize = 256;
+const FETCHES_IN_FLIGHT: usize = 16;
+
+/// What the database says about kept heads and checkpoints.
+pub trait Judge {
+    /// The head against the database: matched, another hash, past its end,
+    /// or past a break.
+    fn judge(&mut self, head: &Head) -> Result<HeadCheck, StoreError>;
+    /// The last seq the database holds intact from seq 1 (its tree's size).
+    fn tree_end(&self) -> u64;
+    /// The root of the database's first `size` stored hashes (`size` at
+    /// most [`Judge::tree_end`]).
+    fn root_at(&mut self, size: u64) -> Result<Option<Hash>, StoreError>;
+}
+
+/// What a previous clean run verified (`--state`).
+#[derive(Clone, Debug)]
+pub struct Since {
+    pub head: Head,
+    pub head_published: Option<SystemTime>,
+    /// The newest trusted checkpoint then: its size, root and the tree's
+    /// right edge at that size.
+    pub checkpoint: Option<(u64, Hash, CompactRange)>,
+    pub newest_cosigned: Option<u64>,
+    /// The state file, for messages.
+    pub source: String,
+}
+
+/// What to audit.
+pub struct StreamInput<'a> {
+    pub store: &'a dyn AnchorStore,
+    pub origin: &'a str,
+    pub keys: &'a [VerifierKey],
+    /// Witness cosignatures to hold checkpoints to, with the grace period.
+    pub witness: Option<(&'a WitnessPolicy, Duration)>,
+    pub since: Option<&'a Since>,
+    /// Read every tile and bundle (from the state's size on, with `since`).
+    pub every_tile: bool,
+}
+
+/// The names to audit, listed before the database is walked (the walk
+/// must reach the highest).
+pub struct Listing {
+    heads: Vec<NameKey>,
+    checkpoints: Vec<NameKey>,
+    cosigned: Vec<NameKey>,
+}
+
+impl Listing {
+    /// The highest seq any kept note or checkpoint names.
+    pub fn highest_seq(&self) -> u64 {
+        let last = |keys: &[NameKey]| keys.last().map_or(0, |k| k.seq);
+        last(&self.heads).max(last(&self.checkpoints))
+    }
+}
+
+/// Lists what `input` asks for: everything, or since the state's head and checkpoint.
+pub async fn list(input: &StreamInput<'_>) -> Result<Listing, StoreError> {
+    let (head_from, cp_from) = match input.since {
+        None => (0, 0),
+        Some(s) => {
+            let cp = s.checkpoint.as_ref().map_or(0, |(size, _, _)| *size);
+            // Checkpoints above the newest cosigned one are read again (the
+            // witnesses may answer later), so the uncosigned rule still holds.
+            let cp = match (input.witness, s.newest_cosigned) {
+                (Some(_), Some(c)) => cp.min(c),
+                (Some(_), None) => 0,
+                (None, _) => cp,
+            };
+            (s.head.seq, cp)
+        }
+    };
+    let store = input.store;
+    Ok(Listing {
+        heads: store.note_keys(input.origin, head_from).await?,
+        checkpoints: store.log_keys(input.origin, CHECKPOINTS_DIR, cp_from).await?,
+        cosigned: match input.witness {
+            Some(_) => store.log_keys(input.origin, COSIGNED_DIR, cp_from).await?,
+            None => Vec::new(),
+        },
+    })
+}
+
+/// What the audit found.
+#[derive(Debug, Default)]
+pub struct StreamAudit {
+    /// Head and heartbeat notes read.
+    pub heads_kept: usize,
+    /// Notes a trusted key signed, for this origin, at their place.
+    pub heads_trusted: usize,
+    /// Distinct trusted heads judged against the database (without one: trusted).
+    pub heads_checked: usize,
+    /// Heads at or past the chain's break.
+    pub after_break: usize,
+    /// The highest head the database matched (without a database: the
+    /// highest trusted head below every finding, see [`StreamAudit::finish_no_db`]).
+    pub last_trusted: Option<Head>,
+    pub last_trusted_published: Option<SystemTime>,
+    /// The newest publication time of a trusted head, and that head.
+    pub newest_published: Option<(SystemTime, Head)>,
+    /// A trusted head published in the future (the first), as a `stale` finding.
+    pub published_in_future: Option<Finding>,
+    pub checkpoints_kept: usize,
+    pub checkpoints_trusted: usize,
+    /// Checkpoints shown to be one tree with the newest (or, pairwise, with the previous).
+    pub consistent: usize,
+    pub tiles_audited: u64,
+    /// The newest trusted checkpoint and the tree's right edge at its size.
+    pub largest: Option<Checkpoint>,
+    pub edge: Option<CompactRange>,
+    /// With a database: how many trusted checkpoints its tree matches.
+    pub matched_database: usize,
+    pub cosign: Option<CosignAudit>,
+    pub findings: Vec<Finding>,
+    /// Without a database: the seqs of the trusted heads, to find the
+    /// highest below every finding.
+    trusted_seqs: Vec<u64>,
+}
+
+/// One source of notes in seq order: the names listed, and a chunk read ahead.
+struct Feed {
+    keys: Vec<NameKey>,
+    next: usize,
+    fetched: VecDeque<(NameKey, Option<StoredNote>)>,
+    /// `None`: head notes; `Some(dir)`: checkpoints in `dir`.
+    dir: Option<&'static str>,
+}
+
+impl Feed {
+    fn new(keys: Vec<NameKey>, dir: Option<&'static str>) -> Feed {
+        Feed {
+            keys,
+            next: 0,
+            fetched: VecDeque::new(),
+            dir,
+        }
+    }
+
+    fn peek_seq(&self) -> Option<u64> {
+        self.keys.get(self.next).map(|k| k.seq)
+    }
+
+    async fn pop(
+        &mut self,
+        store: &dyn AnchorStore,
+        origin: &str,
+    ) -> Result<Option<(NameKey, Option<StoredNote>)>, StoreError> {
+        if self.next >= self.keys.len() {
+            return Ok(None);
+        }
+        // Names already judged are let go, so the listing shrinks as the pass goes.
+        if self.next >= 1 << 16 && self.fetched.is_empty() {
+            self.keys.drain(..self.next);
+            self.keys.shrink_to_fit();
+            self.next = 0;
+        }
+        if self.fetched.is_empty() {
+            let end = (self.next + CHUNK).min(self.keys.len());
+            let dir = self.dir;
+            let chunk: Vec<(NameKey, Option<StoredNote>)> = futures::stream::iter(self.keys[self.next..end].to_vec())
+                .map(|key| async move { Ok::<_, StoreError>((key, fetch(store, origin, dir, key).await?)) })
+                .buffered(FETCHES_IN_FLIGHT)
+                .try_collect()
+                .await?;
+            self.fetched.extend(chunk);
+        }
+        self.next += 1;
+        Ok(self.fetched.pop_front())
+    }
+}
+
+async fn fetch(
+    store: &dyn AnchorStore,
+    origin: &str,
+    dir: Option<&str>,
+    key: NameKey,
+) -> Result<Option<StoredNote>, StoreError> {
+    match dir {
+        None => store.get_note(origin, key).await,
+        Some(dir) => {
+            let path = format!("{dir}/{}", key.log_name());
+            Ok(store.get_object(origin, &path).await?.map(|bytes| StoredNote {
+                name: format!("{}/{origin}/{path}", store.describe()),
+                seq_in_name: Some(key.seq),
+                bytes,
+            }))
+        }
+    }
+}
+
+/// The newest checkpoint's tree, rebuilt leaf by leaf from its level-0
+/// tiles as the pass reaches each smaller checkpoint's size (one tile held).
+struct TreeSweep {
+    tree: CompactRange,
+    newest: u64,
+    tile: Option<(u64, Vec<Hash>)>,
+    last_leaf: Option<Hash>,
+}
+
+impl TreeSweep {
+    async fn advance_to(&mut self, store: &dyn AnchorStore, origin: &str, size: u64) -> Result<(), TileError> {
+        while self.tree.size() < size.min(self.newest) {
+            let at = self.tree.size();
+            let index = at / WIDTH as u64;
+            if self.tile.as_ref().is_none_or(|(i, _)| *i != index) {
+                let width = tile_width(self.newest, 0, index);
+                let path = tile_path(0, index, width);
+                let data = store
+                    .get_object(origin, &path)
+                    .await
+                    .map_err(TileError::Store)?
+                    .ok_or_else(|| TileError::Missing(path.clone()))?;
+                if data.len() != width * 32 {
+                    return Err(TileError::Malformed(format!(
+                        "{path} holds {} bytes, not {width} hashes",
+                        data.len()
+                    )));
+                }
+                let hashes = data.chunks(32).map(|c| c.try_into().expect("32 bytes")).collect();
+                self.tile = Some((index, hashes));
+            }
+            let (_, hashes) = self.tile.as_ref().expect("just read");
+            let leaf = hashes[(at % WIDTH as u64) as usize];
+            self.tree.push_leaf(leaf);
+            self.last_leaf = Some(leaf);
+        }
+        Ok(())
+    }
+}
+
+/// The last trusted checkpoint, for the next one's checks.
+#[derive(Clone, Debug)]
+struct Previous {
+    size: u64,
+    root: Hash,
+    source: String,
+    /// Shown one tree with the newest (or the previous one).
+    consistent: bool,
+}
+
+/// A checkpoint above the newest cosigned one so far.
+struct Candidate {
+    size: u64,
+    published: Option<SystemTime>,
+    source: String,
+}
+
+/// The pass itself: its state between notes.
+struct Pass<'a> {
+    input: &'a StreamInput<'a>,
+    judge: Option<&'a mut dyn Judge>,
+    out: StreamAudit,
+    sweep: Option<TreeSweep>,
+    reader: TileReader<'a>,
+    prev_cp: Option<Previous>,
+    first_cp: Option<u64>,
+    /// The database's tree matched up to this trusted checkpoint (size, root, source, consistent so far).
+    db_candidate: Option<(u64, Hash, String, usize)>,
+    /// The first trusted head at the current seq, and its source.
+    at_seq: Option<(Head, String)>,
+    last_judged: Option<Head>,
+    /// `(seq, published ms, name)` of every trusted note, for the went-backwards rule.
+    published: Vec<(u64, u64, NameKey)>,
+    cosigned: Feed,
+    candidates: Vec<Candidate>,
+    cosign: Option<CosignAudit>,
+    now: SystemTime,
+}
+
+/// Audits every listed head and checkpoint in seq order (see the module doc).
+pub async fn audit<'a>(
+    input: &'a StreamInput<'a>,
+    listing: Listing,
+    judge: Option<&'a mut dyn Judge>,
+) -> Result<StreamAudit, StoreError> {
+    let (store, origin) = (input.store, input.origin);
+    let mut out = StreamAudit::default();
+    let newest = newest_checkpoint(input, &listing.checkpoints).await?;
+    let since_cp = input.since.and_then(|s| s.checkpoint.clone());
+    let sweep = newest.as_ref().map(|cp| {
+        let start = since_cp
+            .as_ref()
+            .filter(|(size, _, _)| *size <= cp.size)
+            .map_or_else(CompactRange::default, |(_, _, edge)| edge.clone());
+        TreeSweep {
+            tree: start,
+            newest: cp.size,
+            tile: None,
+            last_leaf: None,
+        }
+    });
+    out.largest = newest.clone();
+    let mut pass = Pass {
+        input,
+        judge,
+        out,
+        sweep,
+        reader: TileReader::new(store, origin),
+        prev_cp: since_cp.as_ref().map(|(size, root, _)| Previous {
+            size: *size,
+            root: *root,
+            source: input
+                .since
+                .map_or(String::new(), |s| format!("the state file {}", s.source)),
+            consistent: true,
+        }),
+        first_cp: since_cp.as_ref().map(|(size, _, _)| *size),
+        db_candidate: None,
+        at_seq: input.since.map(|s| (s.head, format!("the state file {}", s.source))),
+        last_judged: None,
+        published: Vec::new(),
+        cosigned: Feed::new(Vec::new(), Some(COSIGNED_DIR)),
+        candidates: Vec::new(),
+        cosign: input.witness.map(|_| CosignAudit::default()),
+        now: SystemTime::now(),
+    };
+    if let Some(since) = input.since {
+        pass.since_still_kept(since, &listing);
+    }
+    pass.cosigned = Feed::new(listing.cosigned, Some(COSIGNED_DIR));
+    let mut heads = Feed::new(listing.heads, None);
+    let mut checkpoints = Feed::new(listing.checkpoints, Some(CHECKPOINTS_DIR));
+    loop {
+        // A checkpoint before the heads of its seq: the head is then checked
+        // to be its tree's last entry, and to have it.
+        let take_checkpoint = match (heads.peek_seq(), checkpoints.peek_seq()) {
+            (None, None) => break,
+            (h, c) => c.is_some_and(|c| h.is_none_or(|h| c <= h)),
+        };
+        if take_checkpoint {
+            if let Some((key, Some(note))) = checkpoints.pop(store, origin).await? {
+                pass.checkpoint(key, note).await?;
+            }
+        } else if let Some((_, Some(note))) = heads.pop(store, origin).await? {
+            pass.head_note(note)?;
+        }
+    }
+    pass.finish().await
+}
+
+/// The largest checkpoint a trusted key signed for this origin at its place.
+async fn newest_checkpoint(input: &StreamInput<'_>, keys: &[NameKey]) -> Result<Option<Checkpoint>, StoreError> {
+    for key in keys.iter().rev() {
+        let Some(note) = fetch(input.store, input.origin, Some(CHECKPOINTS_DIR), *key).await? else {
+            continue;
+        };
+        if let Ok(read) = read_checkpoint(&note.bytes, input.keys)
+            && !read.bad_signature
+            && !read.signers.is_empty()
+            && read.checkpoint.origin == input.origin
+            && read.checkpoint.size == key.seq
+        {
+            return Ok(Some(read.checkpoint));
+        }
+    }
+    Ok(None)
+}
+
+fn finding(kind: Kind, seq: Option<u64>, message: String, source: Option<String>) -> Finding {
+    Finding {
+        kind,
+        seq,
+        message,
+        expected: None,
+        found: None,
+        source,
+    }
+}
+
+fn millis(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis().min(u128::from(u64::MAX)) as u64)
+}
+
+impl Pass<'_> {
+    /// What the previous clean run verified must still be kept: a store
+    /// that lost it was rolled back or pruned.
+    fn since_still_kept(&mut self, since: &Since, listing: &Listing) {
+        let state = format!("the state file {}", since.source);
+        if !listing.heads.iter().any(|k| k.seq == since.head.seq) {
+            self.out.findings.push(finding(
+                Kind::HeadsDisagree,
+                Some(since.head.seq),
+                format!(
+                    "head {} verified by the previous run ({state}) is no longer kept in the store: the store was rolled back or pruned",
+                    since.head
+                ),
+                Some(state.clone()),
+            ));
+        }
+        if let Some((size, _, _)) = &since.checkpoint
+            && !listing.checkpoints.iter().any(|k| k.seq == *size)
+        {
+            self.out.findings.push(finding(
+                Kind::CheckpointMissing,
+                Some(*size),
+                format!(
+                    "checkpoint {size} verified by the previous run ({state}) is no longer kept in the store: the store was rolled back or pruned"
+                ),
+                Some(state),
+            ));
+        }
+    }
+
+    fn head_note(&mut self, note: StoredNote) -> Result<(), StoreError> {
+        self.out.heads_kept += 1;
+        let key = note
+            .name
+            .rsplit('/')
+            .next()
+            .and_then(NameKey::from_note_name)
+            .unwrap_or(NameKey { seq: 0, beside: 0 });
+        let set = audit::check_notes(std::slice::from_ref(&note), self.input.origin, self.input.keys);
+        self.out.findings.extend(set.findings);
+        for t in set.trusted {
+            self.trusted_head(&t, key)?;
+        }
+        Ok(())
+    }
+
+    fn trusted_head(&mut self, t: &TrustedHead, key: NameKey) -> Result<(), StoreError> {
+        let head = t.signed.head;
+        self.out.heads_trusted += 1;
+        match &self.at_seq {
+            Some((first, source)) if first.seq == head.seq => {
+                if first.hash != head.hash {
+                    self.out.findings.push(Finding {
+                        kind: Kind::HeadsDisagree,
+                        seq: Some(head.seq),
+                        message: format!("two heads for seq {}: {source} and {}", head.seq, t.source),
+                        expected: Some(first.hash_str().to_owned()),
+                        found: Some(head.hash_str().to_owned()),
+                        source: Some(t.source.clone()),
+                    });
+                }
+            }
+            _ => self.at_seq = Some((head, t.source.clone())),
+        }
+        let published = t.signed.published_time();
+        if let Some(p) = published {
+            if p > self.now + FUTURE_SKEW && self.out.published_in_future.is_none() {
+                self.out.published_in_future = Some(audit::published_in_future(t));
+            }
+            if self.out.newest_published.is_none_or(|(n, _)| p > n) {
+                self.out.newest_published = Some((p, head));
+            }
+            self.published.push((head.seq, millis(p), key));
+        }
+        if let Some(c) = self.candidates.last_mut()
+            && c.size == head.seq
+            && c.published.is_none()
+        {
+            c.published = published;
+        }
+        // A head and its heartbeats are one head to judge.
+        if self.last_judged == Some(head) {
+            return Ok(());
+        }
+        self.last_judged = Some(head);
+        self.out.heads_checked += 1;
+        match self.judge.as_mut() {
+            Some(judge) => match judge.judge(&head)? {
+                HeadCheck::Matched => {
+                    self.out.last_trusted = Some(head);
+                    self.out.last_trusted_published = published;
+                }
+                HeadCheck::AfterBreak => self.out.after_break += 1,
+                check => self
+                    .out
+                    .findings
+                    .extend(audit::head_finding(&head, &check, Some(t.source.clone()), None)),
+            },
+            None => self.out.trusted_seqs.push(head.seq),
+        }
+        // Once checkpoints began, every head has its own.
+        if let Some(first) = self.first_cp
+            && head.seq >= first
+        {
+            let last_cp = self.prev_cp.as_ref().map(|p| p.size);
+            if last_cp != Some(head.seq) {
+                self.out.findings.push(finding(
+                    Kind::CheckpointMissing,
+                    Some(head.seq),
+                    format!(
+                        "head {head} has no checkpoint of size {} (checkpoints start at {first}): deleted, or published with --no-checkpoints",
+                        head.seq
+                    ),
+                    None,
+                ));
+            } else if let Some(sweep) = &self.sweep
+                && sweep.tree.size() == head.seq
+                && self.prev_cp.as_ref().is_some_and(|p| p.consistent)
+                && sweep.last_leaf.is_some_and(|leaf| leaf != leaf_hash(&head.hash))
+            {
+                let source = self.prev_cp.as_ref().map(|p| p.source.clone());
+                self.out.findings.push(Finding {
+                    kind: Kind::HeadsDisagree,
+                    seq: Some(head.seq),
+                    message: format!("head {head} is not the last entry of checkpoint {}'s tree", head.seq),
+                    expected: Some(head.hash_str().to_owned()),
+                    found: None,
+                    source,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    async fn checkpoint(&mut self, key: NameKey, note: StoredNote) -> Result<(), StoreError> {
+        let (origin, source) = (self.input.origin, note.name.clone());
+        let size_in_name = key.seq;
+        self.out.checkpoints_kept += 1;
+        let read = match read_checkpoint(&note.bytes, self.input.keys) {
+            Ok(read) => read,
+            Err(why) => {
+                self.out.findings.push(finding(
+                    Kind::BadSignature,
+                    Some(size_in_name),
+                    format!("checkpoint {size_in_name}: unreadable ({why})"),
+                    Some(source),
+                ));
+                return Ok(());
+            }
+        };
+        let size = read.checkpoint.size;
+        if read.bad_signature {
+            let message = format!("checkpoint {size}: a trusted key's signature does not verify");
+            self.out
+                .findings
+                .push(finding(Kind::BadSignature, Some(size), message, Some(source)));
+            return Ok(());
+        }
+        if read.signers.is_empty() {
+            let message = format!("checkpoint {size}: signed by no trusted key (for this size)");
+            self.out
+                .findings
+                .push(finding(Kind::UntrustedKey, Some(size), message, Some(source)));
+            return Ok(());
+        }
+        if read.checkpoint.origin != origin || size != size_in_name {
+            let message = format!(
+                "checkpoint kept as size {size_in_name} holds size {size} of origin {:?}",
+                read.checkpoint.origin
+            );
+            self.out
+                .findings
+                .push(finding(Kind::HeadsDisagree, Some(size), message, Some(source)));
+            return Ok(());
+        }
+        let cp = read.checkpoint;
+        if let Some(prev) = self.prev_cp.as_ref().filter(|p| p.size == size) {
+            if prev.root != cp.root {
+                let message = format!(
+                    "two trusted checkpoints of size {size} with different roots ({} from {} and {})",
+                    hash_b64(&prev.root),
+                    prev.source,
+                    cp.root_b64()
+                );
+                self.out
+                    .findings
+                    .push(finding(Kind::CheckpointFork, Some(size), message, Some(source)));
+            }
+            return Ok(());
+        }
+        // Below the state's checkpoint: verified before, read again only
+        // for the witnesses' sake.
+        let below_state = self
+            .input
+            .since
+            .and_then(|s| s.checkpoint.as_ref())
+            .is_some_and(|(s, _, _)| size < *s);
+        if !below_state {
+            self.out.checkpoints_trusted += 1;
+            let consistent = self.judge_root(&cp, &source).await?;
+            if let Some(judge) = self.judge.as_ref()
+                && size <= judge.tree_end()
+            {
+                let so_far = self.db_candidate.as_ref().map_or(0, |c| c.3) + usize::from(consistent);
+                self.db_candidate = Some((size, cp.root, source.clone(), so_far));
+            }
+            self.prev_cp = Some(Previous {
+                size,
+                root: cp.root,
+                source: source.clone(),
+                consistent,
+            });
+            self.first_cp.get_or_insert(size);
+        }
+        self.witnessed(&cp, source).await
+    }
+
+    /// The checkpoint's root against the newest tree, or (where that
+    /// disagrees, or cannot be read) against its own tiles and the
+    /// previous checkpoint. True when shown one tree with them.
+    async fn judge_root(&mut self, cp: &Checkpoint, source: &str) -> Result<bool, StoreError> {
+        let (store, origin) = (self.input.store, self.input.origin);
+        if let Some(sweep) = self.sweep.as_mut().filter(|s| cp.size <= s.newest) {
+            match sweep.advance_to(store, origin, cp.size).await {
+                Ok(()) if sweep.tree.root() == cp.root => {
+                    if cp.size < sweep.newest {
+                        self.out.consistent += 1;
+                    }
+                    if cp.size == sweep.newest {
+                        self.out.edge = Some(sweep.tree.clone());
+                    }
+                    return Ok(true);
+                }
+                Ok(()) => {}
+                Err(TileError::Store(e)) => return Err(e),
+                // The newest tree lacks a tile: the tile audit names it; go on pairwise.
+                Err(_) => self.sweep = None,
+            }
+        }
+        self.pairwise(cp, source).await
+    }
+
+    /// The old way, for a checkpoint the sweep could not vouch for: its root
+    /// from its own tiles, and a consistency proof from the previous one.
+    async fn pairwise(&mut self, cp: &Checkpoint, source: &str) -> Result<bool, StoreError> {
+        let tiles_disagree = |why: String| {
+            finding(
+                Kind::TilesDisagree,
+                Some(cp.size),
+                format!("checkpoint {} (root {}): {why}", cp.size, cp.root_b64()),
+                Some(source.to_owned()),
+            )
+        };
+        // Both are judged: tiles that do not give the root, and whether it
+        // is one tree with the previous checkpoint at all.
+        let own_root_ok = match self.reader.run(cp.size, |set| set.root()).await {
+            Ok(root) if root == cp.root => true,
+            Ok(root) => {
+                let message = format!("its tiles give root {}", hash_b64(&root));
+                self.out.findings.push(tiles_disagree(message));
+                false
+            }
+            Err(TileError::Store(e)) => return Err(e),
+            Err(e) => {
+                self.out.findings.push(tiles_disagree(e.to_string()));
+                false
+            }
+        };
+        let Some(prev) = self.prev_cp.clone().filter(|p| p.size < cp.size) else {
+            return Ok(own_root_ok && self.sweep.is_none());
+        };
+        let proof = self
+            .reader
+            .run(cp.size, |set| consistency_proof(prev.size, cp.size, set))
+            .await;
+        match proof {
+            Ok(proof) if verify_consistency(prev.size, cp.size, &prev.root, &cp.root, &proof) => {
+                self.out.consistent += 1;
+                if !own_root_ok {
+                    return Ok(false);
+                }
+                if self.sweep.is_some() {
+                    // One tree with the previous, yet not the newest's prefix.
+                    let newest = self.out.largest.as_ref().map_or(0, |l| l.size);
+                    self.out.findings.push(finding(
+                        Kind::CheckpointFork,
+                        Some(cp.size),
+                        format!(
+                            "checkpoints {} and {newest} are not one tree: the newest checkpoint's tiles do not give checkpoint {}'s root",
+                            cp.size, cp.size
+                        ),
+                        Some(source.to_owned()),
+                    ));
+                    return Ok(false);
+                }
+                Ok(true)
+            }
+            Ok(_) => {
+                self.out.findings.push(finding(
+                    Kind::CheckpointFork,
+                    Some(cp.size),
+                    format!(
+                        "checkpoints {} and {} are not one tree: no consistency proof between them (the larger is another history, e.g. a database restored from a backup and grown again)",
+                        prev.size, cp.size
+                    ),
+                    Some(source.to_owned()),
+                ));
+                Ok(false)
+            }
+            Err(TileError::Store(e)) => Err(e),
+            Err(e) => {
+                let message = format!("no consistency proof from size {}: {e}", prev.size);
+                self.out.findings.push(tiles_disagree(message));
+                Ok(false)
+            }
+        }
+    }
+
+    /// The witness rule: a cosigned checkpoint vouches for every smaller
+    /// one; those above the newest cosigned one are candidates for `uncosigned`.
+    async fn witnessed(&mut self, cp: &Checkpoint, source: String) -> Result<(), StoreError> {
+        let (Some((policy, _)), Some(cosign)) = (self.input.witness, self.cosign.as_mut()) else {
+            return Ok(());
+        };
+        let (store, origin) = (self.input.store, self.input.origin);
+        while self.cosigned.peek_seq().is_some_and(|s| s < cp.size) {
+            self.cosigned.pop(store, origin).await?;
+        }
+        let mut quorum = false;
+        while self.cosigned.peek_seq() == Some(cp.size) {
+            let Some((_, Some(note))) = self.cosigned.pop(store, origin).await? else {
+                continue;
+            };
+            let path = cosigned_path(cp.size);
+            let source = format!("{}/{origin}/{path}", store.describe());
+            let parsed = match crate::note::SignedNote::parse(&note.bytes) {
+                Ok(n) if n.text == cp.text() => n,
+                _ => {
+                    cosign.findings.push(finding(
+                        Kind::BadSignature,
+                        Some(cp.size),
+                        format!("cosigned checkpoint {}: not the checkpoint of that size", cp.size),
+                        Some(source),
+                    ));
+                    continue;
+                }
+            };
+            let cosigned = check_cosignatures(&parsed, &policy.keys);
+            if !cosigned.bad.is_empty() {
+                cosign.findings.push(finding(
+                    Kind::BadSignature,
+                    Some(cp.size),
+                    format!(
+                        "cosigned checkpoint {}: a cosignature that does not verify, from {}",
+                        cp.size,
+                        cosigned.bad.join(", ")
+                    ),
+                    Some(source),
+                ));
+            }
+            quorum |= cosigned.valid.len() >= policy.quorum;
+        }
+        if quorum {
+            cosign.cosigned += 1;
+            cosign.newest_cosigned = Some(cp.size);
+            self.candidates.clear();
+        } else {
+            // Below the state's head, its head was not read again: it was
+            // published no later than the state's head.
+            let published = self
+                .input
+                .since
+                .filter(|s| cp.size < s.head.seq)
+                .and_then(|s| s.head_published);
+            self.candidates.push(Candidate {
+                size: cp.size,
+                published,
+                source,
+            });
+        }
+        Ok(())
+    }
+
+    async fn finish(mut self) -> Result<StreamAudit, StoreError> {
+        let (store, origin) = (self.input.store, self.input.origin);
+        self.went_backwards();
+        if self.input.every_tile
+            && let Some(newest) = self.out.largest.clone()
+        {
+            let from = self
+                .input
+                .since
+                .and_then(|s| s.checkpoint.as_ref())
+                .map_or(0, |(size, _, _)| *size);
+            let tiles = crate::tile_audit::audit_tiles(store, origin, &newest, from).await?;
+            self.out.tiles_audited = tiles.objects;
+            self.out.findings.extend(tiles.findings);
+            if tiles.more > 0 {
+                self.out.findings.push(finding(
+                    Kind::TilesDisagree,
+                    Some(newest.size),
+                    format!("and {} more tile(s) or bundle(s) like those above", tiles.more),
+                    None,
+                ));
+            }
+        }
+        if let (Some(judge), Some((size, root, source, consistent))) = (self.judge.as_mut(), self.db_candidate.take()) {
+            match judge.root_at(size)? {
+                Some(db_root) if db_root == root => self.out.matched_database = consistent,
+                Some(db_root) => self.out.findings.push(Finding {
+                    kind: Kind::Fork,
+                    seq: Some(size),
+                    message: format!(
+                        "checkpoint {size}: the database's first {size} hashes have root {}, the checkpoint {}",
+                        hash_b64(&db_root),
+                        hash_b64(&root)
+                    ),
+                    expected: Some(hash_b64(&root)),
+                    found: Some(hash_b64(&db_root)),
+                    source: Some(source),
+                }),
+                None => {}
+            }
+        }
+        if let (Some(mut cosign), Some((policy, grace))) = (self.cosign.take(), self.input.witness) {
+            if self.out.checkpoints_trusted == 0 && self.prev_cp.is_none() {
+                cosign.findings.push(finding(
+                    Kind::Uncosigned,
+                    None,
+                    format!("no trusted checkpoint of origin {origin:?} to check witness cosignatures on"),
+                    None,
+                ));
+            } else {
+                if cosign.newest_cosigned.is_none() {
+                    cosign.newest_cosigned = self.input.since.and_then(|s| s.newest_cosigned);
+                }
+                uncosigned(&mut cosign, &self.candidates, policy, grace, self.now);
+            }
+            self.out.cosign = Some(cosign);
+        }
+        Ok(self.out)
+    }
+
+    /// A head published after a head of a higher seq: the log went
+    /// backwards. Judged from the end, against the earliest publication
+    /// of any higher seq.
+    fn went_backwards(&mut self) {
+        let mut earliest_above: Option<(u64, u64, NameKey)> = None;
+        let mut flagged = Vec::new();
+        let mut i = self.published.len();
+        while i > 0 {
+            // Every note of one seq is judged against the higher seqs only.
+            let seq = self.published[i - 1].0;
+            let start = self.published[..i]
+                .iter()
+                .rposition(|p| p.0 != seq)
+                .map_or(0, |p| p + 1);
+            for &(s, at, key) in &self.published[start..i] {
+                if let Some((hs, hat, hkey)) = earliest_above
+                    && at > hat
+                {
+                    flagged.push((s, at, key, hs, hat, hkey));
+                }
+            }
+            for &(s, at, key) in &self.published[start..i] {
+                if earliest_above.is_none_or(|(_, hat, _)| at < hat) {
+                    earliest_above = Some((s, at, key));
+                }
+            }
+            i = start;
+        }
+        let time =
+            |ms: u64| humantime::format_rfc3339_millis(SystemTime::UNIX_EPOCH + Duration::from_millis(ms)).to_string();
+        for (s, at, key, hs, hat, hkey) in flagged.into_iter().rev() {
+            self.out.findings.push(finding(
+                Kind::HeadsDisagree,
+                Some(s),
+                format!(
+                    "head at seq {s} ({}) published {} has a lower seq than the head at seq {hs} ({}) published earlier ({}): the log went backwards",
+                    key.note_name(),
+                    time(at),
+                    hkey.note_name(),
+                    time(hat)
+                ),
+                Some(key.note_name()),
+            ));
+        }
+    }
+}
+
+impl StreamAudit {
+    /// Without a database: the highest trusted head below every finding, read again for its hash.
+    pub async fn finish_no_db(
+        &mut self,
+        store: &dyn AnchorStore,
+        origin: &str,
+        keys: &[VerifierKey],
+    ) -> Result<(), StoreError> {
+        let lowest = self.findings.iter().filter_map(|f| f.seq).min();
+        let below = self.trusted_seqs.iter().rev().find(|s| lowest.is_none_or(|l| **s < l));
+        let Some(&seq) = below else {
+            return Ok(());
+        };
+        for key in store
+            .note_keys(origin, seq)
+            .await?
+            .into_iter()
+            .take_while(|k| k.seq == seq)
+        {
+            if let Some(note) = store.get_note(origin, key).await?
+                && let Some(t) = audit::check_notes(&[note], origin, keys).trusted.pop()
+            {
+                self.last_trusted = Some(t.signed.head);
+                self.last_trusted_published = t.signed.published_time();
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checkpoints above the newest cosigned one whose head is older than
+/// `grace` are `uncosigned` (one finding for the range); younger ones wait.
+fn uncosigned(
+    out: &mut CosignAudit,
+    candidates: &[Candidate],
+    policy: &WitnessPolicy,
+    grace: Duration,
+    now: SystemTime,
+) {
+    let (waiting, overdue): (Vec<&Candidate>, Vec<&Candidate>) = candidates.iter().partition(|c| {
+        c.published
+            .and_then(|at| now.duration_since(at).ok())
+            .is_some_and(|age| age < grace)
+    });
+    for c in &waiting {
+        out.waiting.push(format!(
+            "checkpoint {} is not cosigned yet (published less than {} ago)",
+            c.size,
+            humantime::format_duration(grace)
+        ));
+    }
+    if let (Some(first), Some(last)) = (overdue.first(), overdue.last()) {
+        let (a, b) = (first.size, last.size);
+        let which = if a == b {
+            format!("checkpoint {a}")
+        } else {
+            format!("checkpoints {a} to {b} ({} of them)", overdue.len())
+        };
+        let newest = out
+            .newest_cosigned
+            .map_or("no checkpoint is".to_owned(), |c| format!("the newest cosigned is {c}"));
+        out.findings.push(finding(
+            Kind::Uncosigned,
+            Some(a),
+            format!(
+                "{which}: fewer than {} cosignature(s) from the trusted witnesses, and no cosigned checkpoint at or above ({newest})",
+                policy.quorum
+            ),
+            Some(first.source.clone()),
+        ));
+    }
+}
