@@ -13,7 +13,7 @@ use std::time::Duration;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
-use crate::event::EventBatch;
+use crate::event::{EventBatch, EventRef};
 use crate::schema::{Schema, SchemaError};
 
 /// How to open an audit database.
@@ -321,11 +321,38 @@ impl EventDb {
         max_bytes: usize,
         out: &mut EventBatch,
     ) -> Result<usize, DbError> {
+        let start_bytes = out.byte_len();
+        self.visit_rows(after, max_events, &mut |event| {
+            out.push(
+                event.seq,
+                [
+                    event.run_id,
+                    event.step_id,
+                    event.at,
+                    event.kind,
+                    event.payload_json,
+                    event.hash,
+                ],
+            );
+            out.byte_len() - start_bytes < max_bytes
+        })
+    }
+
+    /// Calls `visit` with each event with seq above `after`, in seq order,
+    /// up to `max_events`, borrowed straight from SQLite's row (nothing is
+    /// copied), until it returns false. Returns how many were visited. A row
+    /// that cannot be an event ends the visit with its error, after the
+    /// events before it were visited.
+    pub fn visit_rows(
+        &self,
+        after: u64,
+        max_events: usize,
+        visit: &mut dyn FnMut(&EventRef<'_>) -> bool,
+    ) -> Result<usize, DbError> {
         let mut stmt = self.conn.prepare_cached(&self.page_sql).map_err(self.read_err())?;
         let mut rows = stmt.query((after as i64, max_events as i64)).map_err(self.read_err())?;
-        let mut added = 0;
+        let mut visited = 0;
         let mut last_seq = after;
-        let start_bytes = out.byte_len();
         while let Some(row) = rows.next().map_err(self.read_err())? {
             let seq = match row.get_ref(0).map_err(self.read_err())? {
                 ValueRef::Integer(i) if i >= 1 => i as u64,
@@ -338,12 +365,11 @@ impl EventDb {
                     });
                 }
             };
-            out.begin(seq);
-            for index in 1..7 {
+            let mut fields: [&[u8]; 6] = [&[]; 6];
+            for (index, field) in (1..7).zip(fields.iter_mut()) {
                 match row.get_ref(index).map_err(self.read_err())? {
-                    ValueRef::Text(text) => out.push_field(index - 1, text),
+                    ValueRef::Text(text) => *field = text,
                     other => {
-                        out.abandon_last();
                         return Err(DbError::BadField {
                             path: self.path.clone(),
                             seq,
@@ -353,13 +379,23 @@ impl EventDb {
                     }
                 }
             }
-            added += 1;
+            let [run_id, step_id, at, kind, payload_json, hash] = fields;
+            let event = EventRef {
+                seq,
+                run_id,
+                step_id,
+                at,
+                kind,
+                payload_json,
+                hash,
+            };
+            visited += 1;
             last_seq = seq;
-            if out.byte_len() - start_bytes >= max_bytes {
+            if !visit(&event) {
                 break;
             }
         }
-        Ok(added)
+        Ok(visited)
     }
 
     /// The event with the highest seq, as `(seq, stored hash)`.

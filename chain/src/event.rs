@@ -85,33 +85,6 @@ impl EventBatch {
         self.spans.push(Spans { seq, start, ends });
     }
 
-    /// Starts an event whose fields are then added one by one with
-    /// [`EventBatch::push_field`] (used by the database reader, which gets
-    /// each column separately).
-    pub(crate) fn begin(&mut self, seq: u64) {
-        let start = self.bytes.len();
-        self.spans.push(Spans {
-            seq,
-            start,
-            ends: [start; 6],
-        });
-    }
-
-    pub(crate) fn push_field(&mut self, index: usize, field: &[u8]) {
-        self.bytes.extend_from_slice(field);
-        let end = self.bytes.len();
-        if let Some(last) = self.spans.last_mut() {
-            last.ends[index] = end;
-        }
-    }
-
-    /// Drops the last event begun (used when one of its fields turns out bad).
-    pub(crate) fn abandon_last(&mut self) {
-        if let Some(last) = self.spans.pop() {
-            self.bytes.truncate(last.start);
-        }
-    }
-
     pub fn get(&self, index: usize) -> Option<EventRef<'_>> {
         let s = self.spans.get(index)?;
         let f = |i: usize| {

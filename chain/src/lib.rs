@@ -3,11 +3,12 @@
 //! Owns the event format and its netstring SHA-256 hash ([`hash`]), heads
 //! (`SEQ:HASH`, [`head`]), the settable table and column names ([`schema`]),
 //! reading the events table read-only and in bounded pages ([`db`],
-//! [`read_ahead`]), the rule that decides where a chain breaks ([`check`]), walking a whole
+//! [`read_ahead`], waking on writes: [`change_watch`]), the rule that decides where a chain breaks ([`check`]), walking a whole
 //! database against kept heads ([`walk`]) and
 //! the JSON record every sink ships ([`record`]), and the error vocabulary
 //! every crate speaks ([`error`]). It never writes a database.
 
+pub mod change_watch;
 pub mod check;
 pub mod db;
 pub mod error;

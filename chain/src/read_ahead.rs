@@ -13,6 +13,7 @@ use crossbeam_channel::{Receiver, Sender, bounded};
 
 use std::path::Path;
 
+use crate::change_watch::ChangeWatch;
 use crate::db::{DbError, EventDb, OpenOptions};
 use crate::event::EventBatch;
 use crate::hash::HexHash;
@@ -165,6 +166,8 @@ fn read_pages(
     flags: &Flags,
 ) {
     let (path, options) = (db.path().to_owned(), db.options().clone());
+    // A tailing reader wakes when the database's files are written.
+    let watch = plan.tail.and_then(|_| ChangeWatch::start(&path));
     let mut db = Some(db);
     let mut after = plan.after;
     let mut after_hash = plan.after_hash;
@@ -195,7 +198,8 @@ fn read_pages(
             }
         }
         let Some(conn) = db.as_ref() else { return };
-        // Taken before the read, so a commit landing just after it is seen.
+        // Both taken before the read, so a commit landing just after it is seen.
+        let generation = watch.as_ref().map_or(0, ChangeWatch::generation);
         let version = match plan.tail {
             Some(_) => match conn.data_version() {
                 Ok(v) => v,
@@ -237,7 +241,7 @@ fn read_pages(
             Ok(_) => match plan.tail {
                 None => return,
                 Some(poll) => {
-                    if let Err(e) = wait_for_commit(conn, poll, version, flags) {
+                    if let Err(e) = wait_for_commit(conn, poll, version, flags, watch.as_ref(), generation) {
                         let _ = pages.send(Err(e));
                         return;
                     }
@@ -284,13 +288,25 @@ fn reopen(path: &Path, options: &OpenOptions, after: u64, after_hash: Option<&He
     Ok(fresh)
 }
 
-/// Sleeps in `poll` steps until another connection commits (the cheap
-/// `PRAGMA data_version` moves from `seen`), the files are replaced, a
-/// reopen is asked for, or `stop` is set. Every tenth step it returns
-/// anyway and reads again: a cheap guard, not a need.
-fn wait_for_commit(db: &EventDb, poll: Duration, seen: i64, flags: &Flags) -> Result<(), DbError> {
+/// Waits until another connection commits (the cheap `PRAGMA
+/// data_version` moves from `seen`), the files are replaced, a reopen is
+/// asked for, or `stop` is set. With a [`ChangeWatch`] each step ends as
+/// soon as the files are written; without one (or when no event comes) a
+/// step is `poll`. Every tenth step it returns anyway and reads again: a
+/// cheap guard, not a need.
+fn wait_for_commit(
+    db: &EventDb,
+    poll: Duration,
+    seen: i64,
+    flags: &Flags,
+    watch: Option<&ChangeWatch>,
+    mut generation: u64,
+) -> Result<(), DbError> {
     for _ in 0..10 {
-        std::thread::sleep(poll);
+        match watch {
+            Some(w) => generation = w.wait_past(generation, poll),
+            None => std::thread::sleep(poll),
+        }
         if flags.stop.load(Ordering::Relaxed)
             || flags.reopen.load(Ordering::Relaxed)
             || db.files_replaced()

@@ -9,7 +9,7 @@ use chainship_tlog::{CompactRange, Hash, leaf_hash};
 
 use crate::check::{ChainBreak, ChainCheck, Damage};
 use crate::db::{DbError, EventDb};
-use crate::event::EventBatch;
+use crate::event::EventRef;
 use crate::head::Head;
 use crate::read_ahead::{ReadAhead, ReadPlan};
 
@@ -297,7 +297,6 @@ pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -
 const GROUP_HEIGHT: u32 = 8;
 const GROUP: u64 = 1 << GROUP_HEIGHT;
 const PAGE_EVENTS: usize = 8192;
-const PAGE_BYTES: usize = 4 << 20;
 
 /// One seq range of a walk: the events with seq in `(after, through]`.
 #[derive(Clone, Copy, Debug)]
@@ -369,7 +368,7 @@ fn walk_segment(
     checked: &AtomicU64,
 ) -> Result<Segment, DbError> {
     let mut out = Segment::default();
-    let mut check = if range.after + 1 == from {
+    let check = if range.after + 1 == from {
         first_start
     } else {
         match db.last_row_in(from, range.after) {
@@ -382,138 +381,114 @@ fn walk_segment(
             }
         }
     };
-    let mut next_head = heads.iter().peekable();
-    let mut group = CompactRange::default();
+    let mut walker = SegmentWalker {
+        check,
+        heads: heads.iter().peekable(),
+        group: want_groups.then(CompactRange::default),
+        out,
+    };
     let mut reported = 0;
-    let mut pages = Pages::new(db, range, read_ahead);
-    'pages: while let Some(page) = pages.next() {
-        let page = match page {
-            Ok(page) => page,
-            Err(e) => {
-                // Rows read before the damaged one were in the pages already checked.
-                out.damage = damage_in_range(e, range.through, check.last_good())?;
-                break 'pages;
-            }
-        };
-        for event in page.iter() {
-            out.first_seq.get_or_insert(event.seq);
-            out.last_seen = Some(event.seq);
-            if let Err(b) = check.check(&event) {
-                out.chain_break = Some(*b);
-                break 'pages;
-            }
-            if want_groups {
-                group.push_leaf(leaf_hash(event.hash));
-                if group.size() == GROUP {
-                    out.groups.push(group.root());
-                    group = CompactRange::default();
+    let mut report = |walker: &SegmentWalker<'_>| {
+        let now = walker.check.checked();
+        checked.fetch_add(now - reported, Ordering::Relaxed);
+        reported = now;
+    };
+    let error = if read_ahead {
+        // The only segment: a second thread reads ahead, so reading and hashing overlap.
+        let reader = ReadAhead::spawn(db, ReadPlan::new(range.after, range.through));
+        let mut error = None;
+        'pages: while let Some(page) = reader.next_page() {
+            let page = match page {
+                Ok(page) => page,
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            };
+            for event in page.iter() {
+                if !walker.step(&event) {
+                    break 'pages;
                 }
             }
-            while let Some(head) = next_head.next_if(|h| h.seq == event.seq) {
-                let result = if head.hash[..] == *event.hash {
-                    HeadCheck::Matched
+            report(&walker);
+            reader.give_back(page);
+        }
+        error
+    } else {
+        // One of several: rows are checked straight from SQLite's, on this thread.
+        let mut after = range.after;
+        loop {
+            let mut going = true;
+            let visited = db.visit_rows(after, PAGE_EVENTS, &mut |event| {
+                if range.through.is_some_and(|t| event.seq > t) || !walker.step(event) {
+                    going = false;
                 } else {
-                    HeadCheck::Differs {
-                        found: String::from_utf8_lossy(event.hash).into_owned(),
-                    }
-                };
-                out.heads.push((*head, result));
+                    after = event.seq;
+                }
+                going
+            });
+            report(&walker);
+            match visited {
+                Err(e) => break Some(e),
+                Ok(n) if n < PAGE_EVENTS || !going => break None,
+                Ok(_) => {}
             }
         }
-        checked.fetch_add(check.checked() - reported, Ordering::Relaxed);
-        reported = check.checked();
-        pages.give_back(page);
+    };
+    report(&walker);
+    let mut out = walker.finish();
+    if let Some(e) = error {
+        // Rows read before the damaged one were checked already.
+        out.damage = damage_in_range(e, range.through, out.last_good)?;
     }
-    checked.fetch_add(check.checked() - reported, Ordering::Relaxed);
-    out.checked = check.checked();
-    out.last_good = check.last_good();
-    out.unreached = next_head.copied().collect();
     Ok(out)
 }
 
-/// A segment's pages: read ahead on a second thread when it is the only
-/// segment (reading and hashing then overlap), read in turn otherwise
-/// (the other segments keep the cores busy, and memory stays one page a
-/// segment).
-enum Pages {
-    Ahead(ReadAhead),
-    InTurn(Box<InTurn>),
+/// One segment's walk, an event at a time.
+struct SegmentWalker<'h> {
+    check: ChainCheck,
+    heads: std::iter::Peekable<std::slice::Iter<'h, Head>>,
+    /// The group being hashed, when roots are asked for.
+    group: Option<CompactRange>,
+    out: Segment,
 }
 
-/// Pages read on the segment's own thread, one at a time.
-struct InTurn {
-    db: EventDb,
-    after: u64,
-    through: Option<u64>,
-    spare: Option<EventBatch>,
-    error: Option<DbError>,
-    done: bool,
-}
-
-impl Pages {
-    fn new(db: EventDb, range: SegmentRange, read_ahead: bool) -> Pages {
-        if read_ahead {
-            Pages::Ahead(ReadAhead::spawn(db, ReadPlan::new(range.after, range.through)))
-        } else {
-            Pages::InTurn(Box::new(InTurn {
-                db,
-                after: range.after,
-                through: range.through,
-                spare: None,
-                error: None,
-                done: false,
-            }))
+impl SegmentWalker<'_> {
+    /// Checks the next event; false once the chain breaks there.
+    fn step(&mut self, event: &EventRef<'_>) -> bool {
+        let out = &mut self.out;
+        out.first_seq.get_or_insert(event.seq);
+        out.last_seen = Some(event.seq);
+        if let Err(b) = self.check.check(event) {
+            out.chain_break = Some(*b);
+            return false;
         }
-    }
-
-    fn next(&mut self) -> Option<Result<EventBatch, DbError>> {
-        match self {
-            Pages::Ahead(reader) => reader.next_page(),
-            Pages::InTurn(pages) => pages.next(),
-        }
-    }
-
-    fn give_back(&mut self, page: EventBatch) {
-        match self {
-            Pages::Ahead(reader) => reader.give_back(page),
-            Pages::InTurn(pages) => pages.spare = Some(page),
-        }
-    }
-}
-
-impl InTurn {
-    fn next(&mut self) -> Option<Result<EventBatch, DbError>> {
-        if let Some(e) = self.error.take() {
-            self.done = true;
-            return Some(Err(e));
-        }
-        if self.done || self.through.is_some_and(|t| self.after >= t) {
-            return None;
-        }
-        let mut page = self.spare.take().unwrap_or_default();
-        page.clear();
-        let result = self.db.read_page(self.after, PAGE_EVENTS, PAGE_BYTES, &mut page);
-        let read = page.len();
-        if let Some(t) = self.through {
-            let keep = page.iter().take_while(|e| e.seq <= t).count();
-            page.truncate(keep);
-        }
-        match result {
-            Err(e) => self.error = Some(e),
-            Ok(0) => self.done = true,
-            Ok(_) if page.len() < read => self.done = true,
-            Ok(_) => {}
-        }
-        match page.last() {
-            Some(last) => {
-                self.after = last.seq.max(self.after);
-                Some(Ok(page))
-            }
-            None => {
-                self.done = true;
-                self.error.take().map(Err)
+        if let Some(group) = self.group.as_mut() {
+            group.push_leaf(leaf_hash(event.hash));
+            if group.size() == GROUP {
+                out.groups.push(group.root());
+                *group = CompactRange::default();
             }
         }
+        while let Some(head) = self.heads.next_if(|h| h.seq == event.seq) {
+            let result = if head.hash[..] == *event.hash {
+                HeadCheck::Matched
+            } else {
+                HeadCheck::Differs {
+                    found: String::from_utf8_lossy(event.hash).into_owned(),
+                }
+            };
+            out.heads.push((*head, result));
+        }
+        true
+    }
+
+    fn finish(self) -> Segment {
+        let mut out = self.out;
+        out.checked = self.check.checked();
+        out.last_good = self.check.last_good();
+        out.unreached = self.heads.copied().collect();
+        out
     }
 }
 

@@ -86,8 +86,13 @@ impl Delivery {
     }
 
     /// Delivers `batch`, then stores its last head in the cursor and announces it.
-    pub fn deliver(&mut self, batch: &Batch) -> Result<(), FollowError> {
+    pub fn deliver(&mut self, batch: &mut Batch) -> Result<(), FollowError> {
         let Some(head) = batch.last_head() else { return Ok(()) };
+        // A batch compressed as it was built gets its last bytes and trailer.
+        batch
+            .seal()
+            .map_err(|e| FollowError::setup(format!("compressing the batch ending at seq {}: {e}", head.seq)))?;
+        let batch = &*batch;
         self.with_retry("delivering a batch", |sink, rt| rt.block_on(sink.deliver(batch)))?;
         self.health.sink_ok();
         if let Err(e) = self.cursor.store(head) {
@@ -96,7 +101,7 @@ impl Delivery {
             self.health.fatal(&e.to_string());
             return Err(e.into());
         }
-        metrics::delivered(batch.len(), batch.jsonl.len(), head.seq);
+        metrics::delivered(batch.len(), batch.bytes(), head.seq);
         tracing::debug!(first = batch.first_seq(), last = %head, events = batch.len(), "delivered");
         if let Some(feed) = &self.feed {
             feed.push(batch.records.iter().map(|r| (r.seq, r.hash)));
@@ -142,19 +147,18 @@ pub struct Pipeline {
     in_flight: bool,
     /// An empty batch handed back by a delivery that [`Pipeline::check`] saw finish.
     spare: Option<Batch>,
-    origin: String,
     worker: Option<JoinHandle<()>>,
 }
 
 impl Pipeline {
-    pub fn spawn(mut delivery: Delivery, origin: &str) -> Pipeline {
+    pub fn spawn(mut delivery: Delivery) -> Pipeline {
         let (to_worker, batches) = sync_channel::<Batch>(0);
         let (acks, from_worker) = sync_channel(1);
         let worker = std::thread::Builder::new()
             .name("delivery".into())
             .spawn(move || {
                 for mut batch in batches {
-                    let result = delivery.deliver(&batch);
+                    let result = delivery.deliver(&mut batch);
                     let failed = result.is_err();
                     batch.clear();
                     if acks.send(result.map(|()| batch)).is_err() || failed {
@@ -168,7 +172,6 @@ impl Pipeline {
             from_worker,
             in_flight: false,
             spare: None,
-            origin: origin.to_owned(),
             worker: Some(worker),
         }
     }
@@ -179,7 +182,7 @@ impl Pipeline {
         let spare = if self.in_flight {
             self.wait()?
         } else {
-            self.spare.take().unwrap_or_else(|| Batch::new(&self.origin))
+            self.spare.take().unwrap_or_else(|| Batch::like(&batch))
         };
         let sent = self.to_worker.as_ref().map(|tx| tx.send(batch));
         if !matches!(sent, Some(Ok(()))) {
@@ -187,6 +190,11 @@ impl Pipeline {
         }
         self.in_flight = true;
         Ok(spare)
+    }
+
+    /// Whether a delivery is in flight (not yet seen acknowledged).
+    pub fn busy(&self) -> bool {
+        self.in_flight
     }
 
     /// Without waiting: the error of a delivery that has failed, so an idle

@@ -121,11 +121,14 @@ impl Follower {
         let runs = runs.map(|r| r.spawn(reader.recycler()));
         let mut check = point.after.map_or_else(ChainCheck::from_start, ChainCheck::after);
         let mut pending = Pending {
-            batch: Batch::new(&cfg.origin),
+            batch: match cfg.compression {
+                Some(c) => Batch::compressed(&cfg.origin, c),
+                None => Batch::new(&cfg.origin),
+            },
             prev_hash: point.after.map_or(PrevHash::NONE, |h| PrevHash::of(h.hash)),
             since: None,
         };
-        let mut pipeline = Pipeline::spawn(delivery, &cfg.origin);
+        let mut pipeline = Pipeline::spawn(delivery);
         let mut last_positions = Instant::now();
         // Every way out first hands over what checked out and waits for it.
         let finish = |pipeline: &mut Pipeline, pending: &mut Pending| -> Result<(), FollowError> {
@@ -137,15 +140,30 @@ impl Follower {
             if stop.load(Ordering::Relaxed) {
                 return stopped(finish(&mut pipeline, &mut pending));
             }
-            let wait = match pending.since {
-                Some(t) => cfg.batch_linger.saturating_sub(t.elapsed()),
-                None => Duration::from_millis(100),
-            };
-            if pending.since.is_some() && wait.is_zero() {
+            let linger_left = pending.since.map(|t| cfg.batch_linger.saturating_sub(t.elapsed()));
+            if linger_left.is_some_and(|left| left.is_zero()) {
                 submit(&mut pipeline, &mut pending, Some(&mut fresh))?;
                 continue;
             }
-            match reader.next_page_timeout(wait.min(Duration::from_millis(100))) {
+            // Group commit: what has checked out goes as soon as the sink is
+            // idle; while a delivery is in flight the batch keeps filling, and
+            // the next delivery takes all that came meanwhile.
+            if cfg.group_commit && pending.since.is_some() {
+                if let Err(e) = pipeline.check() {
+                    return stopped(Err(e));
+                }
+                if !pipeline.busy() {
+                    submit(&mut pipeline, &mut pending, Some(&mut fresh))?;
+                    continue;
+                }
+            }
+            let wait = match linger_left {
+                // Looking back at the delivery in flight every millisecond.
+                Some(left) if cfg.group_commit => left.min(DELIVERY_POLL),
+                Some(left) => left.min(Duration::from_millis(100)),
+                None => Duration::from_millis(100),
+            };
+            match reader.next_page_timeout(wait) {
                 Waited::Page(Ok(page)) => {
                     idle_behind = None;
                     let (mut checked, mut broken) = (0, None);
@@ -164,7 +182,7 @@ impl Follower {
                         checked += 1;
                         pending.prev_hash = PrevHash::of(head.hash);
                         pending.since.get_or_insert_with(Instant::now);
-                        if pending.batch.len() >= cfg.batch_size || pending.batch.jsonl.len() >= cfg.batch_bytes {
+                        if pending.batch.len() >= cfg.batch_size || pending.batch.bytes() >= cfg.batch_bytes {
                             submit(&mut pipeline, &mut pending, Some(&mut fresh))?;
                         }
                     }
@@ -185,6 +203,9 @@ impl Follower {
                 Waited::Nothing => {
                     if let Err(e) = pipeline.check() {
                         return stopped(Err(e));
+                    }
+                    if cfg.group_commit && pending.since.is_some() {
+                        continue;
                     }
                     if last_positions.elapsed() > Duration::from_secs(1) {
                         last_positions = Instant::now();
@@ -217,6 +238,10 @@ impl Follower {
         }
     }
 }
+
+/// How often a batch filling while a delivery is in flight looks whether
+/// that delivery has finished.
+const DELIVERY_POLL: Duration = Duration::from_millis(1);
 
 /// Hands the pending batch to the delivery thread (which first waits for
 /// the batch before it to be acknowledged).

@@ -52,7 +52,8 @@ pub struct FollowArgs {
     /// Bytes of records per batch, at most (a single larger event still goes alone).
     #[arg(long, default_value_t = 8 << 20)]
     pub batch_bytes: usize,
-    /// Deliver a partial batch once its first event has waited this long.
+    /// The longest a partial batch waits for more events while a delivery is
+    /// in flight (when none is, what has checked out goes at once).
     #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration)]
     pub batch_linger: Duration,
     /// How often an idle follower looks for new events.
@@ -122,7 +123,12 @@ pub fn run(args: &FollowArgs) -> CmdResult {
         origin: origin.to_owned(),
         batch_size,
         batch_bytes: batch_bytes.max(1),
+        compression: match args.pipeline.sink.sink {
+            SinkConfig::S3(_) => Some(args.pipeline.sink.write.compression().map_err(CliError::usage)?),
+            _ => None,
+        },
         batch_linger,
+        group_commit: !matches!(args.pipeline.sink.sink, SinkConfig::S3(_)),
         poll_interval: args.poll_interval.max(Duration::from_millis(1)),
         once: args.once,
         start,

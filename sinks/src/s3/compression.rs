@@ -118,6 +118,17 @@ impl Compression {
         self.codec
     }
 
+    /// A compressor writing into `out`, for a body compressed as it is built.
+    pub fn encoder(&self, out: Vec<u8>) -> io::Result<BodyEncoder> {
+        Ok(match self.codec {
+            Codec::Gzip => BodyEncoder::Gzip(flate2::write::GzEncoder::new(
+                out,
+                flate2::Compression::new(self.level as u32),
+            )),
+            Codec::Zstd => BodyEncoder::Zstd(zstd::stream::write::Encoder::new(out, self.level)?),
+        })
+    }
+
     /// Compresses a whole object body.
     pub fn compress(&self, data: &[u8]) -> io::Result<Vec<u8>> {
         let out = Vec::with_capacity(data.len() / 4);
@@ -133,6 +144,69 @@ impl Compression {
             }),
         }
     }
+}
+
+/// A body being compressed as records are added (see [`crate::Batch`]).
+pub enum BodyEncoder {
+    Gzip(flate2::write::GzEncoder<Vec<u8>>),
+    Zstd(zstd::stream::write::Encoder<'static, Vec<u8>>),
+}
+
+impl BodyEncoder {
+    pub fn write_all(&mut self, data: &[u8]) -> io::Result<()> {
+        match self {
+            BodyEncoder::Gzip(e) => e.write_all(data),
+            BodyEncoder::Zstd(e) => e.write_all(data),
+        }
+    }
+
+    /// The compressed bytes so far (a lower bound of the body's size).
+    pub fn compressed_len(&self) -> usize {
+        match self {
+            BodyEncoder::Gzip(e) => e.get_ref().len(),
+            BodyEncoder::Zstd(e) => e.get_ref().len(),
+        }
+    }
+
+    /// The whole compressed body.
+    pub fn finish(self) -> io::Result<Vec<u8>> {
+        match self {
+            BodyEncoder::Gzip(e) => e.finish(),
+            BodyEncoder::Zstd(e) => e.finish(),
+        }
+    }
+}
+
+impl fmt::Debug for BodyEncoder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "BodyEncoder({} compressed bytes)", self.compressed_len())
+    }
+}
+
+/// Whether two byte streams are equal, read 64 KiB at a time.
+pub fn same_bytes(mut a: impl Read, mut b: impl Read) -> io::Result<bool> {
+    let (mut x, mut y) = (vec![0u8; 64 << 10], vec![0u8; 64 << 10]);
+    loop {
+        let n = read_full(&mut a, &mut x)?;
+        let m = read_full(&mut b, &mut y)?;
+        if x[..n] != y[..m] {
+            return Ok(false);
+        }
+        if n == 0 {
+            return Ok(true);
+        }
+    }
+}
+
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match r.read(&mut buf[filled..])? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    Ok(filled)
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use chainship_chain::{Head, HeldCheck, Setting};
 use chainship_s3::{NewObject, S3Failure, abort_leftovers, classify, upload_new};
 use tokio::sync::OnceCell;
 
-use super::compression::Codec;
+use super::compression::{Codec, same_bytes};
 use super::config::S3Config;
 use super::objects::{
     PROBE_NAME, batch_object_lines, date_of, fetch_object, list_origin, object_lines, refuse_legacy_layout,
@@ -73,20 +73,19 @@ impl S3Sink {
 
     /// Whether the object at `key` holds exactly this batch's records (read
     /// and compared, never taken from its metadata, which anyone can set).
-    async fn holds_exactly(&self, key: &str, codec: Codec, batch: &Batch) -> Result<bool, SinkError> {
+    async fn holds_exactly(&self, key: &str, codec: Codec, body: &[u8]) -> Result<bool, SinkError> {
         let client = self.client().await.clone();
-        let body = fetch_object(&client, &self.cfg.at.bucket, key)
+        let held = fetch_object(&client, &self.cfg.at.bucket, key)
             .await
             .map_err(|f| self.error(f))?;
-        let mut held = Vec::with_capacity(batch.jsonl.len());
-        object_lines(&body, codec, key, &mut |line, _| {
-            if held.len() <= batch.jsonl.len() {
-                held.extend_from_slice(line);
-                held.push(b'\n');
-            }
-        })
-        .map_err(|f| self.error(f))?;
-        Ok(held == batch.jsonl)
+        if held[..] == *body {
+            return Ok(true);
+        }
+        // Compressed another way (another version), perhaps: compare what they hold.
+        match (codec.decoder(&held[..]), codec.decoder(body)) {
+            (Ok(theirs), Ok(ours)) => Ok(same_bytes(theirs, ours).unwrap_or(false)),
+            _ => Ok(false),
+        }
     }
 }
 
@@ -178,11 +177,20 @@ impl Sink for S3Sink {
         let Some(last) = batch.last_head() else { return Ok(()) };
         let key = self.key_for(batch);
         let codec = self.cfg.compression.codec();
-        let body = self
-            .cfg
-            .compression
-            .compress(&batch.jsonl)
-            .map_err(|e| SinkError::permanent(format!("{codec}: {e}")))?;
+        // Compressed as it was built (the follower's batches), or here.
+        let body = match (batch.body(), batch.compression()) {
+            (Some(body), Some(c)) if c == self.cfg.compression => body.to_vec(),
+            (Some(_), _) => {
+                return Err(SinkError::permanent(format!(
+                    "S3 sink: the batch was compressed otherwise than {codec} at the sink's level"
+                )));
+            }
+            (None, _) => self
+                .cfg
+                .compression
+                .compress(&batch.jsonl)
+                .map_err(|e| SinkError::permanent(format!("{codec}: {e}")))?,
+        };
         let object = NewObject {
             bucket: &self.cfg.at.bucket,
             key: &key,
@@ -197,14 +205,15 @@ impl Sink for S3Sink {
             ]),
             retain_until: None,
         };
-        match upload_new(self.client().await, &object, body, self.cfg.parts).await {
+        let sent = upload_new(self.client().await, &object, body.clone(), self.cfg.parts).await;
+        match sent {
             Ok(()) => Ok(()),
             Err(f) => {
                 if !f.precondition_failed() {
                     return Err(self.error(f));
                 }
                 // Already there: a batch resent after a crash. Delivered only if it is this batch.
-                if self.holds_exactly(&key, codec, batch).await? {
+                if self.holds_exactly(&key, codec, &body).await? {
                     tracing::info!(%key, "S3 sink: the object was already uploaded; counted as delivered");
                     Ok(())
                 } else {
