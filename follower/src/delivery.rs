@@ -184,8 +184,8 @@ impl Pipeline {
         } else {
             self.spare.take().unwrap_or_else(|| Batch::like(&batch))
         };
-        let sent = self.to_worker.as_ref().map(|tx| tx.send(batch));
-        if !matches!(sent, Some(Ok(()))) {
+        let sent = self.to_worker.as_ref().is_some_and(|tx| tx.send(batch).is_ok());
+        if !sent {
             return Err(FollowError::setup("the delivery thread has stopped"));
         }
         self.in_flight = true;
