@@ -300,6 +300,8 @@ struct Pass<'a> {
     cosigned: Feed,
     candidates: Vec<Candidate>,
     cosign: Option<CosignAudit>,
+    /// The largest checkpoint size the witness rule has seen.
+    witnessed_up_to: Option<u64>,
     now: SystemTime,
 }
 
@@ -348,6 +350,7 @@ pub async fn audit<'a>(
         cosigned: Feed::new(Vec::new(), Some(COSIGNED_DIR)),
         candidates: Vec::new(),
         cosign: input.witness.map(|_| CosignAudit::default()),
+        witnessed_up_to: None,
         now: SystemTime::now(),
     };
     if let Some(since) = input.since {
@@ -585,17 +588,20 @@ impl Pass<'_> {
         }
         let cp = read.checkpoint;
         if let Some(prev) = self.prev_cp.as_ref().filter(|p| p.size == size) {
-            if prev.root != cp.root {
-                let message = format!(
-                    "two trusted checkpoints of size {size} with different roots ({} from {} and {})",
-                    hash_b64(&prev.root),
-                    prev.source,
-                    cp.root_b64()
-                );
-                self.out
-                    .findings
-                    .push(finding(Kind::CheckpointFork, Some(size), message, Some(source)));
+            if prev.root == cp.root {
+                // The same checkpoint kept twice (beside a squatted name), or the
+                // state's own: judged already, but maybe not yet for the witnesses.
+                return self.witnessed(&cp, source).await;
             }
+            let message = format!(
+                "two trusted checkpoints of size {size} with different roots ({} from {} and {})",
+                hash_b64(&prev.root),
+                prev.source,
+                cp.root_b64()
+            );
+            self.out
+                .findings
+                .push(finding(Kind::CheckpointFork, Some(size), message, Some(source)));
             return Ok(());
         }
         // Below the state's checkpoint: verified before, read again only
@@ -732,6 +738,11 @@ impl Pass<'_> {
         let (Some((policy, _)), Some(cosign)) = (self.input.witness, self.cosign.as_mut()) else {
             return Ok(());
         };
+        // One size is one checkpoint for the witnesses, however often it is kept.
+        if self.witnessed_up_to.is_some_and(|w| w >= cp.size) {
+            return Ok(());
+        }
+        self.witnessed_up_to = Some(cp.size);
         let (store, origin) = (self.input.store, self.input.origin);
         while self.cosigned.peek_seq().is_some_and(|s| s < cp.size) {
             self.cosigned.pop(store, origin).await?;

@@ -140,6 +140,10 @@ fn cosigned(a: &Anchored, size: u64) -> PathBuf {
 }
 
 fn verify(a: &Anchored, keys: &[&str], quorum: usize) -> (i32, Value) {
+    verify_with(a, keys, quorum, &[])
+}
+
+fn verify_with(a: &Anchored, keys: &[&str], quorum: usize, extra: &[&str]) -> (i32, Value) {
     let mut cmd = bin();
     cmd.args([
         "anchor",
@@ -158,7 +162,8 @@ fn verify(a: &Anchored, keys: &[&str], quorum: usize) -> (i32, Value) {
         "--witness-grace",
         "0s",
     ])
-    .args(["--witness-quorum", &quorum.to_string()]);
+    .args(["--witness-quorum", &quorum.to_string()])
+    .args(extra);
     for k in keys {
         cmd.args(["--witness-key", k]);
     }
@@ -192,6 +197,11 @@ fn two_witnesses_cosign_and_auditors_and_aics_tlog_check_the_cosignatures() {
     let (c, v) = verify(&a, &[&w1.vkey, &w2.vkey], 2);
     assert_eq!(c, 0, "{v}");
     assert_eq!(v["checkpoints"]["cosigned"]["newest"], 1000, "{v}");
+    // The nightly check with --state: it records the newest cosigned checkpoint.
+    let state = a.dir.path().join("state.json");
+    let with_state = ["--state", path_str(&state)];
+    let (c, v) = verify_with(&a, &[&w1.vkey, &w2.vkey], 2, &with_state);
+    assert_eq!((c, &v["state"]["incremental"]), (0, &Value::Bool(false)), "{v}");
     // An independent verifier agrees with the cosignatures.
     let checked = aics_tlog()
         .args([
@@ -269,6 +279,21 @@ fn two_witnesses_cosign_and_auditors_and_aics_tlog_check_the_cosignatures() {
     append(&a.db, 500);
     assert_eq!(code(&follow_once(&a, "c", &witness_flags(&[&w1, &w2], 2))), 0);
     assert!(cosigned(&a, 1500).exists());
+    // Incremental: the state's checkpoint (cosigned) and the new one (cosigned).
+    let (c, v) = verify_with(&a, &[&w1.vkey, &w2.vkey], 2, &with_state);
+    assert_eq!((c, &v["state"]["incremental"]), (0, &Value::Bool(true)), "{v}");
+    assert_eq!(v["checkpoints"]["cosigned"]["newest"], 1500, "{v}");
+    // A trusted witness that never cosigned: uncosigned, incremental or not.
+    let (c, v) = verify_with(&a, &[&w1.vkey, &stranger.vkey], 2, &with_state);
+    assert_eq!(c, 1, "{v}");
+    assert!(
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["kind"] == "uncosigned"),
+        "{v}"
+    );
     // w1 comes back with its state of size 1000: it answers 409 with 1000,
     // the follower proves 1000 → 2000 instead, and both cosign.
     w1.stop();
