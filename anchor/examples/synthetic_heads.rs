@@ -6,7 +6,8 @@
 //! Usage: synthetic_heads DB STORE_DIR ORIGIN SIGNING_KEY [FROM_SEQ]
 //!
 //! Heads are written plainly (no fsync: a benchmark fixture, not a store a
-//! follower keeps), one a second of publication time apart, ending now.
+//! follower keeps), a millisecond of publication time apart, ending now
+//! (so heads added by a later run are published after the earlier ones).
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -33,7 +34,7 @@ fn main() {
     let mut written = 0u64;
     db.scan(from.saturating_sub(1), last, &mut |event| {
         let head = Head::from_stored(event.seq, event.hash).expect("a stored hash");
-        let published = now - Duration::from_secs(last - event.seq);
+        let published = now - Duration::from_millis(last - event.seq);
         let note = SignedHead::new(origin, head, published).sign(&keys);
         std::fs::write(dir.join(head_name(event.seq)), note).expect("writing a head");
         written += 1;

@@ -183,6 +183,13 @@ impl Anchoring {
                 let wait = last_published.map_or(Duration::ZERO, |at| self.interval.saturating_sub(at.elapsed()));
                 if !finishing && !wait.is_zero() {
                     gauge!(m::ANCHOR_LAG).set(head.seq.saturating_sub(last) as f64);
+                    // The tree keeps up while the head waits; a failure here
+                    // is met again, and reported, when the head is published.
+                    if let Some(log) = self.tree_log.as_mut()
+                        && let Err(e) = log.prepare(head).await
+                    {
+                        tracing::debug!(error = %e, "extending the tree between heads failed");
+                    }
                     tokio::select! {
                         _ = tokio::time::sleep(wait) => {}
                         changed = delivered.changed() => finishing = changed.is_err(),

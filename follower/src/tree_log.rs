@@ -155,6 +155,33 @@ impl TreeLog {
         result
     }
 
+    /// Extends the tree to `head` and writes the tiles it completes, without
+    /// a checkpoint: between heads (`--anchor-interval`), so the tree keeps up
+    /// with delivery and the hash feed is drained instead of overflowing into
+    /// a re-read of the database when the next head is due.
+    pub async fn prepare(&mut self, head: Head) -> Result<(), StoreError> {
+        let result = self.prepare_inner(head).await;
+        if result.is_err() {
+            self.edge = None;
+            self.take_conn();
+        }
+        result
+    }
+
+    async fn prepare_inner(&mut self, head: Head) -> Result<(), StoreError> {
+        let edge = match self.edge.take() {
+            Some(edge) if edge.size() <= head.seq => edge,
+            _ => self.load(head).await?,
+        };
+        // Before this process writes anything, its tree must be the store's.
+        if !self.checked_store {
+            self.check_against_store(&edge, head).await?;
+            self.checked_store = true;
+        }
+        self.edge = Some(self.advance(edge, head.seq, Keep::Write).await?);
+        Ok(())
+    }
+
     async fn publish_inner(&mut self, head: Head) -> Result<(), StoreError> {
         let mut edge = match self.edge.take() {
             Some(edge) if edge.size() <= head.seq => edge,
