@@ -16,6 +16,7 @@
 //! tool call that does finish is never reported.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::BuildHasher;
 use std::time::Duration;
 
 use chainship_chain::EventRef;
@@ -192,10 +193,13 @@ pub struct RunCheck {
     /// Open runs kept before silent ones are given up.
     max_open: usize,
     runs: Map<String, Run>,
-    finished: Set<String>,
+    /// Finished runs, by a keyed hash of their id (8 bytes each, not the id:
+    /// the set is large; the key is random, so ids cannot be made to collide).
+    finished: Set<u64>,
+    finished_ids: std::collections::hash_map::RandomState,
     /// The profile's event types, for a lookup per event.
     roles: Map<&'static [u8], Role>,
-    finished_order: VecDeque<String>,
+    finished_order: VecDeque<u64>,
     newest_at: Option<i64>,
     findings: Vec<RunFinding>,
     /// Runs and calls that fell silent since the last take (provisional).
@@ -233,6 +237,7 @@ impl RunCheck {
             cfg,
             runs: Map::default(),
             finished: Set::default(),
+            finished_ids: std::collections::hash_map::RandomState::new(),
             roles: profile
                 .types
                 .iter()
@@ -330,7 +335,7 @@ impl RunCheck {
         if let Some(t) = at {
             self.newest_at = Some(self.newest_at.map_or(t, |n| n.max(t)));
         }
-        if self.finished.remove(run_id) {
+        if self.finished.remove(&self.finished_ids.hash_one(run_id)) {
             // Named once; what follows is checked as a run of its own, so a
             // reused run id hides nothing.
             let kind = text(e.kind);
@@ -698,8 +703,9 @@ impl RunCheck {
         );
         let Some(run) = self.runs.remove(run_id) else { return };
         self.summaries.push(summary(run_id, &run, RunStatus::Finished));
-        self.finished.insert(run_id.to_owned());
-        self.finished_order.push_back(run_id.to_owned());
+        let id = self.finished_ids.hash_one(run_id);
+        self.finished.insert(id);
+        self.finished_order.push_back(id);
         if self.finished_order.len() > FINISHED_REMEMBERED
             && let Some(old) = self.finished_order.pop_front()
         {

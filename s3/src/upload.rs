@@ -57,14 +57,16 @@ pub struct NewObject<'a> {
 pub async fn upload_new(
     client: &Client,
     object: &NewObject<'_>,
-    body: Vec<u8>,
+    body: impl Into<Bytes>,
     plan: PartPlan,
 ) -> Result<(), S3Failure> {
+    // `Bytes`: the caller may keep the body (to compare a 412's object) without a copy.
+    let body: Bytes = body.into();
     if body.len() < plan.threshold.max(1) {
         return put_whole(client, object, body).await;
     }
     let upload_id = start_multipart(client, object).await?;
-    let result = put_parts(client, object, &upload_id, Bytes::from(body), plan.part_size).await;
+    let result = put_parts(client, object, &upload_id, body, plan.part_size).await;
     if result.is_err() {
         // Best effort: parts of a failed upload would otherwise be stored (and billed) until a
         // lifecycle rule or the next start of the sink aborts them.
@@ -89,7 +91,7 @@ macro_rules! object_settings {
     };
 }
 
-async fn put_whole(client: &Client, object: &NewObject<'_>, body: Vec<u8>) -> Result<(), S3Failure> {
+async fn put_whole(client: &Client, object: &NewObject<'_>, body: Bytes) -> Result<(), S3Failure> {
     object_settings!(client.put_object(), object)
         .if_none_match("*")
         .body(ByteStream::from(body))

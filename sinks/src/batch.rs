@@ -43,8 +43,8 @@ pub struct Batch {
     pub records: Vec<RecordMeta>,
     compression: Option<Compression>,
     encoder: Option<BodyEncoder>,
-    /// The finished compressed body (after [`Batch::seal`]), or a spare buffer.
-    body: Vec<u8>,
+    /// The finished compressed body (after [`Batch::seal`]).
+    body: Option<bytes::Bytes>,
     sealed: bool,
     /// Uncompressed bytes of all records, newlines included.
     bytes: usize,
@@ -84,7 +84,7 @@ impl Batch {
         self.jsonl.clear();
         self.records.clear();
         self.encoder = None;
-        self.body.clear();
+        self.body = None;
         self.sealed = false;
         self.bytes = 0;
         self.first_at = None;
@@ -111,15 +111,15 @@ impl Batch {
         }
         self.compress_tail()?;
         if let Some(encoder) = self.encoder.take() {
-            self.body = encoder.finish()?;
+            self.body = Some(encoder.finish()?.into());
         }
         self.sealed = true;
         Ok(())
     }
 
-    /// The compressed body of a sealed compressed batch.
-    pub fn body(&self) -> Option<&[u8]> {
-        self.sealed.then_some(&self.body[..])
+    /// The compressed body of a sealed compressed batch (shared, not copied).
+    pub fn body(&self) -> Option<bytes::Bytes> {
+        self.body.clone().filter(|_| self.sealed)
     }
 
     fn compress_tail(&mut self) -> std::io::Result<()> {
@@ -127,9 +127,7 @@ impl Batch {
             return Ok(());
         };
         if self.encoder.is_none() {
-            let mut out = std::mem::take(&mut self.body);
-            out.clear();
-            self.encoder = Some(compression.encoder(out)?);
+            self.encoder = Some(compression.encoder(Vec::new())?);
         }
         if let Some(encoder) = self.encoder.as_mut() {
             encoder.write_all(&self.jsonl)?;
@@ -255,7 +253,7 @@ mod tests {
             let mut next = Batch::like(&batch);
             fill(&mut next, &events);
             next.seal().unwrap();
-            assert_eq!(next.body().unwrap(), &body[..], "{codec}: deterministic");
+            assert_eq!(&next.body().unwrap()[..], &body[..], "{codec}: deterministic");
         }
     }
 }

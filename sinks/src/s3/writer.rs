@@ -178,8 +178,8 @@ impl Sink for S3Sink {
         let key = self.key_for(batch);
         let codec = self.cfg.compression.codec();
         // Compressed as it was built (the follower's batches), or here.
-        let body = match (batch.body(), batch.compression()) {
-            (Some(body), Some(c)) if c == self.cfg.compression => body.to_vec(),
+        let body: bytes::Bytes = match (batch.body(), batch.compression()) {
+            (Some(body), Some(c)) if c == self.cfg.compression => body,
             (Some(_), _) => {
                 return Err(SinkError::permanent(format!(
                     "S3 sink: the batch was compressed otherwise than {codec} at the sink's level"
@@ -189,7 +189,8 @@ impl Sink for S3Sink {
                 .cfg
                 .compression
                 .compress(&batch.jsonl)
-                .map_err(|e| SinkError::permanent(format!("{codec}: {e}")))?,
+                .map_err(|e| SinkError::permanent(format!("{codec}: {e}")))?
+                .into(),
         };
         let object = NewObject {
             bucket: &self.cfg.at.bucket,
