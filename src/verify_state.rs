@@ -81,12 +81,22 @@ pub fn load(path: &Path, origin: &str, store: &str) -> Result<Option<VerifyState
         }
     };
     let newest_cosigned = doc["newest_cosigned"].as_u64();
+    let count = |name: &str| match &doc[name] {
+        Value::Null => Ok(None),
+        v => v
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| bad(&format!("{name} is not a count"))),
+    };
+    let (notes_below, checkpoints_below) = (count("notes_below")?, count("checkpoints_below")?);
     Ok(Some(VerifyState {
         since: Since {
             head,
             head_published,
             checkpoint,
             newest_cosigned,
+            notes_below,
+            checkpoints_below,
             source: path.display().to_string(),
         },
     }))
@@ -106,6 +116,9 @@ pub struct Verified<'a> {
     pub head_published: Option<SystemTime>,
     pub checkpoint: Option<(u64, Hash, &'a CompactRange)>,
     pub newest_cosigned: Option<u64>,
+    /// Notes kept below the head, checkpoints below the checkpoint (when the store can tell).
+    pub notes_below: Option<u64>,
+    pub checkpoints_below: Option<u64>,
 }
 
 /// Replaces the state file atomically.
@@ -126,6 +139,8 @@ pub fn save(path: &Path, v: &Verified<'_>) -> Result<(), CliError> {
             "edge": edge.hashes().iter().map(b64).collect::<Vec<_>>(),
         })),
         "newest_cosigned": v.newest_cosigned,
+        "notes_below": v.notes_below,
+        "checkpoints_below": v.checkpoints_below,
         "verified_at": humantime::format_rfc3339(SystemTime::now()).to_string(),
     });
     crate::job_metrics::write_atomically(path, &format!("{doc:#}\n"))

@@ -58,6 +58,11 @@ pub struct Since {
     /// right edge at that size.
     pub checkpoint: Option<(u64, Hash, CompactRange)>,
     pub newest_cosigned: Option<u64>,
+    /// How many notes were kept below the head, and checkpoints below the
+    /// checkpoint, when the store could tell (a directory): a count that
+    /// changed means something was added or removed below them since.
+    pub notes_below: Option<u64>,
+    pub checkpoints_below: Option<u64>,
     /// The state file, for messages.
     pub source: String,
 }
@@ -80,6 +85,10 @@ pub struct Listing {
     heads: Vec<NameKey>,
     checkpoints: Vec<NameKey>,
     cosigned: Vec<NameKey>,
+    /// How many notes and checkpoints the store keeps below the listing's
+    /// start, when it can tell.
+    heads_below: Option<u64>,
+    checkpoints_below: Option<u64>,
 }
 
 impl Listing {
@@ -107,13 +116,17 @@ pub async fn list(input: &StreamInput<'_>) -> Result<Listing, StoreError> {
         }
     };
     let store = input.store;
+    let (heads, heads_below) = store.note_keys_counted(input.origin, head_from).await?;
+    let (checkpoints, checkpoints_below) = store.log_keys_counted(input.origin, CHECKPOINTS_DIR, cp_from).await?;
     Ok(Listing {
-        heads: store.note_keys(input.origin, head_from).await?,
-        checkpoints: store.log_keys(input.origin, CHECKPOINTS_DIR, cp_from).await?,
+        heads,
+        checkpoints,
         cosigned: match input.witness {
             Some(_) => store.log_keys(input.origin, COSIGNED_DIR, cp_from).await?,
             None => Vec::new(),
         },
+        heads_below,
+        checkpoints_below,
     })
 }
 
@@ -302,6 +315,8 @@ struct Pass<'a> {
     cosign: Option<CosignAudit>,
     /// The largest checkpoint size the witness rule has seen.
     witnessed_up_to: Option<u64>,
+    /// The tile audit found the newest tree's own tiles damaged.
+    tiles_damaged: bool,
     now: SystemTime,
 }
 
@@ -351,12 +366,32 @@ pub async fn audit<'a>(
         candidates: Vec::new(),
         cosign: input.witness.map(|_| CosignAudit::default()),
         witnessed_up_to: None,
+        tiles_damaged: false,
         now: SystemTime::now(),
     };
     if let Some(since) = input.since {
         pass.since_still_kept(since, &listing);
     }
     pass.cosigned = Feed::new(listing.cosigned, Some(COSIGNED_DIR));
+    // The tiles first: where they are damaged, a consistency proof read from
+    // them cannot tell a fork from the damage.
+    if input.every_tile
+        && let Some(newest) = pass.out.largest.clone()
+    {
+        let from = since_cp.as_ref().map_or(0, |(size, _, _)| *size);
+        let tiles = crate::tile_audit::audit_tiles(store, origin, &newest, from).await?;
+        pass.out.tiles_audited = tiles.objects;
+        pass.tiles_damaged = tiles.newest_damaged;
+        pass.out.findings.extend(tiles.findings);
+        if tiles.more > 0 {
+            pass.out.findings.push(finding(
+                Kind::TilesDisagree,
+                Some(newest.size),
+                format!("and {} more tile(s) or bundle(s) like those above", tiles.more),
+                None,
+            ));
+        }
+    }
     let mut heads = Feed::new(listing.heads, None);
     let mut checkpoints = Feed::new(listing.checkpoints, Some(CHECKPOINTS_DIR));
     loop {
@@ -427,6 +462,41 @@ impl Pass<'_> {
                 Some(state.clone()),
             ));
         }
+        // Below the state nothing is read, but a directory says how many are
+        // there: one more (a fork planted below the head) or one fewer is named.
+        if let (Some(then), Some(now)) = (since.notes_below, listing.heads_below)
+            && then != now
+        {
+            self.out.findings.push(finding(
+                Kind::HeadsDisagree,
+                Some(since.head.seq),
+                format!(
+                    "the store keeps {now} note(s) below head {} and kept {then} when the previous run verified it ({state}): notes were added or removed below it since; run anchor verify without --state to judge them",
+                    since.head
+                ),
+                Some(state.clone()),
+            ));
+        }
+        if let (Some((size, _, _)), Some(then), Some(below_start)) =
+            (&since.checkpoint, since.checkpoints_below, listing.checkpoints_below)
+        {
+            let now = below_start + listing.checkpoints.iter().filter(|k| k.seq < *size).count() as u64;
+            if then != now {
+                let kind = if now > then {
+                    Kind::CheckpointFork
+                } else {
+                    Kind::CheckpointMissing
+                };
+                self.out.findings.push(finding(
+                    kind,
+                    Some(*size),
+                    format!(
+                        "the store keeps {now} checkpoint(s) below size {size} and kept {then} when the previous run verified it ({state}): checkpoints were added or removed below it since; run anchor verify without --state to judge them"
+                    ),
+                    Some(state.clone()),
+                ));
+            }
+        }
         if let Some((size, _, _)) = &since.checkpoint
             && !listing.checkpoints.iter().any(|k| k.seq == *size)
         {
@@ -480,7 +550,7 @@ impl Pass<'_> {
             if p > self.now + FUTURE_SKEW && self.out.published_in_future.is_none() {
                 self.out.published_in_future = Some(audit::published_in_future(t));
             }
-            if self.out.newest_published.is_none_or(|(n, _)| p > n) {
+            if self.out.newest_published.is_none_or(|(n, _)| p >= n) {
                 self.out.newest_published = Some((p, head));
             }
             self.published.push((head.seq, millis(p), key));
@@ -682,8 +752,19 @@ impl Pass<'_> {
                 false
             }
         };
+        // Its own tiles give its root, yet the level-0 tiles swept do not:
+        // those disagree with the rest (the tile audit names which), and the
+        // signer is not to blame. Pairwise from here on.
+        let level0_disagree = |out: &mut StreamAudit| {
+            out.findings.push(tiles_disagree(
+                "the level-0 tiles do not give this root, though its other tiles do".into(),
+            ))
+        };
         let Some(prev) = self.prev_cp.clone().filter(|p| p.size < cp.size) else {
-            return Ok(own_root_ok && self.sweep.is_none());
+            if own_root_ok && self.sweep.take().is_some() {
+                level0_disagree(&mut self.out);
+            }
+            return Ok(own_root_ok);
         };
         let proof = self
             .reader
@@ -692,24 +773,18 @@ impl Pass<'_> {
         match proof {
             Ok(proof) if verify_consistency(prev.size, cp.size, &prev.root, &cp.root, &proof) => {
                 self.out.consistent += 1;
-                if !own_root_ok {
-                    return Ok(false);
+                if own_root_ok && self.sweep.take().is_some() {
+                    level0_disagree(&mut self.out);
                 }
-                if self.sweep.is_some() {
-                    // One tree with the previous, yet not the newest's prefix.
-                    let newest = self.out.largest.as_ref().map_or(0, |l| l.size);
-                    self.out.findings.push(finding(
-                        Kind::CheckpointFork,
-                        Some(cp.size),
-                        format!(
-                            "checkpoints {} and {newest} are not one tree: the newest checkpoint's tiles do not give checkpoint {}'s root",
-                            cp.size, cp.size
-                        ),
-                        Some(source.to_owned()),
-                    ));
-                    return Ok(false);
-                }
-                Ok(true)
+                Ok(own_root_ok)
+            }
+            Ok(_) if self.tiles_damaged => {
+                let message = format!(
+                    "no consistency proof from size {} in the store's tiles, which are damaged (see the tile findings): a fork cannot be told from the damage",
+                    prev.size
+                );
+                self.out.findings.push(tiles_disagree(message));
+                Ok(false)
             }
             Ok(_) => {
                 self.out.findings.push(finding(
@@ -803,28 +878,8 @@ impl Pass<'_> {
     }
 
     async fn finish(mut self) -> Result<StreamAudit, StoreError> {
-        let (store, origin) = (self.input.store, self.input.origin);
+        let origin = self.input.origin;
         self.went_backwards();
-        if self.input.every_tile
-            && let Some(newest) = self.out.largest.clone()
-        {
-            let from = self
-                .input
-                .since
-                .and_then(|s| s.checkpoint.as_ref())
-                .map_or(0, |(size, _, _)| *size);
-            let tiles = crate::tile_audit::audit_tiles(store, origin, &newest, from).await?;
-            self.out.tiles_audited = tiles.objects;
-            self.out.findings.extend(tiles.findings);
-            if tiles.more > 0 {
-                self.out.findings.push(finding(
-                    Kind::TilesDisagree,
-                    Some(newest.size),
-                    format!("and {} more tile(s) or bundle(s) like those above", tiles.more),
-                    None,
-                ));
-            }
-        }
         if let (Some(judge), Some((size, root, source, consistent))) = (self.judge.as_mut(), self.db_candidate.take()) {
             match judge.root_at(size)? {
                 Some(db_root) if db_root == root => self.out.matched_database = consistent,

@@ -35,6 +35,10 @@ pub struct TileAudit {
     pub findings: Vec<Finding>,
     /// Findings beyond [`MAX_LISTED`].
     pub more: usize,
+    /// A tile or bundle of the newest tree itself is missing or contradicts
+    /// it (damage), as opposed to another tile disagreeing with a sound tree
+    /// (another history's, e.g. a planted fork's).
+    pub newest_damaged: bool,
 }
 
 impl TileAudit {
@@ -90,6 +94,7 @@ pub async fn audit_tiles(
             let width = tile_width(m, level, index);
             let path = tile_path(level, index, width);
             let Some(data) = store.get_object(origin, &path).await? else {
+                audit.newest_damaged = true;
                 audit.disagree(
                     newest,
                     &path,
@@ -99,6 +104,7 @@ pub async fn audit_tiles(
             };
             audit.objects += 1;
             if data.len() != width * 32 {
+                audit.newest_damaged = true;
                 audit.disagree(newest, &path, format!("{} bytes, not {width} hashes", data.len()));
                 continue;
             }
@@ -117,6 +123,7 @@ pub async fn audit_tiles(
                 if let Some((_, up)) = &parent
                     && up.get((index % WIDTH as u64) as usize) != Some(&root_of(&row))
                 {
+                    audit.newest_damaged = true;
                     audit.disagree(
                         newest,
                         &path,
@@ -188,6 +195,7 @@ async fn check_bundles(
         .get(&(None, index))
         .is_some_and(|v| v.iter().any(|(p, _)| *p == needed))
     {
+        audit.newest_damaged = true;
         audit.disagree(
             newest,
             &needed,
@@ -205,6 +213,7 @@ async fn check_bundles(
         };
         let n = entries.len().min(row.len());
         if entries[..n].iter().zip(&row[..n]).any(|(e, h)| leaf_hash(e) != *h) {
+            audit.newest_damaged |= *path == needed;
             audit.disagree(newest, path, "its entries do not hash to the tree's leaves".into());
         }
     }

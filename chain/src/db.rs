@@ -119,6 +119,16 @@ impl FileIdentity {
     }
 }
 
+/// Where a page's visit stands.
+struct PageVisit {
+    visited: usize,
+    last_seq: u64,
+    /// Rows visited with `last_seq` as their seq.
+    same_as_last: usize,
+    /// The visitor asked to stop.
+    stopped: bool,
+}
+
 /// A read-only handle on the events table.
 pub struct EventDb {
     conn: Connection,
@@ -131,6 +141,12 @@ pub struct EventDb {
     hash_at_sql: String,
     prev_row_sql: String,
     hashes_sql: String,
+    /// The rows of one seq past the first `?2` (see [`EventDb::visit_rows`]).
+    same_seq_sql: String,
+    same_seq_count_sql: String,
+    /// The seq column may hold one value twice (it is not the table's
+    /// INTEGER PRIMARY KEY): pages then look past their last seq.
+    seq_may_repeat: bool,
     count_sql: String,
     bad_seq_sql: String,
 }
@@ -190,6 +206,9 @@ impl EventDb {
                 "SELECT {seq}, {hash} FROM {table} WHERE {seq} >= ?1 AND {seq} <= ?2 ORDER BY {seq} DESC LIMIT 1"
             ),
             hashes_sql: format!("SELECT {hash} FROM {table} WHERE {seq} > ?1 AND {seq} <= ?2 ORDER BY {seq}"),
+            same_seq_sql: format!("SELECT {cols} FROM {table} WHERE {seq} = ?1 LIMIT -1 OFFSET ?2"),
+            same_seq_count_sql: format!("SELECT count(*) FROM {table} WHERE {seq} = ?1"),
+            seq_may_repeat: true,
             count_sql: format!("SELECT count(*) FROM {table} WHERE {seq} > ?1 AND {seq} <= ?2"),
             // Rows a walk by `seq > after` never reaches (NULL, zero, negative).
             bad_seq_sql: format!("SELECT {seq} FROM {table} WHERE {seq} IS NULL OR {seq} <= 0 LIMIT 1"),
@@ -199,6 +218,8 @@ impl EventDb {
             identity,
             schema,
         };
+        let mut db = db;
+        db.seq_may_repeat = !db.seq_is_rowid().unwrap_or(false);
         db.check_table().map_err(|e| match e {
             // SQLite opens lazily: a missing -shm shows at the first read.
             DbError::Read { source, .. } if is_cantopen(&source.to_string()) => open_err(source),
@@ -232,6 +253,20 @@ impl EventDb {
                 source,
             },
         }
+    }
+
+    /// Whether the seq column is the table's INTEGER PRIMARY KEY (so no
+    /// value can be there twice). Unknown (an unreadable schema) counts as no.
+    fn seq_is_rowid(&self) -> Result<bool, rusqlite::Error> {
+        let mut stmt = self
+            .conn
+            .prepare(&format!("PRAGMA table_info({})", self.schema.quoted_table()))?;
+        let columns: Vec<(String, String, i64)> = stmt
+            .query_map([], |row| Ok((row.get(1)?, row.get(2)?, row.get(5)?)))?
+            .collect::<Result<_, _>>()?;
+        let keys: Vec<&(String, String, i64)> = columns.iter().filter(|c| c.2 > 0).collect();
+        Ok(matches!(&keys[..], [(name, kind, _)]
+            if name.eq_ignore_ascii_case(&self.schema.seq) && kind.eq_ignore_ascii_case("INTEGER")))
     }
 
     fn check_table(&self) -> Result<(), DbError> {
@@ -321,8 +356,13 @@ impl EventDb {
         max_bytes: usize,
         out: &mut EventBatch,
     ) -> Result<usize, DbError> {
-        let start_bytes = out.byte_len();
+        let (start_bytes, start_len) = (out.byte_len(), out.len());
         self.visit_rows(after, max_events, &mut |event| {
+            // Full: the page ends before the next seq (never between two rows
+            // of one seq, or the second would be skipped by the next page).
+            if out.byte_len() - start_bytes >= max_bytes && out.last().is_some_and(|e| e.seq != event.seq) {
+                return false;
+            }
             out.push(
                 event.seq,
                 [
@@ -334,8 +374,9 @@ impl EventDb {
                     event.hash,
                 ],
             );
-            out.byte_len() - start_bytes < max_bytes
-        })
+            true
+        })?;
+        Ok(out.len() - start_len)
     }
 
     /// Calls `visit` with each event with seq above `after`, in seq order,
@@ -349,10 +390,43 @@ impl EventDb {
         max_events: usize,
         visit: &mut dyn FnMut(&EventRef<'_>) -> bool,
     ) -> Result<usize, DbError> {
+        let mut page = PageVisit {
+            visited: 0,
+            last_seq: after,
+            same_as_last: 0,
+            stopped: false,
+        };
         let mut stmt = self.conn.prepare_cached(&self.page_sql).map_err(self.read_err())?;
-        let mut rows = stmt.query((after as i64, max_events as i64)).map_err(self.read_err())?;
-        let mut visited = 0;
-        let mut last_seq = after;
+        let rows = stmt.query((after as i64, max_events as i64)).map_err(self.read_err())?;
+        self.visit_each(rows, &mut page, visit)?;
+        // A page ends on a seq; the next starts above it. Where the seq column
+        // may repeat a value, rows of that seq past the page would never be
+        // read: they are read now, so a second row of a seq is always seen.
+        if self.seq_may_repeat && !page.stopped && page.visited == max_events && page.last_seq > after {
+            let mut count = self
+                .conn
+                .prepare_cached(&self.same_seq_count_sql)
+                .map_err(self.read_err())?;
+            let held: i64 = count
+                .query_row([page.last_seq as i64], |row| row.get(0))
+                .map_err(self.read_err())?;
+            if held > page.same_as_last as i64 {
+                let mut stmt = self.conn.prepare_cached(&self.same_seq_sql).map_err(self.read_err())?;
+                let rows = stmt
+                    .query((page.last_seq as i64, page.same_as_last as i64))
+                    .map_err(self.read_err())?;
+                self.visit_each(rows, &mut page, visit)?;
+            }
+        }
+        Ok(page.visited)
+    }
+
+    fn visit_each(
+        &self,
+        mut rows: rusqlite::Rows<'_>,
+        page: &mut PageVisit,
+        visit: &mut dyn FnMut(&EventRef<'_>) -> bool,
+    ) -> Result<(), DbError> {
         while let Some(row) = rows.next().map_err(self.read_err())? {
             let seq = match row.get_ref(0).map_err(self.read_err())? {
                 ValueRef::Integer(i) if i >= 1 => i as u64,
@@ -361,7 +435,7 @@ impl EventDb {
                         path: self.path.clone(),
                         column: self.schema.seq.clone(),
                         found: describe(other).to_owned(),
-                        after: last_seq,
+                        after: page.last_seq,
                     });
                 }
             };
@@ -389,13 +463,15 @@ impl EventDb {
                 payload_json,
                 hash,
             };
-            visited += 1;
-            last_seq = seq;
+            page.visited += 1;
+            page.same_as_last = if seq == page.last_seq { page.same_as_last + 1 } else { 1 };
+            page.last_seq = seq;
             if !visit(&event) {
+                page.stopped = true;
                 break;
             }
         }
-        Ok(visited)
+        Ok(())
     }
 
     /// The event with the highest seq, as `(seq, stored hash)`.

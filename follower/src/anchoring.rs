@@ -140,6 +140,8 @@ impl Anchoring {
         // Only the store says what it keeps: `<cursor>.anchored` may name a head
         // published to another store (the follower was pointed at a new one).
         let mut last = kept.map_or(0, |h| h.seq);
+        // The highest delivered head below `last` shown to be on the kept tree.
+        let mut covered_checked = 0;
         // The head a heartbeat re-publishes: the last one this follower published.
         let mut last_head = start_head.filter(|h| h.seq == last);
         let mut next_beat = Instant::now() + self.heartbeat;
@@ -170,6 +172,24 @@ impl Anchoring {
                 self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
                 return;
             }
+            // Below the highest kept head (another follower of this origin got
+            // further): nothing to publish, but this database's tree must be a
+            // prefix of the kept one, or it is another history under this origin.
+            if let (Some(head), Some(log)) = (newest.filter(|h| h.seq <= last), self.tree_log.as_mut())
+                && head.seq > covered_checked
+            {
+                match log.prepare(head).await {
+                    Ok(()) => covered_checked = head.seq,
+                    Err(e) if e.kind == chainship_chain::ErrorKind::Integrity => {
+                        tracing::error!(store = %self.store.describe(), %head, error = %e, "the kept checkpoints are another history than this database's; stopping");
+                        self.health.fatal(&e.message);
+                        let _ = failure.set(e.message);
+                        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                        return;
+                    }
+                    Err(e) => tracing::debug!(error = %e, "comparing with the kept tree failed; trying again"),
+                }
+            }
             // Covered and compared: the newest delivered head, as far as kept heads reach.
             let covered = newest.map_or(0, |h| h.seq.min(last));
             published.send_if_modified(|p| {
@@ -185,10 +205,18 @@ impl Anchoring {
                     gauge!(m::ANCHOR_LAG).set(head.seq.saturating_sub(last) as f64);
                     // The tree keeps up while the head waits; a failure here
                     // is met again, and reported, when the head is published.
-                    if let Some(log) = self.tree_log.as_mut()
-                        && let Err(e) = log.prepare(head).await
-                    {
-                        tracing::debug!(error = %e, "extending the tree between heads failed");
+                    if let Some(log) = self.tree_log.as_mut() {
+                        match log.prepare(head).await {
+                            Ok(()) => {}
+                            Err(e) if e.kind == chainship_chain::ErrorKind::Integrity => {
+                                tracing::error!(store = %self.store.describe(), %head, error = %e, "the tree contradicts the anchor store; stopping");
+                                self.health.fatal(&e.message);
+                                let _ = failure.set(e.message);
+                                self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                                return;
+                            }
+                            Err(e) => tracing::debug!(error = %e, "extending the tree between heads failed"),
+                        }
                     }
                     tokio::select! {
                         _ = tokio::time::sleep(wait) => {}

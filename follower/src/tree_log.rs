@@ -173,10 +173,10 @@ impl TreeLog {
             Some(edge) if edge.size() <= head.seq => edge,
             _ => self.load(head).await?,
         };
-        // Before this process writes anything, its tree must be the store's.
+        // Before this process writes anything, its tree must be the store's
+        // (again each time while the store's is ahead of it).
         if !self.checked_store {
-            self.check_against_store(&edge, head).await?;
-            self.checked_store = true;
+            self.checked_store = !self.check_against_store(&edge, head).await?;
         }
         self.edge = Some(self.advance(edge, head.seq, Keep::Write).await?);
         Ok(())
@@ -187,10 +187,10 @@ impl TreeLog {
             Some(edge) if edge.size() <= head.seq => edge,
             _ => self.load(head).await?,
         };
-        // Before this process writes anything, its tree must be the store's.
+        // Before this process writes anything, its tree must be the store's
+        // (again each time while the store's is ahead of it).
         if !self.checked_store {
-            self.check_against_store(&edge, head).await?;
-            self.checked_store = true;
+            self.checked_store = !self.check_against_store(&edge, head).await?;
         }
         edge = self.advance(edge, head.seq, Keep::Write).await?;
         if edge.head != Some(head) {
@@ -325,10 +325,13 @@ impl TreeLog {
     /// this origin under this publisher's keys are one tree: equal roots at
     /// the kept size when the tree passes it, else a consistency proof read
     /// from the store's tiles.
-    async fn check_against_store(&self, edge: &Edge, head: Head) -> Result<(), StoreError> {
+    /// Returns whether the store's checkpoint is ahead of `head`: then the
+    /// next extension must be checked again before it writes (another
+    /// process's tree is the kept one, and this one may still part from it).
+    async fn check_against_store(&self, edge: &Edge, head: Head) -> Result<bool, StoreError> {
         let verifiers: Vec<VerifierKey> = self.keys.iter().map(SignerKey::verifier).collect();
         let Some((kept, _)) = newest_checkpoint(self.store.as_ref(), &self.origin, &verifiers).await? else {
-            return Ok(());
+            return Ok(false);
         };
         let (s, n, k) = (edge.size(), head.seq, kept.size);
         let disagree = |ours: u64, why: String| {
@@ -344,7 +347,7 @@ impl TreeLog {
         if k == s {
             let root = edge.builder.root();
             return if root == kept.root {
-                Ok(())
+                Ok(false)
             } else {
                 Err(differs(s, &root))
             };
@@ -354,6 +357,7 @@ impl TreeLog {
             return self
                 .consistent(k, &kept.root, s, &edge.builder.root())
                 .await
+                .map(|()| false)
                 .map_err(|why| disagree(s, why));
         }
         // The kept checkpoint is ahead of the edge: build (without writing) up to it, or to the head.
@@ -361,7 +365,7 @@ impl TreeLog {
         let root = probe.builder.root();
         if k <= n {
             return if root == kept.root {
-                Ok(())
+                Ok(false)
             } else {
                 Err(differs(k, &root))
             };
@@ -369,6 +373,7 @@ impl TreeLog {
         // The store is ahead of this database (another follower got further): n must be a prefix of k.
         self.consistent(n, &root, k, &kept.root)
             .await
+            .map(|()| true)
             .map_err(|why| disagree(n, why))
     }
 

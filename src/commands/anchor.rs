@@ -4,6 +4,7 @@
 use std::time::{Duration, SystemTime};
 
 use chainship_anchor::audit::{self, HeadSet};
+use chainship_anchor::store::CHECKPOINTS_DIR;
 use chainship_anchor::stream_audit::{self, Judge, Since, StreamInput};
 use chainship_anchor::{Kind, StoreError, VerifierKey};
 use chainship_chain::{EventDb, Head, HeadCheck, WalkPlan, WalkReport, walk_chain};
@@ -325,6 +326,17 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
             (Some(cp), Some(edge)) => Some((cp.size, cp.root, edge)),
             _ => since.and_then(|s| s.checkpoint.as_ref().map(|(size, root, edge)| (*size, *root, edge))),
         };
+        // What lies below them now, so the next run notices a note added there.
+        let counted = runtime
+            .block_on(async {
+                let notes = store.note_keys_counted(origin, head.seq).await?.1;
+                let checkpoints = match checkpoint {
+                    Some((size, _, _)) => store.log_keys_counted(origin, CHECKPOINTS_DIR, size).await?.1,
+                    None => None,
+                };
+                Ok::<_, StoreError>((notes, checkpoints))
+            })
+            .map_err(|e| CliError::from_kind(&e))?;
         verify_state::save(
             path,
             &verify_state::Verified {
@@ -334,6 +346,8 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
                 head_published: audit.last_trusted_published,
                 checkpoint,
                 newest_cosigned: cosigns.and_then(|c| c.newest_cosigned),
+                notes_below: counted.0,
+                checkpoints_below: counted.1,
             },
         )?;
     }

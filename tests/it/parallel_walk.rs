@@ -269,3 +269,53 @@ fn verify_jobs_flag_gives_the_same_report() {
         .unwrap();
     assert_eq!(common::code(&out), 2, "--jobs 0 is a usage error");
 }
+
+/// A seq column that is not the table's INTEGER PRIMARY KEY can hold a
+/// value twice. A second row of a seq that ends a page (8192 rows) or a
+/// segment must still be read: a break, the same with any `--jobs`.
+#[test]
+fn a_second_row_of_a_seq_at_a_page_boundary_is_a_break_for_any_jobs() {
+    let dir = TempDir::new().unwrap();
+    let db = common::generate(dir.path(), "loose.db", 140_000);
+    common::tamper(&db)
+        .execute_batch(
+            "CREATE TABLE ev (seq INTEGER, run_id TEXT, step_id TEXT, at TEXT, type TEXT, payload_json TEXT, hash TEXT);
+             INSERT INTO ev SELECT * FROM events ORDER BY seq;
+             CREATE INDEX ev_seq ON ev (seq);",
+        )
+        .unwrap();
+    let run = |jobs: &str| {
+        let out = common::bin()
+            .args([
+                "verify",
+                "--db",
+                common::path_str(&db),
+                "--table",
+                "ev",
+                "--jobs",
+                jobs,
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        (common::code(&out), String::from_utf8(out.stdout).unwrap())
+    };
+    assert_eq!(run("1").0, 0, "intact before the duplicate");
+    // 8192 ends the first page; 65536 ends a page and the first segment.
+    for at in [8192, 65536, 73728] {
+        let conn = common::tamper(&db);
+        conn.execute("DELETE FROM ev WHERE rowid > 140000", []).unwrap();
+        conn.execute(
+            "INSERT INTO ev SELECT seq, run_id, step_id, at, type, '{\"evil\":1}', hash FROM events WHERE seq = ?1",
+            [at],
+        )
+        .unwrap();
+        drop(conn);
+        let (code, one) = run("1");
+        assert_eq!(code, 1, "a duplicate at {at} is a break: {one}");
+        assert!(one.contains(&format!("\"seq\":{at}")), "{one}");
+        for jobs in ["2", "3", "8"] {
+            assert_eq!(run(jobs), (1, one.clone()), "duplicate at {at}, --jobs {jobs}");
+        }
+    }
+}

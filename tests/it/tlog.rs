@@ -400,7 +400,12 @@ fn a_fork_is_never_published_and_a_forked_store_is_named_without_the_database() 
     // anything (one tile of the fork would block the real log for good).
     let out = follow_once(&fork, &["--batch-size", "300"]);
     assert_eq!(code(&out), 1, "the follower stops on another tree: {}", stderr(&out));
-    assert!(stderr(&out).contains("checkpoints-disagree"), "{}", stderr(&out));
+    // Named by the checkpoints or by a tile of the kept tree: another tree either way.
+    assert!(
+        stderr(&out).contains("checkpoints-disagree") || stderr(&out).contains("tiles-disagree"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(files_under(&log), before, "nothing of the fork was written");
     // The real log goes on growing past the fork's sizes.
     append(&a.db, 300);
@@ -961,4 +966,81 @@ fn flip(path: &Path) {
 fn truncate(path: &Path) {
     let bytes = std::fs::read(path).unwrap();
     std::fs::write(path, &bytes[..bytes.len() - 32]).unwrap();
+}
+
+/// A follower of another history, behind the store's newest head (so it has
+/// nothing to publish), still proves its tree is a prefix of the kept one:
+/// a fork stops it (exit 1) and writes nothing; the same history passes.
+#[test]
+fn a_follower_behind_the_store_proves_its_history_is_the_kept_one() {
+    let a = Anchored::new(1000, ORIGIN);
+    assert_eq!(code(&follow_once(&a, &[])), 0);
+    let before = files_under(&a.anchors);
+    let behind = |db: &std::path::Path, name: &str| {
+        bin()
+            .args([
+                "follow",
+                "--once",
+                "--from-start",
+                "--db",
+                path_str(db),
+                "--origin",
+                ORIGIN,
+            ])
+            .args([
+                "--sink",
+                &format!("file:{}", path_str(&a.dir.path().join(format!("{name}.jsonl")))),
+            ])
+            .args(["--cursor", path_str(&a.dir.path().join(format!("{name}.cursor")))])
+            .args(["--anchor", &a.anchor_url(), "--signing-key", path_str(&a.key)])
+            .output()
+            .unwrap()
+    };
+    // The same history, cut to 700: covered by the kept heads, and one tree with them.
+    let same = a.dir.path().join("same.db");
+    std::fs::copy(&a.db, &same).unwrap();
+    tamper(&same).execute("DELETE FROM events WHERE seq > 700", []).unwrap();
+    let out = behind(&same, "same");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // Another history of 700 events under the same origin and key.
+    let other = generate_with(a.dir.path(), "other.db", 700, &["--seed", "5"]);
+    let out = behind(&other, "other");
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("checkpoints-disagree"), "{}", stderr(&out));
+    assert_eq!(files_under(&a.anchors), before, "nothing was written to the store");
+}
+
+/// One flipped bit in a full level-0 tile is the tiles' fault, not the
+/// signer's: `tiles-disagree` naming the tile, never `checkpoint-fork`.
+#[test]
+fn a_damaged_level_0_tile_is_tiles_disagree_not_a_fork() {
+    let a = Anchored::new(600, ORIGIN);
+    assert_eq!(code(&follow_once(&a, &[])), 0);
+    append(&a.db, 400);
+    assert_eq!(code(&follow_once(&a, &[])), 0);
+    let tile = a.anchors.join(ORIGIN).join("tile/0/001");
+    let mut bytes = std::fs::read(&tile).unwrap();
+    bytes[5] ^= 1;
+    std::fs::write(&tile, bytes).unwrap();
+    for extra in [vec!["--no-db"], vec!["--db", path_str(&a.db)]] {
+        let out = bin()
+            .args([
+                "anchor",
+                "verify",
+                "--json",
+                "--anchor",
+                &a.anchor_url(),
+                "--origin",
+                ORIGIN,
+            ])
+            .args(["--trusted-key", &a.verifier])
+            .args(&extra)
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 1, "{}", stdout(&out));
+        let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let findings = v["findings"].as_array().unwrap();
+        assert!(findings.iter().all(|f| f["kind"] == "tiles-disagree"), "{extra:?}: {v}");
+        assert!(findings.iter().any(|f| f["source"] == "tile/0/001"), "{extra:?}: {v}");
+    }
 }

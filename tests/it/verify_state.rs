@@ -460,3 +460,70 @@ async fn on_s3_the_second_run_lists_only_the_new_heads() {
     let (c, full) = verify(&a);
     assert_eq!(c, 1, "a full listing reads the junk: {full}");
 }
+
+/// A head and a checkpoint of another history planted after the state, at a
+/// seq below its head (where an incremental run reads nothing): the store's
+/// count below the head changed, and that is named.
+#[test]
+fn notes_planted_below_the_state_head_are_named() {
+    let a = grown(&[400, 200, 200, 200]);
+    let state = a.dir.path().join("verify-state.json");
+    assert_eq!(verify(&a, &a.db, Some(&state), &[]).0, 0);
+    let fork = tempfile::TempDir::new().unwrap();
+    // 950: no head of the real export (batches of 100) is kept there.
+    let fork_db = generate_with(fork.path(), "fork.db", 950, &["--seed", "9"]);
+    let elsewhere = fork.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let out = bin()
+        .args([
+            "follow",
+            "--once",
+            "--from-start",
+            "--db",
+            path_str(&fork_db),
+            "--origin",
+            ORIGIN,
+        ])
+        .args(["--sink", &format!("file:{}", path_str(&fork.path().join("f.jsonl")))])
+        .args(["--cursor", path_str(&fork.path().join("fcursor"))])
+        .args([
+            "--anchor",
+            &format!("file:{}", path_str(&elsewhere)),
+            "--signing-key",
+            path_str(&a.key),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let name = format!("{:020}", 950);
+    let (from, to) = (elsewhere.join(ORIGIN), origin_dir(&a));
+    assert!(!to.join(format!("{name}.head")).exists());
+    std::fs::copy(from.join(format!("{name}.head")), to.join(format!("{name}.head"))).unwrap();
+    std::fs::copy(from.join("checkpoints").join(&name), to.join("checkpoints").join(&name)).unwrap();
+    for extra in [&[][..], &["--no-db"][..]] {
+        let (c, v) = verify(&a, &a.db, Some(&state), extra);
+        assert_eq!(c, 1, "{extra:?}: {v}");
+        let kinds: Vec<&str> = v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["source"] == format!("the state file {}", path_str(&state)))
+            .map(|f| f["kind"].as_str().unwrap())
+            .collect();
+        assert!(
+            kinds.contains(&"heads-disagree") && kinds.contains(&"checkpoint-fork"),
+            "{extra:?}: {v}"
+        );
+    }
+    // A full run judges the planted notes themselves.
+    let (c, v) = verify(&a, &a.db, None, &[]);
+    assert_eq!(c, 1, "{v}");
+    assert!(
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["kind"] == "fork" && f["seq"] == 950),
+        "{v}"
+    );
+}

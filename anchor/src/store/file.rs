@@ -107,23 +107,31 @@ impl FileStore {
     }
 
     /// The names in `dir` that `parse` accepts with a seq of `from` or more,
-    /// sorted. A directory has no order to start a listing from: every name
-    /// is looked at, but only the keys kept are held.
-    fn keys_in(&self, dir: &Path, from: u64, parse: fn(&str) -> Option<NameKey>) -> Result<Vec<NameKey>, StoreError> {
+    /// sorted, and how many it accepts below `from`. A directory has no
+    /// order to start a listing from: every name is looked at, but only the
+    /// keys from `from` on are held.
+    fn keys_in(
+        &self,
+        dir: &Path,
+        from: u64,
+        parse: fn(&str) -> Option<NameKey>,
+    ) -> Result<(Vec<NameKey>, u64), StoreError> {
         let entries = match std::fs::read_dir(dir) {
             Ok(e) => e,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok((Vec::new(), 0)),
             Err(e) => return Err(self.io("cannot list", dir, e)),
         };
-        let mut keys = Vec::new();
+        let (mut keys, mut below) = (Vec::new(), 0);
         for entry in entries {
             let entry = entry.map_err(|e| self.io("cannot list", dir, e))?;
-            if let Some(key) = parse(&entry.file_name().to_string_lossy()).filter(|k| k.seq >= from) {
-                keys.push(key);
+            match parse(&entry.file_name().to_string_lossy()) {
+                Some(key) if key.seq >= from => keys.push(key),
+                Some(_) => below += 1,
+                None => {}
             }
         }
         keys.sort_unstable();
-        Ok(keys)
+        Ok((keys, below))
     }
 
     /// Writes `bytes` as `dir/name` whole or not at all, never replacing.
@@ -407,13 +415,28 @@ impl AnchorStore for FileStore {
     }
 
     async fn note_keys(&self, origin: &str, from_seq: u64) -> Result<Vec<NameKey>, StoreError> {
+        Ok(self.note_keys_counted(origin, from_seq).await?.0)
+    }
+
+    async fn note_keys_counted(&self, origin: &str, from_seq: u64) -> Result<(Vec<NameKey>, Option<u64>), StoreError> {
         if !self.dir.is_dir() {
             return Err(StoreError::permanent(format!(
                 "anchor store {}: no such directory",
                 self.describe()
             )));
         }
-        self.keys_in(&self.origin_dir(origin), from_seq, NameKey::from_note_name)
+        let (keys, below) = self.keys_in(&self.origin_dir(origin), from_seq, NameKey::from_note_name)?;
+        Ok((keys, Some(below)))
+    }
+
+    async fn log_keys_counted(
+        &self,
+        origin: &str,
+        dir: &str,
+        from_size: u64,
+    ) -> Result<(Vec<NameKey>, Option<u64>), StoreError> {
+        let (keys, below) = self.keys_in(&self.origin_dir(origin).join(dir), from_size, NameKey::from_log_name)?;
+        Ok((keys, Some(below)))
     }
 
     async fn get_note(&self, origin: &str, key: NameKey) -> Result<Option<StoredNote>, StoreError> {
@@ -431,7 +454,7 @@ impl AnchorStore for FileStore {
     }
 
     async fn log_keys(&self, origin: &str, dir: &str, from_size: u64) -> Result<Vec<NameKey>, StoreError> {
-        self.keys_in(&self.origin_dir(origin).join(dir), from_size, NameKey::from_log_name)
+        Ok(self.log_keys_counted(origin, dir, from_size).await?.0)
     }
 
     async fn head_seqs(&self, origin: &str) -> Result<Vec<u64>, StoreError> {

@@ -115,6 +115,24 @@ pub trait AnchorStore: Send + Sync {
         keys.sort_unstable();
         Ok(keys)
     }
+    /// [`AnchorStore::note_keys`], and how many notes are kept below
+    /// `from_seq` when the store can tell without reading more (a directory
+    /// names them all anyway; S3, listing from `from_seq` on, cannot: `None`).
+    async fn note_keys_counted(&self, origin: &str, from_seq: u64) -> Result<(Vec<NameKey>, Option<u64>), StoreError> {
+        let keys = self.note_keys(origin, from_seq).await?;
+        Ok((keys, (from_seq == 0).then_some(0)))
+    }
+    /// [`AnchorStore::log_keys`], and how many are kept below `from_size`
+    /// when the store can tell (as [`AnchorStore::note_keys_counted`]).
+    async fn log_keys_counted(
+        &self,
+        origin: &str,
+        dir: &str,
+        from_size: u64,
+    ) -> Result<(Vec<NameKey>, Option<u64>), StoreError> {
+        let keys = self.log_keys(origin, dir, from_size).await?;
+        Ok((keys, (from_size == 0).then_some(0)))
+    }
     /// The note kept under `key`, if it is (still) there.
     async fn get_note(&self, origin: &str, key: NameKey) -> Result<Option<StoredNote>, StoreError> {
         let name = key.note_name();
