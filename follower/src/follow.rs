@@ -104,7 +104,10 @@ impl Follower {
         }
 
         let plan = ReadPlan {
-            page_events: cfg.batch_size.clamp(256, 8192),
+            // Pages of at most 4,096 events and 2 MiB: a few are in flight
+            // (reader, checker, run check), whatever the batch size.
+            page_events: cfg.batch_size.clamp(256, 4096),
+            page_bytes: 2 << 20,
             tail: (!cfg.once).then_some(cfg.poll_interval),
             after_hash: point.after.map(|h| h.hash),
             ..ReadPlan::new(after_seq, cfg.once.then_some(db_head))
