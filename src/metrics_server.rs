@@ -56,6 +56,13 @@ pub async fn start(addr: SocketAddr, health: Arc<Health>) -> Result<SocketAddr, 
 async fn serve(listener: TcpListener, handle: PrometheusHandle, health: Arc<Health>) {
     let slots = Arc::new(Slots::default());
     loop {
+        // An evicted connection closes a moment after the next is accepted:
+        // accept only while the sockets held stay bounded, so a flood of
+        // idle connections never takes the descriptors the export needs
+        // (a cursor write, a sink file). The rest wait in the kernel's backlog.
+        while slots.live.load(Ordering::Relaxed) >= MAX_CONNECTIONS + EVICTING {
+            let _ = tokio::time::timeout(ACCEPT_ERROR_PAUSE, slots.freed.notified()).await;
+        }
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
             Err(e) => {
@@ -64,6 +71,7 @@ async fn serve(listener: TcpListener, handle: PrometheusHandle, health: Arc<Heal
                 continue;
             }
         };
+        let live = Live::count(&slots);
         // Every slot busy answering: close this one at once (it holds no fd).
         let Some(slot) = Slots::take(&slots) else {
             drop(stream);
@@ -88,6 +96,7 @@ async fn serve(listener: TcpListener, handle: PrometheusHandle, health: Arc<Heal
                 _ = slot.state.evict.notified() => {}
             }
             drop(slot);
+            drop(live);
         });
     }
 }
@@ -123,6 +132,29 @@ fn answer(request: &Request<Incoming>, handle: &PrometheusHandle, health: &Healt
 #[derive(Default)]
 struct Slots {
     open: Mutex<VecDeque<Arc<SlotState>>>,
+    /// Accepted sockets not closed yet (evicted ones included).
+    live: std::sync::atomic::AtomicUsize,
+    freed: Notify,
+}
+
+/// Connections evicted but not closed yet that the accept loop allows for.
+const EVICTING: usize = 8;
+
+/// One accepted socket, counted until it is closed.
+struct Live(Arc<Slots>);
+
+impl Live {
+    fn count(slots: &Arc<Slots>) -> Live {
+        slots.live.fetch_add(1, Ordering::Relaxed);
+        Live(Arc::clone(slots))
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.0.live.fetch_sub(1, Ordering::Relaxed);
+        self.0.freed.notify_one();
+    }
 }
 
 #[derive(Default)]

@@ -327,7 +327,6 @@ pub async fn audit_cosignatures(
     grace: std::time::Duration,
 ) -> Result<CosignAudit, StoreError> {
     use crate::checkpoint::cosigned_path;
-    use crate::cosignature::check_cosignatures;
     let mut out = CosignAudit::default();
     if trusted.is_empty() {
         out.findings.push(finding(
@@ -345,53 +344,94 @@ pub async fn audit_cosignatures(
             continue;
         };
         let source = format!("{}/{origin}/{path}", store.describe());
-        let note = match crate::note::SignedNote::parse(&bytes) {
-            Ok(n) if n.text == cp.text() => n,
-            _ => {
-                out.findings.push(finding(
-                    Kind::BadSignature,
-                    Some(cp.size),
-                    format!("cosigned checkpoint {}: not the checkpoint of that size", cp.size),
-                    Some(source),
-                ));
-                continue;
-            }
-        };
-        let cosigned = check_cosignatures(&note, &policy.keys);
-        if !cosigned.bad.is_empty() {
-            out.findings.push(finding(
-                Kind::BadSignature,
-                Some(cp.size),
-                format!(
-                    "cosigned checkpoint {}: a cosignature that does not verify, from {}",
-                    cp.size,
-                    cosigned.bad.join(", ")
-                ),
-                Some(source.clone()),
-            ));
-        }
-        if cosigned.valid.len() >= policy.quorum {
+        if judge_cosigned(cp, &bytes, policy, &source, &mut out.findings) {
             out.cosigned += 1;
             out.newest_cosigned = Some(cp.size);
         }
     }
     let covered = out.newest_cosigned.unwrap_or(0);
-    let above: Vec<&TrustedCheckpoint> = trusted.iter().filter(|t| t.checkpoint.size > covered).collect();
-    let now = std::time::SystemTime::now();
-    let (waiting, overdue): (Vec<&TrustedCheckpoint>, Vec<&TrustedCheckpoint>) = above.into_iter().partition(|t| {
-        published(t.checkpoint.size)
+    let above: Vec<Uncosigned> = trusted
+        .iter()
+        .filter(|t| t.checkpoint.size > covered)
+        .map(|t| Uncosigned {
+            size: t.checkpoint.size,
+            published: published(t.checkpoint.size),
+            source: t.source.clone(),
+        })
+        .collect();
+    judge_uncosigned(&mut out, &above, policy, grace, std::time::SystemTime::now());
+    Ok(out)
+}
+
+/// Judges the cosigned note kept for `cp`: a note that is not `cp`, or a
+/// trusted witness's cosignature that does not verify, is `bad-signature`
+/// (into `findings`). True when it carries the policy's quorum.
+pub fn judge_cosigned(
+    cp: &Checkpoint,
+    bytes: &[u8],
+    policy: &crate::cosignature::WitnessPolicy,
+    source: &str,
+    findings: &mut Vec<Finding>,
+) -> bool {
+    let note = match crate::note::SignedNote::parse(bytes) {
+        Ok(n) if n.text == cp.text() => n,
+        _ => {
+            findings.push(finding(
+                Kind::BadSignature,
+                Some(cp.size),
+                format!("cosigned checkpoint {}: not the checkpoint of that size", cp.size),
+                Some(source.to_owned()),
+            ));
+            return false;
+        }
+    };
+    let cosigned = crate::cosignature::check_cosignatures(&note, &policy.keys);
+    if !cosigned.bad.is_empty() {
+        findings.push(finding(
+            Kind::BadSignature,
+            Some(cp.size),
+            format!(
+                "cosigned checkpoint {}: a cosignature that does not verify, from {}",
+                cp.size,
+                cosigned.bad.join(", ")
+            ),
+            Some(source.to_owned()),
+        ));
+    }
+    cosigned.valid.len() >= policy.quorum
+}
+
+/// A trusted checkpoint above the newest cosigned one.
+pub struct Uncosigned {
+    pub size: u64,
+    /// When its head was published, if known.
+    pub published: Option<std::time::SystemTime>,
+    pub source: String,
+}
+
+/// Checkpoints above the newest cosigned one whose head is older than
+/// `grace` are `uncosigned` (one finding for the range); younger ones wait.
+pub fn judge_uncosigned(
+    out: &mut CosignAudit,
+    above: &[Uncosigned],
+    policy: &crate::cosignature::WitnessPolicy,
+    grace: std::time::Duration,
+    now: std::time::SystemTime,
+) {
+    let (waiting, overdue): (Vec<&Uncosigned>, Vec<&Uncosigned>) = above.iter().partition(|c| {
+        c.published
             .and_then(|at| now.duration_since(at).ok())
             .is_some_and(|age| age < grace)
     });
-    for t in &waiting {
+    for c in &waiting {
         out.waiting.push(format!(
             "checkpoint {} is not cosigned yet (published less than {} ago)",
-            t.checkpoint.size,
+            c.size,
             humantime::format_duration(grace)
         ));
     }
     if let (Some(first), Some(last)) = (overdue.first(), overdue.last()) {
-        let (a, b) = (first.checkpoint.size, last.checkpoint.size);
+        let (a, b) = (first.size, last.size);
         let which = if a == b {
             format!("checkpoint {a}")
         } else {
@@ -410,7 +450,6 @@ pub async fn audit_cosignatures(
             Some(first.source.clone()),
         ));
     }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -27,8 +27,8 @@ use futures::{StreamExt, TryStreamExt};
 
 use crate::audit::{self, FUTURE_SKEW, Finding, Kind, TrustedHead};
 use crate::checkpoint::{Checkpoint, cosigned_path, read_checkpoint};
-use crate::cosignature::{WitnessPolicy, check_cosignatures};
-use crate::log_audit::CosignAudit;
+use crate::cosignature::WitnessPolicy;
+use crate::log_audit::{CosignAudit, Uncosigned, judge_cosigned, judge_uncosigned};
 use crate::note::VerifierKey;
 use crate::store::{AnchorStore, CHECKPOINTS_DIR, COSIGNED_DIR, NameKey, StoreError, StoredNote};
 use crate::tile_reader::{TileError, TileReader};
@@ -287,13 +287,6 @@ struct Previous {
     consistent: bool,
 }
 
-/// A checkpoint above the newest cosigned one so far.
-struct Candidate {
-    size: u64,
-    published: Option<SystemTime>,
-    source: String,
-}
-
 /// The pass itself: its state between notes.
 struct Pass<'a> {
     input: &'a StreamInput<'a>,
@@ -311,7 +304,7 @@ struct Pass<'a> {
     /// `(seq, published ms, name)` of every trusted note, for the went-backwards rule.
     published: Vec<(u64, u64, NameKey)>,
     cosigned: Feed,
-    candidates: Vec<Candidate>,
+    candidates: Vec<Uncosigned>,
     cosign: Option<CosignAudit>,
     /// The largest checkpoint size the witness rule has seen.
     witnessed_up_to: Option<u64>,
@@ -827,34 +820,8 @@ impl Pass<'_> {
             let Some((_, Some(note))) = self.cosigned.pop(store, origin).await? else {
                 continue;
             };
-            let path = cosigned_path(cp.size);
-            let source = format!("{}/{origin}/{path}", store.describe());
-            let parsed = match crate::note::SignedNote::parse(&note.bytes) {
-                Ok(n) if n.text == cp.text() => n,
-                _ => {
-                    cosign.findings.push(finding(
-                        Kind::BadSignature,
-                        Some(cp.size),
-                        format!("cosigned checkpoint {}: not the checkpoint of that size", cp.size),
-                        Some(source),
-                    ));
-                    continue;
-                }
-            };
-            let cosigned = check_cosignatures(&parsed, &policy.keys);
-            if !cosigned.bad.is_empty() {
-                cosign.findings.push(finding(
-                    Kind::BadSignature,
-                    Some(cp.size),
-                    format!(
-                        "cosigned checkpoint {}: a cosignature that does not verify, from {}",
-                        cp.size,
-                        cosigned.bad.join(", ")
-                    ),
-                    Some(source),
-                ));
-            }
-            quorum |= cosigned.valid.len() >= policy.quorum;
+            let source = format!("{}/{origin}/{}", store.describe(), cosigned_path(cp.size));
+            quorum |= judge_cosigned(cp, &note.bytes, policy, &source, &mut cosign.findings);
         }
         if quorum {
             cosign.cosigned += 1;
@@ -868,7 +835,7 @@ impl Pass<'_> {
                 .since
                 .filter(|s| cp.size < s.head.seq)
                 .and_then(|s| s.head_published);
-            self.candidates.push(Candidate {
+            self.candidates.push(Uncosigned {
                 size: cp.size,
                 published,
                 source,
@@ -910,7 +877,7 @@ impl Pass<'_> {
                 if cosign.newest_cosigned.is_none() {
                     cosign.newest_cosigned = self.input.since.and_then(|s| s.newest_cosigned);
                 }
-                uncosigned(&mut cosign, &self.candidates, policy, grace, self.now);
+                judge_uncosigned(&mut cosign, &self.candidates, policy, grace, self.now);
             }
             self.out.cosign = Some(cosign);
         }
@@ -992,48 +959,5 @@ impl StreamAudit {
             }
         }
         Ok(())
-    }
-}
-
-/// Checkpoints above the newest cosigned one whose head is older than
-/// `grace` are `uncosigned` (one finding for the range); younger ones wait.
-fn uncosigned(
-    out: &mut CosignAudit,
-    candidates: &[Candidate],
-    policy: &WitnessPolicy,
-    grace: Duration,
-    now: SystemTime,
-) {
-    let (waiting, overdue): (Vec<&Candidate>, Vec<&Candidate>) = candidates.iter().partition(|c| {
-        c.published
-            .and_then(|at| now.duration_since(at).ok())
-            .is_some_and(|age| age < grace)
-    });
-    for c in &waiting {
-        out.waiting.push(format!(
-            "checkpoint {} is not cosigned yet (published less than {} ago)",
-            c.size,
-            humantime::format_duration(grace)
-        ));
-    }
-    if let (Some(first), Some(last)) = (overdue.first(), overdue.last()) {
-        let (a, b) = (first.size, last.size);
-        let which = if a == b {
-            format!("checkpoint {a}")
-        } else {
-            format!("checkpoints {a} to {b} ({} of them)", overdue.len())
-        };
-        let newest = out
-            .newest_cosigned
-            .map_or("no checkpoint is".to_owned(), |c| format!("the newest cosigned is {c}"));
-        out.findings.push(finding(
-            Kind::Uncosigned,
-            Some(a),
-            format!(
-                "{which}: fewer than {} cosignature(s) from the trusted witnesses, and no cosigned checkpoint at or above ({newest})",
-                policy.quorum
-            ),
-            Some(first.source.clone()),
-        ));
     }
 }

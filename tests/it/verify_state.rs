@@ -282,32 +282,7 @@ fn a_new_checkpoint_that_forks_from_the_state_is_found() {
     let state = a.dir.path().join("verify-state.json");
     assert_eq!(verify(&a, &a.db, Some(&state), &[]).0, 0);
     // Another history of the same origin and key, grown past the state's size.
-    let fork = tempfile::TempDir::new().unwrap();
-    let fork_db = generate_with(fork.path(), "fork.db", 1300, &["--seed", "9"]);
-    let elsewhere = fork.path().join("elsewhere");
-    std::fs::create_dir(&elsewhere).unwrap();
-    let out = bin()
-        .args([
-            "follow",
-            "--once",
-            "--from-start",
-            "--db",
-            path_str(&fork_db),
-            "--origin",
-            ORIGIN,
-        ])
-        .args(["--batch-size", "1300"])
-        .args(["--sink", &format!("file:{}", path_str(&fork.path().join("f.jsonl")))])
-        .args(["--cursor", path_str(&fork.path().join("fcursor"))])
-        .args([
-            "--anchor",
-            &format!("file:{}", path_str(&elsewhere)),
-            "--signing-key",
-            path_str(&a.key),
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let (_fork, elsewhere) = other_history(&a, 1300, &["--batch-size", "1300"]);
     // Its checkpoint, head and the tiles our store lacks, planted.
     let from = elsewhere.join(ORIGIN);
     for rel in walk(&from) {
@@ -329,6 +304,38 @@ fn a_new_checkpoint_that_forks_from_the_state_is_found() {
         kinds.contains(&"checkpoint-fork") || kinds.contains(&"tiles-disagree"),
         "{v}"
     );
+}
+
+/// Another history of `events` events under the same origin and key,
+/// exported into a store of its own (returned with the scratch dir holding it).
+fn other_history(a: &Anchored, events: u64, extra: &[&str]) -> (tempfile::TempDir, PathBuf) {
+    let fork = tempfile::TempDir::new().unwrap();
+    let fork_db = generate_with(fork.path(), "fork.db", events, &["--seed", "9"]);
+    let elsewhere = fork.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let out = bin()
+        .args([
+            "follow",
+            "--once",
+            "--from-start",
+            "--db",
+            path_str(&fork_db),
+            "--origin",
+            ORIGIN,
+        ])
+        .args(["--sink", &format!("file:{}", path_str(&fork.path().join("f.jsonl")))])
+        .args(["--cursor", path_str(&fork.path().join("fcursor"))])
+        .args([
+            "--anchor",
+            &format!("file:{}", path_str(&elsewhere)),
+            "--signing-key",
+            path_str(&a.key),
+        ])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    (fork, elsewhere)
 }
 
 fn walk(dir: &Path) -> Vec<String> {
@@ -469,33 +476,11 @@ fn notes_planted_below_the_state_head_are_named() {
     let a = grown(&[400, 200, 200, 200]);
     let state = a.dir.path().join("verify-state.json");
     assert_eq!(verify(&a, &a.db, Some(&state), &[]).0, 0);
-    let fork = tempfile::TempDir::new().unwrap();
-    // 950: no head of the real export (batches of 100) is kept there.
-    let fork_db = generate_with(fork.path(), "fork.db", 950, &["--seed", "9"]);
-    let elsewhere = fork.path().join("elsewhere");
-    std::fs::create_dir(&elsewhere).unwrap();
-    let out = bin()
-        .args([
-            "follow",
-            "--once",
-            "--from-start",
-            "--db",
-            path_str(&fork_db),
-            "--origin",
-            ORIGIN,
-        ])
-        .args(["--sink", &format!("file:{}", path_str(&fork.path().join("f.jsonl")))])
-        .args(["--cursor", path_str(&fork.path().join("fcursor"))])
-        .args([
-            "--anchor",
-            &format!("file:{}", path_str(&elsewhere)),
-            "--signing-key",
-            path_str(&a.key),
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let name = format!("{:020}", 950);
+    // A seq below the state's head where the real export kept no head.
+    let kept = head_seqs(&a);
+    let free = (901..1000).find(|s| !kept.contains(s)).unwrap();
+    let (_fork, elsewhere) = other_history(&a, free, &[]);
+    let name = format!("{free:020}");
     let (from, to) = (elsewhere.join(ORIGIN), origin_dir(&a));
     assert!(!to.join(format!("{name}.head")).exists());
     std::fs::copy(from.join(format!("{name}.head")), to.join(format!("{name}.head"))).unwrap();
@@ -523,7 +508,7 @@ fn notes_planted_below_the_state_head_are_named() {
             .as_array()
             .unwrap()
             .iter()
-            .any(|f| f["kind"] == "fork" && f["seq"] == 950),
+            .any(|f| f["kind"] == "fork" && f["seq"] == free),
         "{v}"
     );
 }
