@@ -20,15 +20,10 @@ use crate::exit::CliError;
 
 const FORMAT: &str = "chainship-anchor-verify-state/1";
 
-/// The state as read, and whom it is for.
-pub struct VerifyState {
-    pub since: Since,
-}
-
 /// Reads `path` for `origin` and `store`: `None` when there is no such file
 /// yet (the first run is a full one). Anything else that is not a state of
 /// this origin and store is a setup error naming the file.
-pub fn load(path: &Path, origin: &str, store: &str) -> Result<Option<VerifyState>, CliError> {
+pub fn load(path: &Path, origin: &str, store: &str) -> Result<Option<Since>, CliError> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -89,16 +84,14 @@ pub fn load(path: &Path, origin: &str, store: &str) -> Result<Option<VerifyState
             .ok_or_else(|| bad(&format!("{name} is not a count"))),
     };
     let (notes_below, checkpoints_below) = (count("notes_below")?, count("checkpoints_below")?);
-    Ok(Some(VerifyState {
-        since: Since {
-            head,
-            head_published,
-            checkpoint,
-            newest_cosigned,
-            notes_below,
-            checkpoints_below,
-            source: path.display().to_string(),
-        },
+    Ok(Some(Since {
+        head,
+        head_published,
+        checkpoint,
+        newest_cosigned,
+        notes_below,
+        checkpoints_below,
+        source: path.display().to_string(),
     }))
 }
 

@@ -56,6 +56,44 @@ fn finding(kind: Kind, size: Option<u64>, message: String, source: Option<String
     }
 }
 
+/// Reads a kept checkpoint note (kept as size `size_in_name`, at `source`):
+/// it, when a trusted key signed it for `origin` at its place; else the
+/// finding that says why not (unreadable, a bad signature, no trusted key,
+/// the wrong origin or size).
+pub fn trusted_checkpoint(
+    bytes: &[u8],
+    keys: &[VerifierKey],
+    origin: &str,
+    size_in_name: u64,
+    source: &str,
+) -> Result<crate::checkpoint::ReadCheckpoint, Box<Finding>> {
+    let refuse = |kind, size, message| Err(Box::new(finding(kind, Some(size), message, Some(source.to_owned()))));
+    let read = match read_checkpoint(bytes, keys) {
+        Ok(read) => read,
+        Err(why) => {
+            let message = format!("checkpoint {size_in_name}: unreadable ({why})");
+            return refuse(Kind::BadSignature, size_in_name, message);
+        }
+    };
+    let size = read.checkpoint.size;
+    if read.bad_signature {
+        let message = format!("checkpoint {size}: a trusted key's signature does not verify");
+        return refuse(Kind::BadSignature, size, message);
+    }
+    if read.signers.is_empty() {
+        let message = format!("checkpoint {size}: signed by no trusted key (for this size)");
+        return refuse(Kind::UntrustedKey, size, message);
+    }
+    if read.checkpoint.origin != origin || size != size_in_name {
+        let message = format!(
+            "checkpoint kept as size {size_in_name} holds size {size} of origin {:?}",
+            read.checkpoint.origin
+        );
+        return refuse(Kind::HeadsDisagree, size, message);
+    }
+    Ok(read)
+}
+
 /// Reads and judges every checkpoint kept for `origin`.
 pub async fn audit_checkpoints(
     store: &dyn AnchorStore,
@@ -75,49 +113,14 @@ pub async fn audit_checkpoints(
         };
         audit.kept += 1;
         let source = format!("{}/{origin}/{path}", store.describe());
-        let read = match read_checkpoint(&bytes, keys) {
+        let read = match trusted_checkpoint(&bytes, keys, origin, size_in_name, &source) {
             Ok(read) => read,
-            Err(why) => {
-                audit.findings.push(finding(
-                    Kind::BadSignature,
-                    Some(size_in_name),
-                    format!("checkpoint {size_in_name}: unreadable ({why})"),
-                    Some(source),
-                ));
+            Err(f) => {
+                audit.findings.push(*f);
                 continue;
             }
         };
         let size = read.checkpoint.size;
-        if read.bad_signature {
-            audit.findings.push(finding(
-                Kind::BadSignature,
-                Some(size),
-                format!("checkpoint {size}: a trusted key's signature does not verify"),
-                Some(source),
-            ));
-            continue;
-        }
-        if read.signers.is_empty() {
-            audit.findings.push(finding(
-                Kind::UntrustedKey,
-                Some(size),
-                format!("checkpoint {size}: signed by no trusted key (for this size)"),
-                Some(source),
-            ));
-            continue;
-        }
-        if read.checkpoint.origin != origin || size != size_in_name {
-            audit.findings.push(finding(
-                Kind::HeadsDisagree,
-                Some(size),
-                format!(
-                    "checkpoint kept as size {size_in_name} holds size {size} of origin {:?}",
-                    read.checkpoint.origin
-                ),
-                Some(source),
-            ));
-            continue;
-        }
         match audit.trusted.iter().find(|t| t.checkpoint.size == size) {
             Some(other) if other.checkpoint.root != read.checkpoint.root => audit.findings.push(finding(
                 Kind::CheckpointFork,

@@ -26,9 +26,9 @@ use chainship_tlog::{hash_b64, leaf_hash};
 use futures::{StreamExt, TryStreamExt};
 
 use crate::audit::{self, FUTURE_SKEW, Finding, Kind, TrustedHead};
-use crate::checkpoint::{Checkpoint, cosigned_path, read_checkpoint};
+use crate::checkpoint::{Checkpoint, cosigned_path};
 use crate::cosignature::WitnessPolicy;
-use crate::log_audit::{CosignAudit, Uncosigned, judge_cosigned, judge_uncosigned};
+use crate::log_audit::{CosignAudit, Uncosigned, judge_cosigned, judge_uncosigned, trusted_checkpoint};
 use crate::note::VerifierKey;
 use crate::store::{AnchorStore, CHECKPOINTS_DIR, COSIGNED_DIR, NameKey, StoreError, StoredNote};
 use crate::tile_reader::{TileError, TileReader};
@@ -411,12 +411,7 @@ async fn newest_checkpoint(input: &StreamInput<'_>, keys: &[NameKey]) -> Result<
         let Some(note) = fetch(input.store, input.origin, Some(CHECKPOINTS_DIR), *key).await? else {
             continue;
         };
-        if let Ok(read) = read_checkpoint(&note.bytes, input.keys)
-            && !read.bad_signature
-            && !read.signers.is_empty()
-            && read.checkpoint.origin == input.origin
-            && read.checkpoint.size == key.seq
-        {
+        if let Ok(read) = trusted_checkpoint(&note.bytes, input.keys, input.origin, key.seq, &note.name) {
             return Ok(Some(read.checkpoint));
         }
     }
@@ -612,43 +607,14 @@ impl Pass<'_> {
         let (origin, source) = (self.input.origin, note.name.clone());
         let size_in_name = key.seq;
         self.out.checkpoints_kept += 1;
-        let read = match read_checkpoint(&note.bytes, self.input.keys) {
+        let read = match trusted_checkpoint(&note.bytes, self.input.keys, origin, size_in_name, &source) {
             Ok(read) => read,
-            Err(why) => {
-                self.out.findings.push(finding(
-                    Kind::BadSignature,
-                    Some(size_in_name),
-                    format!("checkpoint {size_in_name}: unreadable ({why})"),
-                    Some(source),
-                ));
+            Err(f) => {
+                self.out.findings.push(*f);
                 return Ok(());
             }
         };
         let size = read.checkpoint.size;
-        if read.bad_signature {
-            let message = format!("checkpoint {size}: a trusted key's signature does not verify");
-            self.out
-                .findings
-                .push(finding(Kind::BadSignature, Some(size), message, Some(source)));
-            return Ok(());
-        }
-        if read.signers.is_empty() {
-            let message = format!("checkpoint {size}: signed by no trusted key (for this size)");
-            self.out
-                .findings
-                .push(finding(Kind::UntrustedKey, Some(size), message, Some(source)));
-            return Ok(());
-        }
-        if read.checkpoint.origin != origin || size != size_in_name {
-            let message = format!(
-                "checkpoint kept as size {size_in_name} holds size {size} of origin {:?}",
-                read.checkpoint.origin
-            );
-            self.out
-                .findings
-                .push(finding(Kind::HeadsDisagree, Some(size), message, Some(source)));
-            return Ok(());
-        }
         let cp = read.checkpoint;
         if let Some(prev) = self.prev_cp.as_ref().filter(|p| p.size == size) {
             if prev.root == cp.root {

@@ -167,9 +167,7 @@ impl Anchoring {
                     self.origin
                 );
                 tracing::error!("{message}; stopping");
-                self.health.fatal(&message);
-                let _ = failure.set(message);
-                self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                self.stop_on(&failure, message);
                 return;
             }
             // Below the highest kept head (another follower of this origin got
@@ -182,9 +180,7 @@ impl Anchoring {
                     Ok(()) => covered_checked = head.seq,
                     Err(e) if e.kind == chainship_chain::ErrorKind::Integrity => {
                         tracing::error!(store = %self.store.describe(), %head, error = %e, "the kept checkpoints are another history than this database's; stopping");
-                        self.health.fatal(&e.message);
-                        let _ = failure.set(e.message);
-                        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                        self.stop_on(&failure, e.message);
                         return;
                     }
                     Err(e) => tracing::debug!(error = %e, "comparing with the kept tree failed; trying again"),
@@ -210,9 +206,7 @@ impl Anchoring {
                             Ok(()) => {}
                             Err(e) if e.kind == chainship_chain::ErrorKind::Integrity => {
                                 tracing::error!(store = %self.store.describe(), %head, error = %e, "the tree contradicts the anchor store; stopping");
-                                self.health.fatal(&e.message);
-                                let _ = failure.set(e.message);
-                                self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                                self.stop_on(&failure, e.message);
                                 return;
                             }
                             Err(e) => tracing::debug!(error = %e, "extending the tree between heads failed"),
@@ -258,9 +252,7 @@ impl Anchoring {
                         // change that, and going on would publish past a contradiction.
                         counter!(m::ANCHOR_ERRORS).increment(1);
                         tracing::error!(store = %self.store.describe(), %head, error = %e, "the anchor store contradicts a delivered head; stopping");
-                        self.health.fatal(&e.message);
-                        let _ = failure.set(e.message);
-                        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                        self.stop_on(&failure, e.message);
                         return;
                     }
                     Err(e) => {
@@ -296,6 +288,14 @@ impl Anchoring {
                 }
             }
         }
+    }
+
+    /// An integrity failure: unhealthy, the follower told to stop, and the
+    /// reason kept for its exit (1).
+    fn stop_on(&self, failure: &std::sync::OnceLock<String>, message: String) {
+        self.health.fatal(&message);
+        let _ = failure.set(message);
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Publishes `head` again while nothing new arrives, so `anchor verify

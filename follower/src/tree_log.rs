@@ -148,11 +148,7 @@ impl TreeLog {
     /// again with the same bytes).
     pub async fn publish(&mut self, head: Head) -> Result<(), StoreError> {
         let result = self.publish_inner(head).await;
-        if result.is_err() {
-            self.edge = None;
-            self.take_conn();
-        }
-        result
+        self.forget_on_error(result)
     }
 
     /// Extends the tree to `head` and writes the tiles it completes, without
@@ -161,6 +157,12 @@ impl TreeLog {
     /// a re-read of the database when the next head is due.
     pub async fn prepare(&mut self, head: Head) -> Result<(), StoreError> {
         let result = self.prepare_inner(head).await;
+        self.forget_on_error(result)
+    }
+
+    /// After a failure the edge in memory is not trusted: the next call starts
+    /// again from the kept one.
+    fn forget_on_error(&mut self, result: Result<(), StoreError>) -> Result<(), StoreError> {
         if result.is_err() {
             self.edge = None;
             self.take_conn();
@@ -183,16 +185,11 @@ impl TreeLog {
     }
 
     async fn publish_inner(&mut self, head: Head) -> Result<(), StoreError> {
-        let mut edge = match self.edge.take() {
-            Some(edge) if edge.size() <= head.seq => edge,
-            _ => self.load(head).await?,
-        };
-        // Before this process writes anything, its tree must be the store's
-        // (again each time while the store's is ahead of it).
-        if !self.checked_store {
-            self.checked_store = !self.check_against_store(&edge, head).await?;
-        }
-        edge = self.advance(edge, head.seq, Keep::Write).await?;
+        self.prepare_inner(head).await?;
+        let edge = self
+            .edge
+            .take()
+            .ok_or_else(|| StoreError::transient("the tree edge went missing"))?;
         if edge.head != Some(head) {
             return Err(StoreError::integrity(format!(
                 "altered: the database's event at seq {} is not the delivered head {head} any more",

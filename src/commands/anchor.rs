@@ -137,7 +137,7 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
         Some(path) => verify_state::load(path, origin, &store.describe())?,
         None => None,
     };
-    let since = state.as_ref().map(|s| &s.since);
+    let since = state.as_ref();
     let input = StreamInput {
         store: store.as_ref(),
         origin,

@@ -214,6 +214,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn same_bytes_compares_what_bodies_hold_not_how_they_were_compressed() {
+        let records: Vec<u8> = (0..20_000)
+            .flat_map(|i| format!("{{\"seq\":{i}}}\n").into_bytes())
+            .collect();
+        for codec in Codec::ALL {
+            let fast = Compression::new(codec, Some(1)).unwrap().compress(&records).unwrap();
+            let small = Compression::new(codec, Some(9)).unwrap().compress(&records).unwrap();
+            assert_ne!(fast, small, "{codec}: two levels, two encodings");
+            assert!(same_bytes(codec.decoder(&fast[..]).unwrap(), codec.decoder(&small[..]).unwrap()).unwrap());
+            let mut other = records.clone();
+            other[70_000] ^= 1;
+            let other = Compression::new(codec, Some(1)).unwrap().compress(&other).unwrap();
+            assert!(!same_bytes(codec.decoder(&fast[..]).unwrap(), codec.decoder(&other[..]).unwrap()).unwrap());
+            // One a prefix of the other: not the same.
+            let cut = Compression::new(codec, Some(1))
+                .unwrap()
+                .compress(&records[..records.len() - 1])
+                .unwrap();
+            assert!(!same_bytes(codec.decoder(&fast[..]).unwrap(), codec.decoder(&cut[..]).unwrap()).unwrap());
+        }
+    }
+
+    #[test]
     fn every_codec_round_trips_and_names_its_objects() {
         let data = "{\"seq\":1,\"payload\":\"café ✓\"}\n".repeat(1000);
         for codec in Codec::ALL {
