@@ -309,23 +309,6 @@ fn disagreements(trusted: &[TrustedHead]) -> Vec<Finding> {
 /// A head "published" more than this ahead of the auditor's clock.
 pub const FUTURE_SKEW: Duration = Duration::from_secs(300);
 
-/// `stale`: the newest trusted head was published more than `max_age` ago.
-pub fn check_stale(set: &HeadSet, max_age: Duration, now: SystemTime) -> Option<Finding> {
-    if let Some(t) = set
-        .trusted
-        .iter()
-        .find(|t| t.signed.published_time().is_some_and(|p| p > now + FUTURE_SKEW))
-    {
-        return Some(published_in_future(t));
-    }
-    let newest = set
-        .trusted
-        .iter()
-        .filter_map(|t| t.signed.published_time().map(|p| (p, t)))
-        .max_by_key(|(p, _)| *p);
-    stale_finding(newest.map(|(p, t)| (p, &t.signed.head)), max_age, now)
-}
-
 /// A head "published" in the future (a clock far ahead, or a forged time)
 /// would make every later run look fresh: it vouches for nothing here.
 pub fn published_in_future(t: &TrustedHead) -> Finding {
@@ -390,23 +373,6 @@ pub fn no_trusted_head(origin: &str, covered: usize, what: &str) -> Option<Findi
 pub fn no_head_text(origin: &str, what: &str) -> String {
     let sep = if what.is_empty() { "" } else { " " };
     format!("no trusted head for origin {origin}{sep}{what}")
-}
-
-/// Turns a walk of the database against the trusted heads into findings.
-pub fn walk_findings(report: &WalkReport, set: &HeadSet) -> Vec<Finding> {
-    let source_of = |head: &Head| {
-        set.trusted
-            .iter()
-            .find(|t| t.signed.head == *head)
-            .map(|t| t.source.clone())
-    };
-    let under = report.heads.iter().filter(|(_, c)| *c == HeadCheck::AfterBreak).count();
-    let mut out = break_findings(report, under);
-    let break_at = break_position(report);
-    for (head, check) in &report.heads {
-        out.extend(head_finding(head, check, source_of(head), break_at));
-    }
-    out
 }
 
 /// Where the walk stopped at a break or a damaged row, if it did.

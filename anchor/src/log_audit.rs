@@ -244,66 +244,6 @@ pub fn compare_roots(trusted: &[TrustedCheckpoint], roots: &[(u64, Hash)], what:
     (findings, matched)
 }
 
-/// Each trusted head whose seq is a trusted checkpoint's size must be that
-/// tree's last entry: a head and a checkpoint of one size that say two
-/// different things are `heads-disagree` (checked from the tiles alone).
-pub async fn check_heads_in_tree(
-    store: &dyn AnchorStore,
-    origin: &str,
-    trusted: &[TrustedCheckpoint],
-    heads: &[chainship_chain::Head],
-) -> Result<Vec<Finding>, StoreError> {
-    let mut reader = TileReader::new(store, origin);
-    let mut findings = Vec::new();
-    for t in trusted {
-        let size = t.checkpoint.size;
-        for head in heads.iter().filter(|h| h.seq == size) {
-            use chainship_tlog::merkle::RangeHashes;
-            let leaf = match reader.run(size, |set| set.range_hash(size - 1, size)).await {
-                Ok(leaf) => leaf,
-                Err(TileError::Store(e)) => return Err(e),
-                // Missing or bad tiles are named by the tile check already.
-                Err(_) => continue,
-            };
-            if leaf != chainship_tlog::leaf_hash(&head.hash) {
-                findings.push(Finding {
-                    kind: Kind::HeadsDisagree,
-                    seq: Some(size),
-                    message: format!("head {head} is not the last entry of checkpoint {size}'s tree"),
-                    expected: Some(head.hash_str().to_owned()),
-                    found: None,
-                    source: Some(t.source.clone()),
-                });
-            }
-        }
-    }
-    Ok(findings)
-}
-
-/// Once checkpoints are published, every trusted head from the first
-/// checkpoint's size on must have its checkpoint: one deleted (or never
-/// written) is `checkpoint-missing`.
-pub fn missing_checkpoints(trusted: &[TrustedCheckpoint], heads: &[chainship_chain::Head]) -> Vec<Finding> {
-    let Some(first) = trusted.first().map(|t| t.checkpoint.size) else {
-        return Vec::new();
-    };
-    heads
-        .iter()
-        .filter(|h| h.seq >= first && !trusted.iter().any(|t| t.checkpoint.size == h.seq))
-        .map(|h| {
-            finding(
-                Kind::CheckpointMissing,
-                Some(h.seq),
-                format!(
-                    "head {h} has no checkpoint of size {} (checkpoints start at {first}): deleted, or published with --no-checkpoints",
-                    h.seq
-                ),
-                None,
-            )
-        })
-        .collect()
-}
-
 /// What the witness check found: findings, how many checkpoints carry the
 /// quorum, the newest that does, and recent ones still waiting (warnings).
 #[derive(Clone, Debug, Default)]
