@@ -170,6 +170,14 @@ impl ExportCheck {
     pub fn feed_line(&mut self, line: &[u8], where_: &dyn Fn() -> String) {
         match Record::parse(line) {
             Ok(record) => self.feed(&record, where_),
+            // A SIEM-format record whose searchable fields were changed: named
+            // with its seq, and the record it carries still holds its place.
+            Err(e) if e.carried().is_some() => {
+                let record = e.carried().expect("checked");
+                self.findings
+                    .push(finding(Kind::Altered, Some(record.seq), format!("{}: {e}", where_())));
+                self.feed(record, where_);
+            }
             Err(e) => self
                 .findings
                 .push(finding(Kind::Altered, None, format!("{}: not a record: {e}", where_()))),

@@ -66,7 +66,7 @@ impl HeldCheck {
     /// [`HeldCheck::feed`] for a line the caller has parsed already.
     pub fn feed_parsed(
         &mut self,
-        parsed: Result<Record<'_>, serde_json::Error>,
+        parsed: Result<Record<'_>, crate::record::RecordError>,
         location: &dyn Fn() -> String,
     ) -> Result<(), String> {
         let record = parsed.map_err(|e| format!("{}: not a chainship record ({e})", location()))?;

@@ -17,9 +17,11 @@ pub mod hash;
 pub mod head;
 pub mod held;
 pub mod origin;
+pub mod payload;
 pub mod read_ahead;
 pub mod record;
 pub mod schema;
+pub mod time;
 pub mod walk;
 
 pub use check::{BreakKind, ChainBreak, ChainCheck};

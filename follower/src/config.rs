@@ -40,6 +40,8 @@ pub struct FollowConfig {
     /// Compress each batch as it is built (the S3 sink's objects), so a
     /// batch being filled holds compressed bytes, not the whole object.
     pub compression: Option<chainship_sinks::s3::compression::Compression>,
+    /// The shape records are written in.
+    pub record_format: chainship_chain::record::RecordFormat,
     /// Deliver a partial batch once its first event has waited this long.
     pub batch_linger: Duration,
     /// Group commit: deliver what has checked out as soon as no delivery is

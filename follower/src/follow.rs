@@ -127,7 +127,8 @@ impl Follower {
             batch: match cfg.compression {
                 Some(c) => Batch::compressed(&cfg.origin, c),
                 None => Batch::new(&cfg.origin),
-            },
+            }
+            .in_format(cfg.record_format),
             prev_hash: point.after.map_or(PrevHash::NONE, |h| PrevHash::of(h.hash)),
             since: None,
         };

@@ -12,11 +12,12 @@
 
 pub mod check;
 pub mod finding;
-pub mod payload;
 pub mod profile;
-pub mod time;
 pub mod touched;
 
+/// The payload fields and event times the rules read live with the chain,
+/// which the SIEM record formats also map from.
+pub use chainship_chain::{payload, time};
 pub use check::{RunCheck, RunCheckConfig, RunEvent};
 pub use finding::{RunFinding, RunFindingKind, RunStatus, RunSummary};
 pub use profile::{AGENTRT, Profile, Role};

@@ -1,6 +1,6 @@
 //! A batch of verified events, encoded once as records for every sink.
 
-use chainship_chain::record::{NotUtf8, Record};
+use chainship_chain::record::{NotUtf8, Record, RecordFormat};
 
 use crate::s3::compression::{BodyEncoder, Compression};
 use chainship_chain::{EventRef, Head, HexHash, PrevHash};
@@ -37,6 +37,10 @@ impl RecordMeta {
 #[derive(Debug, Default)]
 pub struct Batch {
     pub origin: String,
+    /// The shape each record is written in (`--record-format`).
+    format: RecordFormat,
+    /// Reused by formats that write the chainship record first.
+    scratch: Vec<u8>,
     /// Every record's JSON followed by `\n` (in a compressed batch: only
     /// those not compressed yet).
     pub jsonl: Vec<u8>,
@@ -72,12 +76,22 @@ impl Batch {
         }
     }
 
-    /// An empty batch like this one (same origin and compression).
+    /// This batch, writing its records in `format`.
+    pub fn in_format(self, format: RecordFormat) -> Self {
+        Batch { format, ..self }
+    }
+
+    /// An empty batch like this one (same origin, format and compression).
     pub fn like(other: &Batch) -> Self {
         Batch {
             compression: other.compression,
+            format: other.format,
             ..Batch::new(&other.origin)
         }
+    }
+
+    pub fn format(&self) -> RecordFormat {
+        self.format
     }
 
     pub fn clear(&mut self) {
@@ -173,7 +187,7 @@ impl Batch {
             self.first_at = Some(record.at.clone().into_owned());
         }
         let start = self.jsonl.len();
-        record.write_json(&mut self.jsonl);
+        self.format.write(&record, &mut self.jsonl, &mut self.scratch);
         let end = self.jsonl.len();
         self.jsonl.push(b'\n');
         self.bytes += end + 1 - start;

@@ -12,7 +12,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
-use chainship_chain::record::Record;
+use chainship_chain::record::{Record, RecordFormat};
 use chainship_chain::{Head, HeldCheck};
 
 use crate::Sink;
@@ -97,10 +97,12 @@ fn repair_torn_tail(file: &mut File, path: &Path) -> Result<u64, SinkError> {
         Some(pos) => pos + 1,
         None => 0,
     };
-    let torn_is_a_record_start = read_at(file, keep, RECORD_START.len().min((len - keep) as usize))
-        .map_err(io)?
-        .as_slice()
-        == &RECORD_START[..RECORD_START.len().min((len - keep) as usize)];
+    // The torn bytes must be how a record line of some format begins.
+    let torn = read_at(file, keep, ((len - keep) as usize).min(64)).map_err(io)?;
+    let torn_is_a_record_start = RecordFormat::ALL.iter().any(|f| {
+        let n = torn.len().min(f.line_start().len());
+        torn[..n] == f.line_start()[..n]
+    });
     let last_complete_is_a_record = keep == 0 || {
         let start = match keep.checked_sub(1) {
             Some(0) | None => 0,
@@ -124,9 +126,6 @@ fn repair_torn_tail(file: &mut File, path: &Path) -> Result<u64, SinkError> {
     file.sync_all().map_err(io)?;
     Ok(keep)
 }
-
-/// How every record line begins (the record's first field).
-const RECORD_START: &[u8] = b"{\"origin\":";
 
 fn read_at(file: &mut File, pos: u64, len: usize) -> std::io::Result<Vec<u8>> {
     let mut buf = vec![0u8; len];
@@ -332,7 +331,13 @@ mod tests {
     #[test]
     fn a_torn_record_is_cut_whatever_byte_the_crash_left_it_at() {
         let dir = tempfile::tempdir().unwrap();
-        for torn in [&b"{"[..], b"{\"orig", b"{\"origin\":\"o\",\"seq\":2,\"run"] {
+        for torn in [
+            &b"{"[..],
+            b"{\"orig",
+            b"{\"origin\":\"o\",\"seq\":2,\"run",
+            b"{\"activity_id\":99,\"act",
+            b"{\"@timest",
+        ] {
             let path = dir.path().join("out.jsonl");
             std::fs::write(&path, torn).unwrap();
             assert_eq!(held(&path).unwrap(), None, "{torn:?}");

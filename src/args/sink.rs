@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use chainship_chain::record::RecordFormat;
 use chainship_s3::{MIN_PART_SIZE, PartPlan, S3Settings};
 use chainship_sinks::SinkConfig;
 use chainship_sinks::s3::compression::{Codec, Compression};
@@ -54,6 +55,10 @@ pub struct SinkConnectArgs {
 /// How batches are cut, named, compressed and delivered: `follow`, `check`.
 #[derive(Args, Clone, Debug)]
 pub struct SinkWriteArgs {
+    /// The shape of each record: chainship's own, OCSF 1.1.0 API Activity, or Elastic ECS.
+    /// Every shape carries the record whole, so a copy in any of them still verifies.
+    #[arg(long, default_value = "chainship", value_name = "chainship|ocsf|ecs")]
+    pub record_format: RecordFormat,
     /// Events per object, at most (S3 batches are larger: SIEM loaders prefer fewer, larger objects).
     #[arg(long, default_value_t = 50_000, help_heading = "S3 sink")]
     pub s3_batch_events: usize,

@@ -25,7 +25,7 @@ use crate::exit::{CliError, CmdResult, FAILED, OK};
       --trusted-key /etc/chainship/head.pub --json
 
 --record is the event's record exactly as the sink delivered it (one JSON object: a file,
-or the JSON itself). Its hash is recomputed from its fields and prev_hash; the proof must
+or the JSON itself), in any --record-format: chainship, OCSF or ECS. Its hash is recomputed from its fields and prev_hash; the proof must
 show that hash at index seq - 1 of a checkpoint a trusted key signed for the record's origin.
 Exit codes: 0 proven, 1 not proven (a changed field, another event, a forged or untrusted
 checkpoint), 2 usage or an unreadable file.")]
@@ -58,12 +58,21 @@ pub fn run(args: &CheckProofArgs) -> CmdResult {
     } else {
         std::fs::read(&args.record).map_err(|e| CliError::usage(format!("--record {}: {e}", args.record)))?
     };
-    let record = Record::parse(record_bytes.trim_ascii()).map_err(|e| {
-        CliError::usage(format!(
-            "--record {}: not a chainship record: {e}",
-            shorten(&args.record)
-        ))
-    })?;
+    // A SIEM-format record whose mapped fields were changed is no usage
+    // error: it is a record, and not the one that was delivered.
+    let (record, altered) = match Record::parse(record_bytes.trim_ascii()) {
+        Ok(record) => (record, None),
+        Err(e) if e.carried().is_some() => {
+            let message = format!("altered: {e}");
+            (e.into_carried().expect("checked"), Some(message))
+        }
+        Err(e) => {
+            return Err(CliError::usage(format!(
+                "--record {}: not a chainship record: {e}",
+                shorten(&args.record)
+            )));
+        }
+    };
 
     if record.seq == 0 {
         return Err(CliError::usage(format!(
@@ -71,7 +80,10 @@ pub fn run(args: &CheckProofArgs) -> CmdResult {
             shorten(&args.record)
         )));
     }
-    let verdict = judge(&proof, &record, &keys, policy.as_ref());
+    let verdict = match altered {
+        Some(why) => Err(why),
+        None => judge(&proof, &record, &keys, policy.as_ref()),
+    };
     let seq = record.seq;
     if args.output.json {
         outln!(

@@ -128,6 +128,7 @@ pub fn run(args: &FollowArgs) -> CmdResult {
             _ => None,
         },
         batch_linger,
+        record_format: args.pipeline.sink.write.record_format,
         group_commit: !matches!(args.pipeline.sink.sink, SinkConfig::S3(_)),
         poll_interval: args.poll_interval.max(Duration::from_millis(1)),
         once: args.once,

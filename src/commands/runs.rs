@@ -353,9 +353,12 @@ pub fn run(args: &RunsArgs) -> CmdResult {
             let mut last = 0u64;
             report::runtime()?
                 .block_on(read_records(&source, origin, &mut |line, place| {
-                    let Ok(r) = Record::parse(line) else {
-                        report.not_whole(format!("{}: not a record", place()));
-                        return;
+                    let r = match Record::parse(line) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            report.not_whole(format!("{}: not a record: {e}", place()));
+                            return;
+                        }
                     };
                     // Another origin's records, and seqs already read (duplicates), are skipped.
                     if r.origin != origin || r.seq <= last {

@@ -24,6 +24,8 @@ Kinds: altered, gap, duplicate, reordered, foreign, cut, fork, and the anchor st
 (bad-signature, untrusted-key, heads-disagree), and no-trusted-head when no trusted head
 above --after (or at all) was there to compare with (--allow-no-heads on a first run).
 Identical duplicates are a warning. A file's first record must name --origin.
+Records may be in any --record-format (chainship, ocsf, ecs), mixed: an OCSF or ECS record
+whose mapped fields are not what the record it carries maps to is altered, named by seq.
 Exit codes: 0 whole and matching, 1 any error, 2 usage or an unreadable source.")]
 #[command(mut_arg("anchor", |a| a.required(true)))]
 #[command(mut_arg("origin", |a| a.help(

@@ -261,6 +261,36 @@ pub fn hashes_file(db: &Path, out: &Path) {
     std::fs::write(out, hashes.iter().map(|h| format!("{h}\n")).collect::<String>()).unwrap();
 }
 
+/// Validates a JSON Lines file against the published OCSF schema with the
+/// independent validator the test script installs (tests/validators).
+pub fn ocsf_validate(file: &Path) -> Output {
+    let python = service_env(
+        "CHAINSHIP_TEST_OCSF_PYTHON",
+        "Python with ocsf-json-schema and jsonschema",
+    );
+    Command::new(python)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/validators/ocsf_validate.py"
+        ))
+        .arg(file)
+        .output()
+        .expect("running the OCSF validator")
+}
+
+/// Validates a JSON Lines file against Elastic's ECS field definitions
+/// (@elastic/ecs), with the validator in tests/validators.
+pub fn ecs_validate(file: &Path) -> Output {
+    let node = service_env("CHAINSHIP_TEST_NODE", "node");
+    let package = service_env("CHAINSHIP_TEST_ECS_PACKAGE", "the @elastic/ecs package");
+    Command::new(node)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/validators/ecs_validate.js"))
+        .arg(package)
+        .arg(file)
+        .output()
+        .expect("running the ECS validator")
+}
+
 fn service_env(var: &str, what: &str) -> String {
     match std::env::var(var) {
         Ok(v) if !v.is_empty() => v,

@@ -9,7 +9,7 @@ pub mod reader;
 mod scan;
 pub mod writer;
 
-use chainship_chain::record::Record;
+use chainship_chain::record::{Record, RecordError};
 
 pub use config::{KafkaConfig, transactional_id};
 pub use partition::partition_for;
@@ -19,6 +19,10 @@ pub use writer::KafkaSink;
 /// it, or — whatever its key — a record whose value names it (a record
 /// filed under another key is still one a consumer of values would take as
 /// this origin's, so it must be checked, never skipped).
-pub fn belongs_to(origin: &str, key: Option<&[u8]>, parsed: &Result<Record<'_>, serde_json::Error>) -> bool {
-    key == Some(origin.as_bytes()) || parsed.as_ref().is_ok_and(|r| r.origin == origin)
+pub fn belongs_to(origin: &str, key: Option<&[u8]>, parsed: &Result<Record<'_>, RecordError>) -> bool {
+    let named = match parsed {
+        Ok(r) => r.origin == origin,
+        Err(e) => e.carried().is_some_and(|r| r.origin == origin),
+    };
+    key == Some(origin.as_bytes()) || named
 }

@@ -5,6 +5,19 @@
 //! From a sequence of records alone a consumer can recompute every hash:
 //! `payload_json` travels as a JSON string holding the stored text byte for
 //! byte, never as re-serialized JSON.
+//!
+//! Sinks may also write each record in a SIEM's schema ([`RecordFormat`]:
+//! [`ocsf`], [`ecs`]) carrying this record whole; [`Record::parse`] reads
+//! every format, detected per line, and checks a profile's mapped fields
+//! against the record it carries ([`format`]).
+
+pub mod ecs;
+pub mod facts;
+pub mod format;
+pub mod json;
+pub mod ocsf;
+
+pub use format::{RecordError, RecordFormat};
 
 use std::borrow::Cow;
 
@@ -113,24 +126,80 @@ impl<'a> Record<'a> {
         }
     }
 
-    /// Just the `seq` of a record line, without building the record.
+    /// Just the `seq` of a record line of any format, without building the
+    /// record (nor checking it).
     pub fn seq_of(json: &[u8]) -> Option<u64> {
         #[derive(Deserialize)]
-        struct Seq {
-            seq: u64,
+        struct Sequence {
+            sequence: u64,
         }
-        serde_json::from_slice::<Seq>(json).ok().map(|s| s.seq)
+        #[derive(Deserialize)]
+        struct Seq {
+            seq: Option<u64>,
+            /// OCSF's `metadata.sequence`.
+            metadata: Option<Sequence>,
+            /// ECS's `event.sequence`.
+            event: Option<Sequence>,
+        }
+        let s = serde_json::from_slice::<Seq>(json).ok()?;
+        s.seq.or(s.metadata.map(|m| m.sequence)).or(s.event.map(|e| e.sequence))
     }
 
-    /// Parses one record (one JSON Lines line).
-    pub fn parse(json: &'a [u8]) -> Result<Self, serde_json::Error> {
+    /// Parses one record (one JSON Lines line) of any format: chainship's
+    /// own, or a profile record, whose carried record it returns once every
+    /// mapped field is found to be what that record gives.
+    pub fn parse(json: &'a [u8]) -> Result<Self, RecordError> {
+        match Record::parse_own(json) {
+            Ok(record) => Ok(record),
+            Err(own) => format::parse_profile(json).unwrap_or(Err(RecordError::Json(own))),
+        }
+    }
+
+    /// Parses a record in chainship's own format only.
+    pub fn parse_own(json: &'a [u8]) -> Result<Self, serde_json::Error> {
         serde_json::from_slice(json)
     }
 
-    /// Appends the record's JSON (no newline) to `out`.
+    /// A record held in a parsed JSON value (chainship's own format).
+    pub fn from_value(value: &serde_json::Value) -> Result<Record<'static>, serde_json::Error> {
+        Record::deserialize(value).map(Record::into_owned)
+    }
+
+    /// The record, no longer borrowing what it was parsed from.
+    pub fn into_owned(self) -> Record<'static> {
+        let own = |c: Cow<'_, str>| Cow::<'static, str>::Owned(c.into_owned());
+        Record {
+            origin: own(self.origin),
+            seq: self.seq,
+            run_id: own(self.run_id),
+            step_id: own(self.step_id),
+            at: own(self.at),
+            kind: own(self.kind),
+            payload_json: own(self.payload_json),
+            hash: own(self.hash),
+            prev_hash: own(self.prev_hash),
+            b64: self.b64.into_iter().map(own).collect(),
+        }
+    }
+
+    /// Appends the record's JSON (no newline) to `out`: the bytes
+    /// `serde_json` writes for it (tested), by the faster [`json`] writer.
     pub fn write_json(&self, out: &mut Vec<u8>) {
-        // Writing to a Vec cannot fail, and every field is a plain string or number.
-        serde_json::to_writer(out, self).expect("serializing a record to memory");
+        let mut o = json::Object::new(out);
+        o.str("origin", &self.origin)
+            .num("seq", self.seq)
+            .str("run_id", &self.run_id)
+            .str("step_id", &self.step_id)
+            .str("at", &self.at)
+            .str("type", &self.kind)
+            .str("payload_json", &self.payload_json)
+            .str("hash", &self.hash)
+            .str("prev_hash", &self.prev_hash);
+        if !self.b64.is_empty() {
+            let fields: Vec<&str> = self.b64.iter().map(|f| f.as_ref()).collect();
+            o.strs("b64", &fields);
+        }
+        o.close();
     }
 
     /// The hash this record's fields and `prev_hash` give. A record whose
@@ -160,6 +229,32 @@ impl<'a> Record<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn the_record_writer_writes_what_serde_json_writes(
+            fields in proptest::collection::vec("(\\PC|[\\x00-\\x1f\"\\\\])*", 8),
+            seq in any::<u64>(),
+            b64 in proptest::collection::vec("[a-z_]{1,12}", 0..3),
+        ) {
+            let record = Record {
+                origin: fields[0].as_str().into(),
+                seq,
+                run_id: fields[1].as_str().into(),
+                step_id: fields[2].as_str().into(),
+                at: fields[3].as_str().into(),
+                kind: fields[4].as_str().into(),
+                payload_json: fields[5].as_str().into(),
+                hash: fields[6].as_str().into(),
+                prev_hash: fields[7].as_str().into(),
+                b64: b64.iter().map(|f| f.as_str().into()).collect(),
+            };
+            let mut ours = Vec::new();
+            record.write_json(&mut ours);
+            prop_assert_eq!(String::from_utf8(ours).unwrap(), serde_json::to_string(&record).unwrap());
+        }
+    }
 
     #[test]
     fn payload_travels_byte_for_byte() {

@@ -54,6 +54,58 @@ pub fn millis(at: &[u8]) -> Option<i64> {
     Some(secs * 1000 + fraction_ms)
 }
 
+/// `ms` since the epoch as RFC 3339 in UTC with milliseconds
+/// (`2026-08-17T08:00:01.250Z`): the one form every SIEM parses. Years
+/// outside 0000..=9999 (no RFC 3339 time gives one) are clamped to them.
+pub fn rfc3339_millis(ms: i64) -> Rfc3339Millis {
+    let (days, ms_of_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
+    let (y, m, d) = civil_from_days(days);
+    let mut text = *b"0000-00-00T00:00:00.000Z";
+    let mut put = |at: usize, width: usize, mut n: i64| {
+        for i in (at..at + width).rev() {
+            text[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+        }
+    };
+    put(0, 4, y.clamp(0, 9999));
+    put(5, 2, m);
+    put(8, 2, d);
+    put(11, 2, ms_of_day / 3_600_000);
+    put(14, 2, ms_of_day / 60_000 % 60);
+    put(17, 2, ms_of_day / 1000 % 60);
+    put(20, 3, ms_of_day % 1000);
+    Rfc3339Millis(text)
+}
+
+/// A time as [`rfc3339_millis`] writes it, without an allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rfc3339Millis([u8; 24]);
+
+impl Rfc3339Millis {
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0).expect("ASCII digits and separators")
+    }
+}
+
+impl std::fmt::Display for Rfc3339Millis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The date of a day count since 1970-01-01 (the inverse of `days_from_civil`).
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (if m <= 2 { yoe + era * 400 + 1 } else { yoe + era * 400 }, m, d)
+}
+
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
 fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
@@ -67,7 +119,20 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 
 #[cfg(test)]
 mod tests {
-    use super::millis;
+    use super::{millis, rfc3339_millis};
+
+    #[test]
+    fn millis_format_back_to_the_same_instant() {
+        assert_eq!(rfc3339_millis(0).as_str(), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339_millis(1_786_953_601_250).as_str(), "2026-08-17T08:00:01.250Z");
+        assert_eq!(rfc3339_millis(951_868_800_000).as_str(), "2000-03-01T00:00:00.000Z");
+        assert_eq!(rfc3339_millis(-1).as_str(), "1969-12-31T23:59:59.999Z");
+        // Every day of four centuries round-trips through the parser.
+        for day in (-146_097i64..146_097).step_by(7) {
+            let ms = day * 86_400_000 + (day.rem_euclid(86_400)) * 1000 + 123;
+            assert_eq!(millis(rfc3339_millis(ms).as_str().as_bytes()), Some(ms), "day {day}");
+        }
+    }
 
     #[test]
     fn offsets_and_fractions_are_applied() {

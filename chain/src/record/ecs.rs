@@ -1,0 +1,93 @@
+//! The ECS profile: each event as an Elastic Common Schema document
+//! (`event.kind: event`, `event.category: [api]`), with the whole chainship
+//! record in `event.original` as the JSON line it would be on its own, and
+//! `event.sequence` / `event.hash` for the chain.
+//!
+//! The run, step and approval have no ECS field of their own, so they are
+//! `labels`; the tool is `gen_ai.tool.name`. The mapping is a table in the
+//! README; a reader checks every mapped field against `event.original`
+//! ([`super::format`]).
+
+use super::Record;
+use super::facts::{Facts, MAPPING_VERSION, Outcome, Phase, bounded};
+use super::json::Object;
+
+pub const ECS_VERSION: &str = "9.4.0";
+
+fn plain<'r>(record: &'r Record<'_>, field: &str, value: &'r str) -> Option<&'r str> {
+    (!record.b64.iter().any(|f| f == field))
+        .then_some(value)
+        .and_then(bounded)
+}
+
+/// Appends `record` as an ECS document; `original` is the record's own
+/// JSON line, carried as a string.
+pub fn write(out: &mut Vec<u8>, record: &Record<'_>, facts: &Facts<'_>, original: &str) {
+    let phase = match facts.phase {
+        Phase::Start => "start",
+        Phase::End => "end",
+        Phase::Allowed => "allowed",
+        Phase::Denied => "denied",
+        Phase::Info => "info",
+    };
+    let outcome = facts.outcome.map(|o| match o {
+        Outcome::Success => "success",
+        Outcome::Failure => "failure",
+    });
+    let mut o = Object::new(out);
+    o.str("@timestamp", crate::time::rfc3339_millis(facts.time_ms).as_str())
+        .object("ecs", |e| {
+            e.str("version", ECS_VERSION);
+        })
+        .object("event", |e| {
+            e.str("kind", "event")
+                .strs("category", &["api"])
+                .strs("type", &[phase])
+                .opt_str("action", facts.kind)
+                .opt_str("outcome", outcome)
+                .opt_str("reason", facts.detail.as_deref())
+                .num("sequence", record.seq)
+                .str("hash", &record.hash)
+                .opt_str("provider", bounded(&record.origin))
+                .str("module", "agentrt")
+                .str("dataset", "agentrt.audit")
+                .str("original", original);
+        })
+        .object("service", |s| {
+            s.str("name", "agentrt").str("type", "agent-runtime");
+        })
+        // The run, step and approval have no ECS field of their own.
+        .object("labels", |l| {
+            l.str("chainship_mapping", MAPPING_VERSION)
+                .opt_str("run_id", plain(record, "run_id", &record.run_id))
+                .opt_str(
+                    "step_id",
+                    plain(record, "step_id", &record.step_id).filter(|s| !s.is_empty()),
+                )
+                .opt_str("approval_id", facts.approval_id.as_deref());
+        });
+    let (tool, call) = (facts.tool.as_deref(), facts.call_id.as_deref());
+    if tool.is_some() || call.is_some() {
+        o.object("gen_ai", |g| {
+            g.object("tool", |t| {
+                t.opt_str("name", tool);
+                if let Some(id) = call {
+                    t.object("call", |c| {
+                        c.str("id", id);
+                    });
+                }
+            });
+        });
+    }
+    o.close();
+}
+
+/// Whether a parsed JSON object is an ECS document.
+pub fn detect(value: &serde_json::Value) -> bool {
+    value.get("ecs").is_some() || value.get("@timestamp").is_some()
+}
+
+/// The chainship record line a parsed ECS document carries.
+pub fn carried(value: &serde_json::Value) -> Option<&str> {
+    value.get("event")?.get("original")?.as_str()
+}

@@ -1,0 +1,135 @@
+//! What the SIEM formats say about an event beyond its stored fields: its
+//! time as a number, what it did (started, ended, was allowed or denied),
+//! how it turned out, and the tool, call and approval it names.
+//!
+//! Read from the event type and a few payload fields (agentrt's types, as in
+//! `chainship_runs::profile`), the same way every time: a reader derives the
+//! facts again from the chainship record a profile carries and compares, so
+//! a changed mapped field is found. A change to these rules is a new
+//! mapping version (`MAPPING_VERSION`), never an edit of this one.
+
+use std::borrow::Cow;
+
+use super::Record;
+use crate::payload::{Payload, Text};
+
+/// The version of the mapping every profile record names; bump it (and keep
+/// the old rules readable) to change what any mapped field says.
+pub const MAPPING_VERSION: &str = "1";
+
+/// What the event did, in the words both schemas share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Start,
+    End,
+    Allowed,
+    Denied,
+    Info,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Success,
+    Failure,
+}
+
+/// The derived facts of one record, borrowed from it where possible.
+#[derive(Debug)]
+pub struct Facts<'r> {
+    /// Milliseconds since the epoch; 0 when `at` is not an RFC 3339
+    /// date-time (the stored text still travels in the chainship record).
+    pub time_ms: i64,
+    /// The event type, when it is text a schema's string field may hold.
+    pub kind: Option<&'r str>,
+    pub phase: Phase,
+    pub outcome: Option<Outcome>,
+    /// The payload's word for how it turned out (a policy outcome, an
+    /// approval status, a run's final status), as the payload says it.
+    pub detail: Option<Cow<'r, str>>,
+    /// Whether `detail` is a decision on the agent's request (a policy
+    /// outcome or an approval), not a run's status.
+    pub is_decision: bool,
+    pub tool: Option<Cow<'r, str>>,
+    pub call_id: Option<Cow<'r, str>>,
+    pub approval_id: Option<Cow<'r, str>>,
+}
+
+/// The longest string OCSF's `string_t` allows (JSON Schema `maxLength`,
+/// in characters: a byte count at or under it is always within).
+pub const MAX_STRING: usize = 65_535;
+
+/// `text` when a schema's plain string field may hold it.
+pub fn bounded(text: &str) -> Option<&str> {
+    (text.len() <= MAX_STRING).then_some(text)
+}
+
+fn bounded_cow(text: Cow<'_, str>) -> Option<Cow<'_, str>> {
+    (text.len() <= MAX_STRING).then_some(text)
+}
+
+impl<'r> Facts<'r> {
+    pub fn of(record: &'r Record<'_>) -> Facts<'r> {
+        let plain = |field: &str| !record.b64.iter().any(|f| f == field);
+        let time_ms = if plain("at") {
+            crate::time::millis(record.at.as_bytes()).unwrap_or(0)
+        } else {
+            0
+        };
+        let kind = plain("type").then_some(record.kind.as_ref()).and_then(bounded);
+        // A payload that is not UTF-8 is no JSON text: nothing to read from it.
+        let payload = if plain("payload_json") {
+            Payload::parse(record.payload_json.as_bytes())
+        } else {
+            Payload::default()
+        };
+        let text = |t: Text<'r>| t.0.and_then(bounded_cow);
+        let (phase, outcome, detail) = classify(kind.unwrap_or(""), &payload);
+        let is_decision = matches!(kind, Some("step.policy" | "approval.decided"));
+        Facts {
+            time_ms,
+            kind,
+            phase,
+            outcome,
+            detail: detail.and_then(|d| bounded(d).map(|d| Cow::Owned(d.to_owned()))),
+            is_decision,
+            tool: text(payload.tool),
+            call_id: text(payload.call_id),
+            approval_id: text(payload.approval_id),
+        }
+    }
+}
+
+/// agentrt's event types: what each did and how it turned out.
+fn classify<'p>(kind: &str, payload: &'p Payload<'_>) -> (Phase, Option<Outcome>, Option<&'p str>) {
+    use Outcome::{Failure, Success};
+    use Phase::*;
+    match kind {
+        "run.created" | "run.started" | "run.resumed" | "step.started" | "step.tool_started" | "approval.requested"
+        | "model.dispatched" => (Start, None, None),
+        "run.finished" => {
+            let status = payload.status.get();
+            let outcome = match status {
+                Some("COMPLETED") => Some(Success),
+                Some("FAILED" | "CANCELLED") => Some(Failure),
+                _ => None,
+            };
+            (End, outcome, status)
+        }
+        "step.tool_finished" | "model.completed" => (End, Some(Success), None),
+        "step.failed" | "model.failed" => (End, Some(Failure), None),
+        "run.interrupted" | "step.interrupted" => (End, None, None),
+        "step.policy" => match payload.outcome.get() {
+            Some(o @ "allow") => (Allowed, Some(Success), Some(o)),
+            Some(o @ "deny") => (Denied, Some(Failure), Some(o)),
+            other => (Info, None, other),
+        },
+        // Any status but "approved" is a request not granted.
+        "approval.decided" => match payload.status.get() {
+            Some(s @ "approved") => (Allowed, Some(Success), Some(s)),
+            Some(s) => (Denied, Some(Failure), Some(s)),
+            None => (Info, None, None),
+        },
+        "limit.exceeded" | "loop.detected" => (Info, Some(Failure), None),
+        _ => (Info, None, None),
+    }
+}
