@@ -176,7 +176,7 @@ impl ExportCheck {
                 let record = e.carried().expect("checked");
                 self.findings
                     .push(finding(Kind::Altered, Some(record.seq), format!("{}: {e}", where_())));
-                self.feed(record, where_);
+                self.feed_checked(record, where_, false);
             }
             Err(e) => self
                 .findings
@@ -185,6 +185,13 @@ impl ExportCheck {
     }
 
     pub fn feed(&mut self, r: &Record<'_>, where_: &dyn Fn() -> String) {
+        self.feed_checked(r, where_, true);
+    }
+
+    /// [`ExportCheck::feed`] of a record whose line may have been found
+    /// altered already (`as_delivered` false): such a copy of a seq is never
+    /// an identical duplicate.
+    fn feed_checked(&mut self, r: &Record<'_>, where_: &dyn Fn() -> String, as_delivered: bool) {
         self.records += 1;
         if r.origin != self.origin {
             let msg = format!("{}: a record of origin {:?} (seq {})", where_(), r.origin, r.seq);
@@ -217,7 +224,7 @@ impl ExportCheck {
                 // Identical only if both the hash field and what the fields
                 // hash to agree: an altered copy may keep the hash field.
                 // A copy that cannot be hashed at all (all zero) proves nothing.
-                if earlier.hash == hash && earlier.content == content && content != [0; 64] {
+                if as_delivered && earlier.hash == hash && earlier.content == content && content != [0; 64] {
                     self.identical_duplicates += 1;
                 } else {
                     let mut f = finding(

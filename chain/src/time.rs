@@ -22,7 +22,15 @@ pub fn millis(at: &[u8]) -> Option<i64> {
     }
     let (year, month, day) = (num(&at[0..4])?, num(&at[5..7])?, num(&at[8..10])?);
     let (hour, minute, second) = (num(&at[11..13])?, num(&at[14..16])?, num(&at[17..19])?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+    // A leap second (:60) is kept as the next second's start: neither the
+    // epoch count nor a SIEM's date type can hold it.
+    if !(1..=12).contains(&month)
+        || day < 1
+        || day > days_in_month(year, month)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
         return None;
     }
     let mut rest = &at[19..];
@@ -54,10 +62,17 @@ pub fn millis(at: &[u8]) -> Option<i64> {
     Some(secs * 1000 + fraction_ms)
 }
 
+/// The instants [`rfc3339_millis`] can write: years 0000 to 9999 in UTC
+/// (an offset can carry a stored time outside them).
+pub const RFC3339_RANGE: std::ops::RangeInclusive<i64> = -62_167_219_200_000..=253_402_300_799_999;
+
 /// `ms` since the epoch as RFC 3339 in UTC with milliseconds
-/// (`2026-08-17T08:00:01.250Z`): the one form every SIEM parses. Years
-/// outside 0000..=9999 (no RFC 3339 time gives one) are clamped to them.
-pub fn rfc3339_millis(ms: i64) -> Rfc3339Millis {
+/// (`2026-08-17T08:00:01.250Z`): the one form every SIEM parses; `None`
+/// outside [`RFC3339_RANGE`].
+pub fn rfc3339_millis(ms: i64) -> Option<Rfc3339Millis> {
+    if !RFC3339_RANGE.contains(&ms) {
+        return None;
+    }
     let (days, ms_of_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
     let (y, m, d) = civil_from_days(days);
     let mut text = *b"0000-00-00T00:00:00.000Z";
@@ -67,14 +82,14 @@ pub fn rfc3339_millis(ms: i64) -> Rfc3339Millis {
             n /= 10;
         }
     };
-    put(0, 4, y.clamp(0, 9999));
+    put(0, 4, y);
     put(5, 2, m);
     put(8, 2, d);
     put(11, 2, ms_of_day / 3_600_000);
     put(14, 2, ms_of_day / 60_000 % 60);
     put(17, 2, ms_of_day / 1000 % 60);
     put(20, 3, ms_of_day % 1000);
-    Rfc3339Millis(text)
+    Some(Rfc3339Millis(text))
 }
 
 /// A time as [`rfc3339_millis`] writes it, without an allocation.
@@ -90,6 +105,16 @@ impl Rfc3339Millis {
 impl std::fmt::Display for Rfc3339Millis {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
     }
 }
 
@@ -119,18 +144,41 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{millis, rfc3339_millis};
+    use super::{RFC3339_RANGE, millis, rfc3339_millis};
 
     #[test]
     fn millis_format_back_to_the_same_instant() {
-        assert_eq!(rfc3339_millis(0).as_str(), "1970-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339_millis(1_786_953_601_250).as_str(), "2026-08-17T08:00:01.250Z");
-        assert_eq!(rfc3339_millis(951_868_800_000).as_str(), "2000-03-01T00:00:00.000Z");
-        assert_eq!(rfc3339_millis(-1).as_str(), "1969-12-31T23:59:59.999Z");
+        assert_eq!(rfc3339_millis(0).unwrap().as_str(), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            rfc3339_millis(1_786_953_601_250).unwrap().as_str(),
+            "2026-08-17T08:00:01.250Z"
+        );
+        assert_eq!(
+            rfc3339_millis(951_868_800_000).unwrap().as_str(),
+            "2000-03-01T00:00:00.000Z"
+        );
+        assert_eq!(rfc3339_millis(-1).unwrap().as_str(), "1969-12-31T23:59:59.999Z");
+        // The range's ends are the first and last instants of years 0000 and 9999.
+        assert_eq!(millis(b"0000-01-01T00:00:00Z"), Some(*RFC3339_RANGE.start()));
+        assert_eq!(millis(b"9999-12-31T23:59:59.999Z"), Some(*RFC3339_RANGE.end()));
+        assert_eq!(
+            rfc3339_millis(*RFC3339_RANGE.end()).unwrap().as_str(),
+            "9999-12-31T23:59:59.999Z"
+        );
+        assert_eq!(
+            rfc3339_millis(*RFC3339_RANGE.start()).unwrap().as_str(),
+            "0000-01-01T00:00:00.000Z"
+        );
+        assert_eq!(rfc3339_millis(*RFC3339_RANGE.end() + 1), None);
+        assert_eq!(rfc3339_millis(*RFC3339_RANGE.start() - 1), None);
         // Every day of four centuries round-trips through the parser.
         for day in (-146_097i64..146_097).step_by(7) {
             let ms = day * 86_400_000 + (day.rem_euclid(86_400)) * 1000 + 123;
-            assert_eq!(millis(rfc3339_millis(ms).as_str().as_bytes()), Some(ms), "day {day}");
+            assert_eq!(
+                millis(rfc3339_millis(ms).unwrap().as_str().as_bytes()),
+                Some(ms),
+                "day {day}"
+            );
         }
     }
 
@@ -145,10 +193,15 @@ mod tests {
         assert_eq!(millis(b"2026-08-17T09:10:00.000+01:00"), Some(z + 10 * 60_000));
         assert_eq!(millis(b"1970-01-01T00:00:00Z"), Some(0));
         assert_eq!(millis(b"2000-03-01T00:00:00Z"), Some(951_868_800_000));
+        assert_eq!(millis(b"2024-02-29T00:00:00Z"), Some(1_709_164_800_000));
+        assert_eq!(millis(b"2026-08-17T07:59:60Z"), Some(z));
         for bad in [
             &b"2026-08-17"[..],
             b"2026-08-17T08:00:00",
             b"2026-13-01T00:00:00Z",
+            b"2026-02-30T08:00:00Z",
+            b"2025-02-29T08:00:00Z",
+            b"2026-04-31T08:00:00Z",
             b"2026-08-17T08:00:00+2:00",
             b"x026-08-17T08:00:00Z",
             b"2026-08-17T08:00:00.Z",

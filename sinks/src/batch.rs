@@ -90,10 +90,6 @@ impl Batch {
         }
     }
 
-    pub fn format(&self) -> RecordFormat {
-        self.format
-    }
-
     pub fn clear(&mut self) {
         self.jsonl.clear();
         self.records.clear();

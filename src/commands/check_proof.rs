@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use chainship_anchor::checkpoint::read_checkpoint;
 use chainship_anchor::cosignature::{WitnessPolicy, check_cosignatures};
-use chainship_chain::record::Record;
+use chainship_chain::record::{Record, RecordError};
 use chainship_tlog::merkle::verify_inclusion;
 use chainship_tlog::proof::TlogProof;
 use clap::Args;
@@ -25,8 +25,9 @@ use crate::exit::{CliError, CmdResult, FAILED, OK};
       --trusted-key /etc/chainship/head.pub --json
 
 --record is the event's record exactly as the sink delivered it (one JSON object: a file,
-or the JSON itself), in any --record-format: chainship, OCSF or ECS. Its hash is recomputed from its fields and prev_hash; the proof must
-show that hash at index seq - 1 of a checkpoint a trusted key signed for the record's origin.
+or the JSON itself), in any --record-format (chainship, OCSF or ECS). Its hash is recomputed
+from its fields and prev_hash; the proof must show that hash at index seq - 1 of a
+checkpoint a trusted key signed for the record's origin.
 Exit codes: 0 proven, 1 not proven (a changed field, another event, a forged or untrusted
 checkpoint), 2 usage or an unreadable file.")]
 pub struct CheckProofArgs {
@@ -65,6 +66,17 @@ pub fn run(args: &CheckProofArgs) -> CmdResult {
         Err(e) if e.carried().is_some() => {
             let message = format!("altered: {e}");
             (e.into_carried().expect("checked"), Some(message))
+        }
+        // A record in a SIEM format that cannot be checked (a key twice, no
+        // carried record) is a record, and not proven.
+        Err(e @ RecordError::Malformed { .. }) => {
+            let reason = format!("--record {}: {e}", shorten(&args.record));
+            if args.output.json {
+                outln!("{}", json!({"status": "failed", "reason": reason}));
+            } else {
+                outln!("not proven: {reason}");
+            }
+            return Ok(FAILED);
         }
         Err(e) => {
             return Err(CliError::usage(format!(

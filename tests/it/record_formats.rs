@@ -28,7 +28,50 @@ fn scaffold(events: u64) -> Anchored {
     );
     std::fs::rename(db, &s.db).unwrap();
     append_non_utf8_event(&s.db);
+    // Values the mapping must still write valid records for: a time that is
+    // none, an approval status the runtime does not write, a step with no id.
+    append_event(
+        &s.db,
+        "run-x",
+        "s9",
+        "yesterday",
+        "approval.decided",
+        r#"{"approval_id":"a9","status":"expired"}"#,
+    );
+    append_event(
+        &s.db,
+        "run-x",
+        "",
+        "9999-12-31T23:59:60Z",
+        "step.policy",
+        r#"{"outcome":"require_approval"}"#,
+    );
     s
+}
+
+/// Appends one event, chained to the last, as the runtime would.
+fn append_event(db: &Path, run: &str, step: &str, at: &str, kind: &str, payload: &str) {
+    let conn = tamper(db);
+    let (seq, prev): (i64, String) = conn
+        .query_row("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    let seq = seq + 1;
+    let hash = chainship_chain::event_hash(
+        prev.as_bytes(),
+        seq as u64,
+        run.as_bytes(),
+        step.as_bytes(),
+        at.as_bytes(),
+        kind.as_bytes(),
+        payload.as_bytes(),
+    );
+    conn.execute(
+        "INSERT INTO events (seq, run_id, step_id, at, type, payload_json, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        rusqlite::params![seq, run, step, at, kind, payload, std::str::from_utf8(&hash).unwrap()],
+    )
+    .unwrap();
 }
 
 /// `follow --once` of the scaffold's database into `sink` in `format`, heads signed into its store.
@@ -241,6 +284,18 @@ fn a_changed_mapped_field_fails_verify_export_restore_and_check_proof_naming_the
             assert!(!out.exists(), "{format} {field}: nothing restored");
         }
 
+        // An altered second copy of a delivered record is named, and is no identical duplicate.
+        let mut copy_lines = good.clone();
+        let last = copy_lines.last().unwrap().clone();
+        copy_lines.push(alter_mapped(format, &last, fields[0]));
+        let path = s.dir.path().join(format!("{format}-dup.jsonl"));
+        write_lines(&path, &copy_lines);
+        let (c, json, err) = against_copy(&s, "verify-export", &file_url(&path), &[]);
+        let last_seq = chainship_chain::record::Record::seq_of(last.as_bytes()).unwrap();
+        assert_eq!(c, 1, "{format}: {json} {err}");
+        assert_eq!(finding_seqs(&json, "altered"), vec![last_seq], "{format}: {json}");
+        assert_eq!(json["identical_duplicates"], 0, "{format}: {json}");
+
         // check-proof: the record as the SIEM holds it is proven, and not once a mapped field changed.
         let seq = 777u64;
         let proof = s.dir.path().join(format!("{format}-{seq}.tlog-proof"));
@@ -281,6 +336,17 @@ fn a_changed_mapped_field_fails_verify_export_restore_and_check_proof_naming_the
             "{}",
             stdout(&bad)
         );
+        // Nor with a key written twice (a SIEM keeping the first would see another run).
+        let mut v: Value = serde_json::from_str(record).unwrap();
+        let key = fields[1].split('.').next().unwrap();
+        let inner = v[key].to_string();
+        v.as_object_mut().unwrap().remove(key);
+        let twice = v
+            .to_string()
+            .replacen('{', &format!("{{\"{key}\":{{}},\"{key}\":{inner},"), 1);
+        let bad = check(&twice);
+        assert_eq!(code(&bad), 1, "{format}: {}{}", stdout(&bad), stderr(&bad));
+        assert!(stdout(&bad).contains("appears twice"), "{}", stdout(&bad));
     }
 }
 

@@ -9,7 +9,7 @@
 //! ([`super::format`]).
 
 use super::Record;
-use super::facts::{Facts, MAPPING_VERSION, Outcome, Phase, bounded};
+use super::facts::{Facts, MAPPING_VERSION, Outcome, Phase, UNREADABLE_AT, bounded};
 use super::json::Object;
 
 pub const ECS_VERSION: &str = "9.4.0";
@@ -34,38 +34,45 @@ pub fn write(out: &mut Vec<u8>, record: &Record<'_>, facts: &Facts<'_>, original
         Outcome::Success => "success",
         Outcome::Failure => "failure",
     });
+    let time = facts.time_ms.and_then(crate::time::rfc3339_millis);
     let mut o = Object::new(out);
-    o.str("@timestamp", crate::time::rfc3339_millis(facts.time_ms).as_str())
-        .object("ecs", |e| {
-            e.str("version", ECS_VERSION);
-        })
-        .object("event", |e| {
-            e.str("kind", "event")
-                .strs("category", &["api"])
-                .strs("type", &[phase])
-                .opt_str("action", facts.kind)
-                .opt_str("outcome", outcome)
-                .opt_str("reason", facts.detail.as_deref())
-                .num("sequence", record.seq)
-                .str("hash", &record.hash)
-                .opt_str("provider", bounded(&record.origin))
-                .str("module", "agentrt")
-                .str("dataset", "agentrt.audit")
-                .str("original", original);
-        })
-        .object("service", |s| {
-            s.str("name", "agentrt").str("type", "agent-runtime");
-        })
-        // The run, step and approval have no ECS field of their own.
-        .object("labels", |l| {
-            l.str("chainship_mapping", MAPPING_VERSION)
-                .opt_str("run_id", plain(record, "run_id", &record.run_id))
-                .opt_str(
-                    "step_id",
-                    plain(record, "step_id", &record.step_id).filter(|s| !s.is_empty()),
-                )
-                .opt_str("approval_id", facts.approval_id.as_deref());
-        });
+    o.str(
+        "@timestamp",
+        time.as_ref().map_or("1970-01-01T00:00:00.000Z", |t| t.as_str()),
+    );
+    if time.is_none() {
+        o.strs("tags", &[UNREADABLE_AT]);
+    }
+    o.object("ecs", |e| {
+        e.str("version", ECS_VERSION);
+    })
+    .object("event", |e| {
+        e.str("kind", "event")
+            .strs("category", &["api"])
+            .strs("type", &[phase])
+            .opt_str("action", facts.kind)
+            .opt_str("outcome", outcome)
+            .opt_str("reason", facts.detail.as_deref())
+            .num("sequence", record.seq)
+            .str("hash", &record.hash)
+            .opt_str("provider", bounded(&record.origin))
+            .str("module", "agentrt")
+            .str("dataset", "agentrt.audit")
+            .str("original", original);
+    })
+    .object("service", |s| {
+        s.str("name", "agentrt").str("type", "agent-runtime");
+    })
+    // The run, step and approval have no ECS field of their own.
+    .object("labels", |l| {
+        l.str("chainship_mapping", MAPPING_VERSION)
+            .opt_str("run_id", plain(record, "run_id", &record.run_id))
+            .opt_str(
+                "step_id",
+                plain(record, "step_id", &record.step_id).filter(|s| !s.is_empty()),
+            )
+            .opt_str("approval_id", facts.approval_id.as_deref());
+    });
     let (tool, call) = (facts.tool.as_deref(), facts.call_id.as_deref());
     if tool.is_some() || call.is_some() {
         o.object("gen_ai", |g| {
@@ -84,7 +91,9 @@ pub fn write(out: &mut Vec<u8>, record: &Record<'_>, facts: &Facts<'_>, original
 
 /// Whether a parsed JSON object is an ECS document.
 pub fn detect(value: &serde_json::Value) -> bool {
-    value.get("ecs").is_some() || value.get("@timestamp").is_some()
+    value.get("ecs").is_some()
+        || value.get("@timestamp").is_some()
+        || value.get("event").is_some_and(|e| e.get("original").is_some())
 }
 
 /// The chainship record line a parsed ECS document carries.

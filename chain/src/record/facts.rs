@@ -17,6 +17,10 @@ use crate::payload::{Payload, Text};
 /// the old rules readable) to change what any mapped field says.
 pub const MAPPING_VERSION: &str = "1";
 
+/// The tag (ECS `tags`, OCSF `metadata.labels`) of a record whose `at` is
+/// no time a SIEM can hold, so its time 0 is never taken for a real one.
+pub const UNREADABLE_AT: &str = "at_not_rfc3339";
+
 /// What the event did, in the words both schemas share.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
@@ -36,9 +40,11 @@ pub enum Outcome {
 /// The derived facts of one record, borrowed from it where possible.
 #[derive(Debug)]
 pub struct Facts<'r> {
-    /// Milliseconds since the epoch; 0 when `at` is not an RFC 3339
-    /// date-time (the stored text still travels in the chainship record).
-    pub time_ms: i64,
+    /// Milliseconds since the epoch; `None` when `at` is not an RFC 3339
+    /// date-time a SIEM can hold (years 0000 to 9999 in UTC). The formats
+    /// then write time 0 and say so in a tag ([`UNREADABLE_AT`]); the stored
+    /// text still travels in the chainship record.
+    pub time_ms: Option<i64>,
     /// The event type, when it is text a schema's string field may hold.
     pub kind: Option<&'r str>,
     pub phase: Phase,
@@ -70,11 +76,10 @@ fn bounded_cow(text: Cow<'_, str>) -> Option<Cow<'_, str>> {
 impl<'r> Facts<'r> {
     pub fn of(record: &'r Record<'_>) -> Facts<'r> {
         let plain = |field: &str| !record.b64.iter().any(|f| f == field);
-        let time_ms = if plain("at") {
-            crate::time::millis(record.at.as_bytes()).unwrap_or(0)
-        } else {
-            0
-        };
+        let time_ms = plain("at")
+            .then(|| crate::time::millis(record.at.as_bytes()))
+            .flatten()
+            .filter(|ms| crate::time::RFC3339_RANGE.contains(ms));
         let kind = plain("type").then_some(record.kind.as_ref()).and_then(bounded);
         // A payload that is not UTF-8 is no JSON text: nothing to read from it.
         let payload = if plain("payload_json") {
@@ -123,11 +128,11 @@ fn classify<'p>(kind: &str, payload: &'p Payload<'_>) -> (Phase, Option<Outcome>
             Some(o @ "deny") => (Denied, Some(Failure), Some(o)),
             other => (Info, None, other),
         },
-        // Any status but "approved" is a request not granted.
+        // agentrt's decisions; any other status is not judged (it stays the detail).
         "approval.decided" => match payload.status.get() {
             Some(s @ "approved") => (Allowed, Some(Success), Some(s)),
-            Some(s) => (Denied, Some(Failure), Some(s)),
-            None => (Info, None, None),
+            Some(s @ "rejected") => (Denied, Some(Failure), Some(s)),
+            other => (Info, None, other),
         },
         "limit.exceeded" | "loop.detected" => (Info, Some(Failure), None),
         _ => (Info, None, None),

@@ -40,9 +40,9 @@ impl RecordFormat {
         }
     }
 
-    /// How every line this format writes begins (its first field: serde
-    /// writes fields in the order they are declared), for telling a torn
-    /// record from a file that is not a sink's.
+    /// How every line this format writes begins (its first member, which
+    /// the writer always puts first), for telling a torn record from a file
+    /// that is not a sink's.
     pub fn line_start(self) -> &'static [u8] {
         match self {
             RecordFormat::Chainship => b"{\"origin\":",
@@ -142,9 +142,13 @@ impl RecordError {
 }
 
 /// A line in a profile's shape: its carried record, checked against every
-/// mapped field. `None` when the line is no profile record at all.
+/// mapped field. `None` when the line is JSON but no profile record.
 pub(super) fn parse_profile(json: &[u8]) -> Option<Result<Record<'static>, RecordError>> {
-    let value: Value = serde_json::from_slice(json).ok()?;
+    // Not JSON at all (a torn line): that is what to say about it.
+    let value: Value = match serde_json::from_slice(json) {
+        Ok(value) => value,
+        Err(e) => return Some(Err(RecordError::Json(e))),
+    };
     let format = if ocsf::detect(&value) {
         RecordFormat::Ocsf
     } else if ecs::detect(&value) {
@@ -152,24 +156,24 @@ pub(super) fn parse_profile(json: &[u8]) -> Option<Result<Record<'static>, Recor
     } else {
         return None;
     };
-    let no_carried = |why: String| RecordError::Malformed { format, why };
+    let malformed = |why: String| RecordError::Malformed { format, why };
     // A repeated key would be read one way here (the last wins) and maybe
     // another by a SIEM (the first): such a record proves nothing.
     if let Err(e) = serde_json::from_slice::<NoRepeatedKeys>(json) {
-        return Some(Err(no_carried(e.to_string())));
+        return Some(Err(malformed(e.to_string())));
     }
     let record = match format {
         RecordFormat::Ocsf => match ocsf::carried(&value) {
             Some(carried) => {
-                Record::from_value(carried).map_err(|e| no_carried(format!("unmapped.chainship is no record: {e}")))
+                Record::from_value(carried).map_err(|e| malformed(format!("unmapped.chainship is no record: {e}")))
             }
-            None => Err(no_carried("it has no unmapped.chainship".into())),
+            None => Err(malformed("it has no unmapped.chainship".into())),
         },
         _ => match ecs::carried(&value) {
             Some(line) => Record::parse_own(line.as_bytes())
                 .map(Record::into_owned)
-                .map_err(|e| no_carried(format!("event.original is no record: {e}"))),
-            None => Err(no_carried("it has no event.original string".into())),
+                .map_err(|e| malformed(format!("event.original is no record: {e}"))),
+            None => Err(malformed("it has no event.original string".into())),
         },
     };
     let record = match record {
@@ -512,6 +516,78 @@ mod tests {
             assert!(matches!(e, RecordError::Malformed { .. }), "{format}: {e}");
             assert!(e.to_string().contains("appears twice"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_time_no_siem_can_hold_is_time_0_and_tagged_so() {
+        let mut record = records()[0].clone();
+        for (at, ocsf_time, ecs_time) in [
+            ("2026-08-17T08:00:00Z", 1_786_953_600_000i64, "2026-08-17T08:00:00.000Z"),
+            ("2026-08-17T07:59:60Z", 1_786_953_600_000, "2026-08-17T08:00:00.000Z"),
+            (
+                "9999-12-31T23:59:59.999Z",
+                253_402_300_799_999,
+                "9999-12-31T23:59:59.999Z",
+            ),
+            ("9999-12-31T23:59:60Z", 0, "1970-01-01T00:00:00.000Z"),
+            ("0000-01-01T00:00:00+00:01", 0, "1970-01-01T00:00:00.000Z"),
+            ("2026-02-30T08:00:00Z", 0, "1970-01-01T00:00:00.000Z"),
+            ("yesterday", 0, "1970-01-01T00:00:00.000Z"),
+        ] {
+            record.at = at.into();
+            let ocsf: Value = serde_json::from_slice(&line(RecordFormat::Ocsf, &record)).unwrap();
+            let ecs: Value = serde_json::from_slice(&line(RecordFormat::Ecs, &record)).unwrap();
+            assert_eq!(
+                (ocsf["time"].as_i64(), ecs["@timestamp"].as_str()),
+                (Some(ocsf_time), Some(ecs_time)),
+                "{at}"
+            );
+            let tagged = ocsf_time == 0;
+            assert_eq!(
+                ocsf["metadata"]["labels"] == serde_json::json!(["at_not_rfc3339"]),
+                tagged,
+                "{at}"
+            );
+            assert_eq!(ecs["tags"] == serde_json::json!(["at_not_rfc3339"]), tagged, "{at}");
+        }
+    }
+
+    #[test]
+    fn an_approval_status_the_runtime_does_not_write_is_not_judged() {
+        let mut record = records()[3].clone();
+        for (status, outcome, ecs_type) in [
+            ("approved", Some("success"), "allowed"),
+            ("rejected", Some("failure"), "denied"),
+            ("APPROVED", None, "info"),
+            ("maybe", None, "info"),
+        ] {
+            record.payload_json = format!(r#"{{"approval_id":"a1","status":"{status}"}}"#).into();
+            let ecs: Value = serde_json::from_slice(&line(RecordFormat::Ecs, &record)).unwrap();
+            assert_eq!(ecs["event"]["outcome"].as_str(), outcome, "{status}");
+            assert_eq!(ecs["event"]["type"][0], ecs_type, "{status}");
+            assert_eq!(ecs["event"]["reason"], status);
+        }
+    }
+
+    #[test]
+    fn a_torn_profile_line_is_said_to_be_torn() {
+        for format in [RecordFormat::Ocsf, RecordFormat::Ecs] {
+            let whole = line(format, &records()[1]);
+            let e = Record::parse(&whole[..whole.len() - 20]).unwrap_err();
+            assert!(e.to_string().contains("EOF while parsing"), "{format}: {e}");
+        }
+        // An ECS document is known by its event.original alone, too.
+        let e = Record::parse(br#"{"event":{"original":"x"}}"#).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                RecordError::Malformed {
+                    format: RecordFormat::Ecs,
+                    ..
+                }
+            ),
+            "{e}"
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! record ([`super::format`]).
 
 use super::Record;
-use super::facts::{Facts, MAPPING_VERSION, Outcome, bounded};
+use super::facts::{Facts, MAPPING_VERSION, Outcome, UNREADABLE_AT, bounded};
 use super::json::Object;
 
 pub const OCSF_VERSION: &str = "1.1.0";
@@ -45,7 +45,7 @@ pub fn write(out: &mut Vec<u8>, record: &Record<'_>, facts: &Facts<'_>, canonica
         .str("type_name", "API Activity: Other")
         .num("severity_id", 1u32)
         .str("severity", "Informational")
-        .num("time", facts.time_ms);
+        .num("time", facts.time_ms.unwrap_or(0));
     match facts.outcome {
         Some(Outcome::Success) => o.num("status_id", 1u32).str("status", "Success"),
         Some(Outcome::Failure) => o.num("status_id", 2u32).str("status", "Failure"),
@@ -64,6 +64,9 @@ pub fn write(out: &mut Vec<u8>, record: &Record<'_>, facts: &Facts<'_>, canonica
             .num("sequence", record.seq)
             .opt_str("correlation_uid", run)
             .opt_str("original_time", plain(record, "at", &record.at));
+        if facts.time_ms.is_none() {
+            m.strs("labels", &[UNREADABLE_AT]);
+        }
     });
     // The run is the session the agent acts in (always there: the schema
     // needs an actor); a policy outcome or approval is its authorization.
