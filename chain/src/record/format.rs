@@ -144,6 +144,9 @@ impl RecordError {
 /// A line in a profile's shape: its carried record, checked against every
 /// mapped field. `None` when the line is JSON but no profile record.
 pub(super) fn parse_profile(json: &[u8]) -> Option<Result<Record<'static>, RecordError>> {
+    if let Some(record) = as_written(json) {
+        return Some(Ok(record));
+    }
     // Not JSON at all (a torn line): that is what to say about it.
     let value: Value = match serde_json::from_slice(json) {
         Ok(value) => value,
@@ -191,6 +194,50 @@ pub(super) fn parse_profile(json: &[u8]) -> Option<Result<Record<'static>, Recor
             field,
         }),
     })
+}
+
+/// The carried record of a line that is byte for byte what chainship
+/// writes for it (a copy as delivered: nearly every line), found without
+/// building the whole JSON tree. Equal bytes mean every mapped field is
+/// what the record maps to, and no key repeats. `None` sends the line the
+/// long way (re-serialized, changed, or no profile record).
+fn as_written(json: &[u8]) -> Option<Record<'static>> {
+    use serde::Deserialize;
+    use std::borrow::Cow;
+    #[derive(Deserialize)]
+    struct Ocsf<'a> {
+        #[serde(borrow)]
+        unmapped: Unmapped<'a>,
+    }
+    #[derive(Deserialize)]
+    struct Unmapped<'a> {
+        #[serde(borrow)]
+        chainship: &'a serde_json::value::RawValue,
+    }
+    #[derive(Deserialize)]
+    struct Ecs<'a> {
+        #[serde(borrow)]
+        event: Event<'a>,
+    }
+    #[derive(Deserialize)]
+    struct Event<'a> {
+        #[serde(borrow)]
+        original: Cow<'a, str>,
+    }
+    let (format, record) = if json.starts_with(RecordFormat::Ocsf.line_start()) {
+        let envelope: Ocsf<'_> = serde_json::from_slice(json).ok()?;
+        let carried = envelope.unmapped.chainship.get().as_bytes();
+        (RecordFormat::Ocsf, Record::parse_own(carried).ok()?.into_owned())
+    } else if json.starts_with(RecordFormat::Ecs.line_start()) {
+        let envelope: Ecs<'_> = serde_json::from_slice(json).ok()?;
+        let carried = envelope.event.original.as_bytes();
+        (RecordFormat::Ecs, Record::parse_own(carried).ok()?.into_owned())
+    } else {
+        return None;
+    };
+    let mut line = Vec::with_capacity(json.len());
+    format.write(&record, &mut line, &mut Vec::new());
+    (line == json).then_some(record)
 }
 
 /// Any JSON value whose objects, at every depth, name each key once.
