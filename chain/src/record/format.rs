@@ -468,6 +468,36 @@ mod tests {
     }
 
     #[test]
+    fn a_line_changed_in_place_is_not_taken_for_one_as_written() {
+        // Same key order, one mapped value changed: the quick check by bytes
+        // must send it the long way, which names the field.
+        let record = &records()[2];
+        for (format, from, to, field) in [
+            (
+                RecordFormat::Ocsf,
+                r#""service":{"name":"bank_pay"}"#,
+                r#""service":{"name":"bank_pax"}"#,
+                "api.service.name",
+            ),
+            (
+                RecordFormat::Ecs,
+                r#""run_id":"run_7f2""#,
+                r#""run_id":"run_7f3""#,
+                "labels.run_id",
+            ),
+        ] {
+            let written = String::from_utf8(line(format, record)).unwrap();
+            assert!(written.contains(from), "{format}: {written}");
+            let changed = written.replacen(from, to, 1);
+            let e = Record::parse(changed.as_bytes()).unwrap_err();
+            assert!(
+                matches!(&e, RecordError::Mapping { field: f, .. } if f == field),
+                "{format}: {e}"
+            );
+        }
+    }
+
+    #[test]
     fn a_changed_carried_record_no_longer_hashes_or_maps() {
         let record = &records()[2];
         // The carried payload changed: the mapped tool no longer matches it.
