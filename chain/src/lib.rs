@@ -5,7 +5,10 @@
 //! reading the events table read-only and in bounded pages ([`db`],
 //! [`read_ahead`], waking on writes: [`change_watch`]), the rule that decides where a chain breaks ([`check`]), walking a whole
 //! database against kept heads ([`walk`]) and
-//! the JSON record every sink ships ([`record`]), and the error vocabulary
+//! the JSON record every sink ships, in chainship's own shape or a SIEM's
+//! (OCSF, ECS) carrying it whole, read back in any of them ([`record`]), the
+//! payload fields and event times the run rules and the SIEM mapping read
+//! ([`payload`], [`time`]), and the error vocabulary
 //! every crate speaks ([`error`]). It never writes a database.
 
 pub mod change_watch;

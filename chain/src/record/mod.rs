@@ -9,7 +9,7 @@
 //! Sinks may also write each record in a SIEM's schema ([`RecordFormat`]:
 //! [`ocsf`], [`ecs`]) carrying this record whole; [`Record::parse`] reads
 //! every format, detected per line, and checks a profile's mapped fields
-//! against the record it carries ([`format`]).
+//! against the record it carries ([`format`](mod@format)).
 
 pub mod ecs;
 pub mod facts;
