@@ -84,27 +84,38 @@ pub fn append(db: &Path, events: u64) {
 /// A row whose payload is not UTF-8, with its correct chain hash, appended
 /// as a runtime storing raw bytes in a TEXT column would.
 pub fn append_non_utf8_event(db: &Path) {
+    append_event(
+        db,
+        "run-x",
+        "",
+        "2026-11-30T00:00:00Z",
+        "tool.call",
+        b"{\"note\":\"\xff\xfe raw\"}",
+    );
+}
+
+/// Appends one event, chained to the last, as the runtime would; the payload
+/// is stored as TEXT whatever its bytes.
+pub fn append_event(db: &Path, run: &str, step: &str, at: &str, kind: &str, payload: &[u8]) {
     let conn = tamper(db);
     let (seq, prev): (i64, String) = conn
         .query_row("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1", [], |r| {
             Ok((r.get(0)?, r.get(1)?))
         })
         .unwrap();
-    let payload: &[u8] = b"{\"note\":\"\xff\xfe raw\"}";
-    let seq = seq as u64 + 1;
+    let seq = seq + 1;
     let hash = chainship_chain::event_hash(
         prev.as_bytes(),
-        seq,
-        b"run-x",
-        b"",
-        b"2026-11-30T00:00:00Z",
-        b"tool.call",
+        seq as u64,
+        run.as_bytes(),
+        step.as_bytes(),
+        at.as_bytes(),
+        kind.as_bytes(),
         payload,
     );
-    let hash = String::from_utf8(hash.to_vec()).unwrap();
     conn.execute(
-        "INSERT INTO events (seq, run_id, step_id, at, type, payload_json, hash) VALUES (?1, 'run-x', '', '2026-11-30T00:00:00Z', 'tool.call', CAST(?2 AS TEXT), ?3)",
-        rusqlite::params![seq as i64, payload, hash],
+        "INSERT INTO events (seq, run_id, step_id, at, type, payload_json, hash) VALUES (?1, ?2, ?3, ?4, ?5, CAST(?6 AS TEXT), ?7)",
+        rusqlite::params![seq, run, step, at, kind, payload, std::str::from_utf8(&hash).unwrap()],
     )
     .unwrap();
 }

@@ -36,7 +36,7 @@ fn scaffold(events: u64) -> Anchored {
         "s9",
         "yesterday",
         "approval.decided",
-        r#"{"approval_id":"a9","status":"expired"}"#,
+        br#"{"approval_id":"a9","status":"expired"}"#,
     );
     append_event(
         &s.db,
@@ -44,34 +44,9 @@ fn scaffold(events: u64) -> Anchored {
         "",
         "9999-12-31T23:59:60Z",
         "step.policy",
-        r#"{"outcome":"require_approval"}"#,
+        br#"{"outcome":"require_approval"}"#,
     );
     s
-}
-
-/// Appends one event, chained to the last, as the runtime would.
-fn append_event(db: &Path, run: &str, step: &str, at: &str, kind: &str, payload: &str) {
-    let conn = tamper(db);
-    let (seq, prev): (i64, String) = conn
-        .query_row("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1", [], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
-        .unwrap();
-    let seq = seq + 1;
-    let hash = chainship_chain::event_hash(
-        prev.as_bytes(),
-        seq as u64,
-        run.as_bytes(),
-        step.as_bytes(),
-        at.as_bytes(),
-        kind.as_bytes(),
-        payload.as_bytes(),
-    );
-    conn.execute(
-        "INSERT INTO events (seq, run_id, step_id, at, type, payload_json, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        rusqlite::params![seq, run, step, at, kind, payload, std::str::from_utf8(&hash).unwrap()],
-    )
-    .unwrap();
 }
 
 /// `follow --once` of the scaffold's database into `sink` in `format`, heads signed into its store.
@@ -394,7 +369,7 @@ fn one_copy_may_change_format_between_runs_and_runs_reads_it() {
 }
 
 #[test]
-fn a_torn_profile_record_is_cut_and_the_export_resumes() {
+fn a_torn_profile_record_is_cut_and_a_changed_one_stops_the_follower() {
     let s = scaffold(1000);
     for format in ["ocsf", "ecs"] {
         let copy = s.dir.path().join(format!("{format}.jsonl"));
@@ -412,6 +387,38 @@ fn a_torn_profile_record_is_cut_and_the_export_resumes() {
         assert_eq!(lines(&copy).len() as u64, events_in(&s.db), "{format}");
         let (c, json, err) = against_copy(&s, "verify-export", &file_url(&copy), &[]);
         assert_eq!(c, 0, "{format}: {json} {err}");
+
+        // A record of the sink with a mapped field changed (by someone with
+        // write access) is no proof of delivery: the follower stops, exit 1,
+        // and writes nothing, with or without its cursor.
+        let mut held = lines(&copy);
+        let last = held.pop().unwrap();
+        let field = if format == "ocsf" {
+            "api.operation"
+        } else {
+            "event.action"
+        };
+        held.push(alter_mapped(format, &last, field));
+        write_lines(&copy, &held);
+        let planted = std::fs::read(&copy).unwrap();
+        append(&s.db, 5);
+        for lose_cursor in [false, true] {
+            if lose_cursor {
+                std::fs::remove_file(&cursor).unwrap();
+            }
+            let out = ship(&s, &file_url(&copy), &format!("{format}.cursor"), format, &[]);
+            assert_eq!(code(&out), 1, "{format}: {}", stderr(&out));
+            assert!(
+                stderr(&out).contains(&format!("the {format} record's {field}")),
+                "{}",
+                stderr(&out)
+            );
+            assert_eq!(
+                std::fs::read(&copy).unwrap(),
+                planted,
+                "{format}: the sink is untouched"
+            );
+        }
     }
 }
 

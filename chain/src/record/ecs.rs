@@ -9,16 +9,10 @@
 //! ([`super::format`]).
 
 use super::Record;
-use super::facts::{Facts, MAPPING_VERSION, Outcome, Phase, UNREADABLE_AT, bounded};
+use super::facts::{Facts, MAPPING_VERSION, Outcome, Phase, UNREADABLE_AT, bounded, mappable};
 use super::json::Object;
 
 pub const ECS_VERSION: &str = "9.4.0";
-
-fn plain<'r>(record: &'r Record<'_>, field: &str, value: &'r str) -> Option<&'r str> {
-    (!record.b64.iter().any(|f| f == field))
-        .then_some(value)
-        .and_then(bounded)
-}
 
 /// Appends `record` as an ECS document; `original` is the record's own
 /// JSON line, carried as a string.
@@ -66,11 +60,8 @@ pub fn write(out: &mut Vec<u8>, record: &Record<'_>, facts: &Facts<'_>, original
     // The run, step and approval have no ECS field of their own.
     .object("labels", |l| {
         l.str("chainship_mapping", MAPPING_VERSION)
-            .opt_str("run_id", plain(record, "run_id", &record.run_id))
-            .opt_str(
-                "step_id",
-                plain(record, "step_id", &record.step_id).filter(|s| !s.is_empty()),
-            )
+            .opt_str("run_id", mappable(record, "run_id"))
+            .opt_str("step_id", mappable(record, "step_id").filter(|s| !s.is_empty()))
             .opt_str("approval_id", facts.approval_id.as_deref());
     });
     let (tool, call) = (facts.tool.as_deref(), facts.call_id.as_deref());

@@ -64,6 +64,21 @@ pub struct Facts<'r> {
 /// in characters: a byte count at or under it is always within).
 pub const MAX_STRING: usize = 65_535;
 
+/// A hashed field's text (`run_id`, `step_id`, `at`, `type`) for a mapped
+/// string field: `None` when it travels as base64 or is too long for one.
+pub fn mappable<'r>(record: &'r Record<'_>, field: &str) -> Option<&'r str> {
+    let value = match field {
+        "run_id" => &record.run_id,
+        "step_id" => &record.step_id,
+        "at" => &record.at,
+        "type" => &record.kind,
+        _ => return None,
+    };
+    (!record.travels_as_base64(field))
+        .then_some(value.as_ref())
+        .and_then(bounded)
+}
+
 /// `text` when a schema's plain string field may hold it.
 pub fn bounded(text: &str) -> Option<&str> {
     (text.len() <= MAX_STRING).then_some(text)
@@ -75,14 +90,13 @@ fn bounded_cow(text: Cow<'_, str>) -> Option<Cow<'_, str>> {
 
 impl<'r> Facts<'r> {
     pub fn of(record: &'r Record<'_>) -> Facts<'r> {
-        let plain = |field: &str| !record.b64.iter().any(|f| f == field);
-        let time_ms = plain("at")
+        let time_ms = (!record.travels_as_base64("at"))
             .then(|| crate::time::millis(record.at.as_bytes()))
             .flatten()
             .filter(|ms| crate::time::RFC3339_RANGE.contains(ms));
-        let kind = plain("type").then_some(record.kind.as_ref()).and_then(bounded);
+        let kind = mappable(record, "type");
         // A payload that is not UTF-8 is no JSON text: nothing to read from it.
-        let payload = if plain("payload_json") {
+        let payload = if !record.travels_as_base64("payload_json") {
             Payload::parse(record.payload_json.as_bytes())
         } else {
             Payload::default()

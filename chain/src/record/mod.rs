@@ -114,7 +114,7 @@ impl<'a> Record<'a> {
             "payload_json" => &self.payload_json,
             _ => return None,
         };
-        if self.b64.iter().any(|f| f == field) {
+        if self.travels_as_base64(field) {
             // Only the one form the exporter writes: bytes that are not UTF-8,
             // in padded standard base64. Anything else would let a writer to the
             // sink re-encode a plain field and blind the rules that read it.
@@ -124,6 +124,11 @@ impl<'a> Record<'a> {
         } else {
             Some(Cow::Borrowed(value.as_bytes()))
         }
+    }
+
+    /// Whether `field`'s stored bytes travel as base64 (named in `b64`).
+    pub fn travels_as_base64(&self, field: &str) -> bool {
+        self.b64.iter().any(|f| f == field)
     }
 
     /// Just the `seq` of a record line of any format, without building the

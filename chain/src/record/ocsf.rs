@@ -10,7 +10,7 @@
 //! record ([`super::format`]).
 
 use super::Record;
-use super::facts::{Facts, MAPPING_VERSION, Outcome, UNREADABLE_AT, bounded};
+use super::facts::{Facts, MAPPING_VERSION, Outcome, UNREADABLE_AT, bounded, mappable};
 use super::json::Object;
 
 pub const OCSF_VERSION: &str = "1.1.0";
@@ -18,18 +18,11 @@ const CLASS_UID: u32 = 6003;
 const CATEGORY_UID: u32 = 6;
 const ACTIVITY_OTHER: u32 = 99;
 
-/// A plain string field of the record, when a schema string may hold it.
-fn plain<'r>(record: &'r Record<'_>, field: &str, value: &'r str) -> Option<&'r str> {
-    (!record.b64.iter().any(|f| f == field))
-        .then_some(value)
-        .and_then(bounded)
-}
-
 /// Appends `record` as an OCSF API Activity; `canonical` is the record's
 /// own JSON (written once, carried as it is).
 pub fn write(out: &mut Vec<u8>, record: &Record<'_>, facts: &Facts<'_>, canonical: &[u8]) {
-    let run = plain(record, "run_id", &record.run_id);
-    let step = plain(record, "step_id", &record.step_id).filter(|s| !s.is_empty());
+    let run = mappable(record, "run_id");
+    let step = mappable(record, "step_id").filter(|s| !s.is_empty());
     let origin = bounded(&record.origin);
     let detail = facts.detail.as_deref();
     let decision = detail.filter(|_| facts.is_decision);
@@ -63,7 +56,7 @@ pub fn write(out: &mut Vec<u8>, record: &Record<'_>, facts: &Facts<'_>, canonica
             .str("uid", &record.hash)
             .num("sequence", record.seq)
             .opt_str("correlation_uid", run)
-            .opt_str("original_time", plain(record, "at", &record.at));
+            .opt_str("original_time", mappable(record, "at"));
         if facts.time_ms.is_none() {
             m.strs("labels", &[UNREADABLE_AT]);
         }
