@@ -8,7 +8,7 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
@@ -68,6 +68,20 @@ pub enum DbError {
     },
     #[error("{path}: read failed: {source}")]
     Read { path: PathBuf, source: rusqlite::Error },
+    /// SQLite's "not now": a writer holds a lock, is recovering or rebuilding
+    /// the WAL index, or changed it mid-read. Every reader meets these while
+    /// a writer is live, most of all one that cannot write the `-shm` (a
+    /// read-only mount, another uid). Retried; never a reason to stop.
+    #[error("{path}: the database is busy ({reason}) for {waited:?}; a writer holds it or is recovering its WAL")]
+    Busy {
+        path: PathBuf,
+        reason: String,
+        waited: Duration,
+    },
+    /// Read as immutable (no `-wal`, a directory nobody can write), and a
+    /// writer has started since: open it again, normally.
+    #[error("{0}: a writer started while it was read as immutable; it must be opened again")]
+    WriterStarted(PathBuf),
     /// Found when reopening a replaced file: it no longer holds what was read.
     #[error(
         "{path}: the database file was replaced and no longer holds seq {seq} as read before ({found}): restored from an older copy, or rewritten"
@@ -80,7 +94,7 @@ impl crate::HasKind for DbError {
         match self {
             // Damage to the record, not a setup problem: the chain cannot go on past it.
             DbError::Replaced { .. } | DbError::BadField { .. } | DbError::BadSeq { .. } => crate::ErrorKind::Integrity,
-            // A busy or locked database passes; the follower retries reads itself.
+            DbError::Busy { .. } | DbError::WriterStarted(_) => crate::ErrorKind::Transient,
             _ => crate::ErrorKind::Permanent,
         }
     }
@@ -119,6 +133,22 @@ impl FileIdentity {
     }
 }
 
+/// A file's inode, size and modification time: what an immutable read
+/// compares before and after, to know nobody wrote meanwhile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FileStamp(Option<(u64, u64, Option<SystemTime>)>);
+
+impl FileStamp {
+    fn of(path: &Path) -> FileStamp {
+        use std::os::unix::fs::MetadataExt;
+        FileStamp(
+            std::fs::metadata(path)
+                .ok()
+                .map(|m| (m.ino(), m.len(), m.modified().ok())),
+        )
+    }
+}
+
 /// Where a page's visit stands.
 struct PageVisit {
     visited: usize,
@@ -135,6 +165,9 @@ pub struct EventDb {
     path: PathBuf,
     options: OpenOptions,
     identity: FileIdentity,
+    /// Opened with `immutable=1`: SQLite takes no lock, so each read checks
+    /// nobody wrote meanwhile.
+    immutable: bool,
     schema: Schema,
     page_sql: String,
     head_sql: String,
@@ -216,15 +249,25 @@ impl EventDb {
             path: path.to_owned(),
             options: options.clone(),
             identity,
+            immutable,
             schema,
         };
         let mut db = db;
-        db.seq_may_repeat = !db.seq_is_rowid().unwrap_or(false);
-        db.check_table().map_err(|e| match e {
-            // SQLite opens lazily: a missing -shm shows at the first read.
-            DbError::Read { source, .. } if is_cantopen(&source.to_string()) => open_err(source),
-            e => e,
+        let no_wal = || !wal_path(path).exists();
+        patiently(BUSY_PATIENCE, || {
+            db.check_table().map_err(|e| match e {
+                // SQLite opens lazily: a -shm that cannot be made shows at the
+                // first read. With no -wal nobody is writing: say so to `open`,
+                // which may then read the file as immutable.
+                DbError::Read { source, .. } if is_cantopen(&source.to_string()) => open_err(source),
+                DbError::Busy { reason, .. } if is_cantopen(&reason) && no_wal() => DbError::Open {
+                    path: path.to_owned(),
+                    reason,
+                },
+                e => e,
+            })
         })?;
+        db.seq_may_repeat = !patiently(BUSY_PATIENCE, || db.seq_is_rowid().map_err(db.read_err())).unwrap_or(false);
         Ok(db)
     }
 
@@ -248,6 +291,11 @@ impl EventDb {
             rusqlite::Error::SqliteFailure(ref e, _) if e.code == rusqlite::ErrorCode::NotADatabase => {
                 DbError::NotSqlite(self.path.clone())
             }
+            ref source if not_now(source) => DbError::Busy {
+                path: self.path.clone(),
+                reason: source.to_string(),
+                waited: Duration::ZERO,
+            },
             source => DbError::Read {
                 path: self.path.clone(),
                 source,
@@ -357,6 +405,22 @@ impl EventDb {
         out: &mut EventBatch,
     ) -> Result<usize, DbError> {
         let (start_bytes, start_len) = (out.byte_len(), out.len());
+        patiently(BUSY_PATIENCE, || {
+            // A page cut short by "not now" is read again whole.
+            out.truncate(start_len);
+            self.read_page_once(after, max_events, max_bytes, start_bytes, out)
+        })?;
+        Ok(out.len() - start_len)
+    }
+
+    fn read_page_once(
+        &self,
+        after: u64,
+        max_events: usize,
+        max_bytes: usize,
+        start_bytes: usize,
+        out: &mut EventBatch,
+    ) -> Result<(), DbError> {
         self.visit_rows(after, max_events, &mut |event| {
             // Full: the page ends before the next seq (never between two rows
             // of one seq, or the second would be skipped by the next page).
@@ -375,8 +439,8 @@ impl EventDb {
                 ],
             );
             true
-        })?;
-        Ok(out.len() - start_len)
+        })
+        .map(|_| ())
     }
 
     /// Calls `visit` with each event with seq above `after`, in seq order,
@@ -390,15 +454,41 @@ impl EventDb {
         max_events: usize,
         visit: &mut dyn FnMut(&EventRef<'_>) -> bool,
     ) -> Result<usize, DbError> {
-        let mut page = PageVisit {
-            visited: 0,
-            last_seq: after,
-            same_as_last: 0,
-            stopped: false,
-        };
+        // "Not now" before the first row is read again; once rows were
+        // handed over, the caller decides (see `read_page`).
+        let visited = std::cell::Cell::new(0);
+        retry_busy(
+            BUSY_PATIENCE,
+            || {
+                let mut page = PageVisit {
+                    visited: 0,
+                    last_seq: after,
+                    same_as_last: 0,
+                    stopped: false,
+                };
+                let result = self.visit_page(after, max_events, visit, &mut page);
+                visited.set(page.visited);
+                result
+            },
+            || visited.get() == 0,
+        )
+        .map(|()| visited.get())
+    }
+
+    fn visit_page(
+        &self,
+        after: u64,
+        max_events: usize,
+        visit: &mut dyn FnMut(&EventRef<'_>) -> bool,
+        page: &mut PageVisit,
+    ) -> Result<(), DbError> {
+        let before = self.immutable.then(|| FileStamp::of(&self.path));
+        if self.immutable && wal_path(&self.path).exists() {
+            return Err(self.changed_under_immutable());
+        }
         let mut stmt = self.conn.prepare_cached(&self.page_sql).map_err(self.read_err())?;
         let rows = stmt.query((after as i64, max_events as i64)).map_err(self.read_err())?;
-        self.visit_each(rows, &mut page, visit)?;
+        self.visit_each(rows, page, visit)?;
         // A page ends on a seq; the next starts above it. Where the seq column
         // may repeat a value, rows of that seq past the page would never be
         // read: they are read now, so a second row of a seq is always seen.
@@ -415,10 +505,20 @@ impl EventDb {
                 let rows = stmt
                     .query((page.last_seq as i64, page.same_as_last as i64))
                     .map_err(self.read_err())?;
-                self.visit_each(rows, &mut page, visit)?;
+                self.visit_each(rows, page, visit)?;
             }
         }
-        Ok(page.visited)
+        // An immutable connection takes no lock: what it read holds only if
+        // nobody wrote the file meanwhile (a writer that started would have
+        // made a -wal; a checkpoint changes the file's size or time).
+        if before.is_some_and(|b| b != FileStamp::of(&self.path) || wal_path(&self.path).exists()) {
+            return Err(self.changed_under_immutable());
+        }
+        Ok(())
+    }
+
+    fn changed_under_immutable(&self) -> DbError {
+        DbError::WriterStarted(self.path.clone())
     }
 
     fn visit_each(
@@ -476,93 +576,107 @@ impl EventDb {
 
     /// The event with the highest seq, as `(seq, stored hash)`.
     pub fn head(&self) -> Result<Option<(u64, Vec<u8>)>, DbError> {
-        let mut stmt = self.conn.prepare_cached(&self.head_sql).map_err(self.read_err())?;
-        stmt.query_row([], |row| {
-            let seq: i64 = row.get(0)?;
-            let hash = match row.get_ref(1)? {
-                ValueRef::Text(t) => t.to_vec(),
-                _ => Vec::new(),
-            };
-            Ok((seq.max(0) as u64, hash))
+        patiently(BUSY_PATIENCE, || {
+            let mut stmt = self.conn.prepare_cached(&self.head_sql).map_err(self.read_err())?;
+            stmt.query_row([], |row| {
+                let seq: i64 = row.get(0)?;
+                let hash = match row.get_ref(1)? {
+                    ValueRef::Text(t) => t.to_vec(),
+                    _ => Vec::new(),
+                };
+                Ok((seq.max(0) as u64, hash))
+            })
+            .optional()
+            .map_err(self.read_err())
         })
-        .optional()
-        .map_err(self.read_err())
     }
 
     /// The hash stored with event `seq`, if there is such an event.
     pub fn hash_at(&self, seq: u64) -> Result<Option<Vec<u8>>, DbError> {
-        let mut stmt = self.conn.prepare_cached(&self.hash_at_sql).map_err(self.read_err())?;
-        stmt.query_row([seq as i64], |row| {
-            Ok(match row.get_ref(0)? {
-                ValueRef::Text(t) => t.to_vec(),
-                _ => Vec::new(),
-            })
-        })
-        .optional()
-        .map_err(self.read_err())
-    }
-
-    /// The row with the highest seq in `lowest..=highest`, as `(seq, stored
-    /// hash)`: where a walk of the range above `highest` starts from.
-    pub fn last_row_in(&self, lowest: u64, highest: u64) -> Result<Option<(u64, Vec<u8>)>, DbError> {
-        let mut stmt = self.conn.prepare_cached(&self.prev_row_sql).map_err(self.read_err())?;
-        stmt.query_row((lowest as i64, highest as i64), |row| {
-            let seq: i64 = row.get(0)?;
-            let hash = match row.get_ref(1)? {
-                ValueRef::Text(t) => t.to_vec(),
-                _ => Vec::new(),
-            };
-            Ok((seq.max(0) as u64, hash))
-        })
-        .optional()
-        .map_err(self.read_err())
-    }
-
-    /// The stored hashes of the events with seq in `(after, through]`, in
-    /// seq order (a few hundred at most: the end of a tree's last tile).
-    pub fn hashes_between(&self, after: u64, through: u64) -> Result<Vec<Vec<u8>>, DbError> {
-        let mut stmt = self.conn.prepare_cached(&self.hashes_sql).map_err(self.read_err())?;
-        let rows = stmt
-            .query_map((after as i64, through as i64), |row| {
+        patiently(BUSY_PATIENCE, || {
+            let mut stmt = self.conn.prepare_cached(&self.hash_at_sql).map_err(self.read_err())?;
+            stmt.query_row([seq as i64], |row| {
                 Ok(match row.get_ref(0)? {
                     ValueRef::Text(t) => t.to_vec(),
                     _ => Vec::new(),
                 })
             })
-            .map_err(self.read_err())?;
-        rows.collect::<Result<_, _>>().map_err(self.read_err())
+            .optional()
+            .map_err(self.read_err())
+        })
+    }
+
+    /// The row with the highest seq in `lowest..=highest`, as `(seq, stored
+    /// hash)`: where a walk of the range above `highest` starts from.
+    pub fn last_row_in(&self, lowest: u64, highest: u64) -> Result<Option<(u64, Vec<u8>)>, DbError> {
+        patiently(BUSY_PATIENCE, || {
+            let mut stmt = self.conn.prepare_cached(&self.prev_row_sql).map_err(self.read_err())?;
+            stmt.query_row((lowest as i64, highest as i64), |row| {
+                let seq: i64 = row.get(0)?;
+                let hash = match row.get_ref(1)? {
+                    ValueRef::Text(t) => t.to_vec(),
+                    _ => Vec::new(),
+                };
+                Ok((seq.max(0) as u64, hash))
+            })
+            .optional()
+            .map_err(self.read_err())
+        })
+    }
+
+    /// The stored hashes of the events with seq in `(after, through]`, in
+    /// seq order (a few hundred at most: the end of a tree's last tile).
+    pub fn hashes_between(&self, after: u64, through: u64) -> Result<Vec<Vec<u8>>, DbError> {
+        patiently(BUSY_PATIENCE, || {
+            let mut stmt = self.conn.prepare_cached(&self.hashes_sql).map_err(self.read_err())?;
+            let rows = stmt
+                .query_map((after as i64, through as i64), |row| {
+                    Ok(match row.get_ref(0)? {
+                        ValueRef::Text(t) => t.to_vec(),
+                        _ => Vec::new(),
+                    })
+                })
+                .map_err(self.read_err())?;
+            rows.collect::<Result<_, _>>().map_err(self.read_err())
+        })
     }
 
     /// How many events have a seq in `(after, through]`.
     pub fn count_between(&self, after: u64, through: u64) -> Result<u64, DbError> {
-        let mut stmt = self.conn.prepare_cached(&self.count_sql).map_err(self.read_err())?;
-        stmt.query_row((after as i64, through as i64), |row| row.get::<_, i64>(0))
-            .map(|n| n.max(0) as u64)
-            .map_err(self.read_err())
+        patiently(BUSY_PATIENCE, || {
+            let mut stmt = self.conn.prepare_cached(&self.count_sql).map_err(self.read_err())?;
+            stmt.query_row((after as i64, through as i64), |row| row.get::<_, i64>(0))
+                .map(|n| n.max(0) as u64)
+                .map_err(self.read_err())
+        })
     }
 
     /// A row whose seq no walk reaches (NULL, zero or negative), described
     /// (`NULL`, `0`, `-3`); `None` when every row has a seq above zero.
     pub fn first_unreachable_seq(&self) -> Result<Option<String>, DbError> {
-        let mut stmt = self.conn.prepare_cached(&self.bad_seq_sql).map_err(self.read_err())?;
-        stmt.query_row([], |row| {
-            Ok(match row.get_ref(0)? {
-                ValueRef::Null => "NULL".to_owned(),
-                ValueRef::Integer(i) => i.to_string(),
-                ValueRef::Real(r) => r.to_string(),
-                other => describe(other).to_owned(),
+        patiently(BUSY_PATIENCE, || {
+            let mut stmt = self.conn.prepare_cached(&self.bad_seq_sql).map_err(self.read_err())?;
+            stmt.query_row([], |row| {
+                Ok(match row.get_ref(0)? {
+                    ValueRef::Null => "NULL".to_owned(),
+                    ValueRef::Integer(i) => i.to_string(),
+                    ValueRef::Real(r) => r.to_string(),
+                    other => describe(other).to_owned(),
+                })
             })
+            .optional()
+            .map_err(self.read_err())
         })
-        .optional()
-        .map_err(self.read_err())
     }
 
     /// SQLite's `PRAGMA data_version`: changes whenever another connection
     /// commits, so an idle follower can poll for new events cheaply.
     pub fn data_version(&self) -> Result<i64, DbError> {
-        self.conn
-            .query_row("PRAGMA data_version", [], |row| row.get(0))
-            .map_err(self.read_err())
+        patiently(BUSY_PATIENCE, || {
+            self.conn
+                .query_row("PRAGMA data_version", [], |row| row.get(0))
+                .map_err(self.read_err())
+        })
     }
 }
 
@@ -586,6 +700,67 @@ fn dir_writable(path: &Path) -> bool {
     };
     // SAFETY: access(2) reads a NUL-terminated path we own; nothing else is touched.
     unsafe { libc::access(c_dir.as_ptr(), libc::W_OK) == 0 }
+}
+
+/// How long one read waits out SQLite's "not now" before it says busy. A
+/// writer's recovery or a rebuilt WAL index takes milliseconds; this is far
+/// past that, so only a database held for minutes is reported.
+pub const BUSY_PATIENCE: Duration = Duration::from_secs(60);
+
+/// Whether SQLite's answer means "not now" rather than "no": a lock held
+/// (`BUSY`, `LOCKED`), a WAL index being rebuilt or changed under a reader
+/// that cannot write it (`READONLY_RECOVERY`, `READONLY_CANTINIT`,
+/// `READONLY_CANTLOCK`, `PROTOCOL`), or a `-shm` that a restarting writer
+/// removed a moment ago (`CANTOPEN`, `IOERR_SHM*`). A connection opened
+/// read-only with `query_only` never writes, so every `READONLY` it meets is
+/// about the WAL index, never about the query.
+fn not_now(e: &rusqlite::Error) -> bool {
+    use rusqlite::ErrorCode as C;
+    const SQLITE_IOERR_SHMOPEN: i32 = 10 | (18 << 8);
+    const SQLITE_IOERR_SHMSIZE: i32 = 10 | (19 << 8);
+    const SQLITE_IOERR_SHMMAP: i32 = 10 | (21 << 8);
+    match e {
+        rusqlite::Error::SqliteFailure(f, _) => {
+            matches!(
+                f.code,
+                C::DatabaseBusy | C::DatabaseLocked | C::ReadOnly | C::FileLockingProtocolFailed | C::CannotOpen
+            ) || matches!(
+                f.extended_code,
+                SQLITE_IOERR_SHMOPEN | SQLITE_IOERR_SHMSIZE | SQLITE_IOERR_SHMMAP
+            )
+        }
+        _ => false,
+    }
+}
+
+/// Runs `read` again while it answers [`DbError::Busy`], backing off from
+/// 2 ms to 250 ms, for up to `patience`. Each read is its own short
+/// transaction, so running it again reads a consistent snapshot.
+fn patiently<T>(patience: Duration, read: impl FnMut() -> Result<T, DbError>) -> Result<T, DbError> {
+    retry_busy(patience, read, || true)
+}
+
+/// [`patiently`], retrying only while `may_retry` says so.
+fn retry_busy<T>(
+    patience: Duration,
+    mut read: impl FnMut() -> Result<T, DbError>,
+    may_retry: impl Fn() -> bool,
+) -> Result<T, DbError> {
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(2);
+    loop {
+        match read() {
+            Err(DbError::Busy { path, reason, .. }) => {
+                let waited = started.elapsed();
+                if waited >= patience || !may_retry() {
+                    return Err(DbError::Busy { path, reason, waited });
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(250));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// What SQLite says when a read-only connection cannot make the -shm a WAL

@@ -240,23 +240,38 @@ fn read_pages(
             Ok(_) if read_any => troubles = 0,
             Ok(_) => match plan.tail {
                 None => return,
-                Some(poll) => {
-                    if let Err(e) = wait_for_commit(conn, poll, version, flags, watch.as_ref(), generation) {
+                Some(poll) => match wait_for_commit(conn, poll, version, flags, watch.as_ref(), generation) {
+                    Ok(()) => {}
+                    Err(e) if passing(&e, &mut troubles) => flags.reopen.store(true, Ordering::Relaxed),
+                    Err(e) => {
                         let _ = pages.send(Err(e));
                         return;
                     }
-                }
+                },
             },
         }
     }
 }
 
-/// Whether a tailing reader should reopen and try again after `e`: while a
-/// writer restarts, its new -wal and -shm are being set up, and a connection
-/// opened in that moment can read them half made ("malformed", "unable to
-/// open"). A few tries a fifth of a second apart ride that out; damage that
-/// stays is reported.
+/// Whether a tailing reader should reopen and try again after `e`.
+///
+/// SQLite's "not now" ([`DbError::Busy`], already waited out for
+/// [`crate::db::BUSY_PATIENCE`] by the read itself) and a writer that started
+/// under an immutable read always pass: a live writer is the normal state of
+/// a followed database, however long it holds it. While a writer restarts,
+/// its new -wal and -shm are being set up, and a connection opened in that
+/// moment can read them half made ("malformed"): a few tries a fifth of a
+/// second apart ride that out; damage that stays is reported.
 fn passing(e: &DbError, troubles: &mut u32) -> bool {
+    if matches!(e, DbError::Busy { .. } | DbError::WriterStarted(_)) {
+        if matches!(e, DbError::Busy { .. }) {
+            tracing::warn!(error = %e, "the database stays busy; still retrying");
+        } else {
+            tracing::info!(error = %e, "reopening");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        return true;
+    }
     let transient = matches!(e, DbError::Read { .. } | DbError::Open { .. } | DbError::NotSqlite(_));
     if !transient || *troubles >= 10 {
         return false;

@@ -25,6 +25,7 @@ mod operator_checks;
 mod operator_paths;
 mod ops;
 mod parallel_walk;
+mod readonly_db;
 mod record_formats;
 mod restore_diff;
 mod run_evidence;
