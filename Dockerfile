@@ -2,13 +2,19 @@
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked --bin chainship
+RUN cargo build --release --locked --bin chainship && strip target/release/chainship
 
 FROM debian:bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates curl \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --system --uid 10001 --home-dir /var/lib/chainship --create-home chainship
+ && useradd --system --uid 10001 --home-dir /var/lib/chainship --create-home chainship \
+ && useradd --system --uid 10002 --gid chainship --no-create-home --home-dir /data agentrt-demo \
+ # Volumes take their owner from these directories when first mounted:
+ # the database (the runtime's, readable by chainship's group), the keys and
+ # the follower's state (chainship's alone).
+ && install -d -o 10002 -g 10001 -m 2750 /data \
+ && install -d -o 10001 -g 10001 -m 0700 /keys /var/lib/chainship/state
 COPY --from=build /src/target/release/chainship /usr/local/bin/chainship
 USER chainship
 WORKDIR /var/lib/chainship

@@ -1,6 +1,7 @@
 //! Serves `/metrics` (Prometheus text, rendered by
-//! `metrics-exporter-prometheus`) and `/healthz` (200 or 503 with the
-//! reason) for the long-running follower, on hyper.
+//! `metrics-exporter-prometheus`), readiness (`/readyz`, also `/healthz`)
+//! and liveness (`/livez`), each 200 or 503 with the reason (see
+//! `chainship_follower::health`), for the long-running follower, on hyper.
 //!
 //! The port must never hurt the follower: every connection holds a file
 //! descriptor, so at most [`MAX_CONNECTIONS`] are open at once, each for at
@@ -49,7 +50,7 @@ pub async fn start(addr: SocketAddr, health: Arc<Health>) -> Result<SocketAddr, 
         .local_addr()
         .map_err(|e| format!("--metrics-addr {addr}: {e}"))?;
     tokio::spawn(serve(listener, handle, health));
-    tracing::info!(%bound, "serving /metrics and /healthz");
+    tracing::info!(%bound, "serving /metrics, /readyz (/healthz) and /livez");
     Ok(bound)
 }
 
@@ -108,14 +109,14 @@ fn answer(request: &Request<Incoming>, handle: &PrometheusHandle, health: &Healt
             metrics::gauge!(chainship_follower::metrics::HEALTHY).set(f64::from(u8::from(health.status().is_ok())));
             (StatusCode::OK, "text/plain; version=0.0.4", handle.render())
         }
-        "/healthz" => match health.status() {
-            Ok(()) => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
-            Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, "text/plain", format!("{reason}\n")),
-        },
+        // Readiness: the evidence flows (a break or a failing sink says no).
+        "/healthz" | "/readyz" => probe(health.status()),
+        // Liveness: the loops turn; a follower waiting at a break is alive.
+        "/livez" => probe(health.liveness()),
         _ => (
             StatusCode::NOT_FOUND,
             "text/plain",
-            "try /metrics or /healthz\n".to_owned(),
+            "try /metrics, /readyz (or /healthz) or /livez\n".to_owned(),
         ),
     };
     let mut response = Response::new(Full::new(Bytes::from(body)));
@@ -124,6 +125,13 @@ fn answer(request: &Request<Incoming>, handle: &PrometheusHandle, health: &Healt
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     response
+}
+
+fn probe(result: Result<(), String>) -> (StatusCode, &'static str, String) {
+    match result {
+        Ok(()) => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
+        Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, "text/plain", format!("{reason}\n")),
+    }
 }
 
 /// The open connections, oldest first. When all are taken, the oldest one

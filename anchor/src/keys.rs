@@ -7,7 +7,7 @@
 
 use std::fs::OpenOptions;
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use base64::Engine;
@@ -68,13 +68,15 @@ impl SignerKey {
             .map_err(|e| format!("{}: {e}", path.display()))
     }
 
-    /// Loads a key file, refusing one that group or others can read.
+    /// Loads a key file, refusing one that anybody but its owner and this
+    /// process can read (see [`readable_by_others`]).
     pub fn load(path: &Path) -> Result<SignerKey, String> {
         let err = |why: String| format!("{}: {why}", path.display());
         let meta = std::fs::metadata(path).map_err(|e| err(e.to_string()))?;
-        let mode = meta.permissions().mode() & 0o777;
-        if mode & 0o077 != 0 {
-            return Err(err(format!("mode {mode:o} lets group or others read it; chmod 600 it")));
+        if let Some(who) = readable_by_others(path, &meta) {
+            return Err(err(format!(
+                "{who} can read it; chmod 600 it (and drop ACL entries that grant read)"
+            )));
         }
         let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
         let rest = text
@@ -99,6 +101,107 @@ impl SignerKey {
         }
         Ok(key)
     }
+}
+
+/// Who besides the owner and this process can read a key file, or `None`.
+///
+/// Judged by what the kernel would allow, not by the mode bits alone:
+/// - a file in systemd's `$CREDENTIALS_DIRECTORY` whose directory nobody
+///   but its owner may enter is private, whatever the file's own mode
+///   (systemd hands credentials over as 0440 with an ACL for the unit's
+///   user);
+/// - with a POSIX ACL, each entry that grants read (through the mask) is
+///   someone else, except a named entry for this process's own user;
+/// - without one, group and other read bits are.
+fn readable_by_others(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 == 0 {
+        return None;
+    }
+    if in_private_credentials_dir(path) {
+        return None;
+    }
+    match posix_acl(path) {
+        Some(entries) => acl_readers(&entries, meta.uid()),
+        None => Some(format!("group or others (mode {mode:o})")),
+    }
+}
+
+fn in_private_credentials_dir(path: &Path) -> bool {
+    let Some(dir) = std::env::var_os("CREDENTIALS_DIRECTORY") else {
+        return false;
+    };
+    let (Ok(dir), Some(Ok(parent))) = (
+        std::fs::canonicalize(dir),
+        std::fs::canonicalize(path)
+            .ok()
+            .map(|p| p.parent().map(Path::to_path_buf).ok_or(())),
+    ) else {
+        return false;
+    };
+    dir == parent
+        && std::fs::metadata(&dir).is_ok_and(|m| m.permissions().mode() & 0o077 == 0 && posix_acl(&dir).is_none())
+}
+
+/// The entries of a file's access ACL (`system.posix_acl_access`: a 4-byte
+/// version, then 8-byte entries of tag, permissions and id), if it has one.
+fn posix_acl(path: &Path) -> Option<Vec<(u16, u16, u32)>> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut buf = [0u8; 4096];
+    // SAFETY: getxattr(2) writes at most buf.len() bytes into buf; both strings are NUL-terminated.
+    let n = unsafe {
+        libc::getxattr(
+            c_path.as_ptr(),
+            c"system.posix_acl_access".as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n < 4 {
+        return None;
+    }
+    let entries = buf[4..n as usize]
+        .chunks_exact(8)
+        .map(|e| {
+            (
+                u16::from_le_bytes([e[0], e[1]]),
+                u16::from_le_bytes([e[2], e[3]]),
+                u32::from_le_bytes([e[4], e[5], e[6], e[7]]),
+            )
+        })
+        .collect();
+    Some(entries)
+}
+
+/// Who an ACL lets read a file owned by `owner`, besides the owner and this process's user.
+fn acl_readers(entries: &[(u16, u16, u32)], owner: u32) -> Option<String> {
+    const USER: u16 = 0x02;
+    const GROUP_OBJ: u16 = 0x04;
+    const GROUP: u16 = 0x08;
+    const MASK: u16 = 0x10;
+    const OTHER: u16 = 0x20;
+    const READ: u16 = 0x04;
+    // SAFETY: geteuid(2) takes nothing and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let mask = entries.iter().find(|e| e.0 == MASK).map_or(0x07, |e| e.1);
+    let mut readers = Vec::new();
+    for &(tag, perm, id) in entries {
+        let reads = match tag {
+            OTHER => perm & READ != 0,
+            USER | GROUP_OBJ | GROUP => perm & mask & READ != 0,
+            _ => false,
+        };
+        match tag {
+            _ if !reads => {}
+            USER if id == owner || id == me => {}
+            USER => readers.push(format!("user {id} (ACL)")),
+            GROUP_OBJ => readers.push("its group".to_owned()),
+            GROUP => readers.push(format!("group {id} (ACL)")),
+            _ => readers.push("others".to_owned()),
+        }
+    }
+    (!readers.is_empty()).then(|| readers.join(", "))
 }
 
 /// Reads trusted verifier keys: each argument is a key, or a file of keys
@@ -156,6 +259,44 @@ fn parse_trusted(text: &str) -> Result<VerifierKey, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_acl_names_every_reader_but_the_owner_and_this_user() {
+        use super::acl_readers;
+        // SAFETY: geteuid(2) takes nothing and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        let (user_obj, user, group_obj, group, mask, other) = (0x01, 0x02, 0x04, 0x08, 0x10, 0x20);
+        // systemd's credential: root-owned 0440, an entry for the unit's user, nothing else reads.
+        let credential = [
+            (user_obj, 4, 0),
+            (user, 4, me),
+            (group_obj, 0, 0),
+            (mask, 4, 0),
+            (other, 0, 0),
+        ];
+        assert_eq!(acl_readers(&credential, 0), None);
+        // The group, another user, a named group, others: each named.
+        let open = [
+            (user_obj, 6, 0),
+            (user, 4, me.wrapping_add(1)),
+            (group_obj, 4, 0),
+            (group, 4, 77),
+            (mask, 4, 0),
+            (other, 4, 0),
+        ];
+        let who = acl_readers(&open, 0).unwrap();
+        for part in ["its group", "group 77 (ACL)", "others", "(ACL)"] {
+            assert!(who.contains(part), "{who}");
+        }
+        // A mask without read silences the group and named entries.
+        let masked = [
+            (user_obj, 6, 0),
+            (group_obj, 4, 0),
+            (group, 4, 77),
+            (mask, 0, 0),
+            (other, 0, 0),
+        ];
+        assert_eq!(acl_readers(&masked, 0), None);
+    }
     use super::*;
 
     #[test]

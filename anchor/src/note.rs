@@ -35,6 +35,12 @@ pub fn typed_key_id(name: &str, kind: u8, public: &[u8; 32]) -> [u8; 4] {
 /// the key in messages.
 pub fn parse_vkey(text: &str, kind: u8, what: &str) -> Result<(String, [u8; 4], VerifyingKey), String> {
     let bad = |why: &str| format!("{what} {text:?}: {why} (expected NAME+KEYID+BASE64)");
+    // The shipped examples hold an all-zero placeholder: say what to put there.
+    if text.trim().split('+').nth(1) == Some("00000000") && text.trim_end().ends_with("AAAAAAAA") {
+        return Err(format!(
+            "{what} {text:?} is the example's placeholder: replace it with the verifier key `chainship keygen` printed for the follower's signing key"
+        ));
+    }
     // The name holds no '+', the base64 may: split from the left.
     let mut parts = text.trim().splitn(3, '+');
     let (Some(name), Some(id), Some(blob)) = (parts.next(), parts.next(), parts.next()) else {

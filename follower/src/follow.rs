@@ -141,6 +141,7 @@ impl Follower {
         };
 
         loop {
+            health.turned();
             if stop.load(Ordering::Relaxed) {
                 return stopped(finish(&mut pipeline, &mut pending));
             }
@@ -197,7 +198,7 @@ impl Follower {
                     if let Some(broken) = broken {
                         // Ship what checked out, nothing past it.
                         stopped(finish(&mut pipeline, &mut pending))?;
-                        return Ok(on_break(&cfg, &stop, &health, broken));
+                        return Ok(on_break(&cfg, &stop, &health, broken, &mut fresh));
                     }
                 }
                 Waited::Page(Err(e)) => {
@@ -309,7 +310,13 @@ fn stopped(result: Result<(), FollowError>) -> Result<Outcome, FollowError> {
     }
 }
 
-fn on_break(cfg: &FollowConfig, stop: &AtomicBool, health: &Health, broken: Box<ChainBreak>) -> Outcome {
+fn on_break(
+    cfg: &FollowConfig,
+    stop: &AtomicBool,
+    health: &Health,
+    broken: Box<ChainBreak>,
+    fresh: &mut FreshHead,
+) -> Outcome {
     metrics::chain_break();
     health.chain_broken(&broken.to_string());
     tracing::error!(
@@ -322,7 +329,11 @@ fn on_break(cfg: &FollowConfig, stop: &AtomicBool, health: &Health, broken: Box<
     );
     if cfg.on_break == OnBreak::Wait {
         tracing::warn!("the chain broke: serving metrics and waiting for an operator (SIGTERM to exit)");
+        // Alive, and still reading the database's head: the lag must grow
+        // while the runtime writes past the break, never read 0.
         while !stop.load(Ordering::Relaxed) {
+            health.turned();
+            metrics::database_head(fresh.look());
             std::thread::sleep(Duration::from_millis(100));
         }
     }

@@ -1,9 +1,22 @@
-//! Health as `/healthz` reports it: healthy while delivering and anchoring;
-//! unhealthy, with a reason, once the chain broke, the sink has failed for
-//! longer than `--unhealthy-after`, or anchoring lags past it.
+//! Two questions a supervisor asks, kept apart:
+//!
+//! - **Readiness** (`/readyz`, and `/healthz` as before): is the evidence
+//!   flowing? Not once the chain broke, the sink has failed for longer than
+//!   `--unhealthy-after`, or anchoring or the witness quorum lags past it.
+//!   An operator must look; restarting would not help.
+//! - **Liveness** (`/livez`): is the process still turning its loops? Only
+//!   a follower whose loops stopped turning for [`LIVENESS_LIMIT`] (stuck,
+//!   deadlocked) says no: the one case a restart mends. A follower waiting
+//!   at a break (`--on-break wait`) or retrying a sink that is down is alive.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+/// How long the follower's loops may go without turning before `/livez`
+/// says the process is stuck. Far above the longest pause a loop takes (a
+/// retry waits at most `--retry-max-delay`, 30 s by default, plus the call).
+pub const LIVENESS_LIMIT: Duration = Duration::from_secs(180);
 
 #[derive(Default)]
 struct State {
@@ -16,6 +29,9 @@ struct State {
 pub struct Health {
     state: Mutex<State>,
     unhealthy_after: Duration,
+    born: Instant,
+    /// Milliseconds after `born` when a loop last turned; 0 = not yet.
+    turned_at: AtomicU64,
 }
 
 impl Health {
@@ -23,7 +39,33 @@ impl Health {
         Health {
             state: Mutex::new(State::default()),
             unhealthy_after,
+            born: Instant::now(),
+            turned_at: AtomicU64::new(0),
         }
+    }
+
+    /// A loop of the follower turned (read, delivered, retried, waited).
+    pub fn turned(&self) {
+        let now = self.born.elapsed().as_millis().max(1) as u64;
+        self.turned_at.store(now, Ordering::Relaxed);
+    }
+
+    /// `Ok` while the follower's loops turn (or have not started: resuming
+    /// is bounded work), else how long they have been still.
+    pub fn liveness(&self) -> Result<(), String> {
+        self.liveness_within(LIVENESS_LIMIT)
+    }
+
+    fn liveness_within(&self, limit: Duration) -> Result<(), String> {
+        let at = self.turned_at.load(Ordering::Relaxed);
+        if at == 0 {
+            return Ok(());
+        }
+        let still = self.born.elapsed().saturating_sub(Duration::from_millis(at));
+        if still > limit {
+            return Err(format!("no loop of the follower turned for {}s", still.as_secs()));
+        }
+        Ok(())
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
@@ -33,10 +75,12 @@ impl Health {
     }
 
     pub fn sink_ok(&self) {
+        self.turned();
         self.with(|s| s.sink_failing = None);
     }
 
     pub fn sink_failed(&self, reason: &str) {
+        self.turned();
         self.with(|s| {
             let since = s.sink_failing.as_ref().map_or_else(Instant::now, |(t, _)| *t);
             s.sink_failing = Some((since, reason.to_owned()));
@@ -44,10 +88,12 @@ impl Health {
     }
 
     pub fn anchor_ok(&self) {
+        self.turned();
         self.with(|s| s.anchor_failing = None);
     }
 
     pub fn anchor_failed(&self, reason: &str) {
+        self.turned();
         self.with(|s| {
             let since = s.anchor_failing.as_ref().map_or_else(Instant::now, |(t, _)| *t);
             s.anchor_failing = Some((since, reason.to_owned()));
@@ -112,6 +158,30 @@ impl Health {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn liveness_is_the_loops_turning_whatever_the_readiness() {
+        let health = Health::new(Duration::from_millis(10));
+        assert!(
+            health.liveness_within(Duration::ZERO).is_ok(),
+            "alive before the loops start"
+        );
+        health.turned();
+        health.chain_broken("seq 5 altered");
+        assert!(health.status().is_err(), "a break is not ready");
+        assert!(
+            health.liveness_within(Duration::from_secs(60)).is_ok(),
+            "a break is alive"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        let still = health.liveness_within(Duration::from_millis(5)).unwrap_err();
+        assert!(still.contains("no loop of the follower turned"), "{still}");
+        health.sink_failed("broker down");
+        assert!(
+            health.liveness_within(Duration::from_millis(5)).is_ok(),
+            "retrying is turning"
+        );
+    }
 
     #[test]
     fn failing_sink_turns_unhealthy_only_after_the_limit() {

@@ -47,6 +47,26 @@ fn io_error(path: &Path, e: std::io::Error) -> SinkError {
 }
 
 /// The open file in `slot`, opening (creating if needed) `path` for appending first.
+/// The pid holding a `flock` on `file`, from the kernel's `/proc/locks`
+/// (`ID: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE START END`), if it says.
+fn lock_holder(file: &File) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let inode = file.metadata().ok()?.ino();
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // Lines of a blocked waiter carry "->" after the id.
+        let fields = if fields.get(1) == Some(&"->") {
+            &fields[1..]
+        } else {
+            &fields[..]
+        };
+        let (kind, pid, place) = (fields.get(1)?, fields.get(4)?, fields.get(5)?);
+        let ino: u64 = place.rsplit(':').next()?.parse().ok()?;
+        (*kind == "FLOCK" && ino == inode).then(|| pid.parse().ok())?
+    })
+}
+
 fn opened<'a>(slot: &'a mut Option<File>, path: &Path) -> Result<&'a mut File, SinkError> {
     if slot.is_none() {
         let existed = path.exists();
@@ -62,8 +82,10 @@ fn opened<'a>(slot: &'a mut Option<File>, path: &Path) -> Result<&'a mut File, S
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
+                let holder =
+                    lock_holder(&file).map_or_else(|| "another process".to_owned(), |pid| format!("pid {pid}"));
                 return Err(SinkError::permanent(format!(
-                    "file sink {}: another process holds it (another follower writing to this file?)",
+                    "file sink {}: {holder} holds it (another follower writing to this file?)",
                     path.display()
                 )));
             }

@@ -34,6 +34,9 @@ pub struct CheckArgs {
     pub output: OutputArgs,
 }
 
+/// What `follow` and `check` say when no anchor store is set.
+pub const NO_ANCHOR_WARNING: &str = "no --anchor: events are shipped, but no signed head is kept where the writer cannot reach, so nothing will prove the copy or the database unaltered (add --anchor and --signing-key)";
+
 pub fn run(check: &CheckArgs) -> CmdResult {
     let args = &check.pipeline;
     args.refuse_overlaps()?;
@@ -64,6 +67,10 @@ pub fn run(check: &CheckArgs) -> CmdResult {
         .block_on(open_sink(&sink, args.origin.get()?).check())
         .map_err(|e| CliError::from_kind(&e).message);
     results.push((format!("sink {sink}"), r));
+    let mut warnings = Vec::new();
+    if args.anchor.anchor.is_none() {
+        warnings.push(NO_ANCHOR_WARNING.to_owned());
+    }
     if let Some(url) = &args.anchor.anchor {
         let store = args.anchor.open(url, Some(args.retain));
         results.push((
@@ -88,6 +95,7 @@ pub fn run(check: &CheckArgs) -> CmdResult {
             "{}",
             json!({
                 "ok": ok,
+                "warnings": warnings,
                 "checks": results.iter().map(|(what, r)| match r {
                     Ok(d) => json!({"check": what, "ok": true, "detail": d}),
                     Err(e) => json!({"check": what, "ok": false, "error": e}),
@@ -100,6 +108,9 @@ pub fn run(check: &CheckArgs) -> CmdResult {
                 Ok(detail) => outln!("ok    {what}: {detail}"),
                 Err(e) => outln!("FAIL  {what}: {e}"),
             }
+        }
+        for w in &warnings {
+            outln!("WARN  {w}");
         }
     }
     Ok(if ok { OK } else { FAILED })

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::args::{OutputArgs, SinkWriteArgs};
 use crate::config::{ConfigFile, is_secret, is_secret_kafka, leaf_paths};
-use crate::exit::{CliError, CmdResult, FAILED, OK};
+use crate::exit::{CliError, CmdResult, OK};
 
 #[derive(Subcommand, Debug)]
 pub enum ConfigCommand {
@@ -24,9 +24,10 @@ pub enum ConfigCommand {
 Unknown keys and values a flag would refuse are errors naming the file, line and key (exit 2).
 Settings come from flags, then CHAINSHIP_* variables, then the file, then built-in defaults.")]
 pub struct ConfigCheckArgs {
-    /// Which command's settings to show, by its full name (`follow`, `anchor verify`, `verify-export`, ...).
-    #[arg(long = "for", default_value = "follow", value_name = "COMMAND")]
-    pub command: String,
+    /// Which command's settings to show, by its full name (`follow`, `anchor verify`, `verify-export`, ...);
+    /// by default the first of `follow`, `anchor verify`, `verify-export` that takes every key in the file.
+    #[arg(long = "for", value_name = "COMMAND")]
+    pub command: Option<String>,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -36,13 +37,16 @@ pub fn run(args: &ConfigCheckArgs, root: clap::Command, file: Option<&ConfigFile
     file.validate(&root)?;
     // The full path (`anchor verify`), never just its last word: `verify`
     // and `anchor verify` are different commands with different settings.
-    let wanted = args.command.split_whitespace().collect::<Vec<_>>().join(" ");
     let paths = leaf_paths(&root);
+    let wanted = match &args.command {
+        Some(command) => command.split_whitespace().collect::<Vec<_>>().join(" "),
+        None => command_for(file, &paths)?,
+    };
     let Some((_, leaf)) = paths.iter().find(|(path, _)| *path == wanted) else {
         let valid: Vec<&str> = paths.iter().map(|(path, _)| path.as_str()).collect();
         return Err(CliError::usage(format!(
             "--for {:?}: no such command; use one of: {}",
-            args.command,
+            wanted,
             valid.join(", ")
         )));
     };
@@ -133,7 +137,11 @@ pub fn run(args: &ConfigCheckArgs, root: clap::Command, file: Option<&ConfigFile
             })
         );
     } else {
-        outln!("{}: ok ({} key(s))", file.path.display(), file.entries.len());
+        outln!(
+            "{}: ok ({} key(s)) for `chainship {wanted}`",
+            file.path.display(),
+            file.entries.len()
+        );
         for (k, v, s) in &settings {
             outln!("{k} = {}    # {s}", v.join(","));
         }
@@ -141,5 +149,36 @@ pub fn run(args: &ConfigCheckArgs, root: clap::Command, file: Option<&ConfigFile
             outln!("missing for `chainship {wanted}`: {}", missing.join(", "));
         }
     }
-    Ok(if missing.is_empty() { OK } else { FAILED })
+    if missing.is_empty() {
+        Ok(OK)
+    } else {
+        // The file is not enough to run the command: a setup error.
+        Err(CliError::usage(format!(
+            "{}: missing for `chainship {wanted}`: {}",
+            file.path.display(),
+            missing.join(", ")
+        )))
+    }
+}
+
+/// The command a config file is for when `--for` is not given: the first of
+/// the commands a config file usually serves that takes every key in it.
+fn command_for(file: &ConfigFile, paths: &[(String, clap::Command)]) -> Result<String, CliError> {
+    const USUAL: [&str; 3] = ["follow", "anchor verify", "verify-export"];
+    let takes_all = |leaf: &clap::Command| {
+        file.entries
+            .iter()
+            .all(|e| leaf.get_arguments().any(|a| a.get_long() == Some(e.long.as_str())) || e.long == "log-format")
+    };
+    USUAL
+        .iter()
+        .find(|name| paths.iter().any(|(path, leaf)| path == *name && takes_all(leaf)))
+        .map(|name| (*name).to_owned())
+        .ok_or_else(|| {
+            CliError::usage(format!(
+                "{}: no one of {} takes every key in it; say which command with --for",
+                file.path.display(),
+                USUAL.join(", ")
+            ))
+        })
 }

@@ -31,7 +31,6 @@ Exit codes: 0 stopped or done, 1 chain broken or database/sink disagree, 2 usage
 #[command(mut_arg("db", |a| a.required(true)))]
 #[command(mut_arg("origin", |a| a.required(true)))]
 #[command(mut_arg("cursor", |a| a.required(true)))]
-#[command(mut_arg("anchor", |a| a.requires("signing_keys")))]
 pub struct FollowArgs {
     #[command(flatten)]
     pub pipeline: PipelineArgs,
@@ -165,6 +164,16 @@ pub fn run(args: &FollowArgs) -> CmdResult {
         runtime
             .block_on(crate::metrics_server::start(addr, Arc::clone(&health)))
             .map_err(CliError::usage)?;
+    }
+    if args.pipeline.anchor.anchor.is_none() {
+        tracing::warn!("{}", crate::commands::check::NO_ANCHOR_WARNING);
+    }
+    // Checked here, not by clap: either may come from the config file, whose
+    // values clap sees as defaults and its `requires` does not count.
+    if args.pipeline.anchor.anchor.is_some() && args.pipeline.signing.signing_keys.is_empty() {
+        return Err(CliError::usage(
+            "--anchor needs --signing-key: heads are signed with the follower's key",
+        ));
     }
     let keys = args.pipeline.signing.load()?;
     let (witnesses, quorum) = args.pipeline.witness.load()?;

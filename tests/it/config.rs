@@ -117,10 +117,34 @@ fn config_check_reports_what_a_command_still_needs() {
     let dir = TempDir::new().unwrap();
     let cfg = write(&dir, "partial.toml", "origin = \"prod/agentrt\"\n");
     let out = run(&["config", "check", "--config", &cfg]);
-    assert_eq!(code(&out), 1);
+    // A file that cannot run its command is a setup error (exit 2), named on one line.
+    assert_eq!(code(&out), 2);
     assert!(
-        stdout(&out).contains("missing for `chainship follow`: --sink, --db, --cursor"),
+        stderr(&out).contains("partial.toml: missing for `chainship follow`: --sink, --db, --cursor"),
         "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn config_check_checks_a_file_as_the_command_it_is_for() {
+    // The shipped nightly settings hold `trusted-key`, which only the
+    // verifiers take: checked as `anchor verify`, with nothing missing.
+    let shipped = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/verify.toml");
+    let out = run(&["config", "check", "--config", shipped]);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    assert!(
+        stdout(&out).contains("for `chainship anchor verify`"),
+        "{}",
+        stdout(&out)
+    );
+    let follower = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/chainship.toml");
+    let out = run(&["config", "check", "--config", follower]);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("for `chainship follow`"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("on-break = wait"),
+        "the shipped follower waits at a break: {}",
         stdout(&out)
     );
 }

@@ -63,7 +63,7 @@ fn compose_file_describes_the_deployment() {
         "{setup}"
     );
     assert_eq!(strings(&services["verify"]["profiles"]), vec!["nightly"]);
-    // The healthcheck asks the follower's /healthz; it never runs anything that touches the sink.
+    // The healthcheck asks the follower's readiness; it never runs anything that touches the sink.
     let health = services["follower"]["healthcheck"]["test"]
         .as_vec()
         .expect("a healthcheck test list")
@@ -71,7 +71,7 @@ fn compose_file_describes_the_deployment() {
         .filter_map(|v| v.as_str())
         .collect::<Vec<_>>()
         .join(" ");
-    assert!(health.contains("http://127.0.0.1:9464/healthz"), "{health}");
+    assert!(health.contains("http://127.0.0.1:9464/readyz"), "{health}");
     assert!(!health.contains("chainship"), "{health}");
     assert!(
         strings(&services["verify"]["command"])
@@ -190,7 +190,8 @@ fn the_alert_rules_pass_promtool_and_each_alert_fires() {
 /// The Kubernetes manifests pass kubernetes-validate in strict mode, and say
 /// what the README promises: the database read-only in the sidecar, the
 /// signing key mounted only there, non-root, read-only root filesystems, no
-/// privilege escalation, limits, probes on /healthz; the embedded config is
+/// privilege escalation, limits, liveness on /livez and readiness on /readyz,
+/// the restricted Pod Security Standard; the embedded config is
 /// one `follow` accepts.
 #[test]
 fn the_kubernetes_manifests_pass_strict_validation_and_are_hardened() {
@@ -259,15 +260,45 @@ fn the_kubernetes_manifests_pass_strict_validation_and_are_hardened() {
             c["name"]
         );
     }
-    for probe in ["livenessProbe", "readinessProbe"] {
-        assert_eq!(sidecar[probe]["httpGet"]["path"].as_str(), Some("/healthz"), "{probe}");
-    }
+    // Liveness is the loops turning, readiness the evidence flowing: a break
+    // fails readiness only, so the kubelet never restarts into it.
+    assert_eq!(sidecar["livenessProbe"]["httpGet"]["path"].as_str(), Some("/livez"));
+    assert_eq!(sidecar["readinessProbe"]["httpGet"]["path"].as_str(), Some("/readyz"));
+    // The runtime and the sidecar are different users (the key is the sidecar's alone).
+    let uid = |c: &Yaml| c["securityContext"]["runAsUser"].as_i64();
+    assert!(pod["securityContext"]["runAsUser"].is_badvalue(), "no pod-wide user");
+    assert_eq!(uid(sidecar), Some(10001));
+    assert_eq!(uid(runtime), Some(10002));
     let cron = kind("CronJob");
-    let args: Vec<String> = strings(&cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]);
+    let job_pod = &cron["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    let args: Vec<String> = strings(&job_pod["containers"][0]["args"]);
+    assert!(args.starts_with(&["anchor".into(), "verify".into()]), "{args:?}");
+    // The restricted Pod Security Standard: no hostPath volume, seccomp, non-root, no capabilities.
     assert!(
-        args.starts_with(&["anchor".into(), "verify".into()]) && args.contains(&"--metrics-textfile".into()),
-        "{args:?}"
+        !std::fs::read_to_string(&manifest).unwrap().contains("hostPath"),
+        "hostPath is refused under the baseline and restricted Pod Security Standards"
     );
+    for spec in [pod, job_pod] {
+        assert_eq!(
+            spec["securityContext"]["seccompProfile"]["type"].as_str(),
+            Some("RuntimeDefault")
+        );
+        assert_eq!(spec["securityContext"]["runAsNonRoot"].as_bool(), Some(true));
+        let all: Vec<&Yaml> = spec["containers"]
+            .as_vec()
+            .into_iter()
+            .chain(spec["initContainers"].as_vec())
+            .flatten()
+            .collect();
+        for c in all {
+            assert_eq!(
+                strings(&c["securityContext"]["capabilities"]["drop"]),
+                vec!["ALL"],
+                "{:?}",
+                c["name"]
+            );
+        }
+    }
     // The embedded config is one `follow` accepts.
     let toml = kind("ConfigMap")["data"]["chainship.toml"].as_str().unwrap().to_owned();
     let dir = tempfile::TempDir::new().unwrap();
@@ -316,12 +347,34 @@ fn the_systemd_units_pass_systemd_analyze_verify() {
         "SupplementaryGroups=",
         "ProtectSystem=strict",
         "NoNewPrivileges=yes",
-        "ReadOnlyPaths=",
-        "ReadWritePaths=",
+        "ReadOnlyPaths=/var/lib/agentrt",
+        "StateDirectory=chainship",
+        "LoadCredential=head.key:",
+        "--config /etc/chainship/follow.toml",
         "Restart=on-failure",
     ] {
         assert!(follow.contains(directive), "chainship-follow.service lacks {directive}");
     }
+    // The settings it reads are shipped, and keep the cursor in its StateDirectory.
+    let out = common::run(&[
+        "config",
+        "check",
+        "--config",
+        common::path_str(&repo("deploy/systemd/follow.toml")),
+    ]);
+    assert_eq!(
+        common::code(&out),
+        0,
+        "{}{}",
+        common::stdout(&out),
+        common::stderr(&out)
+    );
+    assert!(
+        common::stdout(&out).contains("cursor = file:/var/lib/chainship/cursor")
+            && common::stdout(&out).contains("on-break = wait"),
+        "{}",
+        common::stdout(&out)
+    );
     let timer = std::fs::read_to_string(repo("deploy/systemd/chainship-verify.timer")).unwrap();
     assert!(timer.contains("Persistent=true") && timer.contains("OnCalendar="));
     let verify = std::fs::read_to_string(repo("deploy/systemd/chainship-verify.service")).unwrap();

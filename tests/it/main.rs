@@ -15,6 +15,7 @@ mod cli_help;
 mod config;
 mod demo;
 mod deploy;
+mod deploy_run;
 mod docs_and_config;
 mod examples;
 mod follow_file;

@@ -1,4 +1,4 @@
-//! Operability: /metrics and /healthz during a follow, and `chainship check`
+//! Operability: /metrics, readiness (/readyz, /healthz) and liveness (/livez) during a follow, and `chainship check`
 //! against the real services.
 
 use std::time::{Duration, Instant};
@@ -80,6 +80,37 @@ fn metrics_show_lag_falling_to_zero_and_health_turns_503_on_a_break() {
     let (_, body) = http_get(port, "/metrics", READ).unwrap();
     assert_eq!(metric(&body, "chainship_chain_breaks_total"), Some(1.0));
     assert!(follower.try_wait().unwrap().is_none(), "--on-break wait keeps serving");
+    // Readiness says what /healthz says; liveness says the process is fine,
+    // so a liveness probe never restarts it into the break.
+    assert_eq!(http_get(port, "/readyz", READ).unwrap().0, 503);
+    let (live, body) = http_get(port, "/livez", READ).unwrap();
+    assert_eq!(live, 200, "{body}");
+
+    // The runtime writes on past the break: the head is still read, so the
+    // lag grows instead of reading 0.
+    let db_conn = tamper(&db);
+    for seq in 5002..5302 {
+        db_conn
+            .execute(
+                "INSERT INTO events (seq, run_id, step_id, at, type, payload_json, hash) VALUES (?1, 'r', '', 't', 'k', '{}', ?2)",
+                rusqlite::params![seq, "0".repeat(64)],
+            )
+            .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, body) = http_get(port, "/metrics", READ).unwrap();
+        if metric(&body, "chainship_db_head_seq") == Some(5301.0) {
+            assert_eq!(metric(&body, "chainship_export_lag_events"), Some(301.0), "{body}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the database head is not read while waiting at a break"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(http_get(port, "/livez", READ).unwrap().0, 200);
     signal(&follower, SIGTERM);
     assert_eq!(wait_with_limit(&mut follower, Duration::from_secs(10)).code(), Some(1));
 }

@@ -81,11 +81,15 @@ impl FileStore {
     /// The store's directory must be there: a missing mount is never
     /// silently replaced by a new, local directory.
     fn require_mount(&self) -> Result<(), StoreError> {
-        if self.dir.is_dir() {
-            return Ok(());
-        }
+        let why = match std::fs::metadata(&self.dir) {
+            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(_) => "not a directory",
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => "no such directory",
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => "permission denied",
+            Err(_) => "cannot be read",
+        };
         Err(StoreError::transient(format!(
-            "anchor store {}: not a directory (is the mount there?)",
+            "anchor store {}: {why} (is the mount there? create it, or mount the store)",
             self.describe()
         )))
     }

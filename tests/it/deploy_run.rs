@@ -1,0 +1,341 @@
+//! The shipped deployments, run as shipped. No container engine runs here,
+//! so each container or unit is run by `tests/deploy/sandbox`: a mount
+//! namespace with a root of its own, the deployment's volumes bound at the
+//! deployment's paths (read-only where it says so), as the deployment's
+//! uid and gid, with the command and settings files read from the
+//! deployment files themselves. Only the addresses of Kafka and S3 differ:
+//! the sandbox's /etc/hosts points the deployment's host names at the test
+//! services on loopback, and a fresh topic and bucket are given through the
+//! environment. Each test: a live writer exported by the follower, the
+//! nightly verify as its job runs it passing, then a planted break failing
+//! readiness while liveness holds and the follower keeps running.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+use yaml_rust2::{Yaml, YamlLoader};
+
+use crate::common::*;
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+fn yaml(path: &str) -> Vec<Yaml> {
+    YamlLoader::load_from_str(&std::fs::read_to_string(repo(path)).unwrap()).unwrap()
+}
+
+/// One container or unit: its user, its mounts (`ro`/`rw`, host path,
+/// path inside) and its environment.
+struct Sandbox {
+    user: String,
+    binds: Vec<(&'static str, PathBuf, String)>,
+    env: Vec<(String, String)>,
+}
+
+impl Sandbox {
+    fn new(user: &str) -> Self {
+        Sandbox {
+            user: user.to_owned(),
+            binds: Vec::new(),
+            env: Vec::new(),
+        }
+    }
+
+    fn ro(mut self, host: &Path, inside: &str) -> Self {
+        self.binds.push(("ro", host.to_owned(), inside.to_owned()));
+        self
+    }
+
+    fn rw(mut self, host: &Path, inside: &str) -> Self {
+        self.binds.push(("rw", host.to_owned(), inside.to_owned()));
+        self
+    }
+
+    fn env(mut self, key: &str, value: &str) -> Self {
+        assert!(!value.contains(' '), "{key}: the sandbox passes values without spaces");
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    fn command(&self, scratch: &Path, argv: &[String]) -> Command {
+        let mut cmd = Command::new(repo("tests/deploy/sandbox"));
+        cmd.arg(&self.user).arg("127.0.0.1 kafka minio kafka.internal");
+        for (mode, host, inside) in &self.binds {
+            cmd.arg(mode).arg(host).arg(inside);
+        }
+        cmd.arg("--").args(argv);
+        let env: Vec<String> = self.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        cmd.env("SANDBOX_CHAINSHIP", env!("CARGO_BIN_EXE_chainship"))
+            .env("SANDBOX_ROOT_DIR", scratch)
+            .env("SANDBOX_ENV", env.join(" "));
+        cmd
+    }
+}
+
+/// A directory owned by `uid:gid` with `mode`, as an image or a volume makes it.
+fn owned_dir(path: &Path, uid: u32, gid: u32, mode: u32) -> PathBuf {
+    std::fs::create_dir_all(path).unwrap();
+    std::os::unix::fs::chown(path, Some(uid), Some(gid)).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    path.to_owned()
+}
+
+fn ok(out: &Output, what: &str) {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{what}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The services the deployments name (kafka:9092, minio:9000) are the test
+/// services only on their default ports.
+fn require_default_ports() {
+    assert!(
+        kafka_addr().ends_with(":9092") && s3_endpoint().ends_with(":9000"),
+        "the deployment tests reach kafka:9092 and minio:9000 through /etc/hosts: run the services on their default ports"
+    );
+}
+
+/// Waits until `port` answers `path` with `status`, the follower still running.
+fn wait_for_status(follower: &mut KillOnDrop, log: &Path, port: u16, path: &str, status: u16, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(exit) = follower.try_wait().unwrap() {
+            panic!(
+                "the follower exited ({exit}): {}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        if http_get(port, path, Duration::from_secs(5)).is_some_and(|(s, _)| s == status) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{path} never answered {status}: {}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The follower's metric `series`, once it reaches `at_least`.
+fn wait_for_metric(port: u16, log: &Path, series: &str, at_least: f64, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    loop {
+        let value = http_get(port, "/metrics", Duration::from_secs(5)).and_then(|(_, b)| metric(&b, series));
+        if value.is_some_and(|v| v >= at_least) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{series} stayed at {value:?} < {at_least}: {}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Appends an event whose hash does not chain, as someone editing the
+/// database would: the follower must stop shipping at it.
+fn plant_break(db: &Path) {
+    let conn = tamper(db);
+    let head: i64 = conn.query_row("SELECT max(seq) FROM events", [], |r| r.get(0)).unwrap();
+    conn.execute(
+        "INSERT INTO events (seq, run_id, step_id, at, type, payload_json, hash) VALUES (?1, 'r', '', 't', 'k', '{}', ?2)",
+        rusqlite::params![head + 1, "0".repeat(64)],
+    )
+    .unwrap();
+}
+
+/// After a planted break: readiness fails, liveness holds, and the process
+/// is not restarted (it keeps running, waiting for an operator).
+fn break_fails_readiness_only(follower: &mut KillOnDrop, log: &Path, port: u16, ready: &str, live: &str) {
+    wait_for_status(follower, log, port, ready, 503, Duration::from_secs(30));
+    for _ in 0..10 {
+        let (status, body) = http_get(port, live, Duration::from_secs(5)).expect("liveness answers");
+        assert_eq!(status, 200, "{live} at a break: {body}");
+        assert!(
+            follower.try_wait().unwrap().is_none(),
+            "the follower keeps running at a break"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// `sh -c` with a command a deployment file gives as one string.
+fn shell(command: &str) -> Vec<String> {
+    vec!["/bin/sh".into(), "-c".into(), command.into()]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_compose_stack_runs_as_shipped_read_only_database_other_users_probes() {
+    crate::readonly_db::require_root("running the Compose services as shipped");
+    let _services = services().await;
+    require_default_ports();
+    let compose = yaml("docker-compose.yml").remove(0);
+    let services = &compose["services"];
+    let dockerfile = std::fs::read_to_string(repo("Dockerfile")).unwrap();
+    // The image makes the volumes' directories with these owners (a named
+    // volume takes them when first mounted): made the same way here.
+    for line in [
+        "install -d -o 10002 -g 10001 -m 2750 /data",
+        "install -d -o 10001 -g 10001 -m 0700 /keys /var/lib/chainship/state",
+        "--uid 10001",
+    ] {
+        assert!(dockerfile.contains(line), "the Dockerfile lacks {line:?}");
+    }
+    let dir = TempDir::new().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let audit_db = owned_dir(&dir.path().join("audit-db"), 10002, 10001, 0o2750);
+    let keys = owned_dir(&dir.path().join("keys"), 10001, 10001, 0o700);
+    let state = owned_dir(&dir.path().join("follower-state"), 10001, 10001, 0o700);
+    let one = |service: &str| {
+        let cmd = &services[service]["command"];
+        cmd.as_vec().map_or_else(
+            || cmd.as_str().unwrap().to_owned(),
+            |v| v[0].as_str().unwrap().to_owned(),
+        )
+    };
+    let image_user = "10001:10001".to_owned();
+    let user_of = |service: &str| {
+        services[service]["user"]
+            .as_str()
+            .map_or(image_user.clone(), str::to_owned)
+    };
+
+    // keygen, once, as the image's user, into the keys volume.
+    let out = Sandbox::new(&user_of("keygen"))
+        .rw(&keys, "/keys")
+        .command(&scratch, &shell(&one("keygen")))
+        .output()
+        .unwrap();
+    ok(&out, "keygen");
+    let vkey = std::fs::read_to_string(keys.join("head.pub")).unwrap();
+    assert!(
+        vkey.starts_with("compose/agentrt+"),
+        "the key is named for the origin: {vkey}"
+    );
+
+    // The writer, as its own user, the database volume read-write.
+    let writer_user = user_of("writer");
+    assert_eq!(writer_user, "10002:10001", "the runtime is not the follower's user");
+    let mut writer = KillOnDrop(
+        Sandbox::new(&writer_user)
+            .rw(&audit_db, "/data")
+            .command(&scratch, &shell(&one("writer")))
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let db = audit_db.join("audit.db");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !db.exists() || db_head(&db).split(':').next().unwrap().parse::<u64>().unwrap_or(0) < 150 {
+        assert!(writer.try_wait().unwrap().is_none(), "the writer stopped");
+        assert!(Instant::now() < deadline, "the writer wrote nothing");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // The follower: its command and volumes as the file says.
+    let follower = &services["follower"];
+    let argv: Vec<String> = follower["command"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect();
+    let volumes: Vec<String> = follower["volumes"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect();
+    let mut sandbox = Sandbox::new(&user_of("follower"));
+    for volume in &volumes {
+        let parts: Vec<&str> = volume.split(':').collect();
+        let host = match parts[0] {
+            "audit-db" => audit_db.clone(),
+            "follower-state" => state.clone(),
+            "keys" => keys.clone(),
+            file => repo(file.trim_start_matches("./")),
+        };
+        sandbox = if parts.get(2) == Some(&"ro") {
+            sandbox.ro(&host, parts[1])
+        } else {
+            sandbox.rw(&host, parts[1])
+        };
+    }
+    assert!(volumes.contains(&"audit-db:/data:ro".to_owned()), "{volumes:?}");
+    let topic = kafka_topic("compose", 1).await;
+    let bucket = locked_bucket("compose").await;
+    for (k, v) in follower["environment"].as_hash().unwrap() {
+        sandbox = sandbox.env(k.as_str().unwrap(), v.as_str().unwrap());
+    }
+    let port = free_port();
+    let log = dir.path().join("follower.log");
+    let mut follower_proc = KillOnDrop(
+        sandbox
+            .env("CHAINSHIP_SINK", &format!("kafka://kafka:9092/{topic}"))
+            .env("CHAINSHIP_ANCHOR", &format!("s3://{bucket}/heads"))
+            .env("CHAINSHIP_METRICS_ADDR", &format!("127.0.0.1:{port}"))
+            .env("CHAINSHIP_ANCHOR_INTERVAL", "1s")
+            .command(&scratch, &[vec!["chainship".to_owned()], argv].concat())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    // The healthcheck's URL, as the file gives it.
+    let health = services["follower"]["healthcheck"]["test"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .find(|v| v.starts_with("http://"))
+        .unwrap()
+        .to_owned();
+    let ready = health.trim_start_matches("http://127.0.0.1:9464");
+    wait_for_status(&mut follower_proc, &log, port, ready, 200, Duration::from_secs(30));
+    // It keeps up with the live writer for a while, then the writer stops.
+    std::thread::sleep(Duration::from_secs(10));
+    assert!(
+        follower_proc.try_wait().unwrap().is_none(),
+        "{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    let head = stop_writer(&mut writer, &db);
+    let seq: f64 = head.split(':').next().unwrap().parse().unwrap();
+    wait_for_metric(port, &log, "chainship_cursor_seq", seq, Duration::from_secs(30));
+    wait_for_metric(port, &log, "chainship_anchor_last_seq", seq, Duration::from_secs(30));
+    let records = kafka_read_partition(&topic, 0, "compose/agentrt");
+    assert_eq!(
+        records.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count() as f64,
+        seq,
+        "every event once in the topic"
+    );
+
+    // The nightly verify, as its service runs it ($$ is Compose's escape of $).
+    let verify = one("verify")
+        .replace("$$", "$")
+        .replace("s3://anchors/heads", &format!("s3://{bucket}/heads"));
+    let mut nightly = Sandbox::new(&user_of("verify"))
+        .ro(&audit_db, "/data")
+        .ro(&keys, "/keys");
+    for (k, v) in services["verify"]["environment"].as_hash().unwrap() {
+        nightly = nightly.env(k.as_str().unwrap(), v.as_str().unwrap());
+    }
+    let out = nightly.command(&scratch, &shell(&verify)).output().unwrap();
+    ok(&out, "the nightly verify");
+
+    // A break: readiness (the healthcheck) fails, liveness holds, it keeps running.
+    plant_break(&db);
+    break_fails_readiness_only(&mut follower_proc, &log, port, ready, "/livez");
+}
