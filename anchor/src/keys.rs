@@ -106,10 +106,9 @@ impl SignerKey {
 /// Who besides the owner and this process can read a key file, or `None`.
 ///
 /// Judged by what the kernel would allow, not by the mode bits alone:
-/// - a file in systemd's `$CREDENTIALS_DIRECTORY` whose directory nobody
-///   but its owner may enter is private, whatever the file's own mode
-///   (systemd hands credentials over as 0440 with an ACL for the unit's
-///   user);
+/// - a file in systemd's `$CREDENTIALS_DIRECTORY`, a directory others may
+///   not enter, is private, whatever the file's own mode (systemd hands
+///   credentials over as 0440 with an ACL for the unit's user);
 /// - with a POSIX ACL, each entry that grants read (through the mask) is
 ///   someone else, except a named entry for this process's own user;
 /// - without one, group and other read bits are.
@@ -139,8 +138,8 @@ fn in_private_credentials_dir(path: &Path) -> bool {
     ) else {
         return false;
     };
-    dir == parent
-        && std::fs::metadata(&dir).is_ok_and(|m| m.permissions().mode() & 0o077 == 0 && posix_acl(&dir).is_none())
+    // Others may not enter it; systemd gives the unit's user access by owner or ACL.
+    dir == parent && std::fs::metadata(&dir).is_ok_and(|m| m.permissions().mode() & 0o007 == 0)
 }
 
 /// The entries of a file's access ACL (`system.posix_acl_access`: a 4-byte

@@ -339,3 +339,409 @@ async fn the_compose_stack_runs_as_shipped_read_only_database_other_users_probes
     plant_break(&db);
     break_fails_readiness_only(&mut follower_proc, &log, port, ready, "/livez");
 }
+
+/// A container of the Kubernetes manifest: its user (`runAsUser:runAsGroup`
+/// plus the pod's fsGroup, as the kubelet adds it) and its mounts (volume
+/// name, path, read-only).
+struct Container<'a> {
+    spec: &'a Yaml,
+    pod: &'a Yaml,
+}
+
+impl Container<'_> {
+    /// `uid:gid[:fsGroup]`: the container's user, else the pod's.
+    fn user(&self) -> String {
+        let (sc, pod) = (&self.spec["securityContext"], &self.pod["securityContext"]);
+        let uid = sc["runAsUser"]
+            .as_i64()
+            .or(pod["runAsUser"].as_i64())
+            .expect("every container has a user");
+        let gid = sc["runAsGroup"].as_i64().or(pod["runAsGroup"].as_i64()).unwrap_or(uid);
+        match pod["fsGroup"].as_i64() {
+            Some(fs_group) => format!("{uid}:{gid}:{fs_group}"),
+            None => format!("{uid}:{gid}"),
+        }
+    }
+
+    fn mounts(&self) -> Vec<(String, String, bool)> {
+        self.spec["volumeMounts"]
+            .as_vec()
+            .map(|v| {
+                v.iter()
+                    .map(|m| {
+                        (
+                            m["name"].as_str().unwrap().to_owned(),
+                            m["mountPath"].as_str().unwrap().to_owned(),
+                            m["readOnly"].as_bool() == Some(true),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// A sandbox with this container's user and mounts, `volumes` giving the
+    /// host directory (or file) of each volume name.
+    fn sandbox(&self, volumes: &dyn Fn(&str) -> PathBuf) -> Sandbox {
+        let mut sandbox = Sandbox::new(&self.user());
+        for (name, path, read_only) in self.mounts() {
+            let host = volumes(&name);
+            sandbox = if read_only { sandbox.ro(&host, &path) } else { sandbox.rw(&host, &path) };
+        }
+        sandbox
+    }
+
+    fn strings(&self, key: &str) -> Vec<String> {
+        self.spec[key]
+            .as_vec()
+            .map(|v| v.iter().map(|s| s.as_str().unwrap().to_owned()).collect())
+            .unwrap_or_default()
+    }
+
+    fn probe_path(&self, probe: &str) -> String {
+        self.spec[probe]["httpGet"]["path"].as_str().unwrap().to_owned()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_kubernetes_pod_and_cronjob_run_as_shipped_users_mounts_probes() {
+    crate::readonly_db::require_root("running the Kubernetes containers as shipped");
+    let _services = services().await;
+    require_default_ports();
+    let docs = yaml("deploy/kubernetes/chainship.yaml");
+    let kind = |k: &str| docs.iter().find(|d| d["kind"].as_str() == Some(k)).unwrap();
+    let config_map = &kind("ConfigMap")["data"];
+    let pod = &kind("Deployment")["spec"]["template"]["spec"];
+    let fs_group = pod["securityContext"]["fsGroup"].as_i64().expect("the pod's fsGroup");
+    let find = |list: &str, name: &str| {
+        let spec = pod[list]
+            .as_vec()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"].as_str() == Some(name))
+            .unwrap();
+        Container { spec, pod }
+    };
+    let (init, runtime, sidecar) = (
+        find("initContainers", "signing-key"),
+        find("containers", "agentrt"),
+        find("containers", "chainship"),
+    );
+    let job_pod = &kind("CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    let job = Container {
+        spec: &job_pod["containers"][0],
+        pod: job_pod,
+    };
+
+    let dir = TempDir::new().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let gid = fs_group as u32;
+    // Volumes as the kubelet makes them with an fsGroup: the group's, setgid.
+    let audit_db = owned_dir(&dir.path().join("audit-db"), 0, gid, 0o2775);
+    let state = owned_dir(&dir.path().join("chainship-state"), 0, gid, 0o2775);
+    let key_mem = owned_dir(&dir.path().join("signing-key"), 0, gid, 0o2777);
+    let secret = owned_dir(&dir.path().join("secret"), 0, gid, 0o2755);
+    let config = dir.path().join("config");
+    std::fs::create_dir(&config).unwrap();
+    // The Secret, made out of band from `chainship keygen` (mode: the volume's defaultMode).
+    let (key, vkey) = keygen(dir.path(), "prod-eu1/agentrt", "head.key");
+    std::fs::copy(&key, secret.join("head.key")).unwrap();
+    std::os::unix::fs::chown(secret.join("head.key"), Some(0), Some(gid)).unwrap();
+    std::fs::set_permissions(secret.join("head.key"), std::fs::Permissions::from_mode(0o440)).unwrap();
+    for (name, text) in config_map.as_hash().unwrap() {
+        std::fs::write(config.join(name.as_str().unwrap()), text.as_str().unwrap()).unwrap();
+    }
+    let volumes = |name: &str| -> PathBuf {
+        match name {
+            "audit-db" => audit_db.clone(),
+            "cursor" => state.clone(),
+            "signing-key" => key_mem.clone(),
+            "signing-key-secret" => secret.clone(),
+            "config" => config.join("chainship.toml"),
+            "trusted-keys" => config.join("trusted-keys"),
+            other => panic!("the manifest mounts a volume the test does not know: {other}"),
+        }
+    };
+
+    // The init step installs the key for the sidecar's user alone.
+    let out = init
+        .sandbox(&volumes)
+        .command(&scratch, &init.strings("command"))
+        .output()
+        .unwrap();
+    ok(&out, "the signing-key init container");
+
+    // The runtime (a stand-in writer) as its own user, with its mounts.
+    let runtime_user = runtime.user();
+    assert_ne!(runtime_user, sidecar.user(), "the runtime and the sidecar are different users");
+    let db_inside = "/data/audit.db";
+    let out = runtime
+        .sandbox(&volumes)
+        .command(&scratch, &["chainship", "generate", "--db", db_inside, "--events", "200"].map(String::from))
+        .output()
+        .unwrap();
+    ok(&out, "the runtime's first events");
+    let mut writer = KillOnDrop(
+        runtime
+            .sandbox(&volumes)
+            .command(
+                &scratch,
+                &["chainship", "generate", "--db", db_inside, "--append", "--events", "0", "--follow-rate", "100"]
+                    .map(String::from),
+            )
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+
+    // The sidecar, with the ConfigMap's settings; only where Kafka and S3 are differs.
+    let topic = kafka_topic("k8s", 1).await;
+    let bucket = locked_bucket("k8s").await;
+    let port = free_port();
+    let log = dir.path().join("sidecar.log");
+    let mut follower = KillOnDrop(
+        sidecar
+            .sandbox(&volumes)
+            .env("CHAINSHIP_SINK", &format!("kafka://kafka:9092/{topic}"))
+            .env("CHAINSHIP_ANCHOR", &format!("s3://{bucket}/heads"))
+            .env("CHAINSHIP_ANCHOR_S3_ENDPOINT", "http://minio:9000")
+            .env("CHAINSHIP_ANCHOR_S3_PATH_STYLE", "true")
+            .env("AWS_ACCESS_KEY_ID", "anchor")
+            .env("AWS_SECRET_ACCESS_KEY", "anchor-secret")
+            .env("CHAINSHIP_METRICS_ADDR", &format!("127.0.0.1:{port}"))
+            .env("CHAINSHIP_ANCHOR_INTERVAL", "1s")
+            .command(&scratch, &[vec!["chainship".to_owned()], sidecar.strings("args")].concat())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let (ready, live) = (sidecar.probe_path("readinessProbe"), sidecar.probe_path("livenessProbe"));
+    wait_for_status(&mut follower, &log, port, &ready, 200, Duration::from_secs(30));
+    std::thread::sleep(Duration::from_secs(8));
+    let db = audit_db.join("audit.db");
+    let head = stop_writer(&mut writer, &db);
+    let seq: f64 = head.split(':').next().unwrap().parse().unwrap();
+    wait_for_metric(port, &log, "chainship_cursor_seq", seq, Duration::from_secs(30));
+    wait_for_metric(port, &log, "chainship_anchor_last_seq", seq, Duration::from_secs(30));
+
+    // The CronJob, with its args; the placeholder key is refused by name,
+    // the real one (as the manifest's comment says to put there) passes.
+    let args: Vec<String> = job
+        .strings("args")
+        .into_iter()
+        .map(|a| a.replace("audit-anchors", &bucket))
+        .collect();
+    let nightly = |keys: &str| {
+        std::fs::write(config.join("trusted-keys"), keys).unwrap();
+        job.sandbox(&volumes)
+            .env("CHAINSHIP_ANCHOR_S3_ENDPOINT", "http://minio:9000")
+            .env("CHAINSHIP_ANCHOR_S3_PATH_STYLE", "true")
+            .env("AWS_ACCESS_KEY_ID", "anchor")
+            .env("AWS_SECRET_ACCESS_KEY", "anchor-secret")
+            .command(&scratch, &[vec!["chainship".to_owned()], args.clone()].concat())
+            .output()
+            .unwrap()
+    };
+    let shipped = config_map["trusted-keys"].as_str().unwrap();
+    let out = nightly(shipped);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("placeholder") && stderr(&out).contains("chainship keygen"), "{}", stderr(&out));
+    let out = nightly(&format!("{vkey}\n"));
+    ok(&out, "the nightly CronJob");
+
+    plant_break(&db);
+    break_fails_readiness_only(&mut follower, &log, port, &ready, &live);
+}
+
+/// A systemd unit's `[Service]` settings, `KEY=VALUE` a line (repeated keys joined by a space).
+fn unit(path: &str) -> std::collections::HashMap<String, String> {
+    let mut out = std::collections::HashMap::<String, String>::new();
+    for line in std::fs::read_to_string(repo(path)).unwrap().lines() {
+        if let Some((k, v)) = line.split_once('=')
+            && !line.starts_with('#')
+        {
+            out.entry(k.trim().to_owned())
+                .and_modify(|e| {
+                    e.push(' ');
+                    e.push_str(v.trim());
+                })
+                .or_insert_with(|| v.trim().to_owned());
+        }
+    }
+    out
+}
+
+fn setfacl(args: &[&str], path: &Path) {
+    let out = Command::new("setfacl").args(args).arg(path).output().expect("setfacl (Debian's acl)");
+    ok(&out, "setfacl");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_systemd_units_run_as_shipped_read_only_paths_state_directory_credentials() {
+    crate::readonly_db::require_root("running the systemd units as shipped");
+    let _services = services().await;
+    require_default_ports();
+    let follow = unit("deploy/systemd/chainship-follow.service");
+    let verify = unit("deploy/systemd/chainship-verify.service");
+    // The users: chainship (10001 here; systemd-sysusers picks one), in the runtime's group.
+    let (uid, agentrt_gid) = (10001u32, 4242u32);
+    assert_eq!(follow["User"], "chainship");
+    assert_eq!(follow["SupplementaryGroups"], "agentrt");
+    let dir = TempDir::new().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+
+    // The runtime's directory, its group's to read; the settings under /etc/chainship.
+    let agentrt = owned_dir(&dir.path().join("agentrt"), 10002, agentrt_gid, 0o2750);
+    let etc = dir.path().join("etc-chainship");
+    std::fs::create_dir(&etc).unwrap();
+    std::fs::copy(repo("deploy/systemd/follow.toml"), etc.join("follow.toml")).unwrap();
+    std::fs::copy(repo("deploy/verify.toml"), etc.join("verify.toml")).unwrap();
+    // StateDirectory=chainship: /var/lib/chainship, the unit user's.
+    assert_eq!(follow["StateDirectory"], "chainship");
+    let state = owned_dir(&dir.path().join("state"), uid, uid, 0o700);
+    // LoadCredential=head.key:...: the key in a directory others cannot
+    // enter, handed to the unit's user by ACL, the file itself 0440.
+    let (name, source) = follow["LoadCredential"].split_once(':').unwrap();
+    assert_eq!((name, source), ("head.key", "/etc/chainship/keys/head.key"));
+    let credentials = owned_dir(&dir.path().join("credentials"), 0, 0, 0o500);
+    let (key, vkey) = keygen(dir.path(), "prod-eu1/agentrt", "head.key");
+    let credential = credentials.join("head.key");
+    std::fs::copy(&key, &credential).unwrap();
+    std::fs::set_permissions(&credential, std::fs::Permissions::from_mode(0o440)).unwrap();
+    setfacl(&["-m", &format!("u:{uid}:r")], &credential);
+    setfacl(&["-m", &format!("u:{uid}:rx")], &credentials);
+    let cred_dir = "/run/credentials/chainship-follow.service";
+    let signing_key = follow["Environment"]
+        .strip_prefix("CHAINSHIP_SIGNING_KEY=")
+        .expect("the key comes from the credential")
+        .replace("%d", cred_dir);
+
+    // The runtime writes as its own user.
+    let runtime = Sandbox::new(&format!("10002:{agentrt_gid}")).rw(&agentrt, "/var/lib/agentrt");
+    let db_inside = "/var/lib/agentrt/audit.db";
+    let out = runtime
+        .command(&scratch, &["chainship", "generate", "--db", db_inside, "--events", "300"].map(String::from))
+        .output()
+        .unwrap();
+    ok(&out, "the runtime's first events");
+    let db = agentrt.join("audit.db");
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let mut writer = KillOnDrop(
+        Sandbox::new(&format!("10002:{agentrt_gid}"))
+            .rw(&agentrt, "/var/lib/agentrt")
+            .command(
+                &scratch,
+                &["chainship", "generate", "--db", db_inside, "--append", "--events", "0", "--follow-rate", "100"]
+                    .map(String::from),
+            )
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+
+    // The follower: ExecStart, its user and groups, its paths.
+    let mut unit_sandbox = |service: &std::collections::HashMap<String, String>, groups: &str| {
+        let mut sandbox = Sandbox::new(&format!("{uid}:{uid}:{groups}"));
+        for path in service["ReadOnlyPaths"].split_whitespace() {
+            let host = match path {
+                "/var/lib/agentrt" => agentrt.clone(),
+                "/etc/chainship" => etc.clone(),
+                other => panic!("a read-only path the test does not know: {other}"),
+            };
+            sandbox = sandbox.ro(&host, path);
+        }
+        sandbox
+    };
+    let topic = kafka_topic("systemd", 1).await;
+    let bucket = locked_bucket("systemd").await;
+    let port = free_port();
+    let log = dir.path().join("follow.log");
+    let exec: Vec<String> = follow["ExecStart"].split_whitespace().map(String::from).collect();
+    assert_eq!(exec[0], "/usr/local/bin/chainship");
+    let mut follower = KillOnDrop(
+        unit_sandbox(&follow, &agentrt_gid.to_string())
+            .rw(&state, "/var/lib/chainship")
+            .ro(&credentials, cred_dir)
+            .env("CREDENTIALS_DIRECTORY", cred_dir)
+            .env("CHAINSHIP_SIGNING_KEY", &signing_key)
+            .env("CHAINSHIP_SINK", &format!("kafka://kafka.internal:9092/{topic}"))
+            .env("CHAINSHIP_ANCHOR", &format!("s3://{bucket}/heads"))
+            .env("CHAINSHIP_ANCHOR_S3_ENDPOINT", "http://minio:9000")
+            .env("CHAINSHIP_ANCHOR_S3_PATH_STYLE", "true")
+            .env("AWS_ACCESS_KEY_ID", "anchor")
+            .env("AWS_SECRET_ACCESS_KEY", "anchor-secret")
+            .env("CHAINSHIP_METRICS_ADDR", &format!("127.0.0.1:{port}"))
+            .env("CHAINSHIP_ANCHOR_INTERVAL", "1s")
+            .command(&scratch, &exec)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_status(&mut follower, &log, port, "/readyz", 200, Duration::from_secs(30));
+    std::thread::sleep(Duration::from_secs(8));
+    let head = stop_writer(&mut writer, &db);
+    let seq: f64 = head.split(':').next().unwrap().parse().unwrap();
+    wait_for_metric(port, &log, "chainship_cursor_seq", seq, Duration::from_secs(30));
+    wait_for_metric(port, &log, "chainship_anchor_last_seq", seq, Duration::from_secs(30));
+    assert!(state.join("cursor").exists(), "the cursor is in the StateDirectory");
+
+    // The nightly unit, as the timer starts it (its textfile directory writable).
+    let textfile = owned_dir(&dir.path().join("textfile"), 0, 4343, 0o2775);
+    std::fs::write(etc.join("trusted-keys"), format!("{vkey}\n")).unwrap();
+    let exec: Vec<String> = verify["ExecStart"]
+        .split_whitespace()
+        .map(|a| a.replace("audit-anchors", &bucket))
+        .collect();
+    let out = unit_sandbox(&verify, &format!("{agentrt_gid},4343"))
+        .rw(&textfile, "/var/lib/node_exporter/textfile_collector")
+        .env("CHAINSHIP_ANCHOR", &format!("s3://{bucket}/heads"))
+        .env("CHAINSHIP_ANCHOR_S3_ENDPOINT", "http://minio:9000")
+        .env("CHAINSHIP_ANCHOR_S3_PATH_STYLE", "true")
+        .env("AWS_ACCESS_KEY_ID", "anchor")
+        .env("AWS_SECRET_ACCESS_KEY", "anchor-secret")
+        .command(&scratch, &exec)
+        .output()
+        .unwrap();
+    ok(&out, "the nightly unit");
+    let prom = std::fs::read_to_string(textfile.join("chainship_verify.prom")).unwrap();
+    assert!(prom.contains("result=\"ok\"} 1"), "{prom}");
+
+    plant_break(&db);
+    break_fails_readiness_only(&mut follower, &log, port, "/readyz", "/livez");
+}
+
+#[test]
+fn a_key_an_acl_lets_others_read_is_refused_by_who_reads_it() {
+    let dir = TempDir::new().unwrap();
+    let (key, _) = keygen(dir.path(), "acl/k", "head.key");
+    let check = |extra: &[(&str, &str)]| {
+        let mut cmd = bin();
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        cmd.args(["check", "--sink", "stdout:", "--origin", "acl/agentrt", "--signing-key", path_str(&key)])
+            .output()
+            .unwrap()
+    };
+    ok(&check(&[]), "a 0600 key");
+    // Another user granted read by an ACL: refused, named.
+    setfacl(&["-m", "u:12345:r"], &key);
+    let out = check(&[]);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert!(stdout(&out).contains("user 12345 (ACL) can read it"), "{}", stdout(&out));
+    // The same file in a credentials directory others cannot enter: systemd's hand-over.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let out = check(&[("CREDENTIALS_DIRECTORY", path_str(dir.path()))]);
+    ok(&out, "a credential in $CREDENTIALS_DIRECTORY");
+    // The mode alone, with no ACL: the group.
+    setfacl(&["-b"], &key);
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let out = check(&[]);
+    assert!(stdout(&out).contains("group or others (mode 640) can read it"), "{}", stdout(&out));
+}
