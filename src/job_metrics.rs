@@ -35,6 +35,8 @@ pub struct JobReport {
     pub events_checked: u64,
     /// Trusted heads the data was compared with (0: `--allow-no-heads` passed on the chain alone).
     pub heads_checked: u64,
+    /// A copy's records after its last trusted head (verify-export only).
+    pub unvouched_records: Option<u64>,
 }
 
 impl JobReport {
@@ -48,6 +50,7 @@ impl JobReport {
             last_trusted_published: None,
             events_checked: 0,
             heads_checked: 0,
+            unvouched_records: None,
         }
     }
 
@@ -141,6 +144,14 @@ pub fn render(report: &JobReport, started: SystemTime, took: Duration) -> String
         "Events (or copy records) the last run checked.",
         vec![(String::new(), report.events_checked as f64)],
     );
+    if let Some(n) = report.unvouched_records {
+        metric(
+            "unvouched_records",
+            "gauge",
+            "Records of the copy after its last trusted head: intact, but vouched for by no signed head.",
+            vec![(String::new(), n as f64)],
+        );
+    }
     if let Some(seq) = report.last_trusted_seq {
         metric(
             "last_trusted_head_seq",

@@ -36,21 +36,31 @@ pub enum Kind {
     Reordered,
     /// A record of another origin where only this origin's should be.
     Foreign,
+    /// Records of this origin where a consumer of the copy reads them but
+    /// they do not belong (another partition of the topic).
+    ForeignPartition,
     /// No trusted head was checked: the run proved nothing against a kept head.
     NoTrustedHead,
     /// Two trusted checkpoints that are not one tree (no consistency proof).
     CheckpointFork,
     /// The store's tiles do not give a checkpoint's root, or lack a tile.
     TilesDisagree,
-    /// A head with no checkpoint of its seq, after checkpoints began.
+    /// A head with no checkpoint of its seq, after checkpoints began; or
+    /// the `checkpoint` pointer missing, unreadable or behind the newest.
     CheckpointMissing,
+    /// A trusted checkpoint with no head of its size: its follower writes
+    /// both, so the head was deleted (or the follower stopped between them).
+    HeadMissing,
     /// Checkpoints without the required witness cosignatures.
     Uncosigned,
+    /// More records after the last trusted head than allowed: a tail no
+    /// signed head vouches for (`--max-unvouched`).
+    Unvouched,
 }
 
 impl Kind {
     /// Every kind, for reports that list each (with 0 when absent).
-    pub const ALL: [Kind; 16] = [
+    pub const ALL: [Kind; 19] = [
         Kind::Altered,
         Kind::Cut,
         Kind::Fork,
@@ -62,11 +72,14 @@ impl Kind {
         Kind::Duplicate,
         Kind::Reordered,
         Kind::Foreign,
+        Kind::ForeignPartition,
         Kind::NoTrustedHead,
         Kind::CheckpointFork,
         Kind::TilesDisagree,
         Kind::CheckpointMissing,
+        Kind::HeadMissing,
         Kind::Uncosigned,
+        Kind::Unvouched,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -82,11 +95,14 @@ impl Kind {
             Kind::Duplicate => "duplicate",
             Kind::Reordered => "reordered",
             Kind::Foreign => "foreign",
+            Kind::ForeignPartition => "foreign-partition",
             Kind::NoTrustedHead => "no-trusted-head",
             Kind::CheckpointFork => "checkpoint-fork",
             Kind::TilesDisagree => "tiles-disagree",
             Kind::CheckpointMissing => "checkpoint-missing",
+            Kind::HeadMissing => "head-missing",
             Kind::Uncosigned => "uncosigned",
+            Kind::Unvouched => "unvouched",
         }
     }
 }

@@ -60,6 +60,59 @@ fn finding(kind: Kind, size: Option<u64>, message: String, source: Option<String
 /// it, when a trusted key signed it for `origin` at its place; else the
 /// finding that says why not (unreadable, a bad signature, no trusted key,
 /// the wrong origin or size).
+/// The `checkpoint` pointer, which tlog clients read first, judged against
+/// the newest trusted checkpoint kept (`newest`, whose head is kept): it must
+/// be there, be a checkpoint of this origin a trusted key signed, and be
+/// that checkpoint (a cosigned twin counts). A rolled-back, replaced or
+/// deleted pointer shows clients an older or no log.
+pub async fn audit_pointer(
+    store: &dyn AnchorStore,
+    origin: &str,
+    keys: &[VerifierKey],
+    newest: &Checkpoint,
+) -> Result<Option<Finding>, StoreError> {
+    let source = format!("{}/{origin}/{}", store.describe(), crate::store::LATEST_CHECKPOINT);
+    let missing = |why: String| {
+        Some(finding(
+            Kind::CheckpointMissing,
+            Some(newest.size),
+            format!(
+                "the checkpoint pointer {why}; the newest kept checkpoint is {}",
+                newest.size
+            ),
+            Some(source.clone()),
+        ))
+    };
+    let Some(bytes) = store.get_object(origin, crate::store::LATEST_CHECKPOINT).await? else {
+        return Ok(missing("is missing (tlog clients read it first)".to_owned()));
+    };
+    let read = match read_checkpoint(&bytes, keys) {
+        Ok(r) if !r.signers.is_empty() && !r.bad_signature && r.checkpoint.origin == origin => r,
+        _ => {
+            return Ok(missing(
+                "is not a checkpoint of this origin signed by a trusted key".to_owned(),
+            ));
+        }
+    };
+    let cp = read.checkpoint;
+    Ok(match cp.size.cmp(&newest.size) {
+        std::cmp::Ordering::Less => missing(format!("names checkpoint {}: rolled back", cp.size)),
+        std::cmp::Ordering::Equal if cp.root != newest.root => Some(finding(
+            Kind::CheckpointFork,
+            Some(cp.size),
+            format!(
+                "the checkpoint pointer names size {} with root {}, the kept checkpoint {}",
+                cp.size,
+                cp.root_b64(),
+                newest.root_b64()
+            ),
+            Some(source),
+        )),
+        // At the newest, or past it (a checkpoint kept without its head yet).
+        _ => None,
+    })
+}
+
 pub fn trusted_checkpoint(
     bytes: &[u8],
     keys: &[VerifierKey],
@@ -361,6 +414,25 @@ pub fn judge_uncosigned(
     grace: std::time::Duration,
     now: std::time::SystemTime,
 ) {
+    // A quorum met by no checkpoint at all vouches for nothing: the grace
+    // only lets the newest checkpoints wait behind an older cosigned one.
+    if out.newest_cosigned.is_none() {
+        if let (Some(first), Some(last)) = (above.first(), above.last()) {
+            out.findings.push(finding(
+                Kind::Uncosigned,
+                Some(first.size),
+                format!(
+                    "no checkpoint meets the witness quorum of {} (checkpoints {} to {}, {} of them); newest cosigned: none",
+                    policy.quorum,
+                    first.size,
+                    last.size,
+                    above.len()
+                ),
+                Some(first.source.clone()),
+            ));
+        }
+        return;
+    }
     let (waiting, overdue): (Vec<&Uncosigned>, Vec<&Uncosigned>) = above.iter().partition(|c| {
         c.published
             .and_then(|at| now.duration_since(at).ok())
@@ -380,14 +452,12 @@ pub fn judge_uncosigned(
         } else {
             format!("checkpoints {a} to {b} ({} of them)", overdue.len())
         };
-        let newest = out
-            .newest_cosigned
-            .map_or("no checkpoint is".to_owned(), |c| format!("the newest cosigned is {c}"));
+        let newest = out.newest_cosigned.map_or("none".to_owned(), |c| c.to_string());
         out.findings.push(finding(
             Kind::Uncosigned,
             Some(a),
             format!(
-                "{which}: fewer than {} cosignature(s) from the trusted witnesses, and no cosigned checkpoint at or above ({newest})",
+                "{which}: fewer than {} cosignature(s) from the trusted witnesses, past --witness-grace; newest cosigned: checkpoint {newest}",
                 policy.quorum
             ),
             Some(first.source.clone()),
@@ -472,6 +542,18 @@ mod tests {
             "{:?}",
             out.findings
         );
+        // Nothing cosigned, everything inside the grace: the quorum was met by
+        // nothing, which the grace never excuses.
+        let fresh = |_: u64| Some(SystemTime::now());
+        let out = run(audit_cosignatures(&store, "o", &all, &policy, &fresh, grace)).unwrap();
+        let uncosigned: Vec<_> = out.findings.iter().filter(|f| f.kind == Kind::Uncosigned).collect();
+        assert_eq!(uncosigned.len(), 1, "{:?}", out.findings);
+        assert!(
+            uncosigned[0].message.contains("newest cosigned: none"),
+            "{}",
+            uncosigned[0].message
+        );
+        assert!(out.waiting.is_empty());
         // No checkpoint at all is never "cosigned".
         let out = run(audit_cosignatures(&store, "o", &[], &policy, &published, grace)).unwrap();
         assert_eq!(out.findings[0].kind, Kind::Uncosigned);

@@ -385,6 +385,12 @@ pub async fn audit<'a>(
             ));
         }
     }
+    // The pointer is judged against the newest checkpoint once its head is
+    // kept too (the follower writes the checkpoint, the pointer, then the head).
+    let newest_has_head = newest
+        .as_ref()
+        .is_some_and(|cp| listing.heads.iter().any(|k| k.seq == cp.size));
+    let highest_head = listing.heads.last().map_or(0, |k| k.seq);
     let mut heads = Feed::new(listing.heads, None);
     let mut checkpoints = Feed::new(listing.checkpoints, Some(CHECKPOINTS_DIR));
     loop {
@@ -395,12 +401,34 @@ pub async fn audit<'a>(
             (h, c) => c.is_some_and(|c| h.is_none_or(|h| c <= h)),
         };
         if take_checkpoint {
+            let trusted_before = pass.out.checkpoints_trusted;
             if let Some((key, Some(note))) = checkpoints.pop(store, origin).await? {
+                let (size, source) = (key.seq, note.name.clone());
                 pass.checkpoint(key, note).await?;
+                // Its follower wrote a head with it; a later head shows it got past
+                // (a checkpoint newer than every listed head may be mid-publish).
+                if pass.out.checkpoints_trusted > trusted_before
+                    && size < highest_head
+                    && heads.peek_seq() != Some(size)
+                {
+                    pass.out.findings.push(finding(
+                        Kind::HeadMissing,
+                        Some(size),
+                        format!(
+                            "checkpoint {size} has no head of its size, though later heads are kept: the head was deleted (or its follower stopped between writing the two)"
+                        ),
+                        Some(source),
+                    ));
+                }
             }
         } else if let Some((_, Some(note))) = heads.pop(store, origin).await? {
             pass.head_note(note)?;
         }
+    }
+    if let Some(newest) = newest.as_ref().filter(|_| newest_has_head)
+        && let Some(f) = crate::log_audit::audit_pointer(store, origin, input.keys, newest).await?
+    {
+        pass.out.findings.push(f);
     }
     pass.finish().await
 }

@@ -153,6 +153,8 @@ impl Anchoring {
         let mut last_published: Option<Instant> = None;
         // Once the follower is done, the newest head goes out without waiting for the interval.
         let mut finishing = false;
+        // Since when publishing has failed, to say so when it recovers.
+        let mut failing_since: Option<Instant> = None;
         loop {
             let newest = *delivered.borrow_and_update();
             // A head this follower's key signed for the seq just delivered, with
@@ -169,6 +171,11 @@ impl Anchoring {
                 tracing::error!("{message}; stopping");
                 self.stop_on(&failure, message);
                 return;
+            }
+            // No `<cursor>.anchored` (lost, or never written): the store's own
+            // highest head, once delivered here too, is what heartbeats repeat.
+            if last_head.is_none() && newest.is_some() && newest == kept {
+                last_head = kept;
             }
             // Below the highest kept head (another follower of this origin got
             // further): nothing to publish, but this database's tree must be a
@@ -229,6 +236,15 @@ impl Anchoring {
                 };
                 match outcome {
                     Ok(()) => {
+                        if let Some(failed_since) = failing_since.take() {
+                            tracing::info!(
+                                store = %self.store.describe(),
+                                %head,
+                                after_s = failed_since.elapsed().as_secs(),
+                                "the anchor store is back: head published after {:.1}s of failures",
+                                failed_since.elapsed().as_secs_f64()
+                            );
+                        }
                         last = head.seq;
                         last_head = Some(head);
                         let now = Instant::now();
@@ -256,6 +272,7 @@ impl Anchoring {
                         return;
                     }
                     Err(e) => {
+                        failing_since.get_or_insert_with(Instant::now);
                         remember(Some(&e));
                         counter!(m::ANCHOR_ERRORS).increment(1);
                         gauge!(m::ANCHOR_LAG).set(head.seq.saturating_sub(last) as f64);

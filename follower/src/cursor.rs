@@ -27,6 +27,24 @@ pub enum CursorError {
     Locked { path: PathBuf, holder: String },
 }
 
+/// `path` with every symbolic link resolved, also when the file itself does
+/// not exist yet (its directory is resolved, its name kept).
+fn real_path(path: &Path) -> Option<PathBuf> {
+    if let Ok(real) = std::fs::canonicalize(path) {
+        return Some(real);
+    }
+    let name = path.file_name()?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    // A dangling link: where it points is the cursor that will be written.
+    if let Ok(target) = std::fs::read_link(path) {
+        return real_path(&dir.join(target));
+    }
+    Some(std::fs::canonicalize(dir).ok()?.join(name))
+}
+
 /// The exclusive hold on a cursor (an advisory lock on `<cursor>.lock`),
 /// released when dropped or when the process ends, however it ends.
 #[derive(Debug)]
@@ -41,8 +59,14 @@ pub struct FileCursor {
 }
 
 impl FileCursor {
+    /// The cursor at `path`, by its real path: a symbolic link to a cursor
+    /// (or a path through one) is that cursor, with the same lock and
+    /// sibling files, so two followers cannot hold one cursor under two names.
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        FileCursor { path: path.into() }
+        let path = path.into();
+        FileCursor {
+            path: real_path(&path).unwrap_or(path),
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -219,6 +243,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cursor = FileCursor::new(dir.path().join("cursor"));
         let held = cursor.lock().unwrap();
+        // The same cursor through a symbolic link is the same lock.
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(cursor.path(), &link).unwrap();
+        let through_link = FileCursor::new(&link).lock().unwrap_err();
+        assert!(
+            through_link.to_string().contains("another follower holds it"),
+            "{through_link}"
+        );
         let err = cursor.lock().unwrap_err();
         assert!(matches!(err, CursorError::Locked { .. }), "{err}");
         assert!(

@@ -73,7 +73,18 @@ pub fn retry_transient<T>(
     let mut failures = 0u32;
     loop {
         let error = match attempt() {
-            Ok(value) => return Ok(value),
+            Ok(value) => {
+                if failures > 0 {
+                    // The operator's last line must not be the failure.
+                    tracing::info!(
+                        failed_attempts = failures,
+                        after_s = started.elapsed().as_secs(),
+                        "the sink is back: delivered after {failures} failed attempt(s) over {:.1}s",
+                        started.elapsed().as_secs_f64()
+                    );
+                }
+                return Ok(value);
+            }
             Err(e) => e,
         };
         failures += 1;

@@ -27,6 +27,101 @@ pub struct RunRules {
 
 pub struct FollowerRunCheck {
     check: RunCheck,
+    profile: &'static Profile,
+    log: FindingLog,
+}
+
+/// How many findings are logged one by one in each [`LOG_INTERVAL`]; past
+/// that they are counted by kind and summed up in one line.
+const LOGGED_PER_INTERVAL: u32 = 20;
+const LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+/// Provisional findings remembered so each is logged once (a bounded set).
+const REMEMBERED_PROVISIONAL: usize = 100_000;
+
+/// The run check's log lines, bounded: a database that is not the profile's
+/// must not turn into millions of lines. Every finding is still counted in
+/// the metrics; `chainship runs` lists them all.
+#[derive(Default)]
+struct FindingLog {
+    window: Option<std::time::Instant>,
+    logged: u32,
+    held_back: std::collections::BTreeMap<&'static str, u64>,
+    provisional_seen: std::collections::HashSet<(&'static str, String, u64)>,
+    events: u64,
+    unknown_types: u64,
+    said_not_the_profile: bool,
+}
+
+impl FindingLog {
+    /// Whether this finding gets a line of its own (else it is counted).
+    fn admit(&mut self, kind: &'static str) -> bool {
+        let now = std::time::Instant::now();
+        let start = *self.window.get_or_insert(now);
+        if now.duration_since(start) >= LOG_INTERVAL {
+            self.summarize();
+            self.window = Some(now);
+            self.logged = 0;
+        }
+        if self.logged < LOGGED_PER_INTERVAL {
+            self.logged += 1;
+            return true;
+        }
+        *self.held_back.entry(kind).or_default() += 1;
+        false
+    }
+
+    /// Sums up what was held back once its interval is over, even when no
+    /// finding comes after it.
+    fn tick(&mut self) {
+        if self.window.is_some_and(|w| w.elapsed() >= LOG_INTERVAL) {
+            self.summarize();
+            self.window = None;
+            self.logged = 0;
+        }
+    }
+
+    /// The findings held back, one line by kind.
+    fn summarize(&mut self) {
+        if self.held_back.is_empty() {
+            return;
+        }
+        let total: u64 = self.held_back.values().sum();
+        let by_kind: Vec<String> = self.held_back.iter().map(|(k, n)| format!("{k}={n}")).collect();
+        tracing::warn!(
+            held_back = total,
+            "run check: {total} more finding(s) not logged one by one ({}); `chainship runs` lists every one",
+            by_kind.join(", ")
+        );
+        self.held_back.clear();
+    }
+
+    /// Whether a provisional finding is new (each is logged once).
+    fn first_time(&mut self, key: (&'static str, String, u64)) -> bool {
+        if self.provisional_seen.len() >= REMEMBERED_PROVISIONAL {
+            self.provisional_seen.clear();
+        }
+        self.provisional_seen.insert(key)
+    }
+
+    /// Counts events the profile does not know, and says once when most are.
+    fn saw(&mut self, profile: &Profile, kind: &[u8]) {
+        self.events += 1;
+        if profile.role(kind) == chainship_runs::Role::Other {
+            self.unknown_types += 1;
+        }
+        if !self.said_not_the_profile && self.events >= 1000 && self.unknown_types * 2 > self.events {
+            self.said_not_the_profile = true;
+            tracing::warn!(
+                events = self.events,
+                unknown_types = self.unknown_types,
+                "run check: {} of the first {} events have types the {} profile does not know: this database does not look like {}'s (--profile none turns the run check off)",
+                self.unknown_types,
+                self.events,
+                profile.name,
+                profile.name
+            );
+        }
+    }
 }
 
 impl FollowerRunCheck {
@@ -85,7 +180,11 @@ impl FollowerRunCheck {
             );
         }
         let _ = check.take_newly_silent();
-        let mut me = FollowerRunCheck { check };
+        let mut me = FollowerRunCheck {
+            check,
+            profile: rules.profile,
+            log: FindingLog::default(),
+        };
         me.publish();
         Ok(me)
     }
@@ -101,12 +200,15 @@ impl FollowerRunCheck {
             .spawn(move || {
                 for (page, checked) in rx {
                     for e in page.iter().take(checked) {
+                        self.log.saw(self.profile, e.kind);
                         self.check.feed(&RunEvent::from(&e));
                     }
                     recycler.give_back(page);
                     self.check.sweep();
                     self.publish();
                 }
+                // The follower is stopping: what was held back is said now.
+                self.log.summarize();
             })
             .expect("spawning the run check thread");
         RunCheckThread {
@@ -117,6 +219,10 @@ impl FollowerRunCheck {
 
     fn publish(&mut self) {
         for f in self.check.take_findings() {
+            metrics::run_finding(f.kind.as_str());
+            if !self.log.admit(f.kind.as_str()) {
+                continue;
+            }
             tracing::warn!(
                 kind = f.kind.as_str(),
                 run = %f.run_id,
@@ -126,9 +232,11 @@ impl FollowerRunCheck {
                 "run check: {}",
                 f.message
             );
-            metrics::run_finding(f.kind.as_str());
         }
         for f in self.check.take_newly_silent() {
+            if !self.log.first_time((f.kind.as_str(), f.run_id.clone(), f.seq)) || !self.log.admit(f.kind.as_str()) {
+                continue;
+            }
             tracing::warn!(
                 kind = f.kind.as_str(),
                 run = %f.run_id,
@@ -138,6 +246,7 @@ impl FollowerRunCheck {
                 f.message
             );
         }
+        self.log.tick();
         let _ = self.check.take_summaries();
         metrics::runs(
             self.check.open_runs(),

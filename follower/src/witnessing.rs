@@ -11,12 +11,18 @@
 //! `cosigned/<size>` (the plain checkpoint was kept before, with the head)
 //! and becomes the `checkpoint` pointer standard clients read.
 //!
-//! `422` (the witness saw a history this checkpoint does not extend) is an
-//! integrity finding: logged with both sizes, counted, and the follower
-//! stops unless `--on-break wait`. `403`/`404` (the witness does not know
-//! this log or key) is a setup error naming the witness: the follower stops.
-//! Anything else is retried with backoff; the export never waits.
-//! Each witness's last cosigned size is kept in `<cursor>.witnesses`.
+//! A witness's answer is evidence about the witness, never a reason to
+//! stop exporting or anchoring: `422` (it saw a history this checkpoint
+//! does not extend), `409` twice for one size, or a size larger than any
+//! checkpoint of this log (it claims to have cosigned one that was never
+//! published) are logged with both sizes, counted, kept beside its size in
+//! `<cursor>.witnesses` (`# URL said: ...`), and make readiness fail after
+//! `--unhealthy-after`; a claimed size larger than ours is never kept as the
+//! witness's state. A `follow --once` that ends without the quorum exits 1
+//! when a witness contradicted the log, else 2 (as for an unpublished head).
+//! `403`/`404` (the witness does not know this log or key) is a setup error
+//! naming the witness: the follower stops. Anything else is retried with
+//! backoff, also while a stopping follower waits `--shutdown-grace`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -65,14 +71,12 @@ pub struct Witnessing {
     pub max_delay: Duration,
     pub health: Arc<Health>,
     pub stop: Arc<AtomicBool>,
-    /// Stop the follower when a witness says a checkpoint is inconsistent
-    /// (`--on-break exit`); else keep exporting, unhealthy.
-    pub stop_on_inconsistent: bool,
 }
 
 /// What the follower learns from the task when it ends.
 pub struct WitnessingHandle {
     failure: Arc<OnceLock<Error>>,
+    contradiction: Arc<std::sync::Mutex<Option<String>>>,
     cosigned: watch::Receiver<u64>,
 }
 
@@ -84,10 +88,16 @@ impl WitnessingHandle {
             .is_ok_and(|r| r.is_ok())
     }
 
-    /// The finding or setup error that stopped the follower (or, with
-    /// `--on-break wait`, that it kept running through), if any.
+    /// The setup error that stopped the follower (a witness that does not
+    /// know this log), if any.
     pub fn failure(&self) -> Option<Error> {
         self.failure.get().cloned()
+    }
+
+    /// The last time a witness contradicted this log (422, 409 twice, a
+    /// size never published), in words: evidence, not a stop.
+    pub fn contradiction(&self) -> Option<String> {
+        self.contradiction.lock().ok().and_then(|c| c.clone())
     }
 }
 
@@ -115,17 +125,36 @@ impl Witnessing {
         published: watch::Receiver<Option<PublishedCheckpoint>>,
     ) -> WitnessingHandle {
         let failure = Arc::new(OnceLock::new());
+        let contradiction = Arc::new(std::sync::Mutex::new(None));
         let (done, cosigned) = watch::channel(0);
-        rt.spawn(self.run(published, Arc::clone(&failure), done));
-        WitnessingHandle { failure, cosigned }
+        rt.spawn(self.run(published, Arc::clone(&failure), Arc::clone(&contradiction), done));
+        WitnessingHandle {
+            failure,
+            contradiction,
+            cosigned,
+        }
     }
 
     async fn run(
         self,
         mut published: watch::Receiver<Option<PublishedCheckpoint>>,
         failure: Arc<OnceLock<Error>>,
+        contradiction: Arc<std::sync::Mutex<Option<String>>>,
         done: watch::Sender<u64>,
     ) {
+        // What each witness last said against this log, kept with its size.
+        let mut said: BTreeMap<String, String> = BTreeMap::new();
+        let contradicted = |said: &mut BTreeMap<String, String>, url: &str, message: String| {
+            tracing::error!("{message}");
+            self.health.witness_failing(&message);
+            said.insert(url.to_owned(), format!("{} {message}", unix_now() as u64));
+            if let Ok(mut c) = contradiction.lock() {
+                *c = Some(message);
+            }
+        };
+        // Once the follower is done, the newest checkpoint is still asked for
+        // until it stops waiting (`--shutdown-grace`).
+        let mut closed = false;
         let fail = |e: Error| {
             tracing::error!(error = %e, "witnessing stops the follower");
             self.health.fatal(&e.message);
@@ -193,7 +222,16 @@ impl Witnessing {
             for (&i, (outcome, known)) in pending.iter().zip(answers) {
                 let w = &self.witnesses[i];
                 let label = w.key.name.clone();
-                if let Some(size) = known {
+                if let Some(size) = known.filter(|&size| size > cp.size) {
+                    // Larger than this log's newest checkpoint (the store's): a
+                    // size never published here. Kept as what it said, never as its state.
+                    counter!(m::WITNESS_FAILURES, "witness" => label.clone(), "kind" => "misbehaving").increment(1);
+                    let message = format!(
+                        "witness-misbehaving: witness {} ({}) claims to have cosigned checkpoint {size} of origin {:?}, larger than any this log published ({})",
+                        w.key.name, w.url, self.origin, cp.size
+                    );
+                    contradicted(&mut said, &w.url, message);
+                } else if let Some(size) = known {
                     let recorded = sizes.get(&w.url).copied().unwrap_or(0);
                     if size < recorded {
                         // It cosigned `recorded` before: its state went back (restored, or another witness at that URL).
@@ -209,24 +247,21 @@ impl Witnessing {
                         gauge!(m::WITNESS_LAST_SUCCESS, "witness" => label).set(unix_now());
                         cosigned.insert(i, lines);
                     }
-                    Outcome::Ahead(size) => {
-                        // Another publisher of this origin got further, or another history reached it.
-                        counter!(m::WITNESS_FAILURES, "witness" => label, "kind" => "ahead").increment(1);
-                        tracing::warn!(witness = %w.url, witness_size = size, size = cp.size, "the witness has cosigned a larger checkpoint of this origin than this log's newest: another publisher, or another history; it cosigns again once this log passes that size");
+                    Outcome::Ahead(_) => {
+                        // Said above (a size larger than any of ours); asked again with the next checkpoint.
                     }
                     Outcome::Inconsistent { old, why } => {
                         counter!(m::WITNESS_FAILURES, "witness" => label, "kind" => "inconsistent").increment(1);
+                        let why = if why.trim().is_empty() {
+                            "no detail given".to_owned()
+                        } else {
+                            why
+                        };
                         let message = format!(
                             "witness-inconsistent: witness {} ({}) says checkpoint {} of origin {:?} does not extend the checkpoint of size {old} it cosigned: {why}",
                             w.key.name, w.url, cp.size, self.origin
                         );
-                        tracing::error!("{message}");
-                        if self.stop_on_inconsistent {
-                            return fail(Error::integrity(message));
-                        }
-                        // `--on-break wait`: keep exporting, unhealthy; the run still ends with exit 1.
-                        self.health.fatal(&message);
-                        let _ = failure.set(Error::integrity(message));
+                        contradicted(&mut said, &w.url, message);
                     }
                     Outcome::Refused(why) => {
                         counter!(m::WITNESS_FAILURES, "witness" => label, "kind" => "refused").increment(1);
@@ -242,7 +277,7 @@ impl Witnessing {
                     }
                 }
             }
-            if let Err(e) = write_atomically(&self.state_file, save_sizes(&sizes).as_bytes()) {
+            if let Err(e) = write_atomically(&self.state_file, save_sizes(&sizes, &said).as_bytes()) {
                 tracing::warn!(file = %self.state_file.display(), error = %e, "cannot keep the witnesses' sizes");
             }
             if cosigned.len() >= self.quorum {
@@ -281,8 +316,12 @@ impl Witnessing {
             } else {
                 self.max_delay
             };
+            if closed {
+                tokio::time::sleep(delay).await;
+                continue;
+            }
             tokio::select! {
-                changed = published.changed() => if changed.is_err() { return },
+                changed = published.changed() => closed = changed.is_err(),
                 _ = tokio::time::sleep(delay) => {}
             }
         }
@@ -313,6 +352,7 @@ fn load_sizes(path: &std::path::Path) -> HashMap<String, u64> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
+        .filter(|l| !l.starts_with('#'))
         .filter_map(|l| {
             let (url, size) = l.rsplit_once(' ')?;
             Some((url.to_owned(), size.parse().ok()?))
@@ -320,9 +360,15 @@ fn load_sizes(path: &std::path::Path) -> HashMap<String, u64> {
         .collect()
 }
 
-fn save_sizes(sizes: &HashMap<String, u64>) -> String {
+/// Each witness's size (`URL SIZE`), then what any said against this log
+/// (`# URL said: UNIX-SECONDS MESSAGE`).
+fn save_sizes(sizes: &HashMap<String, u64>, said: &BTreeMap<String, String>) -> String {
     let mut lines: Vec<String> = sizes.iter().map(|(u, s)| format!("{u} {s}\n")).collect();
     lines.sort();
+    lines.extend(
+        said.iter()
+            .map(|(u, m)| format!("# {u} said: {}\n", m.replace('\n', " "))),
+    );
     lines.concat()
 }
 

@@ -77,16 +77,36 @@ pub fn open_sink(cfg: &SinkConfig, origin: &str) -> Box<dyn Sink> {
     }
 }
 
+/// What reading a copy found besides its records.
+#[derive(Debug, Default)]
+pub struct ReadReport {
+    /// Records of the origin found where its records do not belong but a
+    /// consumer of the copy reads them (another partition of the topic).
+    pub strays: Vec<Stray>,
+    /// What was left unread, when the reading was narrowed to a part.
+    pub narrowed: Option<String>,
+}
+
+/// Records of the origin in one place they do not belong.
+#[derive(Debug)]
+pub struct Stray {
+    pub place: String,
+    pub records: u64,
+}
+
 /// Reads the copy `cfg` names back, calling `each(line, place)` for every
-/// record line of `origin` in the order the copy holds them: what
-/// `chainship verify-export` checks.
-pub async fn read_records(cfg: &SinkConfig, origin: &str, each: &mut OnRecord<'_>) -> Result<(), SinkError> {
+/// record line of `origin` in the order the copy holds them (a topic: the
+/// origin's partition first, then every other): what `chainship
+/// verify-export` checks.
+pub async fn read_records(cfg: &SinkConfig, origin: &str, each: &mut OnRecord<'_>) -> Result<ReadReport, SinkError> {
     match cfg {
-        SinkConfig::File(path) => file::read_records(path, each),
+        SinkConfig::File(path) => file::read_records(path, each).map(|()| ReadReport::default()),
         SinkConfig::Stdout => Err(SinkError::permanent(
             "stdout: cannot be read back; verify the file or topic it was piped to",
         )),
         SinkConfig::Kafka(c) => kafka::reader::read_records(c, origin, each),
-        SinkConfig::S3(c) => s3::reader::read_records(c, origin, each).await,
+        SinkConfig::S3(c) => s3::reader::read_records(c, origin, each)
+            .await
+            .map(|()| ReadReport::default()),
     }
 }

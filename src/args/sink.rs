@@ -47,7 +47,8 @@ pub struct SinkConnectArgs {
     /// Values are never logged.
     #[arg(long = "kafka-opt", value_delimiter = ';', value_name = "KEY=VALUE", value_parser = KafkaOptParser, help_heading = "Kafka sink")]
     pub kafka_opts: Vec<(String, String)>,
-    /// Pin the partition (default: a stable hash of the origin).
+    /// Pin the partition (default: a stable hash of the origin); a reader of a copy then reads
+    /// only this partition, and says so (by default it reads every partition of the topic).
     #[arg(long, value_name = "N", help_heading = "Kafka sink")]
     pub kafka_partition: Option<i32>,
 }

@@ -226,7 +226,6 @@ pub fn run(args: &FollowArgs) -> CmdResult {
                     max_delay: args.retry_max_delay,
                     health: Arc::clone(&health),
                     stop: Arc::clone(&stop),
-                    stop_on_inconsistent: matches!(args.on_break, OnBreakArg::Exit),
                 }
                 .spawn(runtime.handle(), published),
             );
@@ -255,7 +254,8 @@ pub fn run(args: &FollowArgs) -> CmdResult {
     if let Some(failure) = witnessing.as_ref().and_then(WitnessingHandle::failure) {
         return Err(CliError::from_kind(&failure));
     }
-    if let (Some(mut anchoring), Some(last)) = (anchoring, *delivered.borrow()) {
+    let mut anchoring = anchoring;
+    if let (Some(anchoring), Some(last)) = (anchoring.as_mut(), *delivered.borrow()) {
         // Give the newest head a chance to be published before exiting.
         let limit = args.shutdown_grace.max(Duration::from_secs(1));
         if !runtime.block_on(anchoring.wait_for(last.seq, limit)) {
@@ -283,11 +283,30 @@ pub fn run(args: &FollowArgs) -> CmdResult {
             if let Some(failure) = w.failure() {
                 return Err(CliError::from_kind(&failure));
             }
-            tracing::warn!(
-                "checkpoint {} has no quorum of witness cosignatures yet (within --shutdown-grace); the next run asks again",
+            let message = format!(
+                "checkpoint {} has no quorum of witness cosignatures within --shutdown-grace; the next run asks again",
                 last.seq
             );
+            // A cron job must not read success while the quorum was not met;
+            // a witness that contradicted the log makes it a finding.
+            if args.once && result.is_ok() {
+                return Err(match w.contradiction() {
+                    Some(c) => CliError::failed(format!("{message}; {c}")),
+                    None => CliError::usage(message),
+                });
+            }
+            tracing::warn!("{message}");
         }
+    }
+    if matches!(result, Ok(Outcome::Stopped) | Err(FollowError::Interrupted(_))) {
+        let delivered = delivered.borrow().map_or(0, |h| h.seq);
+        let anchored = anchoring.as_ref().map_or("nothing (no --anchor)".to_owned(), |a| {
+            format!("seq {}", a.published_seq())
+        });
+        tracing::info!(
+            delivered,
+            "stopped: delivered up to seq {delivered}, anchored up to {anchored}"
+        );
     }
     match result {
         Ok(Outcome::Done) | Ok(Outcome::Stopped) => Ok(OK),

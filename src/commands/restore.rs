@@ -1,7 +1,7 @@
 //! `chainship restore`: rebuild the audit database from the exported copy,
 //! checked against the signed heads, up to the last trusted head.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use chainship_anchor::{Finding, Kind};
 use chainship_chain::{EventDb, Head, OpenOptions, WalkPlan, walk_chain};
@@ -64,6 +64,7 @@ struct Restored {
 }
 
 pub fn run(args: &RestoreArgs) -> CmdResult {
+    refuse_out_in_evidence(args)?;
     let mut db = NewDatabase::create(&args.out)?;
     let bar = records_spinner("restoring", args.output.json);
     let mut write_error: Option<CliError> = None;
@@ -221,4 +222,34 @@ fn print(args: &RestoreArgs, o: &CopyOutcome, r: &Restored) {
         );
     }
     outln!("last trusted head: seq {} {}", head.seq, head.hash_str());
+}
+
+/// A restored database is never written where evidence lives: inside a
+/// file anchor store, a file there reads as a bad head to the next
+/// `anchor verify`. (The copy itself exists, so `--out` never replaces it.)
+fn refuse_out_in_evidence(args: &RestoreArgs) -> Result<(), CliError> {
+    let real = |p: &Path| -> Option<PathBuf> {
+        std::fs::canonicalize(p).ok().or_else(|| {
+            let dir = p
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            Some(std::fs::canonicalize(dir).ok()?.join(p.file_name()?))
+        })
+    };
+    let Some(out) = real(&args.out) else { return Ok(()) };
+    let mut places: Vec<(PathBuf, &str)> = Vec::new();
+    if let Some(chainship_anchor::AnchorUrl::File(dir)) = &args.copy.anchor.anchor {
+        places.extend(real(dir).map(|d| (d, "the anchor store")));
+    }
+    for (place, what) in places {
+        if out.starts_with(&place) {
+            return Err(CliError::usage(format!(
+                "--out {}: inside {what} ({}); write the restored database elsewhere",
+                args.out.display(),
+                place.display()
+            )));
+        }
+    }
+    Ok(())
 }

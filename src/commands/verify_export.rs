@@ -42,6 +42,11 @@ pub struct VerifyExportArgs {
     /// head was published); the output then says that no head was checked.
     #[arg(long)]
     pub allow_no_heads: bool,
+    /// Records after the last trusted head that still pass (said as a warning):
+    /// by default what one default --anchor-interval (10s) leaves at 1,000 events/s.
+    /// More is a finding (`unvouched`, exit 1); 0 asks every record to be vouched for.
+    #[arg(long, value_name = "N", default_value_t = trusted_copy::DEFAULT_MAX_UNVOUCHED)]
+    pub max_unvouched: u64,
     #[command(flatten)]
     pub rules: RunRulesArgs,
     #[command(flatten)]
@@ -60,6 +65,7 @@ fn check(args: &VerifyExportArgs, job: &mut JobReport) -> CmdResult {
     let expect = CopyExpectations {
         after: args.after,
         allow_no_heads: args.allow_no_heads,
+        max_unvouched: args.max_unvouched,
     };
     let outcome = trusted_copy::read_checked(&args.copy, expect, &mut |_| {})?;
     // What the invalid range touches: read the copy again from its first bad seq.
@@ -82,6 +88,7 @@ fn check(args: &VerifyExportArgs, job: &mut JobReport) -> CmdResult {
     job.last_trusted_published = outcome.last_trusted_published;
     job.events_checked = outcome.records;
     job.heads_checked = outcome.checked as u64;
+    job.unvouched_records = Some(outcome.unvouched_count());
     Ok(print(args, &outcome, touched.as_ref()))
 }
 
@@ -97,12 +104,13 @@ fn print(args: &VerifyExportArgs, o: &CopyOutcome, touched: Option<&Affected>) -
         for w in &o.warnings {
             outln!("warning: {w}");
         }
-        let ok = if o.checked == 0 {
-            "the copy is whole; no head was checked"
-        } else {
-            "the copy is whole and matches every trusted head"
+        // "Whole" only when every record is vouched for by a head.
+        let ok = match (o.checked, o.unvouched_text()) {
+            (0, _) => "the copy's chain is intact; no head was checked".to_owned(),
+            (_, None) => "the copy is whole and matches every trusted head".to_owned(),
+            (_, Some(tail)) => format!("the copy matches every trusted head, but {tail} yet"),
         };
-        report::print_outcome(&o.findings, ok, o.last_trusted);
+        report::print_outcome(&o.findings, &ok, o.last_trusted);
         for line in touched.into_iter().flat_map(affected::lines) {
             outln!("{line}");
         }

@@ -386,7 +386,11 @@ impl Container<'_> {
         let mut sandbox = Sandbox::new(&self.user());
         for (name, path, read_only) in self.mounts() {
             let host = volumes(&name);
-            sandbox = if read_only { sandbox.ro(&host, &path) } else { sandbox.rw(&host, &path) };
+            sandbox = if read_only {
+                sandbox.ro(&host, &path)
+            } else {
+                sandbox.rw(&host, &path)
+            };
         }
         sandbox
     }
@@ -475,11 +479,18 @@ async fn the_kubernetes_pod_and_cronjob_run_as_shipped_users_mounts_probes() {
 
     // The runtime (a stand-in writer) as its own user, with its mounts.
     let runtime_user = runtime.user();
-    assert_ne!(runtime_user, sidecar.user(), "the runtime and the sidecar are different users");
+    assert_ne!(
+        runtime_user,
+        sidecar.user(),
+        "the runtime and the sidecar are different users"
+    );
     let db_inside = "/data/audit.db";
     let out = runtime
         .sandbox(&volumes)
-        .command(&scratch, &["chainship", "generate", "--db", db_inside, "--events", "200"].map(String::from))
+        .command(
+            &scratch,
+            &["chainship", "generate", "--db", db_inside, "--events", "200"].map(String::from),
+        )
         .output()
         .unwrap();
     ok(&out, "the runtime's first events");
@@ -488,8 +499,18 @@ async fn the_kubernetes_pod_and_cronjob_run_as_shipped_users_mounts_probes() {
             .sandbox(&volumes)
             .command(
                 &scratch,
-                &["chainship", "generate", "--db", db_inside, "--append", "--events", "0", "--follow-rate", "100"]
-                    .map(String::from),
+                &[
+                    "chainship",
+                    "generate",
+                    "--db",
+                    db_inside,
+                    "--append",
+                    "--events",
+                    "0",
+                    "--follow-rate",
+                    "100",
+                ]
+                .map(String::from),
             )
             .stdout(Stdio::null())
             .spawn()
@@ -512,13 +533,19 @@ async fn the_kubernetes_pod_and_cronjob_run_as_shipped_users_mounts_probes() {
             .env("AWS_SECRET_ACCESS_KEY", "anchor-secret")
             .env("CHAINSHIP_METRICS_ADDR", &format!("127.0.0.1:{port}"))
             .env("CHAINSHIP_ANCHOR_INTERVAL", "1s")
-            .command(&scratch, &[vec!["chainship".to_owned()], sidecar.strings("args")].concat())
+            .command(
+                &scratch,
+                &[vec!["chainship".to_owned()], sidecar.strings("args")].concat(),
+            )
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap(),
     );
-    let (ready, live) = (sidecar.probe_path("readinessProbe"), sidecar.probe_path("livenessProbe"));
+    let (ready, live) = (
+        sidecar.probe_path("readinessProbe"),
+        sidecar.probe_path("livenessProbe"),
+    );
     wait_for_status(&mut follower, &log, port, &ready, 200, Duration::from_secs(30));
     std::thread::sleep(Duration::from_secs(8));
     let db = audit_db.join("audit.db");
@@ -548,7 +575,11 @@ async fn the_kubernetes_pod_and_cronjob_run_as_shipped_users_mounts_probes() {
     let shipped = config_map["trusted-keys"].as_str().unwrap();
     let out = nightly(shipped);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
-    assert!(stderr(&out).contains("placeholder") && stderr(&out).contains("chainship keygen"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("placeholder") && stderr(&out).contains("chainship keygen"),
+        "{}",
+        stderr(&out)
+    );
     let out = nightly(&format!("{vkey}\n"));
     ok(&out, "the nightly CronJob");
 
@@ -575,7 +606,11 @@ fn unit(path: &str) -> std::collections::HashMap<String, String> {
 }
 
 fn setfacl(args: &[&str], path: &Path) {
-    let out = Command::new("setfacl").args(args).arg(path).output().expect("setfacl (Debian's acl)");
+    let out = Command::new("setfacl")
+        .args(args)
+        .arg(path)
+        .output()
+        .expect("setfacl (Debian's acl)");
     ok(&out, "setfacl");
 }
 
@@ -625,7 +660,10 @@ async fn the_systemd_units_run_as_shipped_read_only_paths_state_directory_creden
     let runtime = Sandbox::new(&format!("10002:{agentrt_gid}")).rw(&agentrt, "/var/lib/agentrt");
     let db_inside = "/var/lib/agentrt/audit.db";
     let out = runtime
-        .command(&scratch, &["chainship", "generate", "--db", db_inside, "--events", "300"].map(String::from))
+        .command(
+            &scratch,
+            &["chainship", "generate", "--db", db_inside, "--events", "300"].map(String::from),
+        )
         .output()
         .unwrap();
     ok(&out, "the runtime's first events");
@@ -636,8 +674,18 @@ async fn the_systemd_units_run_as_shipped_read_only_paths_state_directory_creden
             .rw(&agentrt, "/var/lib/agentrt")
             .command(
                 &scratch,
-                &["chainship", "generate", "--db", db_inside, "--append", "--events", "0", "--follow-rate", "100"]
-                    .map(String::from),
+                &[
+                    "chainship",
+                    "generate",
+                    "--db",
+                    db_inside,
+                    "--append",
+                    "--events",
+                    "0",
+                    "--follow-rate",
+                    "100",
+                ]
+                .map(String::from),
             )
             .stdout(Stdio::null())
             .spawn()
@@ -645,7 +693,7 @@ async fn the_systemd_units_run_as_shipped_read_only_paths_state_directory_creden
     );
 
     // The follower: ExecStart, its user and groups, its paths.
-    let mut unit_sandbox = |service: &std::collections::HashMap<String, String>, groups: &str| {
+    let unit_sandbox = |service: &std::collections::HashMap<String, String>, groups: &str| {
         let mut sandbox = Sandbox::new(&format!("{uid}:{uid}:{groups}"));
         for path in service["ReadOnlyPaths"].split_whitespace() {
             let host = match path {
@@ -725,16 +773,28 @@ fn a_key_an_acl_lets_others_read_is_refused_by_who_reads_it() {
         for (k, v) in extra {
             cmd.env(k, v);
         }
-        cmd.args(["check", "--sink", "stdout:", "--origin", "acl/agentrt", "--signing-key", path_str(&key)])
-            .output()
-            .unwrap()
+        cmd.args([
+            "check",
+            "--sink",
+            "stdout:",
+            "--origin",
+            "acl/agentrt",
+            "--signing-key",
+            path_str(&key),
+        ])
+        .output()
+        .unwrap()
     };
     ok(&check(&[]), "a 0600 key");
     // Another user granted read by an ACL: refused, named.
     setfacl(&["-m", "u:12345:r"], &key);
     let out = check(&[]);
     assert_eq!(code(&out), 1, "{}", stdout(&out));
-    assert!(stdout(&out).contains("user 12345 (ACL) can read it"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("user 12345 (ACL) can read it"),
+        "{}",
+        stdout(&out)
+    );
     // The same file in a credentials directory others cannot enter: systemd's hand-over.
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     let out = check(&[("CREDENTIALS_DIRECTORY", path_str(dir.path()))]);
@@ -743,5 +803,9 @@ fn a_key_an_acl_lets_others_read_is_refused_by_who_reads_it() {
     setfacl(&["-b"], &key);
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap();
     let out = check(&[]);
-    assert!(stdout(&out).contains("group or others (mode 640) can read it"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("group or others (mode 640) can read it"),
+        "{}",
+        stdout(&out)
+    );
 }

@@ -463,3 +463,72 @@ fn a_malformed_kafka_opt_never_echoes_its_value() {
         assert!(!all_output(&out).contains("hunter2"), "{}", all_output(&out));
     }
 }
+
+#[test]
+fn records_past_the_last_trusted_head_are_never_called_whole() {
+    let a = export_anchored(600);
+    // Five more events shipped without anchoring: well chained, no head covers them.
+    append(&a.db, 5);
+    let out = bin()
+        .args(["follow", "--once", "--db", path_str(&a.db), "--origin", ORIGIN])
+        .args([
+            "--sink",
+            &format!("file:{}", path_str(&a.dir.path().join("events.jsonl"))),
+        ])
+        .args(["--cursor", path_str(&a.dir.path().join("cursor"))])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let copy = a.dir.path().join("events.jsonl");
+    let tail = "5 record(s) after the last trusted head (seq 601..605) are not vouched for by any head";
+
+    // Within the allowance: a pass, but not "whole", and the tail is said.
+    let out = a.verify_export(&copy, &[]);
+    assert_eq!(code(&out), 0, "{}", all_output(&out));
+    assert!(stdout(&out).contains(tail), "{}", stdout(&out));
+    assert!(!stdout(&out).contains("whole"), "{}", stdout(&out));
+    let out = a.verify_export(&copy, &["--json"]);
+    let json = json_of(&out);
+    assert_eq!(json["unvouched"]["records"], 5, "{json}");
+    assert_eq!(
+        (json["unvouched"]["from"].as_u64(), json["unvouched"]["to"].as_u64()),
+        (Some(601), Some(605))
+    );
+    assert!(json["warnings"].to_string().contains(tail), "{json}");
+
+    // Past --max-unvouched: a finding naming the range, in text, JSON and the textfile.
+    let textfile = a.dir.path().join("job.prom");
+    let out = a.verify_export(
+        &copy,
+        &["--max-unvouched", "4", "--metrics-textfile", path_str(&textfile)],
+    );
+    assert_eq!(code(&out), 1, "{}", all_output(&out));
+    assert!(
+        stdout(&out).contains(tail) && stdout(&out).contains("--max-unvouched 4"),
+        "{}",
+        stdout(&out)
+    );
+    let prom = std::fs::read_to_string(&textfile).unwrap();
+    assert!(
+        prom.contains("chainship_job_unvouched_records{") && prom.contains("} 5\n"),
+        "{prom}"
+    );
+    assert!(prom.contains("kind=\"unvouched\"} 1"), "{prom}");
+    let out = a.verify_export(&copy, &["--max-unvouched", "0", "--json"]);
+    assert_eq!(kinds(&json_of(&out)), vec![("unvouched".to_owned(), Some(601))]);
+
+    // Once anchored, the same records are vouched for: whole again.
+    let out = a.verify_export(&copy, &[]);
+    assert!(stdout(&out).contains(tail));
+    let anchored = bin()
+        .args(["follow", "--once", "--db", path_str(&a.db), "--origin", ORIGIN])
+        .args(["--sink", &format!("file:{}", path_str(&copy))])
+        .args(["--cursor", path_str(&a.dir.path().join("cursor"))])
+        .args(["--anchor", &a.anchor_url(), "--signing-key", path_str(&a.key)])
+        .output()
+        .unwrap();
+    assert_eq!(code(&anchored), 0, "{}", stderr(&anchored));
+    let out = a.verify_export(&copy, &["--max-unvouched", "0"]);
+    assert_eq!(code(&out), 0, "{}", all_output(&out));
+    assert!(stdout(&out).contains("the copy is whole"), "{}", stdout(&out));
+}

@@ -108,6 +108,11 @@ fn each_injected_fault_is_named_with_its_run_step_and_seq() {
         if !at_type.is_empty() {
             assert_eq!(stored_type, at_type, "{fault}");
         }
+        if fault == "left-running" {
+            // The generator writes the silence it needs: found with the defaults too.
+            let (c, json) = runs_json(&["--db", path_str(&db), "--findings-only"]);
+            assert_eq!((c, findings(&json).len()), (1, 1), "{fault} with defaults: {json}");
+        }
         let text = run(&["runs", "--db", path_str(&db), "--findings-only", "--open-after", "2m"]);
         assert!(
             stdout(&text).contains(&format!("{fault} at seq {seq}: run {run_id}")),
@@ -598,4 +603,88 @@ fn runs_never_calls_a_log_ok_when_it_could_not_read_all_of_it() {
         .unwrap();
     let (c, json) = runs_json(&["--db", path_str(&db)]);
     assert_eq!((c, json["status"].as_str()), (1, Some("not whole")), "{json}");
+}
+
+/// Appends `n` chained events in one transaction: tool starts with no
+/// step start (each a finding under agentrt's rules), or, with `foreign`,
+/// types agentrt does not know whose times wrap backwards.
+fn append_many(db: &std::path::Path, n: u64, foreign: bool) {
+    let mut conn = tamper(db);
+    let tx = conn.transaction().unwrap();
+    let (mut seq, mut prev): (i64, String) = tx
+        .query_row("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    for i in 0..n {
+        seq += 1;
+        let (run, step) = (format!("r{}", i % 97), format!("s{i}"));
+        let (kind, at) = if foreign {
+            (
+                format!("custom.kind{}", i % 7),
+                format!("2026-01-01T00:{:02}:00Z", 59 - (i % 60)),
+            )
+        } else {
+            ("step.tool_started".to_owned(), "2026-01-01T00:00:00Z".to_owned())
+        };
+        let payload = r#"{"tool":"http","args":{}}"#;
+        let hash = chainship_chain::event_hash(
+            prev.as_bytes(),
+            seq as u64,
+            run.as_bytes(),
+            step.as_bytes(),
+            at.as_bytes(),
+            kind.as_bytes(),
+            payload.as_bytes(),
+        );
+        prev = String::from_utf8(hash.to_vec()).unwrap();
+        tx.execute(
+            "INSERT INTO events (seq, run_id, step_id, at, type, payload_json, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            rusqlite::params![seq, run, step, at, kind, payload, prev],
+        )
+        .unwrap();
+    }
+    tx.commit().unwrap();
+}
+
+#[test]
+fn a_database_that_is_not_the_profiles_does_not_flood_the_log() {
+    for foreign in [false, true] {
+        let dir = tempfile::TempDir::new().unwrap();
+        let db = generate(dir.path(), "f.db", 1);
+        append_many(&db, 10_000, foreign);
+        let out = bin()
+            .env("RUST_LOG", "info")
+            .args([
+                "follow",
+                "--once",
+                "--from-start",
+                "--db",
+                path_str(&db),
+                "--origin",
+                "f/x",
+            ])
+            .args(["--sink", &format!("file:{}", path_str(&dir.path().join("out.jsonl")))])
+            .args(["--cursor", path_str(&dir.path().join("cursor"))])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let log = stderr(&out);
+        let run_lines: Vec<&str> = log.lines().filter(|l| l.contains("run check")).collect();
+        // Each finding still counts; the log holds at most a screenful.
+        assert!(
+            run_lines.len() <= 40,
+            "{} run check lines, e.g. {:?}",
+            run_lines.len(),
+            &run_lines[..5]
+        );
+        if foreign {
+            assert!(
+                log.contains("does not look like agentrt's") && log.contains("--profile none"),
+                "{log}"
+            );
+        } else {
+            assert!(log.contains("more finding(s) not logged one by one"), "{log}");
+        }
+    }
 }

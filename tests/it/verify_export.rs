@@ -389,3 +389,97 @@ fn an_empty_copy_never_passes_even_with_no_heads_allowed() {
         stdout(&out)
     );
 }
+
+/// A SIEM reads every partition of a topic: records of the origin on
+/// another partition are found and named, whatever they hold.
+#[tokio::test]
+async fn every_partition_of_a_topic_is_read() {
+    let _services = services().await;
+    let s = setup(400);
+    let topic = kafka_topic("partitions", 3).await;
+    let url = format!("kafka://{}/{topic}", kafka_addr());
+    s.follow(&url, "cursor-kafka", &[]);
+    let own = (0..3)
+        .find(|p| !kafka_read_partition(&topic, *p, ORIGIN).is_empty())
+        .expect("the follower's partition");
+    let others: Vec<i32> = (0..3).filter(|p| *p != own).collect();
+    let (c, json) = s.verify_export(&url, &[]);
+    assert_eq!(c, 0, "{json}");
+
+    // Someone who can write to the topic: a copy of seq 5 with its type
+    // changed on one partition, three well-chained records past the head on another.
+    let lines = s.lines();
+    let altered = lines[4].replacen("\"type\":\"", "\"type\":\"x", 1);
+    assert_ne!(altered, lines[4]);
+    append(&s.db, 3);
+    let extra = s.dir.path().join("extra.jsonl");
+    let out = bin()
+        .args([
+            "follow",
+            "--once",
+            "--from-start",
+            "--db",
+            path_str(&s.db),
+            "--origin",
+            ORIGIN,
+        ])
+        .args(["--sink", &format!("file:{}", path_str(&extra))])
+        .args(["--cursor", path_str(&s.dir.path().join("cursor-extra"))])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let tail: Vec<String> = std::fs::read_to_string(&extra)
+        .unwrap()
+        .lines()
+        .skip(400)
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(tail.len(), 3);
+    let producer: FutureProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", kafka_addr())
+        .create()
+        .unwrap();
+    for (partition, line) in std::iter::once((others[0], &altered)).chain(tail.iter().map(|l| (others[1], l))) {
+        producer
+            .send(
+                FutureRecord::to(&topic)
+                    .partition(partition)
+                    .key(ORIGIN)
+                    .payload(line.as_str()),
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap();
+    }
+
+    let (c, json) = s.verify_export(&url, &[]);
+    assert_eq!(c, 1, "{json}");
+    let found = kinds(&json);
+    let strays: Vec<&(String, u64)> = found.iter().filter(|(k, _)| k == "foreign-partition").collect();
+    assert_eq!(strays.len(), 2, "one finding for each partition holding strays: {json}");
+    for p in &others {
+        assert!(
+            json["findings"]
+                .to_string()
+                .contains(&format!("partition {p} (from offset")),
+            "partition {p} named: {json}"
+        );
+    }
+    assert!(
+        found
+            .iter()
+            .any(|(k, seq)| (k == "altered" || k == "duplicate") && *seq == 5),
+        "the altered copy of seq 5: {json}"
+    );
+    assert_eq!(json["status"], "failed");
+
+    // Narrowed to the origin's partition: said, and only that one is judged.
+    let (c, json) = s.verify_export(&url, &["--kafka-partition", &own.to_string()]);
+    assert_eq!(c, 0, "{json}");
+    assert!(
+        json["warnings"]
+            .to_string()
+            .contains(&format!("read partition {own} only (--kafka-partition)")),
+        "{json}"
+    );
+}

@@ -32,6 +32,11 @@ pub(super) enum Lookup {
 /// a transactional producer, whose creation would fence a running follower
 /// of this origin.
 pub(super) fn lookup(cfg: &KafkaConfig, origin: &str, purpose: Lookup) -> Result<i32, SinkError> {
+    lookup_with_count(cfg, origin, purpose).map(|(partition, _)| partition)
+}
+
+/// [`lookup`], with how many partitions the topic has.
+pub(super) fn lookup_with_count(cfg: &KafkaConfig, origin: &str, purpose: Lookup) -> Result<(i32, usize), SinkError> {
     let topic = &cfg.topic;
     let create = purpose == Lookup::ForWriting;
     let client: BaseConsumer<QuietContext> = cfg
@@ -76,8 +81,8 @@ pub(super) fn lookup(cfg: &KafkaConfig, origin: &str, purpose: Lookup) -> Result
             "Kafka sink: topic {topic} has {count} partition(s); partition {p} does not exist"
         ))
         .with_setting(Setting::KafkaPartition)),
-        Some(p) => Ok(p),
-        None => Ok(partition_for(origin, count)),
+        Some(p) => Ok((p, count)),
+        None => Ok((partition_for(origin, count), count)),
     }
 }
 

@@ -286,8 +286,11 @@ impl Generator {
     fn insert(&mut self, insert: &mut rusqlite::CachedStatement<'_>, seq: u64, prev: &str) -> rusqlite::Result<String> {
         self.skip_to(seq - 1);
         self.position = seq;
+        // After a run left running, the log goes quiet for longer than the run
+        // check's default --open-after (15m), so the fault shows with defaults.
+        let silence = Duration::from_secs(16 * 60) * self.runs.abandoned as u32;
         let event = self.runs.next_event(seq);
-        let at = humantime::format_rfc3339_millis(self.base + Duration::from_millis(seq * 137)).to_string();
+        let at = humantime::format_rfc3339_millis(self.base + Duration::from_millis(seq * 137) + silence).to_string();
         let mut payload = event.payload;
         if self.large_every > 0 && seq.is_multiple_of(self.large_every) {
             let blob = "x".repeat(self.large_bytes.saturating_sub(32));

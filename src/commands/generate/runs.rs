@@ -131,6 +131,9 @@ pub struct RunGenerator {
     runs: Vec<Run>,
     injects: Vec<Inject>,
     next_id: u64,
+    /// Runs abandoned by a `left-running` injection so far: each is followed
+    /// by a silence the run check's default `--open-after` sees.
+    pub abandoned: u64,
 }
 
 impl RunGenerator {
@@ -141,6 +144,7 @@ impl RunGenerator {
             runs: Vec::new(),
             injects,
             next_id: 0,
+            abandoned: 0,
         };
         for _ in 0..concurrent {
             let run = g.new_run();
@@ -482,6 +486,7 @@ impl RunGenerator {
         {
             self.injects.remove(i);
             self.runs[r] = self.new_run();
+            self.abandoned += 1;
         }
     }
 
