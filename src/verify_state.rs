@@ -11,6 +11,7 @@
 use std::path::Path;
 use std::time::SystemTime;
 
+use chainship_anchor::store::Below;
 use chainship_anchor::stream_audit::Since;
 use chainship_chain::Head;
 use chainship_tlog::merkle::{CompactRange, Hash};
@@ -76,14 +77,23 @@ pub fn load(path: &Path, origin: &str, store: &str) -> Result<Option<Since>, Cli
         }
     };
     let newest_cosigned = doc["newest_cosigned"].as_u64();
-    let count = |name: &str| match &doc[name] {
-        Value::Null => Ok(None),
-        v => v
-            .as_u64()
-            .map(Some)
-            .ok_or_else(|| bad(&format!("{name} is not a count"))),
+    // The names below, as a count and a digest (a state file without the
+    // digest was written by an older chainship: its names are not judged).
+    let below = |name: &str| -> Result<Option<Below>, CliError> {
+        let count = match &doc[name] {
+            Value::Null => return Ok(None),
+            v => v.as_u64().ok_or_else(|| bad(&format!("{name} is not a count")))?,
+        };
+        let digest = match &doc[format!("{name}_digest")] {
+            Value::Null => return Ok(None),
+            v => v
+                .as_str()
+                .and_then(|d| u64::from_str_radix(d, 16).ok())
+                .ok_or_else(|| bad(&format!("{name}_digest is not a hex digest")))?,
+        };
+        Ok(Some(Below { count, digest }))
     };
-    let (notes_below, checkpoints_below) = (count("notes_below")?, count("checkpoints_below")?);
+    let (notes_below, checkpoints_below) = (below("notes_below")?, below("checkpoints_below")?);
     Ok(Some(Since {
         head,
         head_published,
@@ -110,8 +120,8 @@ pub struct Verified<'a> {
     pub checkpoint: Option<(u64, Hash, &'a CompactRange)>,
     pub newest_cosigned: Option<u64>,
     /// Notes kept below the head, checkpoints below the checkpoint (when the store can tell).
-    pub notes_below: Option<u64>,
-    pub checkpoints_below: Option<u64>,
+    pub notes_below: Option<Below>,
+    pub checkpoints_below: Option<Below>,
 }
 
 /// Replaces the state file atomically.
@@ -132,8 +142,10 @@ pub fn save(path: &Path, v: &Verified<'_>) -> Result<(), CliError> {
             "edge": edge.hashes().iter().map(b64).collect::<Vec<_>>(),
         })),
         "newest_cosigned": v.newest_cosigned,
-        "notes_below": v.notes_below,
-        "checkpoints_below": v.checkpoints_below,
+        "notes_below": v.notes_below.map(|b| b.count),
+        "notes_below_digest": v.notes_below.map(|b| format!("{:016x}", b.digest)),
+        "checkpoints_below": v.checkpoints_below.map(|b| b.count),
+        "checkpoints_below_digest": v.checkpoints_below.map(|b| format!("{:016x}", b.digest)),
         "verified_at": humantime::format_rfc3339(SystemTime::now()).to_string(),
     });
     crate::job_metrics::write_atomically(path, &format!("{doc:#}\n"))

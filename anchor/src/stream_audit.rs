@@ -30,7 +30,7 @@ use crate::checkpoint::{Checkpoint, cosigned_path};
 use crate::cosignature::WitnessPolicy;
 use crate::log_audit::{CosignAudit, Uncosigned, judge_cosigned, judge_uncosigned, trusted_checkpoint};
 use crate::note::VerifierKey;
-use crate::store::{AnchorStore, CHECKPOINTS_DIR, COSIGNED_DIR, NameKey, StoreError, StoredNote};
+use crate::store::{AnchorStore, Below, CHECKPOINTS_DIR, COSIGNED_DIR, NameKey, StoreError, StoredNote};
 use crate::tile_reader::{TileError, TileReader};
 
 /// Notes fetched at once (in flight: [`FETCHES_IN_FLIGHT`]).
@@ -61,8 +61,8 @@ pub struct Since {
     /// How many notes were kept below the head, and checkpoints below the
     /// checkpoint, when the store could tell (a directory): a count that
     /// changed means something was added or removed below them since.
-    pub notes_below: Option<u64>,
-    pub checkpoints_below: Option<u64>,
+    pub notes_below: Option<Below>,
+    pub checkpoints_below: Option<Below>,
     /// The state file, for messages.
     pub source: String,
 }
@@ -87,8 +87,8 @@ pub struct Listing {
     cosigned: Vec<NameKey>,
     /// How many notes and checkpoints the store keeps below the listing's
     /// start, when it can tell.
-    heads_below: Option<u64>,
-    checkpoints_below: Option<u64>,
+    heads_below: Option<Below>,
+    checkpoints_below: Option<Below>,
 }
 
 impl Listing {
@@ -457,6 +457,18 @@ fn finding(kind: Kind, seq: Option<u64>, message: String, source: Option<String>
     }
 }
 
+/// How the names below a point changed, in words.
+fn changed_names(then: Below, now: Below) -> String {
+    if then.count == now.count {
+        format!(
+            "{} then and now, but other names (one removed and another put in its place)",
+            now.count
+        )
+    } else {
+        format!("{} then, {} now (added or removed)", then.count, now.count)
+    }
+}
+
 fn millis(t: SystemTime) -> u64 {
     t.duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis().min(u128::from(u64::MAX)) as u64)
@@ -478,8 +490,9 @@ impl Pass<'_> {
                 Some(state.clone()),
             ));
         }
-        // Below the state nothing is read, but a directory says how many are
-        // there: one more (a fork planted below the head) or one fewer is named.
+        // Below the state nothing is read, but a directory names what is
+        // there: one more (a fork planted below the head), one fewer, or one
+        // swapped for another (same count, other names) is named.
         if let (Some(then), Some(now)) = (since.notes_below, listing.heads_below)
             && then != now
         {
@@ -487,8 +500,9 @@ impl Pass<'_> {
                 Kind::HeadsDisagree,
                 Some(since.head.seq),
                 format!(
-                    "the store keeps {now} note(s) below head {} and kept {then} when the previous run verified it ({state}): notes were added or removed below it since; run anchor verify without --state to judge them",
-                    since.head
+                    "the notes kept below head {} are not those the previous run verified ({state}): {}; run anchor verify without --state to judge them",
+                    since.head,
+                    changed_names(then, now)
                 ),
                 Some(state.clone()),
             ));
@@ -496,9 +510,14 @@ impl Pass<'_> {
         if let (Some((size, _, _)), Some(then), Some(below_start)) =
             (&since.checkpoint, since.checkpoints_below, listing.checkpoints_below)
         {
-            let now = below_start + listing.checkpoints.iter().filter(|k| k.seq < *size).count() as u64;
+            // The listing starts at the state's head; checkpoints between it and
+            // the state's size count as below the size too.
+            let mut now = below_start;
+            for k in listing.checkpoints.iter().filter(|k| k.seq < *size) {
+                now.add(&k.log_name());
+            }
             if then != now {
-                let kind = if now > then {
+                let kind = if now.count > then.count {
                     Kind::CheckpointFork
                 } else {
                     Kind::CheckpointMissing
@@ -507,7 +526,8 @@ impl Pass<'_> {
                     kind,
                     Some(*size),
                     format!(
-                        "the store keeps {now} checkpoint(s) below size {size} and kept {then} when the previous run verified it ({state}): checkpoints were added or removed below it since; run anchor verify without --state to judge them"
+                        "the checkpoints kept below size {size} are not those the previous run verified ({state}): {}; run anchor verify without --state to judge them",
+                        changed_names(then, now)
                     ),
                     Some(state.clone()),
                 ));

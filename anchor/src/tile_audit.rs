@@ -90,6 +90,29 @@ pub async fn audit_tiles(
         let mut parent: Option<(u64, Vec<Hash>)> = None;
         // A tile of this level covers 256^(level+1) entries.
         let first = from.checked_shr(8 * (u32::from(level) + 1)).unwrap_or(0);
+        // Below `from` (a run with --state) the tiles were read before; they
+        // must still be there, whole, for every proof a client asks for.
+        for index in 0..first.min(count) {
+            let path = tile_path(level, index, tile_width(m, level, index));
+            let present = kept
+                .get(&(Some(level), index))
+                .is_some_and(|v| v.iter().any(|(p, _)| *p == path));
+            let bundle = entries_path(index, WIDTH);
+            let bundle_present = level > 0
+                || kept
+                    .get(&(None, index))
+                    .is_some_and(|v| v.iter().any(|(p, _)| *p == bundle));
+            for (missing, what) in [(!present, &path), (!bundle_present, &bundle)] {
+                if missing {
+                    audit.newest_damaged = true;
+                    audit.disagree(
+                        newest,
+                        what,
+                        "the newest checkpoint's tree needs this object; the store lacks it".into(),
+                    );
+                }
+            }
+        }
         for index in first..count {
             let width = tile_width(m, level, index);
             let path = tile_path(level, index, width);

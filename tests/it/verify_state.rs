@@ -512,3 +512,104 @@ fn notes_planted_below_the_state_head_are_named() {
         "{v}"
     );
 }
+
+fn kinds_at(v: &Value) -> Vec<(String, Option<u64>)> {
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["kind"].as_str().unwrap().to_owned(), f["seq"].as_u64()))
+        .collect()
+}
+
+#[test]
+fn a_swap_below_the_state_head_and_a_tile_it_needs_are_found_with_state() {
+    let a = grown(&[400, 200, 200, 200]);
+    let state = a.dir.path().join("verify-state.json");
+    assert_eq!(verify(&a, &a.db, Some(&state), &[]).0, 0);
+    append(&a.db, 200);
+    assert_eq!(code(&export(&a, &[])), 0);
+    let kept = head_seqs(&a);
+    // One head below the state's head removed, another name given its place
+    // with a later head's bytes: the count stays the same.
+    let state_head = kept.iter().copied().filter(|s| *s <= 1000).max().unwrap();
+    let gone = kept[1];
+    let free = (gone + 1..state_head).find(|s| !kept.contains(s)).unwrap();
+    let dir = origin_dir(&a);
+    let (gone_path, free_path) = (
+        dir.join(format!("{gone:020}.head")),
+        dir.join(format!("{free:020}.head")),
+    );
+    let gone_bytes = std::fs::read(&gone_path).unwrap();
+    std::fs::remove_file(&gone_path).unwrap();
+    std::fs::copy(dir.join(format!("{:020}.head", kept[kept.len() - 1])), &free_path).unwrap();
+    let (c, v) = verify(&a, &a.db, Some(&state), &[]);
+    assert_eq!(c, 1, "{v}");
+    assert!(
+        v["findings"]
+            .to_string()
+            .contains("other names (one removed and another put in its place)"),
+        "{v}"
+    );
+    // Put back, the state passes (and moves to the new head).
+    std::fs::remove_file(&free_path).unwrap();
+    std::fs::write(&gone_path, gone_bytes).unwrap();
+    assert_eq!(verify(&a, &a.db, Some(&state), &[]).0, 0);
+    // A level-0 tile (and a bundle) the newest tree needs, below the state's size: gone.
+    std::fs::remove_file(dir.join("tile/0/000")).unwrap();
+    let (c, v) = verify(&a, &a.db, Some(&state), &[]);
+    assert_eq!(c, 1, "{v}");
+    assert!(
+        v["findings"].to_string().contains("tile/0/000") && kinds_at(&v).iter().any(|(k, _)| k == "tiles-disagree"),
+        "{v}"
+    );
+    std::fs::remove_file(dir.join("tile/entries/000")).unwrap();
+    let (_, v) = verify(&a, &a.db, Some(&state), &[]);
+    assert!(v["findings"].to_string().contains("tile/entries/000"), "{v}");
+}
+
+#[test]
+fn the_pointer_and_a_checkpoint_without_its_head_are_judged() {
+    let a = grown(&[400, 200, 200, 200]);
+    assert_eq!(verify(&a, &a.db, None, &[]).0, 0);
+    let dir = origin_dir(&a);
+    let pointer = dir.join("checkpoint");
+    let good = std::fs::read(&pointer).unwrap();
+    let kept = head_seqs(&a);
+    // Rolled back to an older checkpoint, garbage, deleted: each a finding on every path.
+    let older = std::fs::read(dir.join("checkpoints").join(format!("{:020}", kept[0]))).unwrap();
+    for (name, bytes) in [
+        ("rolled back", Some(older)),
+        ("garbage", Some(b"junk\n".to_vec())),
+        ("deleted", None),
+    ] {
+        match bytes {
+            Some(b) => std::fs::write(&pointer, b).unwrap(),
+            None => std::fs::remove_file(&pointer).unwrap(),
+        }
+        for extra in [&[][..], &["--no-db"][..]] {
+            let (c, v) = verify(&a, &a.db, None, extra);
+            assert_eq!(c, 1, "{name} {extra:?}: {v}");
+            assert!(
+                v["findings"].to_string().contains("the checkpoint pointer"),
+                "{name} {extra:?}: {v}"
+            );
+        }
+        let out = bin()
+            .args(["verify-export", "--json", "--from"])
+            .arg(format!("file:{}", path_str(&a.dir.path().join("events.jsonl"))))
+            .args(["--anchor", &a.anchor_url(), "--trusted-key", &a.verifier])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 1, "verify-export, pointer {name}: {}", stdout(&out));
+        assert!(stdout(&out).contains("the checkpoint pointer"), "{}", stdout(&out));
+    }
+    std::fs::write(&pointer, &good).unwrap();
+    assert_eq!(verify(&a, &a.db, None, &[]).0, 0);
+    // A head deleted while its checkpoint stays (later heads kept).
+    let gone = kept[kept.len() - 2];
+    std::fs::remove_file(dir.join(format!("{gone:020}.head"))).unwrap();
+    let (c, v) = verify(&a, &a.db, None, &[]);
+    assert_eq!(c, 1, "{v}");
+    assert!(kinds_at(&v).contains(&("head-missing".to_owned(), Some(gone))), "{v}");
+}

@@ -18,7 +18,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{
-    AnchorStore, NameKey, PutOutcome, StoreError, StoredNote, head_name, note_seq, seq_from_name, valid_log_path,
+    AnchorStore, Below, NameKey, PutOutcome, StoreError, StoredNote, head_name, note_seq, seq_from_name, valid_log_path,
 };
 
 /// The write-once probe `check` leaves nothing behind with (it is removed).
@@ -119,18 +119,19 @@ impl FileStore {
         dir: &Path,
         from: u64,
         parse: fn(&str) -> Option<NameKey>,
-    ) -> Result<(Vec<NameKey>, u64), StoreError> {
+    ) -> Result<(Vec<NameKey>, Below), StoreError> {
         let entries = match std::fs::read_dir(dir) {
             Ok(e) => e,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok((Vec::new(), Below::default())),
             Err(e) => return Err(self.io("cannot list", dir, e)),
         };
-        let (mut keys, mut below) = (Vec::new(), 0);
+        let (mut keys, mut below) = (Vec::new(), Below::default());
         for entry in entries {
             let entry = entry.map_err(|e| self.io("cannot list", dir, e))?;
-            match parse(&entry.file_name().to_string_lossy()) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            match parse(&name) {
                 Some(key) if key.seq >= from => keys.push(key),
-                Some(_) => below += 1,
+                Some(_) => below.add(&name),
                 None => {}
             }
         }
@@ -422,7 +423,11 @@ impl AnchorStore for FileStore {
         Ok(self.note_keys_counted(origin, from_seq).await?.0)
     }
 
-    async fn note_keys_counted(&self, origin: &str, from_seq: u64) -> Result<(Vec<NameKey>, Option<u64>), StoreError> {
+    async fn note_keys_counted(
+        &self,
+        origin: &str,
+        from_seq: u64,
+    ) -> Result<(Vec<NameKey>, Option<Below>), StoreError> {
         if !self.dir.is_dir() {
             return Err(StoreError::permanent(format!(
                 "anchor store {}: no such directory",
@@ -438,7 +443,7 @@ impl AnchorStore for FileStore {
         origin: &str,
         dir: &str,
         from_size: u64,
-    ) -> Result<(Vec<NameKey>, Option<u64>), StoreError> {
+    ) -> Result<(Vec<NameKey>, Option<Below>), StoreError> {
         let (keys, below) = self.keys_in(&self.origin_dir(origin).join(dir), from_size, NameKey::from_log_name)?;
         Ok((keys, Some(below)))
     }

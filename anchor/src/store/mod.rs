@@ -91,6 +91,26 @@ pub enum PutOutcome {
 /// follower stops with exit 1).
 pub use chainship_chain::Error as StoreError;
 
+/// The names kept below a point, as a count and an order-free digest of
+/// the names themselves: a name removed and another added in its place
+/// (a swap) changes the digest though not the count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Below {
+    pub count: u64,
+    /// The wrapping sum of the first 8 bytes of each name's SHA-256.
+    pub digest: u64,
+}
+
+impl Below {
+    pub fn add(&mut self, name: &str) {
+        use sha2::{Digest, Sha256};
+        let h = Sha256::digest(name.as_bytes());
+        let word = u64::from_be_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
+        self.count += 1;
+        self.digest = self.digest.wrapping_add(word);
+    }
+}
+
 #[async_trait]
 pub trait AnchorStore: Send + Sync {
     /// Writes `note` under `name` (a [`head_name`] or [`heartbeat_name`])
@@ -115,23 +135,28 @@ pub trait AnchorStore: Send + Sync {
         keys.sort_unstable();
         Ok(keys)
     }
-    /// [`AnchorStore::note_keys`], and how many notes are kept below
-    /// `from_seq` when the store can tell without reading more (a directory
-    /// names them all anyway; S3, listing from `from_seq` on, cannot: `None`).
-    async fn note_keys_counted(&self, origin: &str, from_seq: u64) -> Result<(Vec<NameKey>, Option<u64>), StoreError> {
+    /// [`AnchorStore::note_keys`], and which notes are kept below `from_seq`
+    /// ([`Below`]) when the store can tell without reading more (a
+    /// directory names them all anyway; S3, listing from `from_seq` on,
+    /// cannot: `None`).
+    async fn note_keys_counted(
+        &self,
+        origin: &str,
+        from_seq: u64,
+    ) -> Result<(Vec<NameKey>, Option<Below>), StoreError> {
         let keys = self.note_keys(origin, from_seq).await?;
-        Ok((keys, (from_seq == 0).then_some(0)))
+        Ok((keys, (from_seq == 0).then(Below::default)))
     }
-    /// [`AnchorStore::log_keys`], and how many are kept below `from_size`
+    /// [`AnchorStore::log_keys`], and which are kept below `from_size`
     /// when the store can tell (as [`AnchorStore::note_keys_counted`]).
     async fn log_keys_counted(
         &self,
         origin: &str,
         dir: &str,
         from_size: u64,
-    ) -> Result<(Vec<NameKey>, Option<u64>), StoreError> {
+    ) -> Result<(Vec<NameKey>, Option<Below>), StoreError> {
         let keys = self.log_keys(origin, dir, from_size).await?;
-        Ok((keys, (from_size == 0).then_some(0)))
+        Ok((keys, (from_size == 0).then(Below::default)))
     }
     /// The note kept under `key`, if it is (still) there.
     async fn get_note(&self, origin: &str, key: NameKey) -> Result<Option<StoredNote>, StoreError> {
