@@ -48,9 +48,6 @@ pub enum Kind {
     /// A head with no checkpoint of its seq, after checkpoints began; or
     /// the `checkpoint` pointer missing, unreadable or behind the newest.
     CheckpointMissing,
-    /// A trusted checkpoint with no head of its size: its follower writes
-    /// both, so the head was deleted (or the follower stopped between them).
-    HeadMissing,
     /// Checkpoints without the required witness cosignatures.
     Uncosigned,
     /// More records after the last trusted head than allowed: a tail no
@@ -60,7 +57,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, for reports that list each (with 0 when absent).
-    pub const ALL: [Kind; 19] = [
+    pub const ALL: [Kind; 18] = [
         Kind::Altered,
         Kind::Cut,
         Kind::Fork,
@@ -77,7 +74,6 @@ impl Kind {
         Kind::CheckpointFork,
         Kind::TilesDisagree,
         Kind::CheckpointMissing,
-        Kind::HeadMissing,
         Kind::Uncosigned,
         Kind::Unvouched,
     ];
@@ -100,7 +96,6 @@ impl Kind {
             Kind::CheckpointFork => "checkpoint-fork",
             Kind::TilesDisagree => "tiles-disagree",
             Kind::CheckpointMissing => "checkpoint-missing",
-            Kind::HeadMissing => "head-missing",
             Kind::Uncosigned => "uncosigned",
             Kind::Unvouched => "unvouched",
         }

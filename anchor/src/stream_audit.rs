@@ -390,7 +390,6 @@ pub async fn audit<'a>(
     let newest_has_head = newest
         .as_ref()
         .is_some_and(|cp| listing.heads.iter().any(|k| k.seq == cp.size));
-    let highest_head = listing.heads.last().map_or(0, |k| k.seq);
     let mut heads = Feed::new(listing.heads, None);
     let mut checkpoints = Feed::new(listing.checkpoints, Some(CHECKPOINTS_DIR));
     loop {
@@ -401,25 +400,8 @@ pub async fn audit<'a>(
             (h, c) => c.is_some_and(|c| h.is_none_or(|h| c <= h)),
         };
         if take_checkpoint {
-            let trusted_before = pass.out.checkpoints_trusted;
             if let Some((key, Some(note))) = checkpoints.pop(store, origin).await? {
-                let (size, source) = (key.seq, note.name.clone());
                 pass.checkpoint(key, note).await?;
-                // Its follower wrote a head with it; a later head shows it got past
-                // (a checkpoint newer than every listed head may be mid-publish).
-                if pass.out.checkpoints_trusted > trusted_before
-                    && size < highest_head
-                    && heads.peek_seq() != Some(size)
-                {
-                    pass.out.findings.push(finding(
-                        Kind::HeadMissing,
-                        Some(size),
-                        format!(
-                            "checkpoint {size} has no head of its size, though later heads are kept: the head was deleted (or its follower stopped between writing the two)"
-                        ),
-                        Some(source),
-                    ));
-                }
             }
         } else if let Some((_, Some(note))) = heads.pop(store, origin).await? {
             pass.head_note(note)?;

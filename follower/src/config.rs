@@ -57,4 +57,7 @@ pub struct FollowConfig {
     pub retry: RetryPolicy,
     /// The run check's rules; `None` turns it off.
     pub runs: Option<RunRules>,
+    /// Warnings about the setup to log once following has started (after
+    /// any setup error, which stays the one line a bad start prints).
+    pub start_warnings: Vec<String>,
 }

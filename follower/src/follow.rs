@@ -99,6 +99,9 @@ impl Follower {
         let db_head = db.head()?.map_or(0, |(s, _)| s);
         metrics::resumed(db_head, after_seq);
         tracing::info!(origin = %cfg.origin, sink = %delivery.sink_name(), resume_after = after_seq, db_head, once = cfg.once, "following");
+        for warning in &cfg.start_warnings {
+            tracing::warn!("{warning}");
+        }
         if cfg.once && db_head <= after_seq {
             return Ok(Outcome::Done);
         }

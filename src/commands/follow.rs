@@ -146,6 +146,14 @@ pub fn run(args: &FollowArgs) -> CmdResult {
             profile,
             config: args.rules.config(),
         }),
+        start_warnings: args
+            .pipeline
+            .anchor
+            .anchor
+            .is_none()
+            .then(|| crate::commands::check::NO_ANCHOR_WARNING.to_owned())
+            .into_iter()
+            .collect(),
     };
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -164,9 +172,6 @@ pub fn run(args: &FollowArgs) -> CmdResult {
         runtime
             .block_on(crate::metrics_server::start(addr, Arc::clone(&health)))
             .map_err(CliError::usage)?;
-    }
-    if args.pipeline.anchor.anchor.is_none() {
-        tracing::warn!("{}", crate::commands::check::NO_ANCHOR_WARNING);
     }
     // Checked here, not by clap: either may come from the config file, whose
     // values clap sees as defaults and its `requires` does not count.

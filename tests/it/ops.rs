@@ -187,3 +187,62 @@ async fn check_reports_each_part_ok_or_its_exact_failure() {
         "{text}"
     );
 }
+
+#[test]
+fn a_follow_without_an_anchor_says_it_keeps_no_evidence_and_a_missing_store_is_named() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "n.db", 10);
+    let follow = |extra: &[&str]| {
+        bin()
+            .args([
+                "follow",
+                "--once",
+                "--from-start",
+                "--db",
+                path_str(&db),
+                "--origin",
+                "n/agentrt",
+            ])
+            .args(["--sink", &format!("file:{}", path_str(&dir.path().join("out.jsonl")))])
+            .args(["--cursor", path_str(&dir.path().join("cursor"))])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = follow(&[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no --anchor: events are shipped, but no signed head is kept"),
+        "{}",
+        stderr(&out)
+    );
+    let check = run(&[
+        "check",
+        "--db",
+        path_str(&db),
+        "--origin",
+        "n/agentrt",
+        "--sink",
+        "stdout:",
+    ]);
+    assert_eq!(code(&check), 0, "{}", stdout(&check));
+    assert!(stdout(&check).contains("WARN  no --anchor"), "{}", stdout(&check));
+
+    // An anchor directory that is not there is named as missing (not "not a directory").
+    let (key, _) = keygen(dir.path(), "n/k", "k");
+    let missing = dir.path().join("no-such-store");
+    let out = follow(&[
+        "--anchor",
+        &format!("file:{}", path_str(&missing)),
+        "--signing-key",
+        path_str(&key),
+        "--shutdown-grace",
+        "1s",
+    ]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no such directory (is the mount there?"),
+        "{}",
+        stderr(&out)
+    );
+}
