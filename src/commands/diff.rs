@@ -439,6 +439,10 @@ fn print_text(args: &DiffArgs, o: &CopyOutcome, c: &Comparison, head: u64) {
     }
     for &(a, b) in &c.missing.list {
         let why = match missing_why(a, head) {
+            // Records no trusted head vouches for prove nothing was cut.
+            _ if a > trusted => {
+                format!("after the last trusted head, seq {trusted}: no head vouches for them, so they show no cut")
+            }
             "cut" => format!("cut: the database ends at seq {head}"),
             _ => "deleted".to_owned(),
         };
@@ -538,7 +542,10 @@ fn to_json(args: &DiffArgs, o: &CopyOutcome, c: &Comparison, head: u64, differen
         },
         "changed": changed,
         "changed_shown": c.changed.len(),
-        "missing": ranges(&c.missing, &|a| Some(missing_why(a, head))),
+        "missing": ranges(&c.missing, &|a| {
+            let trusted = o.last_trusted.map_or(0, |h| h.seq);
+            Some(if a > trusted { "unvouched" } else { missing_why(a, head) })
+        }),
         "database_only": ranges(&c.database_only, &|_| None),
         "beyond_copy": c.beyond.list.first().map(|&(a, _)| json!({"from": a, "to": head, "count": c.beyond.count})),
         "fork": c.fork.as_ref().map(|(seq, copy, database)| json!({"seq": seq, "copy_hash": copy, "database_hash": database})),

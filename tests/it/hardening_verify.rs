@@ -532,3 +532,39 @@ fn records_past_the_last_trusted_head_are_never_called_whole() {
     assert_eq!(code(&out), 0, "{}", all_output(&out));
     assert!(stdout(&out).contains("the copy is whole"), "{}", stdout(&out));
 }
+
+#[test]
+fn diff_never_calls_an_unvouched_tail_a_cut() {
+    let a = export_anchored(600);
+    let before = a.dir.path().join("before.db");
+    std::fs::copy(&a.db, &before).unwrap();
+    // Five well-chained records past the last trusted head, which the
+    // database compared (`before`) does not hold.
+    append(&a.db, 5);
+    let extra = a.dir.path().join("extra.jsonl");
+    let out = bin()
+        .args(["follow", "--once", "--from-start", "--db", path_str(&a.db), "--origin", ORIGIN])
+        .args(["--sink", &format!("file:{}", path_str(&extra))])
+        .args(["--cursor", path_str(&a.dir.path().join("cursor-extra"))])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let mut lines = a.lines();
+    lines.extend(std::fs::read_to_string(&extra).unwrap().lines().skip(600).map(str::to_owned));
+    let copy = a.write_copy("tail.jsonl", &lines);
+    let diff = |json: bool| {
+        bin()
+            .args(["diff", "--db", path_str(&before), "--from", &format!("file:{}", path_str(&copy))])
+            .args(["--anchor", &a.anchor_url(), "--trusted-key", &a.verifier])
+            .args(if json { &["--json"][..] } else { &[][..] })
+            .output()
+            .unwrap()
+    };
+    let out = diff(false);
+    let text = stdout(&out);
+    assert!(text.contains("seqs 601 to 605"), "{text}");
+    assert!(!text.contains("(cut"), "an unvouched tail is no cut: {text}");
+    assert!(text.contains("no head vouches for them, so they show no cut"), "{text}");
+    let json = json_of(&diff(true));
+    assert_eq!(json["missing"][0]["why"], "unvouched", "{json}");
+}
