@@ -103,16 +103,26 @@ impl SignerKey {
     }
 }
 
-/// Who besides the owner and this process can read a key file, or `None`.
+/// Who besides this process's user (and root) can read a key file, or `None`.
 ///
 /// Judged by what the kernel would allow, not by the mode bits alone:
-/// - a file in systemd's `$CREDENTIALS_DIRECTORY`, a directory others may
-///   not enter, is private, whatever the file's own mode (systemd hands
-///   credentials over as 0440 with an ACL for the unit's user);
+/// - its owner, when that is another user;
+/// - a second hard link: a name elsewhere, with other directories around it;
+/// - a file in systemd's `$CREDENTIALS_DIRECTORY`, a directory nobody else
+///   may enter (mode and ACL), is private whatever the file's own mode
+///   (systemd hands credentials over as 0440 with an ACL for the unit's user);
 /// - with a POSIX ACL, each entry that grants read (through the mask) is
 ///   someone else, except a named entry for this process's own user;
 /// - without one, group and other read bits are.
 fn readable_by_others(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
+    // SAFETY: geteuid(2) takes nothing and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me && meta.uid() != 0 {
+        return Some(format!("user {} (its owner)", meta.uid()));
+    }
+    if meta.nlink() > 1 {
+        return Some(format!("whoever reaches its other {} hard link(s)", meta.nlink() - 1));
+    }
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 == 0 {
         return None;
@@ -121,7 +131,7 @@ fn readable_by_others(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
         return None;
     }
     match posix_acl(path) {
-        Some(entries) => acl_readers(&entries, meta.uid()),
+        Some(entries) => acl_readers(&entries, meta.uid(), ACL_READ),
         None => Some(format!("group or others (mode {mode:o})")),
     }
 }
@@ -138,9 +148,26 @@ fn in_private_credentials_dir(path: &Path) -> bool {
     ) else {
         return false;
     };
-    // Others may not enter it; systemd gives the unit's user access by owner or ACL.
-    dir == parent && std::fs::metadata(&dir).is_ok_and(|m| m.permissions().mode() & 0o007 == 0)
+    if dir != parent {
+        return false;
+    }
+    // Nobody but its owner (root or this user) and ACL entries for this user may enter it.
+    // SAFETY: geteuid(2) takes nothing and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let Ok(meta) = std::fs::metadata(&dir) else {
+        return false;
+    };
+    if meta.uid() != me && meta.uid() != 0 {
+        return false;
+    }
+    match posix_acl(&dir) {
+        Some(entries) => acl_readers(&entries, meta.uid(), ACL_EXECUTE).is_none(),
+        None => meta.permissions().mode() & 0o011 == 0,
+    }
 }
+
+const ACL_READ: u16 = 0x04;
+const ACL_EXECUTE: u16 = 0x01;
 
 /// The entries of a file's access ACL (`system.posix_acl_access`: a 4-byte
 /// version, then 8-byte entries of tag, permissions and id), if it has one.
@@ -173,26 +200,26 @@ fn posix_acl(path: &Path) -> Option<Vec<(u16, u16, u32)>> {
     Some(entries)
 }
 
-/// Who an ACL lets read a file owned by `owner`, besides the owner and this process's user.
-fn acl_readers(entries: &[(u16, u16, u32)], owner: u32) -> Option<String> {
+/// Who an ACL grants `permission` (read a file, enter a directory) on an
+/// object owned by `owner`, besides the owner and this process's user.
+fn acl_readers(entries: &[(u16, u16, u32)], owner: u32, permission: u16) -> Option<String> {
     const USER: u16 = 0x02;
     const GROUP_OBJ: u16 = 0x04;
     const GROUP: u16 = 0x08;
     const MASK: u16 = 0x10;
     const OTHER: u16 = 0x20;
-    const READ: u16 = 0x04;
     // SAFETY: geteuid(2) takes nothing and cannot fail.
     let me = unsafe { libc::geteuid() };
     let mask = entries.iter().find(|e| e.0 == MASK).map_or(0x07, |e| e.1);
     let mut readers = Vec::new();
     for &(tag, perm, id) in entries {
-        let reads = match tag {
-            OTHER => perm & READ != 0,
-            USER | GROUP_OBJ | GROUP => perm & mask & READ != 0,
+        let granted = match tag {
+            OTHER => perm & permission != 0,
+            USER | GROUP_OBJ | GROUP => perm & mask & permission != 0,
             _ => false,
         };
         match tag {
-            _ if !reads => {}
+            _ if !granted => {}
             USER if id == owner || id == me => {}
             USER => readers.push(format!("user {id} (ACL)")),
             GROUP_OBJ => readers.push("its group".to_owned()),
@@ -272,7 +299,7 @@ mod tests {
             (mask, 4, 0),
             (other, 0, 0),
         ];
-        assert_eq!(acl_readers(&credential, 0), None);
+        assert_eq!(acl_readers(&credential, 0, 4), None);
         // The group, another user, a named group, others: each named.
         let open = [
             (user_obj, 6, 0),
@@ -282,7 +309,7 @@ mod tests {
             (mask, 4, 0),
             (other, 4, 0),
         ];
-        let who = acl_readers(&open, 0).unwrap();
+        let who = acl_readers(&open, 0, 4).unwrap();
         for part in ["its group", "group 77 (ACL)", "others", "(ACL)"] {
             assert!(who.contains(part), "{who}");
         }
@@ -294,7 +321,7 @@ mod tests {
             (mask, 0, 0),
             (other, 0, 0),
         ];
-        assert_eq!(acl_readers(&masked, 0), None);
+        assert_eq!(acl_readers(&masked, 0, 4), None);
     }
     use super::*;
 

@@ -707,6 +707,9 @@ fn dir_writable(path: &Path) -> bool {
 /// past that, so only a database held for minutes is reported.
 pub const BUSY_PATIENCE: Duration = Duration::from_secs(60);
 
+/// When a wait on "not now" is logged (once per read).
+const SAY_BUSY_AFTER: Duration = Duration::from_secs(5);
+
 /// Whether SQLite's answer means "not now" rather than "no": a lock held
 /// (`BUSY`, `LOCKED`), a WAL index being rebuilt or changed under a reader
 /// that cannot write it (`READONLY_RECOVERY`, `READONLY_CANTINIT`,
@@ -748,12 +751,23 @@ fn retry_busy<T>(
 ) -> Result<T, DbError> {
     let started = Instant::now();
     let mut pause = Duration::from_millis(2);
+    let mut said = false;
     loop {
         match read() {
             Err(DbError::Busy { path, reason, .. }) => {
                 let waited = started.elapsed();
                 if waited >= patience || !may_retry() {
                     return Err(DbError::Busy { path, reason, waited });
+                }
+                // Milliseconds are a writer at work; seconds are worth a line.
+                if !said && waited >= SAY_BUSY_AFTER {
+                    said = true;
+                    tracing::warn!(
+                        db = %path.display(),
+                        error = %reason,
+                        "the database has answered \"not now\" for {}s: a writer holds it or is recovering it; a -wal without its -shm on a directory this process cannot write waits for a writer to open the database once; still retrying",
+                        waited.as_secs()
+                    );
                 }
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(Duration::from_millis(250));

@@ -87,6 +87,7 @@ impl AnchoringHandle {
 
 impl Anchoring {
     pub fn spawn(self, rt: &tokio::runtime::Handle, delivered: watch::Receiver<Option<Head>>) -> AnchoringHandle {
+        self.health.expect_anchoring(self.interval);
         let recorded = read_head_file(&self.anchored_file).ok().flatten();
         let start = recorded.map_or(0, |h| h.seq);
         // Nothing counts as published until the store's own heads are read.
@@ -195,6 +196,7 @@ impl Anchoring {
             }
             // Covered and compared: the newest delivered head, as far as kept heads reach.
             let covered = newest.map_or(0, |h| h.seq.min(last));
+            self.health.anchored(covered);
             published.send_if_modified(|p| {
                 let raise = *p < covered;
                 if raise {
@@ -259,6 +261,7 @@ impl Anchoring {
                         gauge!(m::ANCHORED_SEQ).set(last as f64);
                         gauge!(m::ANCHOR_LAG).set(0.0);
                         self.health.anchor_ok();
+                        self.health.anchored(last);
                         remember(None);
                         tracing::debug!(%head, store = %self.store.describe(), "head published");
                         continue;

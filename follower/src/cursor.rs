@@ -25,6 +25,11 @@ pub enum CursorError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("cursor {path}: another follower holds it ({holder}); two followers of one cursor would deliver twice")]
     Locked { path: PathBuf, holder: String },
+    /// A second hard link is a second name a second follower could lock apart.
+    #[error(
+        "cursor {path}: has {links} hard links; a follower on another of its names would not share this one's lock (keep one name; a symbolic link is fine)"
+    )]
+    Linked { path: PathBuf, links: u64 },
 }
 
 /// `path` with every symbolic link resolved, also when the file itself does
@@ -103,6 +108,15 @@ impl FileCursor {
     /// cursor (overlapping cron runs, a rolling update) is refused, naming
     /// the holder, instead of racing this one.
     pub fn lock(&self) -> Result<CursorLock, CursorError> {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(meta) = std::fs::metadata(&self.path)
+            && meta.nlink() > 1
+        {
+            return Err(CursorError::Linked {
+                path: self.path.clone(),
+                links: meta.nlink(),
+            });
+        }
         let path = self.sibling(".lock");
         let mut file = OpenOptions::new()
             .read(true)

@@ -82,6 +82,7 @@ impl Delivery {
 
     /// Tells the listeners (the anchoring task) where delivery stands.
     pub fn announce(&self, head: Option<Head>) {
+        self.health.delivered(head.map_or(0, |h| h.seq));
         let _ = self.announce.send(head);
     }
 
@@ -106,6 +107,7 @@ impl Delivery {
         if let Some(feed) = &self.feed {
             feed.push(batch.records.iter().map(|r| (r.seq, r.hash)));
         }
+        self.health.delivered(head.seq);
         let _ = self.announce.send(Some(head));
         Ok(())
     }

@@ -18,9 +18,20 @@ use std::time::{Duration, Instant};
 /// retry waits at most `--retry-max-delay`, 30 s by default, plus the call).
 pub const LIVENESS_LIMIT: Duration = Duration::from_secs(180);
 
+/// How far anchoring is behind delivery, and when it last moved.
+struct AnchorProgress {
+    delivered: u64,
+    anchored: u64,
+    /// When anchoring last published, or delivery last got ahead of it.
+    moved: Instant,
+    /// How long a delivered head may wait by design (`--anchor-interval`).
+    interval: Duration,
+}
+
 #[derive(Default)]
 struct State {
     broken: Option<String>,
+    anchoring: Option<AnchorProgress>,
     sink_failing: Option<(Instant, String)>,
     anchor_failing: Option<(Instant, String)>,
     witness_failing: Option<(Instant, String)>,
@@ -113,6 +124,45 @@ impl Health {
         });
     }
 
+    /// Anchoring runs, publishing delivered heads at most every `interval`:
+    /// a delivered head left unpublished past that and `--unhealthy-after`
+    /// is unready, whether the store fails or hangs.
+    pub fn expect_anchoring(&self, interval: Duration) {
+        self.with(|s| {
+            s.anchoring = Some(AnchorProgress {
+                delivered: 0,
+                anchored: 0,
+                moved: Instant::now(),
+                interval,
+            })
+        });
+    }
+
+    /// The sink acknowledged (and the cursor recorded) up to `seq`.
+    pub fn delivered(&self, seq: u64) {
+        self.with(|s| {
+            if let Some(p) = s.anchoring.as_mut() {
+                if p.anchored >= p.delivered {
+                    p.moved = Instant::now();
+                }
+                p.delivered = p.delivered.max(seq);
+            }
+        });
+    }
+
+    /// Kept heads now cover `seq`.
+    pub fn anchored(&self, seq: u64) {
+        self.turned();
+        self.with(|s| {
+            if let Some(p) = s.anchoring.as_mut()
+                && seq > p.anchored
+            {
+                p.anchored = seq;
+                p.moved = Instant::now();
+            }
+        });
+    }
+
     /// The follower is stopping on an error: unhealthy at once.
     pub fn fatal(&self, reason: &str) {
         self.with(|s| s.broken = Some(format!("stopping: {reason}")));
@@ -142,6 +192,17 @@ impl Health {
                     since.elapsed().as_secs()
                 ));
             }
+            if let Some(p) = &s.anchoring
+                && p.delivered > p.anchored
+                && p.moved.elapsed() > limit + p.interval
+            {
+                return Err(format!(
+                    "anchoring has kept no head for {}s while seqs {}..{} wait (the anchor store fails or hangs)",
+                    p.moved.elapsed().as_secs(),
+                    p.anchored + 1,
+                    p.delivered
+                ));
+            }
             if let Some((since, reason)) = &s.witness_failing
                 && since.elapsed() > limit
             {
@@ -158,6 +219,26 @@ impl Health {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn anchoring_that_keeps_nothing_past_the_limit_is_unready() {
+        let health = Health::new(Duration::from_millis(20));
+        health.expect_anchoring(Duration::from_millis(10));
+        health.delivered(100);
+        assert!(health.status().is_ok(), "inside the interval and the limit");
+        std::thread::sleep(Duration::from_millis(40));
+        let why = health.status().unwrap_err();
+        assert!(why.contains("seqs 1..100 wait"), "{why}");
+        health.anchored(100);
+        assert!(health.status().is_ok(), "caught up");
+        // A stream that keeps anchoring is never unready, however long.
+        for seq in (200..400).step_by(100) {
+            health.delivered(seq);
+            std::thread::sleep(Duration::from_millis(15));
+            health.anchored(seq - 50);
+            assert!(health.status().is_ok());
+        }
+    }
 
     #[test]
     fn liveness_is_the_loops_turning_whatever_the_readiness() {

@@ -167,6 +167,9 @@ pub fn run(args: &FollowArgs) -> CmdResult {
         .enable_all()
         .build()
         .map_err(|e| CliError::usage(format!("cannot start the async runtime: {e}")))?;
+    // However the command ends, a store or sink call stuck in the kernel (a
+    // hung mount) must not keep the process from exiting.
+    let runtime = BoundedShutdown(Some(runtime), args.shutdown_grace.max(Duration::from_secs(1)));
     let health = Arc::new(Health::new(args.unhealthy_after));
     if let Some(addr) = args.metrics_addr {
         runtime
@@ -321,5 +324,24 @@ pub fn run(args: &FollowArgs) -> CmdResult {
             Ok(OK)
         }
         Err(e) => Err(CliError::from_kind(&e)),
+    }
+}
+
+/// The follower's runtime, shut down within a bound when dropped instead of
+/// waiting on its threads for ever.
+struct BoundedShutdown(Option<tokio::runtime::Runtime>, Duration);
+
+impl std::ops::Deref for BoundedShutdown {
+    type Target = tokio::runtime::Runtime;
+    fn deref(&self) -> &Self::Target {
+        self.0.as_ref().expect("present until dropped")
+    }
+}
+
+impl Drop for BoundedShutdown {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_timeout(self.1);
+        }
     }
 }

@@ -242,8 +242,15 @@ fn refuse_out_in_evidence(args: &RestoreArgs) -> Result<(), CliError> {
     if let Some(chainship_anchor::AnchorUrl::File(dir)) = &args.copy.anchor.anchor {
         places.extend(real(dir).map(|d| (d, "the anchor store")));
     }
+    // By identity too: a bind mount of the store is the store under another path.
+    let identity = |p: &Path| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+    };
     for (place, what) in places {
-        if out.starts_with(&place) {
+        let inside = out.starts_with(&place)
+            || identity(&place).is_some_and(|store| out.ancestors().skip(1).any(|dir| identity(dir) == Some(store)));
+        if inside {
             return Err(CliError::usage(format!(
                 "--out {}: inside {what} ({}); write the restored database elsewhere",
                 args.out.display(),

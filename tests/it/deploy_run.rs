@@ -808,4 +808,43 @@ fn a_key_an_acl_lets_others_read_is_refused_by_who_reads_it() {
         "{}",
         stdout(&out)
     );
+
+    // A credentials directory a group may enter is no credentials directory.
+    let creds = dir.path().join("creds");
+    std::fs::create_dir(&creds).unwrap();
+    std::fs::set_permissions(&creds, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let (inside, _) = keygen(&creds, "acl/k", "in.key");
+    std::fs::set_permissions(&inside, std::fs::Permissions::from_mode(0o440)).unwrap();
+    let check_inside = || {
+        bin()
+            .env("CREDENTIALS_DIRECTORY", &creds)
+            .args([
+                "check",
+                "--sink",
+                "stdout:",
+                "--origin",
+                "acl/agentrt",
+                "--signing-key",
+                path_str(&inside),
+            ])
+            .output()
+            .unwrap()
+    };
+    ok(&check_inside(), "a 0440 credential in a private directory");
+    setfacl(&["-m", "g:4242:rx"], &creds);
+    let out = check_inside();
+    assert_eq!(code(&out), 1, "a group may enter: {}", stdout(&out));
+    setfacl(&["-b"], &creds);
+    // A hard link from outside makes the credential reachable elsewhere.
+    let outside = dir.path().join("outside.key");
+    std::fs::hard_link(&inside, &outside).unwrap();
+    let out = check_inside();
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert!(stdout(&out).contains("other 1 hard link(s)"), "{}", stdout(&out));
+    std::fs::remove_file(&outside).unwrap();
+    // A key another user owns: that user can read it.
+    std::os::unix::fs::chown(&inside, Some(12345), None).unwrap();
+    let out = check_inside();
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert!(stdout(&out).contains("user 12345 (its owner)"), "{}", stdout(&out));
 }

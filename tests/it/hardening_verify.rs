@@ -543,18 +543,38 @@ fn diff_never_calls_an_unvouched_tail_a_cut() {
     append(&a.db, 5);
     let extra = a.dir.path().join("extra.jsonl");
     let out = bin()
-        .args(["follow", "--once", "--from-start", "--db", path_str(&a.db), "--origin", ORIGIN])
+        .args([
+            "follow",
+            "--once",
+            "--from-start",
+            "--db",
+            path_str(&a.db),
+            "--origin",
+            ORIGIN,
+        ])
         .args(["--sink", &format!("file:{}", path_str(&extra))])
         .args(["--cursor", path_str(&a.dir.path().join("cursor-extra"))])
         .output()
         .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let mut lines = a.lines();
-    lines.extend(std::fs::read_to_string(&extra).unwrap().lines().skip(600).map(str::to_owned));
+    lines.extend(
+        std::fs::read_to_string(&extra)
+            .unwrap()
+            .lines()
+            .skip(600)
+            .map(str::to_owned),
+    );
     let copy = a.write_copy("tail.jsonl", &lines);
     let diff = |json: bool| {
         bin()
-            .args(["diff", "--db", path_str(&before), "--from", &format!("file:{}", path_str(&copy))])
+            .args([
+                "diff",
+                "--db",
+                path_str(&before),
+                "--from",
+                &format!("file:{}", path_str(&copy)),
+            ])
             .args(["--anchor", &a.anchor_url(), "--trusted-key", &a.verifier])
             .args(if json { &["--json"][..] } else { &[][..] })
             .output()

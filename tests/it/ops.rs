@@ -246,3 +246,56 @@ fn a_follow_without_an_anchor_says_it_keeps_no_evidence_and_a_missing_store_is_n
         stderr(&out)
     );
 }
+
+/// An anchor store that hangs (a FIFO stands in for a hung NFS or FUSE
+/// mount) is unready once nothing is kept past --unhealthy-after, and the
+/// follower still exits on SIGTERM.
+#[test]
+fn a_hung_anchor_store_turns_readiness_503_and_never_blocks_the_exit() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "h.db", 200);
+    let anchors = dir.path().join("anchors");
+    std::fs::create_dir_all(anchors.join("h/agentrt")).unwrap();
+    let fifo = anchors.join("h/agentrt/checkpoint");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let (key, _) = keygen(dir.path(), "h/k", "k");
+    let port = free_port();
+    let mut follower = KillOnDrop(
+        bin()
+            .args(["follow", "--db", path_str(&db), "--origin", "h/agentrt", "--from-start"])
+            .args(["--sink", &format!("file:{}", path_str(&dir.path().join("out.jsonl")))])
+            .args(["--cursor", path_str(&dir.path().join("cursor"))])
+            .args([
+                "--anchor",
+                &format!("file:{}", path_str(&anchors)),
+                "--signing-key",
+                path_str(&key),
+            ])
+            .args(["--unhealthy-after", "2s", "--shutdown-grace", "2s"])
+            .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "readiness never turned 503 while anchoring hung"
+        );
+        if let Some((503, body)) = http_get(port, "/readyz", READ) {
+            assert!(body.contains("anchoring has kept no head"), "{body}");
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(
+        http_get(port, "/livez", READ).unwrap().0,
+        200,
+        "the export loop still turns"
+    );
+    signal(&follower, SIGTERM);
+    let status = wait_with_limit(&mut follower, Duration::from_secs(15));
+    assert!(status.code().is_some(), "exited on SIGTERM: {status}");
+}

@@ -203,3 +203,103 @@ fn followers_on_a_read_only_mount_and_as_another_user_outlive_two_minutes_of_a_r
         );
     }
 }
+
+/// A -wal left without its -shm (copied or restored so) on a directory the
+/// follower cannot write: SQLite cannot read it until a writer opens it once.
+/// The follower says so within seconds, then delivers once a writer comes.
+#[test]
+fn a_wal_without_its_shm_on_a_read_only_mount_is_said_then_followed() {
+    require_root("a read-only mount");
+    let dir = TempDir::new().unwrap();
+    let bin = shared_binary(dir.path());
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let db = generate(&data, "audit.db", 100);
+    // A writer killed mid-stream leaves its -wal behind; the -shm is removed.
+    let mut writer = crate::common::live_writer(&db, "500", &[]);
+    std::thread::sleep(Duration::from_millis(1500));
+    crate::common::signal(&writer, crate::common::SIGKILL);
+    let _ = writer.wait();
+    let _ = std::fs::remove_file(data.join("audit.db-shm"));
+    assert!(data.join("audit.db-wal").exists());
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let (out, cursor, log) = (state.join("out.jsonl"), state.join("cursor"), dir.path().join("f.log"));
+    let mut follower = spawn(in_readonly_mount(&bin, &data, &follow_args(&db, &out, &cursor)), &log);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("answered \"not now\"")
+    {
+        assert_running(&mut follower, &log, "read-only mount");
+        assert!(
+            Instant::now() < deadline,
+            "nothing said: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // A writer opens it (and recovers the WAL): everything is delivered once.
+    let more = run(&["generate", "--db", path_str(&db), "--append", "--events", "10"]);
+    assert_eq!(code(&more), 0, "{}", stderr(&more));
+    let head = db_head(&db);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_to_string(&cursor).unwrap_or_default().trim() != head {
+        assert_running(&mut follower, &log, "read-only mount");
+        assert!(
+            Instant::now() < deadline,
+            "not delivered: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let seq: u64 = head.split(':').next().unwrap().parse().unwrap();
+    assert_eq!(reverify_jsonl(&out, "ro/agentrt").0, seq);
+}
+
+/// `restore --out` through a bind mount of the anchor store is inside it.
+#[test]
+fn restore_never_writes_into_the_anchor_store_through_a_bind_mount() {
+    require_root("a bind mount");
+    let a = crate::common::Anchored::new(50, "bind/k");
+    let copy = a.dir.path().join("copy.jsonl");
+    let out = crate::common::bin()
+        .args([
+            "follow",
+            "--once",
+            "--from-start",
+            "--db",
+            path_str(&a.db),
+            "--origin",
+            "bind/agentrt",
+        ])
+        .args(["--sink", &format!("file:{}", path_str(&copy))])
+        .args(["--cursor", path_str(&a.dir.path().join("cursor"))])
+        .args(["--anchor", &a.anchor_url(), "--signing-key", path_str(&a.key)])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let elsewhere = a.dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let bin = shared_binary(a.dir.path());
+    let script = format!(
+        "mount --bind '{store}' '{elsewhere}' && exec '{bin}' restore --from 'file:{copy}' --anchor '{anchor}' --trusted-key '{key}' --out '{elsewhere}/restored.db'",
+        store = path_str(&a.anchors),
+        elsewhere = path_str(&elsewhere),
+        bin = path_str(&bin),
+        copy = path_str(&copy),
+        anchor = a.anchor_url(),
+        key = a.verifier,
+    );
+    let out = Command::new("unshare")
+        .args(["-m", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("inside the anchor store"), "{}", stderr(&out));
+    assert!(
+        std::fs::read_dir(&a.anchors)
+            .unwrap()
+            .all(|e| !e.unwrap().file_name().to_string_lossy().ends_with(".db"))
+    );
+}
