@@ -55,6 +55,7 @@ pub struct Anchoring {
 pub struct AnchoringHandle {
     published: watch::Receiver<u64>,
     failure: Arc<std::sync::OnceLock<String>>,
+    crashed: Arc<std::sync::OnceLock<String>>,
     last_error: LastError,
 }
 
@@ -77,6 +78,11 @@ impl AnchoringHandle {
     /// The integrity finding that stopped anchoring (and the follower), if any.
     pub fn failure(&self) -> Option<String> {
         self.failure.get().cloned()
+    }
+
+    /// Why the anchoring task ended on an internal error (a setup fault, not a finding), if it did.
+    pub fn crashed(&self) -> Option<String> {
+        self.crashed.get().cloned()
     }
 
     /// Why the last attempt to publish failed, if it did.
@@ -103,10 +109,34 @@ impl Anchoring {
         let failure = Arc::new(std::sync::OnceLock::new());
         let last_error = LastError::default();
         let errors = Arc::clone(&last_error);
-        rt.spawn(self.run(delivered, tx, published_at, start_head, Arc::clone(&failure), errors));
+        let (health, stop) = (Arc::clone(&self.health), Arc::clone(&self.stop));
+        let crashed = Arc::new(std::sync::OnceLock::new());
+        let crash = Arc::clone(&crashed);
+        let task = self.run(delivered, tx, published_at, start_head, Arc::clone(&failure), errors);
+        // A panic below (a library's, e.g. a TLS client with no trust store)
+        // must stop the follower loudly: anchoring that silently ended would
+        // leave the export running with nothing signed.
+        rt.spawn(async move {
+            use futures::FutureExt;
+            if let Err(panic) = std::panic::AssertUnwindSafe(task).catch_unwind().await {
+                let why = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic".to_owned());
+                let message = format!(
+                    "anchoring stopped on an internal error ({why}); no head is signed until the follower restarts"
+                );
+                tracing::error!("{message}");
+                health.fatal(&message);
+                let _ = crash.set(message);
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
         AnchoringHandle {
             published,
             failure,
+            crashed,
             last_error,
         }
     }

@@ -254,6 +254,9 @@ pub fn run(args: &FollowArgs) -> CmdResult {
         .spawn(runtime.handle(), follower.delivered_heads())
     });
     let result = follower.run();
+    if let Some(crash) = anchoring.as_ref().and_then(|a| a.crashed()) {
+        return Err(CliError::usage(crash));
+    }
     if let Some(anchoring) = &anchoring
         && let Some(finding) = anchoring.failure()
     {

@@ -599,3 +599,54 @@ fn a_new_anchor_store_gets_the_head_even_if_an_old_one_had_it() {
     assert_eq!(status, 0, "{out}");
     assert!(out.contains("\"seq\":50"), "{out}");
 }
+
+/// A library that panics inside the anchoring task (here the AWS SDK, which
+/// panics when the machine has no CA certificates) stops the follower with
+/// one line and exit 2: anchoring never ends silently while the export runs.
+#[tokio::test]
+async fn anchoring_that_dies_inside_a_library_stops_the_follower_loudly() {
+    let _services = services().await;
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "p.db", 20);
+    let bucket = locked_bucket("panic").await;
+    let (key, _) = keygen(dir.path(), "p/k", "k");
+    let empty = dir.path().join("no-certs.pem");
+    std::fs::write(&empty, "").unwrap();
+    let mut cmd = bin();
+    s3_env(&mut cmd)
+        .env("SSL_CERT_FILE", &empty)
+        .env("SSL_CERT_DIR", dir.path().join("no-such-dir"))
+        .args([
+            "follow",
+            "--once",
+            "--from-start",
+            "--db",
+            path_str(&db),
+            "--origin",
+            "p/agentrt",
+        ])
+        .args(["--sink", &format!("file:{}", path_str(&dir.path().join("out.jsonl")))])
+        .args(["--cursor", path_str(&dir.path().join("cursor"))])
+        .args([
+            "--anchor",
+            &format!("s3://{bucket}/heads"),
+            "--anchor-s3-endpoint",
+            &s3_endpoint(),
+        ])
+        .args([
+            "--anchor-s3-path-style",
+            "--signing-key",
+            path_str(&key),
+            "--shutdown-grace",
+            "3s",
+        ]);
+    let out = cmd.output().unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("anchoring stopped on an internal error (TrustStore"),
+        "{}",
+        stderr(&out)
+    );
+    let listed = s3_client().list_objects_v2().bucket(&bucket).send().await.unwrap();
+    assert_eq!(listed.key_count().unwrap_or(0), 0, "nothing was kept");
+}
