@@ -61,6 +61,15 @@ impl Sandbox {
         self
     }
 
+    /// The anchor store as the test's S3 server and `bucket`, with any credentials.
+    fn anchor_s3(self, bucket: &str) -> Self {
+        self.env("CHAINSHIP_ANCHOR", &format!("s3://{bucket}/heads"))
+            .env("CHAINSHIP_ANCHOR_S3_ENDPOINT", "http://minio:9000")
+            .env("CHAINSHIP_ANCHOR_S3_PATH_STYLE", "true")
+            .env("AWS_ACCESS_KEY_ID", "anchor")
+            .env("AWS_SECRET_ACCESS_KEY", "anchor-secret")
+    }
+
     fn command(&self, scratch: &Path, argv: &[String]) -> Command {
         let mut cmd = Command::new(repo("tests/deploy/sandbox"));
         cmd.arg(&self.user).arg("127.0.0.1 kafka minio kafka.internal");
@@ -74,6 +83,28 @@ impl Sandbox {
             .env("SANDBOX_ENV", env.join(" "));
         cmd
     }
+}
+
+/// A stand-in runtime appending 100 events a second to `db` inside `sandbox`.
+fn live_writer_in(sandbox: Sandbox, scratch: &Path, db: &str) -> KillOnDrop {
+    let argv = [
+        "chainship",
+        "generate",
+        "--db",
+        db,
+        "--append",
+        "--events",
+        "0",
+        "--follow-rate",
+        "100",
+    ];
+    KillOnDrop(
+        sandbox
+            .command(scratch, &argv.map(String::from))
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
 }
 
 /// A directory owned by `uid:gid` with `mode`, as an image or a volume makes it.
@@ -494,28 +525,7 @@ async fn the_kubernetes_pod_and_cronjob_run_as_shipped_users_mounts_probes() {
         .output()
         .unwrap();
     ok(&out, "the runtime's first events");
-    let mut writer = KillOnDrop(
-        runtime
-            .sandbox(&volumes)
-            .command(
-                &scratch,
-                &[
-                    "chainship",
-                    "generate",
-                    "--db",
-                    db_inside,
-                    "--append",
-                    "--events",
-                    "0",
-                    "--follow-rate",
-                    "100",
-                ]
-                .map(String::from),
-            )
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut writer = live_writer_in(runtime.sandbox(&volumes), &scratch, db_inside);
 
     // The sidecar, with the ConfigMap's settings; only where Kafka and S3 are differs.
     let topic = kafka_topic("k8s", 1).await;
@@ -526,11 +536,7 @@ async fn the_kubernetes_pod_and_cronjob_run_as_shipped_users_mounts_probes() {
         sidecar
             .sandbox(&volumes)
             .env("CHAINSHIP_SINK", &format!("kafka://kafka:9092/{topic}"))
-            .env("CHAINSHIP_ANCHOR", &format!("s3://{bucket}/heads"))
-            .env("CHAINSHIP_ANCHOR_S3_ENDPOINT", "http://minio:9000")
-            .env("CHAINSHIP_ANCHOR_S3_PATH_STYLE", "true")
-            .env("AWS_ACCESS_KEY_ID", "anchor")
-            .env("AWS_SECRET_ACCESS_KEY", "anchor-secret")
+            .anchor_s3(&bucket)
             .env("CHAINSHIP_METRICS_ADDR", &format!("127.0.0.1:{port}"))
             .env("CHAINSHIP_ANCHOR_INTERVAL", "1s")
             .command(
@@ -563,11 +569,9 @@ async fn the_kubernetes_pod_and_cronjob_run_as_shipped_users_mounts_probes() {
         .collect();
     let nightly = |keys: &str| {
         std::fs::write(config.join("trusted-keys"), keys).unwrap();
+        // Its args name the bucket (rewritten above); the rest as the sidecar has it.
         job.sandbox(&volumes)
-            .env("CHAINSHIP_ANCHOR_S3_ENDPOINT", "http://minio:9000")
-            .env("CHAINSHIP_ANCHOR_S3_PATH_STYLE", "true")
-            .env("AWS_ACCESS_KEY_ID", "anchor")
-            .env("AWS_SECRET_ACCESS_KEY", "anchor-secret")
+            .anchor_s3(&bucket)
             .command(&scratch, &[vec!["chainship".to_owned()], args.clone()].concat())
             .output()
             .unwrap()
@@ -669,27 +673,10 @@ async fn the_systemd_units_run_as_shipped_read_only_paths_state_directory_creden
     ok(&out, "the runtime's first events");
     let db = agentrt.join("audit.db");
     std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o640)).unwrap();
-    let mut writer = KillOnDrop(
-        Sandbox::new(&format!("10002:{agentrt_gid}"))
-            .rw(&agentrt, "/var/lib/agentrt")
-            .command(
-                &scratch,
-                &[
-                    "chainship",
-                    "generate",
-                    "--db",
-                    db_inside,
-                    "--append",
-                    "--events",
-                    "0",
-                    "--follow-rate",
-                    "100",
-                ]
-                .map(String::from),
-            )
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
+    let mut writer = live_writer_in(
+        Sandbox::new(&format!("10002:{agentrt_gid}")).rw(&agentrt, "/var/lib/agentrt"),
+        &scratch,
+        db_inside,
     );
 
     // The follower: ExecStart, its user and groups, its paths.
@@ -718,11 +705,7 @@ async fn the_systemd_units_run_as_shipped_read_only_paths_state_directory_creden
             .env("CREDENTIALS_DIRECTORY", cred_dir)
             .env("CHAINSHIP_SIGNING_KEY", &signing_key)
             .env("CHAINSHIP_SINK", &format!("kafka://kafka.internal:9092/{topic}"))
-            .env("CHAINSHIP_ANCHOR", &format!("s3://{bucket}/heads"))
-            .env("CHAINSHIP_ANCHOR_S3_ENDPOINT", "http://minio:9000")
-            .env("CHAINSHIP_ANCHOR_S3_PATH_STYLE", "true")
-            .env("AWS_ACCESS_KEY_ID", "anchor")
-            .env("AWS_SECRET_ACCESS_KEY", "anchor-secret")
+            .anchor_s3(&bucket)
             .env("CHAINSHIP_METRICS_ADDR", &format!("127.0.0.1:{port}"))
             .env("CHAINSHIP_ANCHOR_INTERVAL", "1s")
             .command(&scratch, &exec)
@@ -748,11 +731,7 @@ async fn the_systemd_units_run_as_shipped_read_only_paths_state_directory_creden
         .collect();
     let out = unit_sandbox(&verify, &format!("{agentrt_gid},4343"))
         .rw(&textfile, "/var/lib/node_exporter/textfile_collector")
-        .env("CHAINSHIP_ANCHOR", &format!("s3://{bucket}/heads"))
-        .env("CHAINSHIP_ANCHOR_S3_ENDPOINT", "http://minio:9000")
-        .env("CHAINSHIP_ANCHOR_S3_PATH_STYLE", "true")
-        .env("AWS_ACCESS_KEY_ID", "anchor")
-        .env("AWS_SECRET_ACCESS_KEY", "anchor-secret")
+        .anchor_s3(&bucket)
         .command(&scratch, &exec)
         .output()
         .unwrap();
