@@ -92,13 +92,16 @@ impl CopyOutcome {
 
     /// The unvouched tail in words, if there is one.
     pub fn unvouched_text(&self) -> Option<String> {
-        self.unvouched.map(|(a, b)| {
-            format!(
-                "{} record(s) after the last trusted head (seq {a}..{b}) are not vouched for by any head",
-                b - a + 1
-            )
-        })
+        self.unvouched.map(|(a, b)| unvouched_text(a, b))
     }
+}
+
+/// Records `first..=last` past the last trusted head, in words.
+fn unvouched_text(first: u64, last: u64) -> String {
+    format!(
+        "{} record(s) after the last trusted head (seq {first}..{last}) are not vouched for by any head",
+        last - first + 1
+    )
 }
 
 impl CopyOutcome {
@@ -327,10 +330,8 @@ pub fn read_checked(
         _ => None,
     };
     if let Some((first, last)) = unvouched {
-        let n = last - first + 1;
-        let text =
-            format!("{n} record(s) after the last trusted head (seq {first}..{last}) are not vouched for by any head");
-        if n > expect.max_unvouched {
+        let text = unvouched_text(first, last);
+        if last - first + 1 > expect.max_unvouched {
             findings.push(Finding {
                 kind: Kind::Unvouched,
                 seq: Some(first),

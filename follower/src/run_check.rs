@@ -35,6 +35,9 @@ pub struct FollowerRunCheck {
 /// that they are counted by kind and summed up in one line.
 const LOGGED_PER_INTERVAL: u32 = 20;
 const LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+/// How many events (from the follower's start) say whether the database
+/// looks like the profile's.
+const PROFILE_CENSUS: u64 = 10_000;
 /// Provisional findings remembered so each is logged once (a bounded set).
 const REMEMBERED_PROVISIONAL: usize = 100_000;
 
@@ -103,8 +106,12 @@ impl FindingLog {
         self.provisional_seen.insert(key)
     }
 
-    /// Counts events the profile does not know, and says once when most are.
+    /// Counts events the profile does not know, and says once when most
+    /// are: judged on the first events only, so the census costs nothing after.
     fn saw(&mut self, profile: &Profile, kind: &[u8]) {
+        if self.said_not_the_profile || self.events >= PROFILE_CENSUS {
+            return;
+        }
         self.events += 1;
         if profile.role(kind) == chainship_runs::Role::Other {
             self.unknown_types += 1;
