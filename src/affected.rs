@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 
 use chainship_chain::record::Record;
-use chainship_chain::{EventDb, WalkReport};
+use chainship_chain::{EventDb, InvalidRange};
 use chainship_runs::{RunEvent, Touched};
 use serde_json::{Value, json};
 
@@ -46,32 +46,11 @@ impl<'a> RecordEvent<'a> {
 pub struct Affected {
     pub from: u64,
     pub to: u64,
+    /// The exact ranges read, when known (else `from..=to` whole).
+    pub ranges: Vec<(u64, u64)>,
     pub touched: Touched,
     /// Why the range could not be read to its end, if it could not.
     pub note: Option<String>,
-}
-
-/// The first seq the walk could not vouch for: the break or damaged row,
-/// or, for a kept head the database no longer matches, the seq after the
-/// last head it does match (the fork is somewhere after it).
-pub fn invalid_from(report: &WalkReport) -> Option<u64> {
-    let mut from: Vec<u64> = Vec::new();
-    if let Some(d) = &report.damage {
-        from.push(d.seq.unwrap_or(d.after + 1));
-    }
-    if let Some(b) = &report.chain_break {
-        from.push(b.seq);
-    }
-    let differs = report.heads.iter().any(|(_, c)| {
-        matches!(
-            c,
-            chainship_chain::HeadCheck::Differs { .. } | chainship_chain::HeadCheck::BeforeRange { matched: false }
-        )
-    });
-    if differs {
-        from.push(report.last_trusted_head().map_or(1, |h| h.seq + 1));
-    }
-    from.into_iter().min()
 }
 
 /// Reads the database's events `from..=to` into `touched`.
@@ -86,25 +65,89 @@ pub fn scan_db(db: &EventDb, from: u64, to: u64, mut touched: Touched) -> Affect
     Affected {
         from,
         to,
+        ranges: Vec::new(),
         touched,
         note,
     }
 }
 
-/// The text lines for a report.
+/// Reads the database's events in each of `ranges` (the exact invalid
+/// ranges) into `touched`: only the runs and side effects they hold.
+pub fn scan_ranges(db: &EventDb, ranges: &[InvalidRange], mut touched: Touched) -> Affected {
+    let mut note = None;
+    for r in ranges {
+        let read = db.scan(r.from.saturating_sub(1), r.to, &mut |e| {
+            touched.feed(&RunEvent::from(e));
+            true
+        });
+        if let Err(e) = read {
+            note = Some(format!("seqs {}..{} could not be read to their end: {e}", r.from, r.to));
+            break;
+        }
+    }
+    Affected {
+        from: ranges.first().map_or(0, |r| r.from),
+        to: ranges.last().map_or(0, |r| r.to),
+        ranges: ranges.iter().map(|r| (r.from, r.to)).collect(),
+        touched,
+        note,
+    }
+}
+
+/// One exact range as JSON.
+pub fn range_json(r: &InvalidRange) -> Value {
+    json!({
+        "kind": r.kind.as_str(),
+        "from": r.from,
+        "to": r.to,
+        "events": r.to - r.from + 1,
+        "trusted_again_from": r.anchored_by.map(|_| r.to + 1),
+        "vouched_again_by": r.anchored_by,
+        "open_ended": r.open,
+    })
+}
+
+/// Runs and side effects listed in text (`--json` has them all).
+const SHOWN: usize = 5;
+
+/// The text lines for a report: counts and the first few of each.
 pub fn lines(a: &Affected) -> Vec<String> {
     let t = &a.touched;
     let mut out = Vec::new();
-    let runs: Vec<String> = t.runs.iter().map(|(id, n)| format!("{id} ({n})")).collect();
+    let shown: Vec<String> = t.runs.iter().take(SHOWN).map(|(id, n)| format!("{id} ({n})")).collect();
+    let more = t.runs.len().saturating_sub(SHOWN);
+    let where_ = if a.ranges.is_empty() {
+        format!("seqs {} to {}", a.from, a.to)
+    } else {
+        let listed: Vec<String> = a
+            .ranges
+            .iter()
+            .take(SHOWN)
+            .map(|(f, t)| if f == t { f.to_string() } else { format!("{f}..{t}") })
+            .collect();
+        let more = a.ranges.len().saturating_sub(SHOWN);
+        format!(
+            "seq(s) {}{}",
+            listed.join(", "),
+            if more > 0 {
+                format!(" and {more} more range(s)")
+            } else {
+                String::new()
+            }
+        )
+    };
     out.push(format!(
-        "affected: seqs {} to {} ({} event(s) read), {}{} run(s){}{}",
-        a.from,
-        a.to,
+        "affected: {where_} ({} event(s) read), {}{} run(s){}{}{}",
         t.events,
         if t.runs_truncated() { "at least " } else { "" },
         t.runs.len(),
-        if runs.is_empty() { "" } else { ": " },
-        runs.join(", ")
+        if shown.is_empty() { "" } else { ": " },
+        shown.join(", "),
+        if more > 0 {
+            format!(" and {more} more (--json lists them)")
+        } else {
+            String::new()
+        }
     ));
     if let Some(note) = &a.note {
         out.push(format!("  note: {note}"));
@@ -116,16 +159,16 @@ pub fn lines(a: &Affected) -> Vec<String> {
             "needs reconciliation: {} side effect(s) in the range (tools that may have acted outside):",
             t.side_effect_count
         ));
-        for s in &t.side_effects {
+        for s in t.side_effects.iter().take(SHOWN) {
             out.push(format!(
                 "  seq {} run {} step {} tool {}",
                 s.seq, s.run_id, s.step_id, s.tool
             ));
         }
-        if t.side_effect_count > t.side_effects.len() as u64 {
+        if t.side_effect_count > SHOWN as u64 {
             out.push(format!(
-                "  ... and {} more",
-                t.side_effect_count - t.side_effects.len() as u64
+                "  ... and {} more (--json lists them)",
+                t.side_effect_count - SHOWN as u64
             ));
         }
     }
@@ -145,6 +188,7 @@ pub fn json(a: &Affected) -> Value {
             "seq": s.seq, "run_id": s.run_id, "step_id": s.step_id, "tool": s.tool,
             "needs_reconciliation": true,
         })).collect::<Vec<_>>(),
+        "ranges": a.ranges.iter().map(|(f, t)| json!({"from": f, "to": t})).collect::<Vec<_>>(),
         "note": a.note,
     })
 }

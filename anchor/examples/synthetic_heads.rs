@@ -3,7 +3,9 @@
 //! leave it, for `scripts/bench` (`anchor verify` with a million kept heads).
 //! Heads only: a store with a checkpoint per head would also hold its tiles.
 //!
-//! Usage: synthetic_heads DB STORE_DIR ORIGIN SIGNING_KEY [FROM_SEQ]
+//! Usage: synthetic_heads DB STORE_DIR ORIGIN SIGNING_KEY [FROM_SEQ [EVERY]]
+//!
+//! With EVERY, a head only at every EVERY-th seq (and at the last).
 //!
 //! Heads are written plainly (no fsync: a benchmark fixture, not a store a
 //! follower keeps), a millisecond of publication time apart, ending now
@@ -20,10 +22,11 @@ use chainship_chain::{EventDb, Head, OpenOptions};
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let [_, db, store, origin, key, rest @ ..] = &args[..] else {
-        eprintln!("usage: synthetic_heads DB STORE_DIR ORIGIN SIGNING_KEY [FROM_SEQ]");
+        eprintln!("usage: synthetic_heads DB STORE_DIR ORIGIN SIGNING_KEY [FROM_SEQ [EVERY]]");
         std::process::exit(2);
     };
     let from: u64 = rest.first().map_or(1, |s| s.parse().expect("FROM_SEQ is a number"));
+    let every: u64 = rest.get(1).map_or(1, |s| s.parse().expect("EVERY is a number"));
     let key = SignerKey::load(Path::new(key)).expect("the signing key");
     let db = EventDb::open(Path::new(db), &OpenOptions::default()).expect("the database");
     let (last, _) = db.head().expect("reading the head").expect("a database with events");
@@ -33,6 +36,9 @@ fn main() {
     let keys = [key];
     let mut written = 0u64;
     db.scan(from.saturating_sub(1), last, &mut |event| {
+        if event.seq % every != 0 && event.seq != last {
+            return true;
+        }
         let head = Head::from_stored(event.seq, event.hash).expect("a stored hash");
         let published = now - Duration::from_millis(last - event.seq);
         let note = SignedHead::new(origin, head, published).sign(&keys);

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use chainship_chain::{Head, HeadCheck, WalkReport};
+use chainship_chain::{Head, HeadCheck, InvalidRange, RangeKind, WalkReport};
 
 use crate::note::{SignedNote, VerifierKey};
 use crate::signed_head::SignedHead;
@@ -56,6 +56,24 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Whether a finding of this kind at a seq ends trust there: the chain
+    /// or the copy is wrong at that seq (not the store around it). The last
+    /// trusted head is the highest below every such finding, for every
+    /// verifier alike.
+    pub fn ends_trust(self) -> bool {
+        matches!(
+            self,
+            Kind::Altered
+                | Kind::Fork
+                | Kind::Gap
+                | Kind::Duplicate
+                | Kind::Reordered
+                | Kind::Foreign
+                | Kind::Unvouched
+                | Kind::HeadsDisagree
+        )
+    }
+
     /// Every kind, for reports that list each (with 0 when absent).
     pub const ALL: [Kind; 18] = [
         Kind::Altered,
@@ -416,6 +434,68 @@ pub fn break_findings(report: &WalkReport, under: usize) -> Vec<Finding> {
             source: None,
         });
     }
+    out.extend(damage_findings(report, under));
+    out
+}
+
+/// The exact invalid ranges past a break, one finding each (the first
+/// break's hashes on the range that holds it).
+pub fn range_findings(ranges: &[InvalidRange], first: Option<&chainship_chain::ChainBreak>) -> Vec<Finding> {
+    ranges
+        .iter()
+        .map(|r| {
+            let seqs = if r.from == r.to {
+                format!("seq {}", r.from)
+            } else {
+                format!("seqs {}..{}", r.from, r.to)
+            };
+            let again = r.anchored_by.map_or(String::new(), |a| {
+                format!(
+                    "; trusted again from seq {} on (the kept head or checkpoint leaf at seq {a} vouches for it)",
+                    r.to + 1
+                )
+            });
+            let (kind, what) = match r.kind {
+                RangeKind::Altered => (
+                    Kind::Altered,
+                    "altered: the stored hash is not the one the fields and the previous stored hash give (the row was changed, or the row before it was changed or removed)".to_owned(),
+                ),
+                RangeKind::Missing => (Kind::Gap, "missing: no row holds these seqs".to_owned()),
+                RangeKind::Unvouched if r.open => (
+                    Kind::Unvouched,
+                    "not vouched for: past the break no kept head or checkpoint matches them (intact, or rewritten with their hashes recomputed)".to_owned(),
+                ),
+                RangeKind::Rewritten => (
+                    Kind::Fork,
+                    format!(
+                        "rewritten: they link up to a stored hash a kept head or checkpoint contradicts (a consistent rewrite, or another history){}",
+                        if r.open { ", to the end" } else { "" }
+                    ),
+                ),
+                RangeKind::Unvouched => (
+                    Kind::Unvouched,
+                    format!(
+                        "not vouched for: they link to each other but to no kept head or checkpoint before the break at seq {} (intact, or rewritten with their hashes recomputed up to it)",
+                        r.to + 1
+                    ),
+                ),
+            };
+            let first = first.filter(|b| r.from <= b.seq && b.seq <= r.to && r.kind == RangeKind::Altered);
+            Finding {
+                kind,
+                seq: Some(r.from),
+                message: format!("{seqs} {what}{again}"),
+                expected: first.map(|b| b.expected_str().to_owned()),
+                found: first.map(|b| b.found.clone()),
+                source: None,
+            }
+        })
+        .collect()
+}
+
+/// The walk's findings other than a break: a damaged row, a row no walk reaches.
+pub fn damage_findings(report: &WalkReport, under: usize) -> Vec<Finding> {
+    let mut out = Vec::new();
     if let Some(d) = &report.damage {
         out.push(Finding {
             kind: Kind::Altered,

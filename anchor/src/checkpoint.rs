@@ -122,13 +122,10 @@ pub fn checkpoint_beside_path(size: u64, unix_seconds: u64) -> String {
     format!("{CHECKPOINTS_DIR}/{size:020}.{unix_seconds:020}")
 }
 
-/// The size a kept checkpoint's name says it holds.
+/// The size a kept checkpoint's name says it holds: the one name parser
+/// ([`crate::store::NameKey::from_log_name`]) every reader of the store uses.
 pub fn size_from_checkpoint_name(name: &str) -> Option<u64> {
-    let twenty = |d: &str| (d.len() == 20 && d.bytes().all(|b| b.is_ascii_digit())).then(|| d.parse().ok())?;
-    match name.split_once('.') {
-        None => twenty(name),
-        Some((size, at)) => twenty(at).and(twenty(size)),
-    }
+    crate::store::NameKey::from_log_name(name).map(|k| k.seq)
 }
 
 #[cfg(test)]
@@ -158,5 +155,10 @@ mod tests {
             Some(5)
         );
         assert_eq!(size_from_checkpoint_name("12"), None);
+        // A name beside the plain one at time 0 claims the plain name's place.
+        assert_eq!(
+            size_from_checkpoint_name("00000000000000000005.00000000000000000000"),
+            None
+        );
     }
 }

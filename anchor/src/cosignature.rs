@@ -13,9 +13,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use ed25519_dalek::{Signature, VerifyingKey};
 
-#[cfg(test)]
-use crate::note::typed_key_id;
-use crate::note::{SignedNote, parse_vkey};
+use crate::note::{SignedNote, parse_vkey, typed_key_id};
 
 /// The signature type byte of an Ed25519 cosignature key.
 pub const COSIGNATURE_V1: u8 = 0x04;
@@ -142,9 +140,9 @@ pub(crate) fn cosign(key: &ed25519_dalek::SigningKey, name: &str, time: u64, tex
     format!("\u{2014} {name} {}\n", B64.encode(blob))
 }
 
-/// A witness key for `key` named `name` (for tests).
-#[cfg(test)]
-pub(crate) fn witness_key(key: &ed25519_dalek::SigningKey, name: &str) -> WitnessKey {
+/// The witness key of signing key `key`, named `name` (what a witness
+/// publishes; tests make their own witnesses with it).
+pub fn witness_key(key: &ed25519_dalek::SigningKey, name: &str) -> WitnessKey {
     WitnessKey {
         name: name.to_owned(),
         id: typed_key_id(name, COSIGNATURE_V1, key.verifying_key().as_bytes()),

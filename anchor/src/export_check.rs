@@ -1,12 +1,15 @@
 //! Checking an exported copy (records read back from a sink) against the
 //! chain rules and the kept heads, without the database.
 //!
-//! Records are fed one at a time, in the order the copy holds them. Memory
-//! is bounded: the check remembers a window of recent records (to tell an
-//! identical duplicate from a differing one, and to check a late record's
-//! links) and the missing seqs not yet seen.
+//! Records are fed one at a time, in the order the copy holds them, and the
+//! trusted heads and checkpoints as the copy reaches their seq (the store
+//! audit hands them on in seq order, see [`crate::stream_audit::TrustedSink`]).
+//! Memory is bounded: the check remembers a window of recent records (to
+//! tell an identical duplicate from a differing one, and to check a late
+//! record's links), the missing seqs not yet seen, the heads and
+//! checkpoints not yet reached, and one number per head matched.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use chainship_chain::record::Record;
 use chainship_chain::{Head, HexHash, PrevHash};
@@ -27,15 +30,29 @@ struct Seen {
 
 pub struct ExportCheck {
     origin: String,
-    /// Trusted heads by seq, above the start.
-    heads: HashMap<u64, Head>,
+    /// Trusted heads handed on but not yet met in the copy, by seq (two
+    /// trusted heads of one seq with different hashes are both kept: the
+    /// copy can match at most one).
+    heads: BTreeMap<(u64, HexHash), Head>,
     covered: usize,
-    matched: Vec<Head>,
+    /// The seqs of the heads the copy matched, and the hashes of the most
+    /// recent ones (the rest are read again from the store if needed).
+    matched: Vec<u64>,
+    matched_recent: VecDeque<Head>,
+    /// The copy is read: heads handed on now lie past its end.
+    read_to_end: bool,
+    /// The lowest position of a line that is no record (it names no seq).
+    unplaced: Option<u64>,
+    /// Findings beyond [`MAX_FINDINGS`], counted, not kept.
+    more_findings: u64,
+    /// Kept heads past the copy's end beyond the first (one `cut` names them all).
+    more_past_end: u64,
     /// Highest seq seen, and its hash (the in-order position).
     last: Option<(u64, HexHash)>,
     start: Option<Head>,
-    recent: HashMap<u64, Seen>,
-    order: VecDeque<u64>,
+    /// The window: slot `seq % WINDOW` holds the latest seq of that slot
+    /// seen (allocated once: a map with this churn grows to four times it).
+    recent: Recent,
     /// Missing ranges `start -> end` (inclusive) not yet filled by a late record.
     missing: BTreeMap<u64, u64>,
     pub records: u64,
@@ -44,11 +61,44 @@ pub struct ExportCheck {
     /// The RFC 6962 tree of the copy's hashes while it is whole and in
     /// order from seq 1 (`None` once it is not: its findings say why).
     tree: Option<chainship_tlog::CompactRange>,
-    /// Checkpoint sizes still to reach, ascending.
-    root_sizes: VecDeque<u64>,
-    /// The copy's root at each checkpoint size it reached.
-    pub roots: Vec<(u64, chainship_tlog::Hash)>,
+    /// Trusted checkpoints still to reach, ascending by size.
+    checkpoints: VecDeque<(u64, chainship_tlog::Hash)>,
+    /// Trusted checkpoints handed on, and how many the copy's tree matched.
+    pub checkpoints_trusted: usize,
+    pub matched_roots: usize,
 }
+
+/// The window of recent records, by seq modulo its size.
+#[derive(Default)]
+struct Recent {
+    slots: Vec<Option<(u64, Seen)>>,
+}
+
+impl Recent {
+    fn get(&self, seq: &u64) -> Option<&Seen> {
+        match self.slots.get(*seq as usize % WINDOW) {
+            Some(Some((s, seen))) if s == seq => Some(seen),
+            _ => None,
+        }
+    }
+
+    /// Keeps the first copy of a seq; a seq a window later takes its slot.
+    fn insert(&mut self, seq: u64, seen: Seen) {
+        if self.slots.is_empty() {
+            self.slots = vec![None; WINDOW];
+        }
+        let slot = &mut self.slots[seq as usize % WINDOW];
+        if slot.as_ref().is_none_or(|(s, _)| *s != seq) {
+            *slot = Some((seq, seen));
+        }
+    }
+}
+
+/// Findings kept at most; the rest are counted.
+pub const MAX_FINDINGS: usize = 10_000;
+
+/// Matched heads whose hash is kept at hand.
+const RECENT_HEADS: usize = 1024;
 
 fn finding(kind: Kind, seq: Option<u64>, message: String) -> Finding {
     Finding {
@@ -69,11 +119,40 @@ impl ExportCheck {
     /// A check of `origin`'s copy from seq 1, or from after a trusted head.
     /// A copy that starts after `after` cannot show the heads at or below
     /// it: they are left out, except that one at `after`'s seq must be it.
-    pub fn new(origin: &str, heads: &[Head], after: Option<Head>) -> Self {
-        let floor = after.map_or(0, |a| a.seq);
-        let mut findings = Vec::new();
-        for head in heads.iter().filter(|h| h.seq == floor) {
-            if let Some(start) = after.filter(|a| a.hash != head.hash) {
+    pub fn new(origin: &str, after: Option<Head>) -> Self {
+        ExportCheck {
+            origin: origin.to_owned(),
+            covered: 0,
+            heads: BTreeMap::new(),
+            matched: Vec::new(),
+            matched_recent: VecDeque::new(),
+            read_to_end: false,
+            more_past_end: 0,
+            unplaced: None,
+            more_findings: 0,
+            last: after.map(|h| (h.seq, h.hash)),
+            start: after,
+            recent: Recent::default(),
+            missing: BTreeMap::new(),
+            records: 0,
+            identical_duplicates: 0,
+            findings: Vec::new(),
+            // The tree of a copy read from seq 1; one starting later has no root to show.
+            tree: after.is_none().then(chainship_tlog::CompactRange::default),
+            checkpoints: VecDeque::new(),
+            checkpoints_trusted: 0,
+            matched_roots: 0,
+        }
+    }
+
+    /// A trusted head, handed on before the copy's record at its seq.
+    pub fn add_head(&mut self, head: Head) {
+        let floor = self.start.map_or(0, |a| a.seq);
+        if head.seq < floor {
+            return;
+        }
+        if head.seq == floor {
+            if let Some(start) = self.start.filter(|a| a.hash != head.hash) {
                 let mut f = finding(
                     Kind::Fork,
                     Some(floor),
@@ -83,39 +162,32 @@ impl ExportCheck {
                 );
                 f.expected = Some(head.hash_str().to_owned());
                 f.found = Some(start.hash_str().to_owned());
-                findings.push(f);
+                self.note(f);
             }
+            return;
         }
-        let heads: HashMap<u64, Head> = heads.iter().filter(|h| h.seq > floor).map(|h| (h.seq, *h)).collect();
-        ExportCheck {
-            origin: origin.to_owned(),
-            covered: heads.len(),
-            heads,
-            matched: Vec::new(),
-            last: after.map(|h| (h.seq, h.hash)),
-            start: after,
-            recent: HashMap::new(),
-            order: VecDeque::new(),
-            missing: BTreeMap::new(),
-            records: 0,
-            identical_duplicates: 0,
-            findings,
-            tree: None,
-            root_sizes: VecDeque::new(),
-            roots: Vec::new(),
+        if self.heads.contains_key(&(head.seq, head.hash)) {
+            return;
+        }
+        self.covered += 1;
+        if self.read_to_end && self.last.is_none_or(|(end, _)| head.seq > end) {
+            self.judge_unheld(head, self.last.map_or(0, |(end, _)| end));
+            return;
+        }
+        self.heads.insert((head.seq, head.hash), head);
+        // Handed on late, after its record: matched at once.
+        if let Some(seen) = self.recent.get(&head.seq).copied() {
+            self.match_head(head.seq, seen.hash);
         }
     }
 
-    /// Also computes the copy's tree root at each of `sizes` (the trusted
-    /// checkpoints), for a copy read from seq 1.
-    pub fn with_roots(mut self, mut sizes: Vec<u64>) -> Self {
-        sizes.sort_unstable();
-        sizes.dedup();
-        if self.start.is_none() && !sizes.is_empty() {
-            self.tree = Some(chainship_tlog::CompactRange::default());
-            self.root_sizes = sizes.into();
+    /// A trusted checkpoint, handed on before the copy's record at its size.
+    pub fn add_checkpoint(&mut self, size: u64, root: chainship_tlog::Hash) {
+        self.checkpoints_trusted += 1;
+        if self.tree.as_ref().is_some_and(|t| t.size() < size) && self.checkpoints.back().is_none_or(|(s, _)| *s < size)
+        {
+            self.checkpoints.push_back((size, root));
         }
-        self
     }
 
     /// Extends the tree with the next record in order, or stops it.
@@ -125,17 +197,35 @@ impl ExportCheck {
         };
         if !in_order || tree.size() + 1 != seq {
             self.tree = None;
+            self.checkpoints.clear();
             return;
         }
         tree.push_leaf(chainship_tlog::leaf_hash(hash));
-        while let Some(size) = self.root_sizes.front().copied().filter(|s| *s <= seq) {
-            self.root_sizes.pop_front();
-            if size == seq {
-                self.roots.push((size, tree.root()));
-            }
+        // The root only where a checkpoint is due (hashing it per record would cost).
+        if self.checkpoints.front().is_none_or(|(s, _)| *s > seq) {
+            return;
         }
-        if self.root_sizes.is_empty() {
-            self.tree = None;
+        let ours = tree.root();
+        while let Some((size, root)) = self.checkpoints.front().copied().filter(|(s, _)| *s <= seq) {
+            self.checkpoints.pop_front();
+            if size != seq {
+                continue;
+            }
+            if ours == root {
+                self.matched_roots += 1;
+            } else {
+                let (ours, theirs) = (chainship_tlog::hash_b64(&ours), chainship_tlog::hash_b64(&root));
+                let mut f = finding(
+                    Kind::Fork,
+                    Some(size),
+                    format!(
+                        "checkpoint {size}: the copy's first {size} hashes have root {ours}, the checkpoint {theirs}"
+                    ),
+                );
+                f.expected = Some(theirs);
+                f.found = Some(ours);
+                self.note(f);
+            }
         }
     }
 
@@ -146,14 +236,7 @@ impl ExportCheck {
     }
 
     fn remember(&mut self, seq: u64, seen: Seen) {
-        if self.recent.insert(seq, seen).is_none() {
-            self.order.push_back(seq);
-            if self.order.len() > WINDOW
-                && let Some(old) = self.order.pop_front()
-            {
-                self.recent.remove(&old);
-            }
-        }
+        self.recent.insert(seq, seen);
     }
 
     fn hash_before(&self, seq: u64) -> Option<Vec<u8>> {
@@ -178,9 +261,12 @@ impl ExportCheck {
                     .push(finding(Kind::Altered, Some(record.seq), format!("{}: {e}", where_())));
                 self.feed_checked(record, where_, false);
             }
-            Err(e) => self
-                .findings
-                .push(finding(Kind::Altered, None, format!("{}: not a record: {e}", where_()))),
+            Err(e) => {
+                // Not a record: trust ends where the copy stood when it came.
+                let at = self.last.map_or(1, |(s, _)| s.saturating_add(1));
+                self.unplaced = Some(self.unplaced.map_or(at, |u| u.min(at)));
+                self.note(finding(Kind::Altered, None, format!("{}: not a record: {e}", where_())));
+            }
         }
     }
 
@@ -195,12 +281,12 @@ impl ExportCheck {
         self.records += 1;
         if r.origin != self.origin {
             let msg = format!("{}: a record of origin {:?} (seq {})", where_(), r.origin, r.seq);
-            self.findings.push(finding(Kind::Foreign, Some(r.seq), msg));
+            self.note(finding(Kind::Foreign, Some(r.seq), msg));
             return;
         }
         let (Some(hash), Some(prev)) = (to_hash(&r.hash), PrevHash::parse(r.prev_hash.as_bytes())) else {
             let msg = format!("{}: seq {} has a malformed hash or prev_hash", where_(), r.seq);
-            self.findings.push(finding(Kind::Altered, Some(r.seq), msg));
+            self.note(finding(Kind::Altered, Some(r.seq), msg));
             return;
         };
         let content = r.expected_hash();
@@ -212,7 +298,7 @@ impl ExportCheck {
             );
             f.expected = Some(String::from_utf8_lossy(&content).into_owned());
             f.found = Some(r.hash.to_string());
-            self.findings.push(f);
+            self.note(f);
             // It still holds its place in the copy: go on checking the order and links.
         }
         let seen = Seen { hash, prev, content };
@@ -237,12 +323,12 @@ impl ExportCheck {
                         f.expected = Some(String::from_utf8_lossy(&earlier.hash).into_owned());
                         f.found = Some(r.hash.to_string());
                     }
-                    self.findings.push(f);
+                    self.note(f);
                 }
                 return;
             }
             if self.fill_missing(r.seq) {
-                self.findings.push(finding(
+                self.note(finding(
                     Kind::Reordered,
                     Some(r.seq),
                     format!("{}: seq {} comes after a later seq", where_(), r.seq),
@@ -251,7 +337,7 @@ impl ExportCheck {
                 self.remember(r.seq, seen);
                 self.match_head(r.seq, hash);
             } else {
-                self.findings.push(finding(
+                self.note(finding(
                     Kind::Reordered,
                     Some(r.seq),
                     format!("{}: seq {} comes far after later seqs", where_(), r.seq),
@@ -276,11 +362,59 @@ impl ExportCheck {
             );
             f.expected = Some(String::from_utf8_lossy(&expected_prev).into_owned());
             f.found = Some(r.prev_hash.to_string());
-            self.findings.push(f);
+            self.note(f);
         }
         self.last = Some((r.seq, hash));
         self.remember(r.seq, seen);
         self.match_head(r.seq, hash);
+        self.settle_behind();
+    }
+
+    /// Heads far behind the copy's position that it never held: a late
+    /// record that far back is no longer taken in order, so they are judged
+    /// now and let go (what keeps a copy with a long gap in bounded memory).
+    fn settle_behind(&mut self) {
+        let Some((position, _)) = self.last else { return };
+        let horizon = position.saturating_sub(WINDOW as u64);
+        while let Some(key) = self
+            .heads
+            .first_key_value()
+            .map(|(k, _)| *k)
+            .filter(|(s, _)| *s < horizon)
+        {
+            let head = self.heads.remove(&key).expect("just seen");
+            self.judge_unheld(head, position);
+        }
+    }
+
+    /// A trusted head whose seq the copy does not hold: in a gap, the gap's
+    /// finding names it; past the copy's end, the copy is cut.
+    fn judge_unheld(&mut self, head: Head, end: u64) {
+        if head.seq <= end && self.in_missing(head.seq) {
+            return;
+        }
+        let kind = if head.seq > end { Kind::Cut } else { Kind::Gap };
+        if kind == Kind::Cut && self.findings.iter().any(|f| f.kind == Kind::Cut && f.seq.is_some()) {
+            self.more_past_end += 1;
+            return;
+        }
+        let mut f = finding(
+            kind,
+            Some(head.seq),
+            format!(
+                "the copy does not hold seq {} of the kept head {head} (it ends at seq {end})",
+                head.seq
+            ),
+        );
+        f.expected = Some(head.hash_str().to_owned());
+        self.note(f);
+    }
+
+    fn in_missing(&self, seq: u64) -> bool {
+        self.missing
+            .range(..=seq)
+            .next_back()
+            .is_some_and(|(_, end)| seq <= *end)
     }
 
     /// Removes `seq` from the missing ranges; false if it was not missing.
@@ -309,7 +443,7 @@ impl ExportCheck {
             .get(&(seq + 1))
             .is_none_or(|n| *n.prev.as_bytes() == seen.hash[..]);
         if !before_ok || !after_ok {
-            self.findings.push(finding(
+            self.note(finding(
                 Kind::Altered,
                 Some(seq),
                 format!("{}: seq {} does not link to its neighbours", where_(), seq),
@@ -318,9 +452,19 @@ impl ExportCheck {
     }
 
     fn match_head(&mut self, seq: u64, hash: HexHash) {
-        if let Some(head) = self.heads.remove(&seq) {
+        let at_seq: Vec<(u64, HexHash)> = self
+            .heads
+            .range((seq, [0; 64])..=(seq, [u8::MAX; 64]))
+            .map(|(k, _)| *k)
+            .collect();
+        for key in at_seq {
+            let head = self.heads.remove(&key).expect("just seen");
             if head.hash == hash {
-                self.matched.push(head);
+                self.matched.push(seq);
+                self.matched_recent.push_back(head);
+                if self.matched_recent.len() > RECENT_HEADS {
+                    self.matched_recent.pop_front();
+                }
             } else {
                 let mut f = finding(
                     Kind::Fork,
@@ -329,59 +473,93 @@ impl ExportCheck {
                 );
                 f.expected = Some(head.hash_str().to_owned());
                 f.found = Some(String::from_utf8_lossy(&hash).into_owned());
-                self.findings.push(f);
+                self.note(f);
             }
         }
     }
 
     /// Ends the check: reports what is still missing and heads past the
-    /// copy's end, and returns the last trusted head.
-    pub fn finish(&mut self) -> Option<Head> {
-        for (&start, &end) in &self.missing {
+    /// copy's end, and returns the last trusted head: the highest the copy
+    /// matched below its first problem (`lookup` reads a head's hash again
+    /// when it is no longer at hand).
+    pub fn finish(&mut self, lookup: &mut dyn FnMut(u64) -> Option<Head>) -> Option<Head> {
+        self.close();
+        self.last_trusted(None, lookup)
+    }
+
+    /// Ends the check: what is still missing and the heads past the copy's
+    /// end become findings.
+    pub fn close(&mut self) {
+        let end = self.last.map_or(0, |(s, _)| s);
+        let pending = std::mem::take(&mut self.heads);
+        for head in pending.into_values() {
+            self.judge_unheld(head, end);
+        }
+        if self.more_past_end > 0
+            && let Some(cut) = self
+                .findings
+                .iter_mut()
+                .find(|f| f.kind == Kind::Cut && f.seq.is_some())
+        {
+            cut.message += &format!(", nor those of {} later kept head(s)", self.more_past_end);
+        }
+        let gaps: Vec<(u64, u64)> = self.missing.iter().map(|(a, b)| (*a, *b)).collect();
+        for (start, end) in gaps {
             let msg = if start == end {
                 format!("seq {start} is missing")
             } else {
                 format!("seqs {start} to {end} are missing")
             };
-            self.findings.push(finding(Kind::Gap, Some(start), msg));
+            self.note(finding(Kind::Gap, Some(start), msg));
         }
-        let end = self.last.map_or(0, |(s, _)| s);
-        let mut beyond: Vec<Head> = self.heads.values().copied().collect();
-        beyond.sort_by_key(|h| h.seq);
-        for head in beyond {
-            let kind = if head.seq > end { Kind::Cut } else { Kind::Gap };
-            let mut f = finding(
-                kind,
-                Some(head.seq),
+        if self.more_findings > 0 {
+            let first = self.findings.iter().filter_map(|f| f.seq).min();
+            self.findings.push(finding(
+                Kind::Altered,
+                first,
                 format!(
-                    "the copy does not hold seq {} of the kept head {head} (it ends at seq {end})",
-                    head.seq
+                    "and {} more finding(s) like those above, not listed (at most {MAX_FINDINGS} are kept)",
+                    self.more_findings
                 ),
-            );
-            f.expected = Some(head.hash_str().to_owned());
-            if kind == Kind::Cut
-                || !self
-                    .findings
-                    .iter()
-                    .any(|g| g.kind == Kind::Gap && g.seq <= Some(head.seq))
-            {
-                self.findings.push(f);
-            }
+            ));
         }
         self.findings.sort_by_key(|f| (f.seq, f.kind));
+    }
+
+    /// The highest head the copy matched below every finding that ends
+    /// trust, and below `limit` (the store's own such findings, for one rule
+    /// with `anchor verify`). After [`ExportCheck::close`].
+    pub fn last_trusted(&self, limit: Option<u64>, lookup: &mut dyn FnMut(u64) -> Option<Head>) -> Option<Head> {
         let first_error = self
             .findings
             .iter()
-            .filter(|f| f.kind != Kind::Cut)
+            .filter(|f| f.kind.ends_trust())
             .filter_map(|f| f.seq)
+            .chain(self.unplaced)
+            .chain(limit)
             .min()
             .unwrap_or(u64::MAX);
-        let unseq_error = self.findings.iter().any(|f| f.seq.is_none());
-        self.matched
+        let seq = self.matched.iter().copied().filter(|s| *s < first_error).max()?;
+        self.matched_recent
             .iter()
-            .filter(|h| h.seq < first_error && !unseq_error)
-            .max_by_key(|h| h.seq)
+            .find(|h| h.seq == seq)
             .copied()
+            .or_else(|| lookup(seq))
+    }
+
+    /// Keeps a finding, up to [`MAX_FINDINGS`]; past that they are counted
+    /// (a copy of millions of bad records must not hold millions of findings).
+    fn note(&mut self, f: Finding) {
+        if self.findings.len() < MAX_FINDINGS {
+            self.findings.push(f);
+        } else {
+            self.more_findings += 1;
+        }
+    }
+
+    /// The copy is read to its end: heads handed on from now are past it.
+    pub fn read_to_end(&mut self) {
+        self.read_to_end = true;
     }
 
     /// The highest seq the copy holds.
@@ -413,11 +591,14 @@ mod tests {
     type Outcome = (Vec<(Kind, Option<u64>)>, Option<u64>, u64);
 
     fn check(lines: &[String], heads: &[Head]) -> Outcome {
-        let mut c = ExportCheck::new("o", heads, None);
+        let mut c = ExportCheck::new("o", None);
+        for h in heads {
+            c.add_head(*h);
+        }
         for l in lines {
             c.feed_line(l.as_bytes(), &|| "copy".into());
         }
-        let last = c.finish();
+        let last = c.finish(&mut |_| None);
         (
             c.findings.iter().map(|f| (f.kind, f.seq)).collect(),
             last.map(|h| h.seq),
@@ -499,11 +680,14 @@ mod tests {
         let good = chain(10);
         let heads = [head(&good, 2), head(&good, 4), head(&good, 8)];
         let run = |after: Head| {
-            let mut c = ExportCheck::new("o", &heads, Some(after));
+            let mut c = ExportCheck::new("o", Some(after));
+            for h in &heads {
+                c.add_head(*h);
+            }
             for l in &good[4..] {
                 c.feed_line(l.as_bytes(), &|| "copy".into());
             }
-            let last = c.finish();
+            let last = c.finish(&mut |_| None);
             let found: Vec<_> = c.findings.iter().map(|f| (f.kind, f.seq)).collect();
             (found, last.map(|h| h.seq), c.heads_covered())
         };

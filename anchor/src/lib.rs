@@ -4,14 +4,18 @@
 //! [`note`]), signing keys ([`keys`]), the write-once anchor stores kept in
 //! another trust domain ([`store`]: `file:DIR`, `s3://BUCKET/PREFIX`),
 //! publishing one head ([`publish`]) and judging a database or a copy
-//! against every kept head ([`audit`]); and the transparency log beside
+//! against every kept head ([`stream_audit`], one pass for every verifier;
+//! a copy through [`copy_audit`]); and the transparency log beside
 //! the heads: signed C2SP checkpoints ([`checkpoint`]), tiles published
 //! write-once ([`log_publish`]) and judged ([`log_audit`]). When to publish is the follower's
 //! business; this crate only knows how.
 
 pub mod audit;
 pub mod checkpoint;
+pub mod copy_audit;
 pub mod cosignature;
+pub mod db_audit;
+pub mod db_ranges;
 pub mod export_check;
 pub mod keys;
 pub mod log_audit;
@@ -24,6 +28,7 @@ pub mod stream_audit;
 pub mod tile_audit;
 pub mod tile_reader;
 pub mod url;
+pub mod went_backwards;
 
 pub use audit::{Finding, HeadSet, Kind};
 pub use keys::SignerKey;

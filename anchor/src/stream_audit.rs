@@ -32,6 +32,7 @@ use crate::log_audit::{CosignAudit, Uncosigned, judge_cosigned, judge_uncosigned
 use crate::note::VerifierKey;
 use crate::store::{AnchorStore, Below, CHECKPOINTS_DIR, COSIGNED_DIR, NameKey, StoreError, StoredNote};
 use crate::tile_reader::{TileError, TileReader};
+use crate::went_backwards::WentBackwards;
 
 /// Notes fetched at once (in flight: [`FETCHES_IN_FLIGHT`]).
 const CHUNK: usize = 256;
@@ -47,6 +48,27 @@ pub trait Judge {
     /// The root of the database's first `size` stored hashes (`size` at
     /// most [`Judge::tree_end`]).
     fn root_at(&mut self, size: u64) -> Result<Option<Hash>, StoreError>;
+}
+
+/// Where trusted heads and checkpoints go when the truth they are judged
+/// against is a copy read alongside the pass (`verify-export`, `restore`,
+/// `diff`): each is handed on in seq order as the pass trusts it, so the
+/// copy's check holds only those near its own position.
+pub trait TrustedSink {
+    /// A trusted head (one per seq: the first the pass trusted there).
+    fn head(&mut self, head: Head);
+    /// A trusted checkpoint (one per size), after the pass judged its tree.
+    fn checkpoint(&mut self, size: u64, root: Hash);
+}
+
+/// What the kept heads and checkpoints are judged against.
+pub enum Against<'a> {
+    /// The database, through its walk.
+    Database(&'a mut dyn Judge),
+    /// A copy read alongside: trusted heads and checkpoints are handed on.
+    Copy(&'a mut dyn TrustedSink),
+    /// Nothing but the store itself (`anchor verify --no-db`).
+    Store,
 }
 
 /// What a previous clean run verified (`--state`).
@@ -161,6 +183,8 @@ pub struct StreamAudit {
     pub matched_database: usize,
     pub cosign: Option<CosignAudit>,
     pub findings: Vec<Finding>,
+    /// Findings past [`MAX_FINDINGS`], counted.
+    pub more_findings: u64,
     /// Without a database: the seqs of the trusted heads, to find the
     /// highest below every finding.
     trusted_seqs: Vec<u64>,
@@ -291,6 +315,7 @@ struct Previous {
 struct Pass<'a> {
     input: &'a StreamInput<'a>,
     judge: Option<&'a mut dyn Judge>,
+    sink: Option<&'a mut dyn TrustedSink>,
     out: StreamAudit,
     sweep: Option<TreeSweep>,
     reader: TileReader<'a>,
@@ -301,8 +326,8 @@ struct Pass<'a> {
     /// The first trusted head at the current seq, and its source.
     at_seq: Option<(Head, String)>,
     last_judged: Option<Head>,
-    /// `(seq, published ms, name)` of every trusted note, for the went-backwards rule.
-    published: Vec<(u64, u64, NameKey)>,
+    /// The went-backwards rule, fed every trusted note's publication.
+    backwards: WentBackwards,
     cosigned: Feed,
     candidates: Vec<Uncosigned>,
     cosign: Option<CosignAudit>,
@@ -317,8 +342,13 @@ struct Pass<'a> {
 pub async fn audit<'a>(
     input: &'a StreamInput<'a>,
     listing: Listing,
-    judge: Option<&'a mut dyn Judge>,
+    against: Against<'a>,
 ) -> Result<StreamAudit, StoreError> {
+    let (judge, sink) = match against {
+        Against::Database(judge) => (Some(judge), None),
+        Against::Copy(sink) => (None, Some(sink)),
+        Against::Store => (None, None),
+    };
     let (store, origin) = (input.store, input.origin);
     let mut out = StreamAudit::default();
     let newest = newest_checkpoint(input, &listing.checkpoints).await?;
@@ -339,6 +369,7 @@ pub async fn audit<'a>(
     let mut pass = Pass {
         input,
         judge,
+        sink,
         out,
         sweep,
         reader: TileReader::new(store, origin),
@@ -354,7 +385,7 @@ pub async fn audit<'a>(
         db_candidate: None,
         at_seq: input.since.map(|s| (s.head, format!("the state file {}", s.source))),
         last_judged: None,
-        published: Vec::new(),
+        backwards: WentBackwards::default(),
         cosigned: Feed::new(Vec::new(), Some(COSIGNED_DIR)),
         candidates: Vec::new(),
         cosign: input.witness.map(|_| CosignAudit::default()),
@@ -375,9 +406,11 @@ pub async fn audit<'a>(
         let tiles = crate::tile_audit::audit_tiles(store, origin, &newest, from).await?;
         pass.out.tiles_audited = tiles.objects;
         pass.tiles_damaged = tiles.newest_damaged;
-        pass.out.findings.extend(tiles.findings);
+        for f in tiles.findings {
+            pass.out.note(f);
+        }
         if tiles.more > 0 {
-            pass.out.findings.push(finding(
+            pass.out.note(finding(
                 Kind::TilesDisagree,
                 Some(newest.size),
                 format!("and {} more tile(s) or bundle(s) like those above", tiles.more),
@@ -410,7 +443,7 @@ pub async fn audit<'a>(
     if let Some(newest) = newest.as_ref().filter(|_| newest_has_head)
         && let Some(f) = crate::log_audit::audit_pointer(store, origin, input.keys, newest).await?
     {
-        pass.out.findings.push(f);
+        pass.out.note(f);
     }
     pass.finish().await
 }
@@ -462,7 +495,7 @@ impl Pass<'_> {
     fn since_still_kept(&mut self, since: &Since, listing: &Listing) {
         let state = format!("the state file {}", since.source);
         if !listing.heads.iter().any(|k| k.seq == since.head.seq) {
-            self.out.findings.push(finding(
+            self.out.note(finding(
                 Kind::HeadsDisagree,
                 Some(since.head.seq),
                 format!(
@@ -478,7 +511,7 @@ impl Pass<'_> {
         if let (Some(then), Some(now)) = (since.notes_below, listing.heads_below)
             && then != now
         {
-            self.out.findings.push(finding(
+            self.out.note(finding(
                 Kind::HeadsDisagree,
                 Some(since.head.seq),
                 format!(
@@ -504,7 +537,7 @@ impl Pass<'_> {
                 } else {
                     Kind::CheckpointMissing
                 };
-                self.out.findings.push(finding(
+                self.out.note(finding(
                     kind,
                     Some(*size),
                     format!(
@@ -518,7 +551,7 @@ impl Pass<'_> {
         if let Some((size, _, _)) = &since.checkpoint
             && !listing.checkpoints.iter().any(|k| k.seq == *size)
         {
-            self.out.findings.push(finding(
+            self.out.note(finding(
                 Kind::CheckpointMissing,
                 Some(*size),
                 format!(
@@ -538,7 +571,9 @@ impl Pass<'_> {
             .and_then(NameKey::from_note_name)
             .unwrap_or(NameKey { seq: 0, beside: 0 });
         let set = audit::check_notes(std::slice::from_ref(&note), self.input.origin, self.input.keys);
-        self.out.findings.extend(set.findings);
+        for f in set.findings {
+            self.out.note(f);
+        }
         for t in set.trusted {
             self.trusted_head(&t, key)?;
         }
@@ -551,7 +586,7 @@ impl Pass<'_> {
         match &self.at_seq {
             Some((first, source)) if first.seq == head.seq => {
                 if first.hash != head.hash {
-                    self.out.findings.push(Finding {
+                    self.out.note(Finding {
                         kind: Kind::HeadsDisagree,
                         seq: Some(head.seq),
                         message: format!("two heads for seq {}: {source} and {}", head.seq, t.source),
@@ -571,7 +606,7 @@ impl Pass<'_> {
             if self.out.newest_published.is_none_or(|(n, _)| p >= n) {
                 self.out.newest_published = Some((p, head));
             }
-            self.published.push((head.seq, millis(p), key));
+            self.backwards.note(head.seq, millis(p), key);
         }
         if let Some(c) = self.candidates.last_mut()
             && c.size == head.seq
@@ -597,7 +632,10 @@ impl Pass<'_> {
                     .findings
                     .extend(audit::head_finding(&head, &check, Some(t.source.clone()), None)),
             },
-            None => self.out.trusted_seqs.push(head.seq),
+            None => match self.sink.as_mut() {
+                Some(sink) => sink.head(head),
+                None => self.out.trusted_seqs.push(head.seq),
+            },
         }
         // Once checkpoints began, every head has its own.
         if let Some(first) = self.first_cp
@@ -605,7 +643,7 @@ impl Pass<'_> {
         {
             let last_cp = self.prev_cp.as_ref().map(|p| p.size);
             if last_cp != Some(head.seq) {
-                self.out.findings.push(finding(
+                self.out.note(finding(
                     Kind::CheckpointMissing,
                     Some(head.seq),
                     format!(
@@ -620,7 +658,7 @@ impl Pass<'_> {
                 && sweep.last_leaf.is_some_and(|leaf| leaf != leaf_hash(&head.hash))
             {
                 let source = self.prev_cp.as_ref().map(|p| p.source.clone());
-                self.out.findings.push(Finding {
+                self.out.note(Finding {
                     kind: Kind::HeadsDisagree,
                     seq: Some(head.seq),
                     message: format!("head {head} is not the last entry of checkpoint {}'s tree", head.seq),
@@ -640,7 +678,7 @@ impl Pass<'_> {
         let read = match trusted_checkpoint(&note.bytes, self.input.keys, origin, size_in_name, &source) {
             Ok(read) => read,
             Err(f) => {
-                self.out.findings.push(*f);
+                self.out.note(*f);
                 return Ok(());
             }
         };
@@ -673,11 +711,19 @@ impl Pass<'_> {
         if !below_state {
             self.out.checkpoints_trusted += 1;
             let consistent = self.judge_root(&cp, &source).await?;
+            // One the newest tree does not vouch for is compared with the
+            // database on its own (as a copy's check compares every one).
+            if !consistent {
+                self.compare_with_database(size, cp.root, &source)?;
+            }
             if let Some(judge) = self.judge.as_ref()
                 && size <= judge.tree_end()
             {
                 let so_far = self.db_candidate.as_ref().map_or(0, |c| c.3) + usize::from(consistent);
                 self.db_candidate = Some((size, cp.root, source.clone(), so_far));
+            }
+            if let Some(sink) = self.sink.as_mut() {
+                sink.checkpoint(size, cp.root);
             }
             self.prev_cp = Some(Previous {
                 size,
@@ -688,6 +734,33 @@ impl Pass<'_> {
             self.first_cp.get_or_insert(size);
         }
         self.witnessed(&cp, source).await
+    }
+
+    /// A trusted checkpoint's root against the database's first `size`
+    /// hashes: another root is a `fork`. True when they match.
+    fn compare_with_database(&mut self, size: u64, root: Hash, source: &str) -> Result<bool, StoreError> {
+        let Some(judge) = self.judge.as_mut().filter(|j| size <= j.tree_end()) else {
+            return Ok(false);
+        };
+        Ok(match judge.root_at(size)? {
+            Some(db_root) if db_root == root => true,
+            Some(db_root) => {
+                self.out.note(Finding {
+                    kind: Kind::Fork,
+                    seq: Some(size),
+                    message: format!(
+                        "checkpoint {size}: the database's first {size} hashes have root {}, the checkpoint {}",
+                        hash_b64(&db_root),
+                        hash_b64(&root)
+                    ),
+                    expected: Some(hash_b64(&root)),
+                    found: Some(hash_b64(&db_root)),
+                    source: Some(source.to_owned()),
+                });
+                false
+            }
+            None => false,
+        })
     }
 
     /// The checkpoint's root against the newest tree, or (where that
@@ -732,12 +805,12 @@ impl Pass<'_> {
             Ok(root) if root == cp.root => true,
             Ok(root) => {
                 let message = format!("its tiles give root {}", hash_b64(&root));
-                self.out.findings.push(tiles_disagree(message));
+                self.out.note(tiles_disagree(message));
                 false
             }
             Err(TileError::Store(e)) => return Err(e),
             Err(e) => {
-                self.out.findings.push(tiles_disagree(e.to_string()));
+                self.out.note(tiles_disagree(e.to_string()));
                 false
             }
         };
@@ -745,7 +818,7 @@ impl Pass<'_> {
         // those disagree with the rest (the tile audit names which), and the
         // signer is not to blame. Pairwise from here on.
         let level0_disagree = |out: &mut StreamAudit| {
-            out.findings.push(tiles_disagree(
+            out.note(tiles_disagree(
                 "the level-0 tiles do not give this root, though its other tiles do".into(),
             ))
         };
@@ -772,11 +845,11 @@ impl Pass<'_> {
                     "no consistency proof from size {} in the store's tiles, which are damaged (see the tile findings): a fork cannot be told from the damage",
                     prev.size
                 );
-                self.out.findings.push(tiles_disagree(message));
+                self.out.note(tiles_disagree(message));
                 Ok(false)
             }
             Ok(_) => {
-                self.out.findings.push(finding(
+                self.out.note(finding(
                     Kind::CheckpointFork,
                     Some(cp.size),
                     format!(
@@ -790,7 +863,7 @@ impl Pass<'_> {
             Err(TileError::Store(e)) => Err(e),
             Err(e) => {
                 let message = format!("no consistency proof from size {}: {e}", prev.size);
-                self.out.findings.push(tiles_disagree(message));
+                self.out.note(tiles_disagree(message));
                 Ok(false)
             }
         }
@@ -842,24 +915,25 @@ impl Pass<'_> {
 
     async fn finish(mut self) -> Result<StreamAudit, StoreError> {
         let origin = self.input.origin;
-        self.went_backwards();
-        if let (Some(judge), Some((size, root, source, consistent))) = (self.judge.as_mut(), self.db_candidate.take()) {
-            match judge.root_at(size)? {
-                Some(db_root) if db_root == root => self.out.matched_database = consistent,
-                Some(db_root) => self.out.findings.push(Finding {
-                    kind: Kind::Fork,
-                    seq: Some(size),
-                    message: format!(
-                        "checkpoint {size}: the database's first {size} hashes have root {}, the checkpoint {}",
-                        hash_b64(&db_root),
-                        hash_b64(&root)
-                    ),
-                    expected: Some(hash_b64(&root)),
-                    found: Some(hash_b64(&db_root)),
-                    source: Some(source),
-                }),
-                None => {}
-            }
+        for f in std::mem::take(&mut self.backwards.findings) {
+            self.out.note(f);
+        }
+        if self.out.more_findings > 0 {
+            let first = self.out.findings.iter().filter_map(|f| f.seq).min();
+            self.out.findings.push(finding(
+                Kind::BadSignature,
+                first,
+                format!(
+                    "and {} more finding(s) about the store's notes, not listed (at most {MAX_FINDINGS} are kept)",
+                    self.out.more_findings
+                ),
+                None,
+            ));
+        }
+        if let Some((size, root, source, consistent)) = self.db_candidate.take()
+            && self.compare_with_database(size, root, &source)?
+        {
+            self.out.matched_database = consistent;
         }
         if let (Some(mut cosign), Some((policy, grace))) = (self.cosign.take(), self.input.witness) {
             if self.out.checkpoints_trusted == 0 && self.prev_cp.is_none() {
@@ -879,55 +953,22 @@ impl Pass<'_> {
         }
         Ok(self.out)
     }
-
-    /// A head published after a head of a higher seq: the log went
-    /// backwards. Judged from the end, against the earliest publication
-    /// of any higher seq.
-    fn went_backwards(&mut self) {
-        let mut earliest_above: Option<(u64, u64, NameKey)> = None;
-        let mut flagged = Vec::new();
-        let mut i = self.published.len();
-        while i > 0 {
-            // Every note of one seq is judged against the higher seqs only.
-            let seq = self.published[i - 1].0;
-            let start = self.published[..i]
-                .iter()
-                .rposition(|p| p.0 != seq)
-                .map_or(0, |p| p + 1);
-            for &(s, at, key) in &self.published[start..i] {
-                if let Some((hs, hat, hkey)) = earliest_above
-                    && at > hat
-                {
-                    flagged.push((s, at, key, hs, hat, hkey));
-                }
-            }
-            for &(s, at, key) in &self.published[start..i] {
-                if earliest_above.is_none_or(|(_, hat, _)| at < hat) {
-                    earliest_above = Some((s, at, key));
-                }
-            }
-            i = start;
-        }
-        let time =
-            |ms: u64| humantime::format_rfc3339_millis(SystemTime::UNIX_EPOCH + Duration::from_millis(ms)).to_string();
-        for (s, at, key, hs, hat, hkey) in flagged.into_iter().rev() {
-            self.out.findings.push(finding(
-                Kind::HeadsDisagree,
-                Some(s),
-                format!(
-                    "head at seq {s} ({}) published {} has a lower seq than the head at seq {hs} ({}) published earlier ({}): the log went backwards",
-                    key.note_name(),
-                    time(at),
-                    hkey.note_name(),
-                    time(hat)
-                ),
-                Some(key.note_name()),
-            ));
-        }
-    }
 }
 
+/// Findings kept at most; the rest are counted (a store planted with a
+/// million junk notes must not cost a million findings of memory).
+pub const MAX_FINDINGS: usize = 10_000;
+
 impl StreamAudit {
+    /// Keeps a finding, up to [`MAX_FINDINGS`].
+    fn note(&mut self, f: Finding) {
+        if self.findings.len() < MAX_FINDINGS {
+            self.findings.push(f);
+        } else {
+            self.more_findings += 1;
+        }
+    }
+
     /// Without a database: the highest trusted head below every finding, read again for its hash.
     pub async fn finish_no_db(
         &mut self,
@@ -935,25 +976,43 @@ impl StreamAudit {
         origin: &str,
         keys: &[VerifierKey],
     ) -> Result<(), StoreError> {
-        let lowest = self.findings.iter().filter_map(|f| f.seq).min();
+        let lowest = self
+            .findings
+            .iter()
+            .filter(|f| f.kind.ends_trust())
+            .filter_map(|f| f.seq)
+            .min();
         let below = self.trusted_seqs.iter().rev().find(|s| lowest.is_none_or(|l| **s < l));
         let Some(&seq) = below else {
             return Ok(());
         };
-        for key in store
-            .note_keys(origin, seq)
-            .await?
-            .into_iter()
-            .take_while(|k| k.seq == seq)
-        {
-            if let Some(note) = store.get_note(origin, key).await?
-                && let Some(t) = audit::check_notes(&[note], origin, keys).trusted.pop()
-            {
-                self.last_trusted = Some(t.signed.head);
-                self.last_trusted_published = t.signed.published_time();
-                return Ok(());
-            }
+        if let Some((head, published)) = trusted_head_at(store, origin, keys, seq).await? {
+            self.last_trusted = Some(head);
+            self.last_trusted_published = published;
         }
         Ok(())
     }
+}
+
+/// The head a trusted key signed at `seq`, read again from the store, with
+/// when it was published (for a last trusted head known only by its seq).
+pub async fn trusted_head_at(
+    store: &dyn AnchorStore,
+    origin: &str,
+    keys: &[VerifierKey],
+    seq: u64,
+) -> Result<Option<(Head, Option<SystemTime>)>, StoreError> {
+    for key in store
+        .note_keys(origin, seq)
+        .await?
+        .into_iter()
+        .take_while(|k| k.seq == seq)
+    {
+        if let Some(note) = store.get_note(origin, key).await?
+            && let Some(t) = audit::check_notes(&[note], origin, keys).trusted.pop()
+        {
+            return Ok(Some((t.signed.head, t.signed.published_time())));
+        }
+    }
+    Ok(None)
 }

@@ -4,7 +4,8 @@
 //! (`SEQ:HASH`, [`head`]), the settable table and column names ([`schema`]),
 //! reading the events table read-only and in bounded pages ([`db`],
 //! [`read_ahead`], waking on writes: [`change_watch`]), the rule that decides where a chain breaks ([`check`]), walking a whole
-//! database against kept heads ([`walk`]) and
+//! database against kept heads ([`walk`]), the exact invalid ranges past a
+//! break ([`ranges`]) and
 //! the JSON record every sink ships, in chainship's own shape or a SIEM's
 //! (OCSF, ECS) carrying it whole, read back in any of them ([`record`]), the
 //! payload fields and event times the run rules and the SIEM mapping read
@@ -21,6 +22,7 @@ pub mod head;
 pub mod held;
 pub mod origin;
 pub mod payload;
+pub mod ranges;
 pub mod read_ahead;
 pub mod record;
 pub mod schema;
@@ -35,6 +37,7 @@ pub use hash::{HexHash, PrevHash, event_hash};
 pub use head::{Head, HeadParseError};
 pub use held::HeldCheck;
 pub use origin::origin_segment;
+pub use ranges::{InvalidRange, RangeClassifier, RangeKind, Vouch};
 pub use read_ahead::{ReadAhead, ReadPlan, Recycler, Waited};
 pub use schema::{AGENTRT_EVENTS_TABLE, Schema, SchemaError};
 pub use walk::{HeadCheck, TreeGroups, WalkPlan, WalkReport, walk_chain};

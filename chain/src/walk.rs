@@ -342,13 +342,14 @@ fn segments(after: u64, through: Option<u64>, plan: &WalkPlan, align_to_groups: 
     let total = through - after;
     let count = (total / least).clamp(1, jobs);
     let align = if align_to_groups { GROUP } else { 1 };
-    let len = total.div_ceil(count).div_ceil(align) * align;
+    // Saturating: a kept name near u64::MAX must not wrap the range to nothing.
+    let len = total.div_ceil(count).div_ceil(align).saturating_mul(align);
     (0..count)
-        .map(|k| after + k * len)
+        .map(|k| after.saturating_add(k.saturating_mul(len)))
         .filter(|start| *start < through)
         .map(|start| SegmentRange {
             after: start,
-            through: Some((start + len).min(through)),
+            through: Some(start.saturating_add(len).min(through)),
         })
         .collect()
 }
@@ -548,4 +549,30 @@ fn sorted(heads: &[Head]) -> Vec<Head> {
     let mut heads = heads.to_vec();
     heads.sort_by_key(|h| h.seq);
     heads
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kept name near u64::MAX (anyone can plant one) stretches the walk's
+    /// range: its segments must still cover it, never wrap to nothing.
+    #[test]
+    fn segments_near_the_top_of_the_seq_range_still_cover_it() {
+        for jobs in [1, 2, 5] {
+            let plan = WalkPlan {
+                jobs,
+                ..WalkPlan::default()
+            };
+            for align in [false, true] {
+                let through = u64::MAX - 3;
+                let segs = segments(0, Some(through), &plan, align);
+                assert_eq!(segs.first().map(|s| s.after), Some(0), "jobs {jobs}");
+                assert_eq!(segs.last().and_then(|s| s.through), Some(through), "jobs {jobs}");
+                for w in segs.windows(2) {
+                    assert_eq!(w[0].through, Some(w[1].after), "jobs {jobs}: {segs:?}");
+                }
+            }
+        }
+    }
 }

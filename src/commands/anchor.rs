@@ -1,13 +1,14 @@
 //! `chainship anchor verify` and `chainship anchor list`: the auditor's view
 //! of the kept heads.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use chainship_anchor::audit::{self, HeadSet};
+use chainship_anchor::db_audit::{self, DbAudit, DbVerdict};
 use chainship_anchor::store::CHECKPOINTS_DIR;
-use chainship_anchor::stream_audit::{self, Judge, Since, StreamInput};
+use chainship_anchor::stream_audit::{self, StreamInput};
 use chainship_anchor::{Kind, StoreError, VerifierKey};
-use chainship_chain::{EventDb, Head, HeadCheck, WalkPlan, WalkReport, walk_chain};
+use chainship_chain::{EventDb, WalkPlan, WalkReport, walk_chain};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
@@ -156,70 +157,38 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
     } else {
         Some(walk_database(args, listing.highest_seq())?)
     };
-    let mut judge = walked.as_ref().map(|(report, db)| DbJudge { report, db });
-    let mut audit = runtime
-        .block_on(stream_audit::audit(
-            &input,
+    let verdict = runtime
+        .block_on(db_audit::audit_database(
+            &DbAudit {
+                input: &input,
+                walked: walked.as_ref().map(|(r, db)| (r, db)),
+                max_age: args.max_age,
+                allow_no_heads: args.allow_no_heads,
+            },
             listing,
-            judge.as_mut().map(|j| j as &mut dyn Judge),
         ))
         .map_err(|e| CliError::from_kind(&e))?;
     let report = walked.as_ref().map(|(r, _)| r);
-    let mut findings = audit.findings.clone();
-    let mut warnings = Vec::new();
-    if let Some(c) = &audit.cosign {
-        findings.extend(c.findings.iter().cloned());
-        warnings.extend(c.waiting.iter().cloned());
-    }
-    if let Some(r) = report {
-        findings.extend(audit::break_findings(r, audit.after_break));
-        if let (Some(since), Some(judge)) = (since, judge.as_mut()) {
-            findings.extend(state_head_finding(since, judge, r)?);
-        }
-    }
-    if let Some(max_age) = args.max_age {
-        let stale = match audit.published_in_future.clone() {
-            Some(future) => Some(future),
-            None => {
-                // An incremental run that read no new head still knows the state's.
-                let newest = audit
-                    .newest_published
-                    .or_else(|| since.and_then(|s| s.head_published.map(|p| (p, s.head))));
-                audit::stale_finding(newest.as_ref().map(|(p, h)| (*p, h)), max_age, SystemTime::now())
-            }
-        };
-        findings.extend(stale);
-    }
-    // Without a database a head is checked by its signature and its place in
-    // the tree; with one, by the database holding it.
-    let checked = match report {
-        Some(_) => audit.heads_checked,
-        None => audit.heads_checked + audit.checkpoints_trusted,
-    };
-    match audit::no_trusted_head(origin, checked, "") {
-        Some(_) if args.allow_no_heads => warnings.push(format!(
-            "{}: no head was checked, only the chain itself (--allow-no-heads)",
-            audit::no_head_text(origin, "")
-        )),
-        Some(f) => findings.push(f),
-        None => {}
-    }
-    findings.sort_by_key(|f| (f.kind, f.seq));
-    if report.is_none() {
-        runtime
-            .block_on(audit.finish_no_db(store.as_ref(), origin, &keys))
-            .map_err(|e| CliError::from_kind(&e))?;
-    }
-    let last_trusted = audit
-        .last_trusted
-        .filter(|h| report.is_some() || !findings.iter().any(|f| f.seq.is_some_and(|s| s <= h.seq)));
+    let DbVerdict {
+        audit,
+        findings,
+        warnings,
+        ranges,
+        last_trusted,
+        last_trusted_published,
+        invalid_from,
+        checked,
+    } = verdict;
     // What the invalid range touches: its runs, and side effects to reconcile.
-    let touched = match (report.and_then(affected::invalid_from), args.rules.touched()?) {
+    let touched = match (invalid_from, args.rules.touched()?) {
         (Some(from), Some(touched)) => {
             let open = args.db.open_options().map_err(|e| CliError::from_kind(&e))?;
             let db = EventDb::open(args.db.path()?, &open)?;
             let to = db.head().ok().flatten().map_or(from, |(s, _)| s);
-            Some(affected::scan_db(&db, from, to, touched))
+            Some(match &ranges {
+                Some(ranges) => affected::scan_ranges(&db, ranges, touched),
+                None => affected::scan_db(&db, from, to, touched),
+            })
         }
         _ => None,
     };
@@ -259,6 +228,7 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
                 "findings": findings.iter().map(report::finding_json).collect::<Vec<_>>(),
                 "last_trusted_head": last_trusted.map(|h| json!({"seq": h.seq, "hash": h.hash_str()})),
                 "affected": touched.as_ref().map(affected::json),
+                "invalid_ranges": ranges.as_ref().map(|rs| rs.iter().map(affected::range_json).collect::<Vec<_>>()),
             })
         );
     } else {
@@ -314,7 +284,7 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
     }
     job.findings(&findings);
     job.last_trusted_seq = last_trusted.map(|h| h.seq);
-    job.last_trusted_published = last_trusted.and(audit.last_trusted_published);
+    job.last_trusted_published = last_trusted_published;
     job.events_checked = report.map_or(0, |r| r.checked);
     job.heads_checked = checked as u64;
     if findings.is_empty()
@@ -343,7 +313,7 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
                 origin,
                 store: &store.describe(),
                 head,
-                head_published: audit.last_trusted_published,
+                head_published: last_trusted_published,
                 checkpoint,
                 newest_cosigned: cosigns.and_then(|c| c.newest_cosigned),
                 notes_below: counted.0,
@@ -352,81 +322,6 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
         )?;
     }
     Ok(if findings.is_empty() { OK } else { FAILED })
-}
-
-/// The head the state file says was verified must still be what the
-/// database holds: a finding naming the state file when it is not.
-fn state_head_finding(
-    since: &Since,
-    judge: &mut DbJudge<'_>,
-    report: &WalkReport,
-) -> Result<Option<chainship_anchor::Finding>, CliError> {
-    let check = judge.judge(&since.head).map_err(|e| CliError::from_kind(&e))?;
-    let (kind, now) = match &check {
-        HeadCheck::Matched => return Ok(None),
-        HeadCheck::Differs { found } => (Kind::Fork, format!("holds hash {found} at that seq")),
-        HeadCheck::Beyond { db_end } => (Kind::Cut, format!("ends at seq {}", db_end.unwrap_or(0))),
-        HeadCheck::AfterBreak | HeadCheck::BeforeRange { .. } => (
-            Kind::Altered,
-            format!(
-                "breaks at seq {} before it",
-                audit::break_position(report).unwrap_or(since.head.seq)
-            ),
-        ),
-    };
-    Ok(Some(chainship_anchor::Finding {
-        kind,
-        seq: Some(since.head.seq),
-        message: format!(
-            "the state file {} records head {} as verified by a previous run; the database now {now}",
-            since.source, since.head
-        ),
-        expected: Some(since.head.hash_str().to_owned()),
-        found: None,
-        source: Some(since.source.clone()),
-    }))
-}
-
-/// The database as the stream audit sees it: the walk's verdict (where the
-/// chain breaks, how far it is intact) and a lookup of each head's seq.
-struct DbJudge<'a> {
-    report: &'a WalkReport,
-    db: &'a EventDb,
-}
-
-impl Judge for DbJudge<'_> {
-    fn judge(&mut self, head: &Head) -> Result<HeadCheck, StoreError> {
-        if audit::break_position(self.report).is_some_and(|b| head.seq >= b) {
-            return Ok(HeadCheck::AfterBreak);
-        }
-        let end = self.report.last_good.map(|h| h.seq);
-        if end.is_none_or(|e| head.seq > e) {
-            return Ok(HeadCheck::Beyond { db_end: end });
-        }
-        let stored = self.db.hash_at(head.seq).map_err(db_error)?;
-        Ok(match stored {
-            Some(hash) if hash == head.hash => HeadCheck::Matched,
-            Some(hash) => HeadCheck::Differs {
-                found: String::from_utf8_lossy(&hash).into_owned(),
-            },
-            None => HeadCheck::Beyond { db_end: end },
-        })
-    }
-
-    fn tree_end(&self) -> u64 {
-        self.report.tree.as_ref().map_or(0, |t| t.end())
-    }
-
-    fn root_at(&mut self, size: u64) -> Result<Option<chainship_tlog::Hash>, StoreError> {
-        match &self.report.tree {
-            Some(tree) => tree.root_at(self.db, size).map_err(db_error),
-            None => Ok(None),
-        }
-    }
-}
-
-fn db_error(e: chainship_chain::DbError) -> StoreError {
-    StoreError::permanent(e.to_string())
 }
 
 /// Walks the whole database (at least to `reach`, the highest kept seq),

@@ -333,6 +333,7 @@ fn affected_of(c: &Comparison) -> Option<Affected> {
     Some(Affected {
         from,
         to,
+        ranges: Vec::new(),
         touched: t.clone(),
         note: None,
     })
@@ -532,6 +533,8 @@ fn to_json(args: &DiffArgs, o: &CopyOutcome, c: &Comparison, head: u64, differen
     let mut doc = json!({
         "status": if different { "different" } else { "same" },
         "copy": trusted_copy::json_fields(&args.copy.source, o),
+        // The copy's verdict, where every verifier puts its findings.
+        "findings": o.findings.iter().map(crate::report::finding_json).collect::<Vec<_>>(),
         "database": {"path": args.db.db.as_ref().map(|p| p.display().to_string()), "head_seq": head},
         "counts": {
             "same": c.same,

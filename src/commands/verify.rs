@@ -89,7 +89,10 @@ fn affected_range(
     options: &chainship_chain::OpenOptions,
     report: &WalkReport,
 ) -> Result<Option<Affected>, CliError> {
-    let (Some(from), Some(touched)) = (affected::invalid_from(report), args.rules.touched()?) else {
+    let (Some(from), Some(touched)) = (
+        chainship_anchor::db_audit::walk_invalid_from(report),
+        args.rules.touched()?,
+    ) else {
         return Ok(None);
     };
     let db = EventDb::open(args.db.path()?, options)?;

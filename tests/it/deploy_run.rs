@@ -20,6 +20,11 @@ use yaml_rust2::{Yaml, YamlLoader};
 
 use crate::common::*;
 
+/// The shipped deployments all follow origin `prod-eu1/agentrt` into the one
+/// test broker, so their Kafka transactional ids are one: run at once, each
+/// would fence the other. One deployment at a time.
+static ONE_DEPLOYMENT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
 }
@@ -208,6 +213,7 @@ fn shell(command: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_compose_stack_runs_as_shipped_read_only_database_other_users_probes() {
     crate::readonly_db::require_root("running the Compose services as shipped");
+    let _one = ONE_DEPLOYMENT.lock().await;
     let _services = services().await;
     require_default_ports();
     let compose = yaml("docker-compose.yml").remove(0);
@@ -269,7 +275,13 @@ async fn the_compose_stack_runs_as_shipped_read_only_database_other_users_probes
     );
     let db = audit_db.join("audit.db");
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !db.exists() || db_head(&db).split(':').next().unwrap().parse::<u64>().unwrap_or(0) < 150 {
+    // The writer makes the table before its first event: no row yet is 0.
+    let written = |db: &Path| {
+        rusqlite::Connection::open(db)
+            .and_then(|c| c.query_row("SELECT COALESCE(MAX(seq), 0) FROM events", [], |r| r.get::<_, i64>(0)))
+            .unwrap_or(0)
+    };
+    while !db.exists() || written(&db) < 150 {
         assert!(writer.try_wait().unwrap().is_none(), "the writer stopped");
         assert!(Instant::now() < deadline, "the writer wrote nothing");
         std::thread::sleep(Duration::from_millis(200));
@@ -441,6 +453,7 @@ impl Container<'_> {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_kubernetes_pod_and_cronjob_run_as_shipped_users_mounts_probes() {
     crate::readonly_db::require_root("running the Kubernetes containers as shipped");
+    let _one = ONE_DEPLOYMENT.lock().await;
     let _services = services().await;
     require_default_ports();
     let docs = yaml("deploy/kubernetes/chainship.yaml");
@@ -621,6 +634,7 @@ fn setfacl(args: &[&str], path: &Path) {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_systemd_units_run_as_shipped_read_only_paths_state_directory_credentials() {
     crate::readonly_db::require_root("running the systemd units as shipped");
+    let _one = ONE_DEPLOYMENT.lock().await;
     let _services = services().await;
     require_default_ports();
     let follow = unit("deploy/systemd/chainship-follow.service");

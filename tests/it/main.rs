@@ -22,6 +22,7 @@ mod follow_file;
 mod hardening_follow;
 mod hardening_store;
 mod hardening_verify;
+mod one_verdict;
 mod operator_checks;
 mod operator_paths;
 mod ops;

@@ -407,14 +407,23 @@ fn an_altered_range_names_its_runs_and_the_side_effects_to_reconcile() {
             .iter()
             .any(|r| r["run_id"] == run_id.as_str())
     );
-    // The altered start is read as the database now holds it; the runs around it keep theirs.
-    let (next, next_run, _, next_tool) = tool_start_after(&s.db, seq + 1);
+    // The invalid range is that one event (the checkpoint's leaves and the
+    // heads vouch for the rest): its run alone, and no side effect after it.
+    assert_eq!(
+        (json["affected"]["to"].as_u64(), json["affected"]["events"].as_u64()),
+        (Some(seq), Some(1)),
+        "{}",
+        json["affected"]
+    );
+    assert_eq!(json["affected"]["runs"].as_array().unwrap().len(), 1);
+    let (next, _, _, next_tool) = tool_start_after(&s.db, seq + 1);
     let listed = json["affected"]["side_effects"].as_array().unwrap();
+    assert!(listed.iter().all(|e| e["seq"] != next), "{listed:?}");
+    // The altered start is read as the database now holds it (tool "x").
     assert!(
-        listed.iter().any(|e| e["seq"] == next
-            && e["run_id"] == next_run.as_str()
-            && e["tool"] == next_tool.as_str()
-            && e["needs_reconciliation"] == true),
+        listed
+            .iter()
+            .any(|e| e["seq"] == seq && e["run_id"] == run_id.as_str() && e["tool"] == "x"),
         "{listed:?}"
     );
     let text = run(&[
@@ -430,7 +439,7 @@ fn an_altered_range_names_its_runs_and_the_side_effects_to_reconcile() {
         &s.verifier,
     ]);
     assert!(stdout(&text).contains("needs reconciliation:"), "{}", stdout(&text));
-    assert!(stdout(&text).contains(&format!("run {next_run}")), "{}", stdout(&text));
+    assert!(stdout(&text).contains(&format!("run {run_id}")), "{}", stdout(&text));
 
     // verify names the same range; a read-only tool is no side effect.
     let out = run(&[

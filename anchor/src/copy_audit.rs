@@ -1,0 +1,554 @@
+//! The verdict on an exported copy (`verify-export`, `restore`, `diff`):
+//! the store judged by the same pass as `anchor verify`
+//! ([`crate::stream_audit`], so one store gets one set of findings whoever
+//! reads it), and the copy's records checked against the heads and
+//! checkpoints that pass trusts, handed on in seq order as the copy reaches
+//! them ([`ExportCheck`]). Memory follows the copy's window and the pass's
+//! chunk, not the number of heads kept.
+//!
+//! The caller wires the two together: the pass runs on its own thread and
+//! sends what it trusts through a [`channel`]; the copy's reader feeds each
+//! line to [`CopyCheck::feed_line`], which takes from the channel what
+//! lies at or below the line's seq first. [`CopyCheck::finish`] gives the
+//! [`CopyOutcome`].
+
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::time::SystemTime;
+
+use chainship_chain::Head;
+use chainship_chain::record::Record;
+use chainship_tlog::merkle::Hash;
+
+use crate::audit::{self, Finding, Kind};
+use crate::export_check::ExportCheck;
+use crate::stream_audit::{StreamAudit, TrustedSink};
+
+/// How far the copy is expected to reach back, and what passes.
+#[derive(Clone, Copy, Debug)]
+pub struct CopyExpectations {
+    /// The copy starts after this trusted head instead of at seq 1.
+    pub after: Option<Head>,
+    /// Pass with no trusted head to compare with (a warning instead).
+    pub allow_no_heads: bool,
+    /// Records after the last trusted head a pass allows (a warning); more is a finding.
+    pub max_unvouched: u64,
+}
+
+/// What `--max-unvouched` allows by default: the records one default
+/// `--anchor-interval` (10 s) leaves unanchored at 1,000 events a second.
+pub const DEFAULT_MAX_UNVOUCHED: u64 = 10_000;
+
+impl Default for CopyExpectations {
+    fn default() -> Self {
+        CopyExpectations {
+            after: None,
+            allow_no_heads: false,
+            max_unvouched: DEFAULT_MAX_UNVOUCHED,
+        }
+    }
+}
+
+/// What reading and checking a copy found.
+#[derive(Debug)]
+pub struct CopyOutcome {
+    pub origin: Option<String>,
+    pub records: u64,
+    pub end_seq: Option<u64>,
+    pub identical_duplicates: u64,
+    /// Head notes kept, and those a trusted key signed for this origin.
+    pub kept: usize,
+    pub trusted: usize,
+    /// Trusted heads the copy was compared with (those above `after`).
+    pub checked: usize,
+    /// Trusted checkpoints, and how many the copy's tree matched.
+    pub checkpoints: usize,
+    pub matched_roots: usize,
+    pub findings: Vec<Finding>,
+    pub warnings: Vec<String>,
+    /// The highest trusted head the copy matches with nothing wrong below it.
+    pub last_trusted: Option<Head>,
+    /// When that head was published.
+    pub last_trusted_published: Option<SystemTime>,
+    /// The copy's records after the last trusted head, as `(first, last)`
+    /// seq: intact as a chain, but vouched for by no signed head.
+    pub unvouched: Option<(u64, u64)>,
+}
+
+impl CopyOutcome {
+    /// How many records the copy holds after its last trusted head.
+    pub fn unvouched_count(&self) -> u64 {
+        self.unvouched.map_or(0, |(a, b)| b - a + 1)
+    }
+
+    /// The unvouched tail in words, if there is one.
+    pub fn unvouched_text(&self) -> Option<String> {
+        self.unvouched.map(|(a, b)| unvouched_text(a, b))
+    }
+
+    /// A copy refused before reading it: one finding, nothing else checked.
+    pub fn refused(origin: Option<String>, kind: Kind, message: String) -> Self {
+        CopyOutcome {
+            origin,
+            records: 0,
+            end_seq: None,
+            identical_duplicates: 0,
+            kept: 0,
+            trusted: 0,
+            checked: 0,
+            checkpoints: 0,
+            matched_roots: 0,
+            last_trusted_published: None,
+            findings: vec![plain(kind, None, message, None)],
+            warnings: Vec::new(),
+            last_trusted: None,
+            unvouched: None,
+        }
+    }
+
+    /// The first seq of the copy that cannot be trusted: the lowest seq a
+    /// finding names (for a fork at a kept head, the seq after the last
+    /// trusted head: the copy forked somewhere after it). `None` when the
+    /// copy is whole, or its findings name no seq it holds (a cut, a bad
+    /// signature).
+    pub fn invalid_from(&self) -> Option<u64> {
+        self.findings
+            .iter()
+            .filter_map(|f| match f.kind {
+                Kind::Fork => Some(self.last_trusted.map_or(1, |h| h.seq + 1)),
+                Kind::Altered | Kind::Gap | Kind::Duplicate | Kind::Reordered | Kind::Foreign => f.seq,
+                _ => None,
+            })
+            .min()
+    }
+}
+
+/// Records `first..=last` past the last trusted head, in words.
+fn unvouched_text(first: u64, last: u64) -> String {
+    format!(
+        "{} record(s) after the last trusted head (seq {first}..{last}) are not vouched for by any head",
+        last - first + 1
+    )
+}
+
+fn plain(kind: Kind, seq: Option<u64>, message: String, source: Option<String>) -> Finding {
+    Finding {
+        kind,
+        seq,
+        message,
+        expected: None,
+        found: None,
+        source,
+    }
+}
+
+/// What the store pass trusts, in seq order.
+#[derive(Debug)]
+pub enum Voucher {
+    Head(Head),
+    Checkpoint { size: u64, root: Hash },
+}
+
+impl Voucher {
+    fn seq(&self) -> u64 {
+        match self {
+            Voucher::Head(h) => h.seq,
+            Voucher::Checkpoint { size, .. } => *size,
+        }
+    }
+}
+
+/// The pass's end of the channel: a [`TrustedSink`] that sends on. A send
+/// blocks while the copy is far behind (the channel's bound is the
+/// backpressure), and is dropped once the copy's reader is gone.
+pub struct VoucherSender(SyncSender<Voucher>);
+
+impl TrustedSink for VoucherSender {
+    fn head(&mut self, head: Head) {
+        let _ = self.0.send(Voucher::Head(head));
+    }
+    fn checkpoint(&mut self, size: u64, root: Hash) {
+        let _ = self.0.send(Voucher::Checkpoint { size, root });
+    }
+}
+
+/// A channel from the store pass to the copy's check.
+pub fn channel() -> (VoucherSender, Receiver<Voucher>) {
+    let (tx, rx) = sync_channel(4096);
+    (VoucherSender(tx), rx)
+}
+
+/// The copy's side: each line checked against what the pass trusts at or
+/// below its seq.
+pub struct CopyCheck {
+    origin: String,
+    check: ExportCheck,
+    vouchers: Option<Receiver<Voucher>>,
+    next: Option<Voucher>,
+    /// The pass finished (or is gone): nothing more will come.
+    drained: bool,
+}
+
+impl CopyCheck {
+    pub fn new(origin: &str, expect: &CopyExpectations, vouchers: Receiver<Voucher>) -> Self {
+        CopyCheck {
+            origin: origin.to_owned(),
+            check: ExportCheck::new(origin, expect.after),
+            vouchers: Some(vouchers),
+            next: None,
+            drained: false,
+        }
+    }
+
+    /// Takes in what the pass trusts up to `seq` (waiting for the pass to
+    /// get there).
+    fn take_vouchers(&mut self, seq: u64) {
+        loop {
+            if self.next.is_none() && !self.drained {
+                match self.vouchers.as_ref().map(Receiver::recv) {
+                    Some(Ok(v)) => self.next = Some(v),
+                    _ => self.drained = true,
+                }
+            }
+            match self.next.take() {
+                Some(v) if v.seq() <= seq => match v {
+                    Voucher::Head(h) => self.check.add_head(h),
+                    Voucher::Checkpoint { size, root } => self.check.add_checkpoint(size, root),
+                },
+                other => {
+                    self.next = other;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Checks one line of the copy; `each` gets every record of this origin
+    /// that parses (duplicates and all: the caller keeps what it needs).
+    pub fn feed_line(&mut self, line: &[u8], place: &dyn Fn() -> String, each: &mut dyn FnMut(&Record<'_>)) {
+        match Record::parse(line) {
+            Ok(record) => {
+                if record.origin == self.origin {
+                    self.take_vouchers(record.seq);
+                }
+                self.check.feed(&record, place);
+                // Another origin's records are named by the check, never used.
+                if record.origin == self.origin {
+                    each(&record);
+                }
+            }
+            Err(_) => self.check.feed_line(line, place),
+        }
+    }
+
+    /// Reading the copy failed: the pass's sends fail from now on, so it
+    /// ends instead of waiting for a reader that is gone.
+    pub fn abandon(&mut self) {
+        self.vouchers = None;
+        self.drained = true;
+    }
+
+    /// The copy is read: the rest of what the pass trusts lies past its end.
+    pub fn end_of_copy(&mut self) {
+        self.check.read_to_end();
+        self.take_vouchers(u64::MAX);
+    }
+
+    /// The verdict, once the copy is read ([`CopyCheck::end_of_copy`]) and
+    /// the pass is done: `audit` is the pass's, `strays` the records of this
+    /// origin found where a consumer would read them but they do not belong
+    /// (`(records, place)`), `narrowed` what the reader could not cover.
+    /// `lookup` reads a trusted head again by seq, with its publication time.
+    pub fn finish(
+        mut self,
+        audit: StreamAudit,
+        expect: &CopyExpectations,
+        strays: &[(u64, String)],
+        narrowed: &[String],
+        lookup: &mut dyn FnMut(u64) -> Option<(Head, Option<SystemTime>)>,
+    ) -> CopyOutcome {
+        self.end_of_copy();
+        let origin = self.origin.clone();
+        let check = &mut self.check;
+        check.close();
+        // The copy's own: what its records vouch for, and so its unvouched tail.
+        let own = check.last_trusted(None, &mut |seq| lookup(seq).map(|(h, _)| h));
+        // Trust also ends at the store's findings that end it, as for `anchor verify`.
+        let limit = audit
+            .findings
+            .iter()
+            .filter(|f| f.kind.ends_trust())
+            .filter_map(|f| f.seq)
+            .min();
+        let last_trusted = match (own, limit) {
+            (Some(h), Some(l)) if h.seq >= l => check.last_trusted(limit, &mut |seq| lookup(seq).map(|(h, _)| h)),
+            _ => own,
+        };
+        let mut findings: Vec<Finding> = audit.findings.clone();
+        let mut warnings = Vec::new();
+        if let Some(c) = &audit.cosign {
+            findings.extend(c.findings.iter().cloned());
+        }
+        // What a consumer reads where this origin's records do not belong.
+        for (records, place) in strays {
+            findings.push(plain(
+                Kind::ForeignPartition,
+                None,
+                format!("{records} record(s) of origin {origin:?} on {place}: a SIEM reading the topic ingests them"),
+                Some(place.clone()),
+            ));
+        }
+        findings.extend(check.findings.iter().cloned());
+        if check.identical_duplicates > 0 {
+            warnings.push(format!(
+                "duplicate: {} identical record(s) delivered more than once (drop them by seq)",
+                check.identical_duplicates
+            ));
+        }
+        if let Some(c) = &audit.cosign {
+            warnings.extend(c.waiting.iter().cloned());
+        }
+        warnings.extend(narrowed.iter().cloned());
+        // A copy compared with no trusted head proved nothing against one.
+        let what = expect
+            .after
+            .map_or(String::new(), |a| format!("above --after seq {}", a.seq));
+        match audit::no_trusted_head(&origin, check.heads_covered(), &what) {
+            Some(_) if expect.allow_no_heads => warnings.push(format!(
+                "{}: no head was checked, only the copy's own chain (--allow-no-heads)",
+                audit::no_head_text(&origin, &what)
+            )),
+            Some(f) => findings.push(f),
+            None => {}
+        }
+        // An empty copy vouches for nothing, whatever else was (not) compared.
+        if check.records == 0 && !findings.iter().any(|f| f.kind == Kind::Cut) {
+            findings.push(plain(
+                Kind::Cut,
+                None,
+                format!("the copy holds no record of origin {origin:?}: nothing was checked"),
+                None,
+            ));
+        }
+        // Records past the last trusted head: a chain no signed head covers yet.
+        let end = check.end();
+        let unvouched = match (own, end) {
+            (Some(h), Some(end)) if end > h.seq => Some((h.seq + 1, end)),
+            _ => None,
+        };
+        if let Some((first, last)) = unvouched {
+            let text = unvouched_text(first, last);
+            if last - first + 1 > expect.max_unvouched {
+                findings.push(plain(
+                    Kind::Unvouched,
+                    Some(first),
+                    format!("{text} (more than --max-unvouched {})", expect.max_unvouched),
+                    None,
+                ));
+            } else {
+                warnings.push(text);
+            }
+        }
+        findings.sort_by_key(|f| (f.seq, f.kind));
+        let last_trusted_published = last_trusted.and_then(|h| lookup(h.seq)).and_then(|(_, p)| p);
+        CopyOutcome {
+            unvouched,
+            origin: Some(origin),
+            records: check.records,
+            end_seq: check.end(),
+            identical_duplicates: check.identical_duplicates,
+            kept: audit.heads_kept,
+            trusted: audit.heads_trusted,
+            checked: check.heads_covered(),
+            checkpoints: check.checkpoints_trusted,
+            matched_roots: check.matched_roots,
+            findings,
+            warnings,
+            last_trusted_published,
+            last_trusted,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The copy's verdict end to end against the in-memory store: the same
+    //! pass `anchor verify` runs, handing on what it trusts.
+
+    use super::*;
+    use crate::checkpoint::Checkpoint;
+    use crate::keys::SignerKey;
+    use crate::log_publish::{advance_pointer, publish_checkpoint, put_tiles};
+    use crate::publish::publish_head;
+    use crate::store::AnchorStore;
+    use crate::store::memory::MemoryStore;
+    use crate::stream_audit::{self, Against, StreamInput};
+    use crate::test_run as run;
+    use chainship_chain::event_hash;
+    use chainship_tlog::tiles::TileBuilder;
+
+    /// A chain of `n` records of origin "o" as a copy holds them.
+    fn chain(n: u64) -> Vec<String> {
+        let mut prev = String::new();
+        (1..=n)
+            .map(|seq| {
+                let payload = format!("{{\"n\":{seq}}}");
+                let h = event_hash(prev.as_bytes(), seq, b"r", b"", b"t", b"k", payload.as_bytes());
+                let hash = String::from_utf8(h.to_vec()).unwrap();
+                let line = serde_json::json!({"origin":"o","seq":seq,"run_id":"r","step_id":"","at":"t","type":"k","payload_json":payload,"hash":hash,"prev_hash":prev}).to_string();
+                prev = hash;
+                line
+            })
+            .collect()
+    }
+
+    fn hash_of(line: &str) -> String {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        v["hash"].as_str().unwrap().to_owned()
+    }
+
+    /// A store as the follower leaves it: at each of `at`, the tiles, a
+    /// checkpoint and a head (and the pointer at the newest).
+    fn store_for(lines: &[String], at: &[u64], key: &SignerKey) -> MemoryStore {
+        let store = MemoryStore::default();
+        let keys = std::slice::from_ref(key);
+        let mut builder = TileBuilder::default();
+        let mut done = 0;
+        for &size in at {
+            let mut tiles = Vec::new();
+            for line in &lines[done as usize..size as usize] {
+                builder.push(hash_of(line).as_bytes(), &mut tiles);
+            }
+            done = size;
+            tiles.extend(builder.partial_tiles());
+            let cp = Checkpoint {
+                origin: "o".into(),
+                size,
+                root: builder.root(),
+            };
+            let head: Head = format!("{size}:{}", hash_of(&lines[size as usize - 1]))
+                .parse()
+                .unwrap();
+            run(async {
+                put_tiles(&store, "o", &tiles).await.unwrap();
+                publish_checkpoint(&store, keys, &cp).await.unwrap();
+                advance_pointer(&store, "o", &[key.verifier()], size, &cp.sign(keys))
+                    .await
+                    .unwrap();
+                publish_head(&store, keys, "o", head).await.unwrap();
+            });
+        }
+        store
+    }
+
+    /// The verdict on `lines` against `store` (the pass first, its vouchers
+    /// queued, then the copy: what the threads do, one after the other).
+    fn verdict(store: &MemoryStore, key: &SignerKey, lines: &[String]) -> CopyOutcome {
+        let keys = [key.verifier()];
+        let input = StreamInput {
+            store,
+            origin: "o",
+            keys: &keys,
+            witness: None,
+            since: None,
+            every_tile: true,
+        };
+        let mut queued = Vec::new();
+        struct Queue<'a>(&'a mut Vec<Voucher>);
+        impl TrustedSink for Queue<'_> {
+            fn head(&mut self, head: Head) {
+                self.0.push(Voucher::Head(head));
+            }
+            fn checkpoint(&mut self, size: u64, root: Hash) {
+                self.0.push(Voucher::Checkpoint { size, root });
+            }
+        }
+        let audit = run(async {
+            let listing = stream_audit::list(&input).await.unwrap();
+            stream_audit::audit(&input, listing, Against::Copy(&mut Queue(&mut queued)))
+                .await
+                .unwrap()
+        });
+        let (tx, rx) = std::sync::mpsc::channel();
+        for v in queued {
+            tx.send(v).unwrap();
+        }
+        drop(tx);
+        let expect = CopyExpectations::default();
+        let mut check = CopyCheck::new("o", &expect, rx);
+        for line in lines {
+            check.feed_line(line.as_bytes(), &|| "copy".into(), &mut |_| {});
+        }
+        let mut lookup = |seq: u64| run(stream_audit::trusted_head_at(store, "o", &keys, seq)).unwrap();
+        check.finish(audit, &expect, &[], &[], &mut lookup)
+    }
+
+    fn kinds(o: &CopyOutcome) -> Vec<(Kind, Option<u64>)> {
+        o.findings.iter().map(|f| (f.kind, f.seq)).collect()
+    }
+
+    #[test]
+    fn an_intact_copy_matches_every_head_and_checkpoint() {
+        let key = SignerKey::generate("o").unwrap();
+        let lines = chain(700);
+        let store = store_for(&lines, &[100, 300, 600], &key);
+        let o = verdict(&store, &key, &lines);
+        assert_eq!(kinds(&o), vec![]);
+        assert_eq!(o.last_trusted.map(|h| h.seq), Some(600));
+        assert_eq!((o.checked, o.checkpoints, o.matched_roots), (3, 3, 3));
+        assert_eq!(o.unvouched, Some((601, 700)));
+        assert!(o.last_trusted_published.is_some());
+    }
+
+    /// The store's damage is the store pass's finding, whichever truth the
+    /// heads are held to: a flipped byte in a full level-0 tile is
+    /// `tiles-disagree` for a copy too (it once passed here).
+    #[test]
+    fn a_damaged_tile_is_named_for_an_intact_copy() {
+        let key = SignerKey::generate("o").unwrap();
+        let lines = chain(600);
+        let store = store_for(&lines, &[300, 600], &key);
+        let mut tile = run(store.get_object("o", "tile/0/001")).unwrap().unwrap();
+        tile[5] ^= 1;
+        store.plant_object("o", "tile/0/001", &tile);
+        let o = verdict(&store, &key, &lines);
+        assert!(
+            kinds(&o).iter().all(|(k, _)| *k == Kind::TilesDisagree),
+            "{:?}",
+            o.findings
+        );
+        assert!(!o.findings.is_empty());
+    }
+
+    /// A copy cut short of many kept heads: one `cut`, naming how many more.
+    #[test]
+    fn heads_past_the_copys_end_are_one_finding() {
+        let key = SignerKey::generate("o").unwrap();
+        let lines = chain(400);
+        let at: Vec<u64> = (1..=40).map(|i| i * 10).collect();
+        let store = store_for(&lines, &at, &key);
+        let o = verdict(&store, &key, &lines[..95]);
+        assert_eq!(kinds(&o), vec![(Kind::Cut, Some(100))]);
+        assert!(
+            o.findings[0].message.contains("nor those of 30 later kept head(s)"),
+            "{}",
+            o.findings[0].message
+        );
+        assert_eq!(o.last_trusted.map(|h| h.seq), Some(90));
+    }
+
+    /// A changed record and a record left out: named at their seqs, the
+    /// copy's root differs from the checkpoints after them, and the last
+    /// trusted head is the one below the first.
+    #[test]
+    fn a_changed_and_a_missing_record_are_named() {
+        let key = SignerKey::generate("o").unwrap();
+        let lines = chain(300);
+        let store = store_for(&lines, &[100, 200, 300], &key);
+        let mut copy = lines.clone();
+        copy[149] = copy[149].replace(r#"\"n\":150}"#, r#"\"n\":151}"#);
+        copy.remove(249);
+        let o = verdict(&store, &key, &copy);
+        assert_eq!(kinds(&o), vec![(Kind::Altered, Some(150)), (Kind::Gap, Some(250))]);
+        assert_eq!(o.last_trusted.map(|h| h.seq), Some(100));
+    }
+}

@@ -1,0 +1,353 @@
+//! The verdict on a database (`anchor verify`): the store pass
+//! ([`crate::stream_audit`]) with each kept head judged against the
+//! database's walk, the exact invalid ranges past a break or fork
+//! ([`crate::db_ranges`]), and the rules that close a run: a stale log, no
+//! head checked, the last trusted head and where trust ends. The CLI walks
+//! the database (with its progress bar), calls [`audit_database`] and
+//! renders the [`DbVerdict`].
+
+use std::time::{Duration, SystemTime};
+
+use chainship_chain::{EventDb, Head, HeadCheck, InvalidRange, WalkReport};
+
+use crate::audit::{self, Finding, Kind};
+use crate::db_ranges::{self, RangeInput};
+use crate::store::StoreError;
+use crate::stream_audit::{self, Against, Judge, Listing, Since, StreamAudit, StreamInput};
+
+/// What to judge, beyond the store pass's input.
+pub struct DbAudit<'a> {
+    pub input: &'a StreamInput<'a>,
+    /// The database's walk and a connection for lookups; `None`: the store alone.
+    pub walked: Option<(&'a WalkReport, &'a EventDb)>,
+    /// The newest trusted head must be younger than this.
+    pub max_age: Option<Duration>,
+    /// Pass with no trusted head to compare with (a warning instead).
+    pub allow_no_heads: bool,
+}
+
+/// The verdict: findings (sorted by kind and seq), and what was covered.
+#[derive(Debug)]
+pub struct DbVerdict {
+    pub audit: StreamAudit,
+    pub findings: Vec<Finding>,
+    pub warnings: Vec<String>,
+    /// The exact invalid ranges, when the walk broke or a head contradicts it.
+    pub ranges: Option<Vec<InvalidRange>>,
+    /// The highest trusted head below every finding that ends trust
+    /// ([`Kind::ends_trust`]), and when it was published.
+    pub last_trusted: Option<Head>,
+    pub last_trusted_published: Option<SystemTime>,
+    /// The first seq not vouched for, when something is wrong with the chain.
+    pub invalid_from: Option<u64>,
+    /// Heads judged (against the database; without one, heads and checkpoints).
+    pub checked: usize,
+}
+
+/// Judges the store and the database (see the module doc).
+pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdict, StoreError> {
+    let input = a.input;
+    let since = input.since;
+    let mut judge = a.walked.map(|(report, db)| DbJudge {
+        report,
+        db,
+        past_break: Vec::new(),
+        matched: Vec::new(),
+        contradicted: Vec::new(),
+    });
+    let against = match judge.as_mut() {
+        Some(j) => Against::Database(j as &mut dyn Judge),
+        None => Against::Store,
+    };
+    let mut audit = stream_audit::audit(input, listing, against).await?;
+    let mut findings = audit.findings.clone();
+    let mut warnings = Vec::new();
+    if let Some(c) = &audit.cosign {
+        findings.extend(c.findings.iter().cloned());
+        warnings.extend(c.waiting.iter().cloned());
+    }
+    let ranges = match (a.walked, judge.as_ref()) {
+        (Some((report, db)), Some(judge)) => exact_ranges(input, &audit, report, db, judge).await?,
+        _ => None,
+    };
+    if ranges.is_none()
+        && let (Some((report, _)), Some(since)) = (a.walked, since)
+        && audit::break_position(report).is_some_and(|b| b <= since.head.seq)
+    {
+        warnings.push(format!(
+            "the chain breaks below the state's head (seq {}): run anchor verify without --state to name the exact invalid ranges",
+            since.head.seq
+        ));
+    }
+    if let (Some((report, _)), Some(judge)) = (a.walked, judge.as_mut()) {
+        match &ranges {
+            Some(ranges) => {
+                findings.extend(audit::range_findings(ranges, report.chain_break.as_ref()));
+                findings.extend(audit::damage_findings(report, audit.after_break));
+            }
+            None => findings.extend(audit::break_findings(report, audit.after_break)),
+        }
+        if let Some(since) = since {
+            findings.extend(state_head_finding(since, judge, report)?);
+        }
+    }
+    if let Some(max_age) = a.max_age {
+        let stale = match audit.published_in_future.clone() {
+            Some(future) => Some(future),
+            None => {
+                // An incremental run that read no new head still knows the state's.
+                let newest = audit
+                    .newest_published
+                    .or_else(|| since.and_then(|s| s.head_published.map(|p| (p, s.head))));
+                audit::stale_finding(newest.as_ref().map(|(p, h)| (*p, h)), max_age, SystemTime::now())
+            }
+        };
+        findings.extend(stale);
+    }
+    // Without a database a head is checked by its signature and its place in
+    // the tree; with one, by the database holding it.
+    let checked = match a.walked {
+        Some(_) => audit.heads_checked,
+        None => audit.heads_checked + audit.checkpoints_trusted,
+    };
+    match audit::no_trusted_head(input.origin, checked, "") {
+        Some(_) if a.allow_no_heads => warnings.push(format!(
+            "{}: no head was checked, only the chain itself (--allow-no-heads)",
+            audit::no_head_text(input.origin, "")
+        )),
+        Some(f) => findings.push(f),
+        None => {}
+    }
+    findings.sort_by_key(|f| (f.kind, f.seq));
+    // The last trusted head: the highest matched below every finding that
+    // ends trust (the rule every verifier applies).
+    let limit = findings
+        .iter()
+        .filter(|f| f.kind.ends_trust())
+        .filter_map(|f| f.seq)
+        .min();
+    let below = |s: &u64| limit.is_none_or(|l| *s < l);
+    let (last_trusted, last_trusted_published) = match (a.walked, judge.as_ref()) {
+        (Some((_, db)), Some(j)) => {
+            let named = |s: u64| findings.iter().any(|f| f.seq == Some(s));
+            let seq = j
+                .matched
+                .iter()
+                .chain(&j.past_break)
+                .copied()
+                .filter(below)
+                .max()
+                // Incremental: the state's head, when nothing named it.
+                .or_else(|| since.map(|s| s.head.seq).filter(|s| below(s) && !named(*s)));
+            let head = match seq {
+                Some(seq) => db
+                    .hash_at(seq)
+                    .map_err(db_error)?
+                    .and_then(|h| Head::from_stored(seq, &h)),
+                None => None,
+            };
+            let published = match head {
+                Some(h) if audit.last_trusted == Some(h) => audit.last_trusted_published,
+                Some(h) => stream_audit::trusted_head_at(input.store, input.origin, input.keys, h.seq)
+                    .await?
+                    .and_then(|(_, p)| p)
+                    .or_else(|| since.filter(|s| s.head == h).and_then(|s| s.head_published)),
+                None => None,
+            };
+            (head, published)
+        }
+        _ => {
+            audit.finish_no_db(input.store, input.origin, input.keys).await?;
+            let head = audit.last_trusted.filter(|h| below(&h.seq));
+            (head, head.and(audit.last_trusted_published))
+        }
+    };
+    let invalid_from = match (&ranges, a.walked) {
+        (Some(ranges), _) => ranges.first().map(|r| r.from),
+        (None, Some((report, _))) => walk_invalid_from(report).or_else(|| {
+            // A kept head the database contradicts: the fork is after the last trusted one.
+            findings
+                .iter()
+                .any(|f| f.kind == Kind::Fork)
+                .then(|| last_trusted.map_or(1, |h| h.seq + 1))
+        }),
+        (None, None) => None,
+    };
+    Ok(DbVerdict {
+        audit,
+        findings,
+        warnings,
+        ranges,
+        last_trusted,
+        last_trusted_published,
+        invalid_from,
+        checked,
+    })
+}
+
+/// The first seq a walk (with heads of its own) could not vouch for: the
+/// break or damaged row, or, for a kept head the database no longer
+/// matches, the seq after the last head it does match.
+pub fn walk_invalid_from(report: &WalkReport) -> Option<u64> {
+    let mut from: Vec<u64> = Vec::new();
+    if let Some(d) = &report.damage {
+        from.push(d.seq.unwrap_or(d.after + 1));
+    }
+    if let Some(b) = &report.chain_break {
+        from.push(b.seq);
+    }
+    let differs = report
+        .heads
+        .iter()
+        .any(|(_, c)| matches!(c, HeadCheck::Differs { .. } | HeadCheck::BeforeRange { matched: false }));
+    if differs {
+        from.push(report.last_trusted_head().map_or(1, |h| h.seq + 1));
+    }
+    from.into_iter().min()
+}
+
+/// Past a break, or where a kept head contradicts the database: which seqs
+/// exactly are invalid, and which are vouched for again.
+async fn exact_ranges(
+    input: &StreamInput<'_>,
+    audit: &StreamAudit,
+    report: &WalkReport,
+    db: &EventDb,
+    judge: &DbJudge<'_>,
+) -> Result<Option<Vec<InvalidRange>>, StoreError> {
+    if report.damage.is_some() || (report.chain_break.is_none() && judge.contradicted.is_empty()) {
+        return Ok(None);
+    }
+    // From the last head matched below the first break or contradiction.
+    let first_problem = audit::break_position(report)
+        .into_iter()
+        .chain(judge.contradicted.iter().copied())
+        .min()
+        .unwrap_or(0);
+    // Below the state's head the incremental run read no heads: the exact
+    // ranges need a full run (said as a warning by the caller).
+    if input.since.is_some_and(|s| first_problem <= s.head.seq) {
+        return Ok(None);
+    }
+    let after = judge
+        .matched
+        .iter()
+        .copied()
+        .filter(|s| *s < first_problem)
+        .max()
+        .or_else(|| input.since.map(|s| s.head.seq).filter(|s| *s < first_problem))
+        .unwrap_or(0);
+    let mut heads: Vec<u64> = judge.matched.iter().copied().filter(|s| *s > after).collect();
+    heads.extend(&judge.past_break);
+    heads.sort_unstable();
+    let mut contradicted = judge.contradicted.clone();
+    contradicted.sort_unstable();
+    // Leaves vouch only where this run saw the level-0 tiles give the signed root.
+    let leaves = audit
+        .largest
+        .as_ref()
+        .filter(|_| audit.edge.is_some() && input.since.is_none());
+    let ranges = db_ranges::exact_ranges(&RangeInput {
+        db,
+        store: input.store,
+        origin: input.origin,
+        after,
+        through: report.db_head.as_ref().map_or(0, |(s, _)| *s),
+        heads: &heads,
+        contradicted: &contradicted,
+        leaves,
+    })
+    .await?;
+    Ok(Some(ranges))
+}
+
+/// The state file's head must still be the database's.
+fn state_head_finding(
+    since: &Since,
+    judge: &mut DbJudge<'_>,
+    report: &WalkReport,
+) -> Result<Option<Finding>, StoreError> {
+    let check = judge.judge(&since.head)?;
+    let (kind, now) = match &check {
+        HeadCheck::Matched => return Ok(None),
+        HeadCheck::Differs { found } => (Kind::Fork, format!("holds hash {found} at that seq")),
+        HeadCheck::Beyond { db_end } => (Kind::Cut, format!("ends at seq {}", db_end.unwrap_or(0))),
+        HeadCheck::AfterBreak | HeadCheck::BeforeRange { .. } => (
+            Kind::Altered,
+            format!(
+                "breaks at seq {} before it",
+                audit::break_position(report).unwrap_or(since.head.seq)
+            ),
+        ),
+    };
+    Ok(Some(Finding {
+        kind,
+        seq: Some(since.head.seq),
+        message: format!(
+            "the state file {} records head {} as verified by a previous run; the database now {now}",
+            since.source, since.head
+        ),
+        expected: Some(since.head.hash_str().to_owned()),
+        found: None,
+        source: Some(since.source.clone()),
+    }))
+}
+
+/// The database as the stream audit sees it: the walk's verdict (where the
+/// chain breaks, how far it is intact) and a lookup of each head's seq.
+struct DbJudge<'a> {
+    report: &'a WalkReport,
+    db: &'a EventDb,
+    /// Seqs of the kept heads the database matches past its break: they
+    /// vouch again for what links up to them ([`db_ranges`]).
+    past_break: Vec<u64>,
+    /// Seqs of the kept heads matched below the break, and of those that
+    /// hold another hash than the database (anywhere).
+    matched: Vec<u64>,
+    contradicted: Vec<u64>,
+}
+
+fn db_error(e: chainship_chain::DbError) -> StoreError {
+    StoreError::permanent(e.to_string())
+}
+
+impl Judge for DbJudge<'_> {
+    fn judge(&mut self, head: &Head) -> Result<HeadCheck, StoreError> {
+        if audit::break_position(self.report).is_some_and(|b| head.seq >= b) {
+            match self.db.hash_at(head.seq).map_err(db_error)? {
+                Some(h) if h == head.hash => self.past_break.push(head.seq),
+                Some(_) => self.contradicted.push(head.seq),
+                None => {}
+            }
+            return Ok(HeadCheck::AfterBreak);
+        }
+        let end = self.report.last_good.map(|h| h.seq);
+        if end.is_none_or(|e| head.seq > e) {
+            return Ok(HeadCheck::Beyond { db_end: end });
+        }
+        Ok(match self.db.hash_at(head.seq).map_err(db_error)? {
+            Some(hash) if hash == head.hash => {
+                self.matched.push(head.seq);
+                HeadCheck::Matched
+            }
+            Some(hash) => {
+                self.contradicted.push(head.seq);
+                HeadCheck::Differs {
+                    found: String::from_utf8_lossy(&hash).into_owned(),
+                }
+            }
+            None => HeadCheck::Beyond { db_end: end },
+        })
+    }
+
+    fn tree_end(&self) -> u64 {
+        self.report.tree.as_ref().map_or(0, |t| t.end())
+    }
+
+    fn root_at(&mut self, size: u64) -> Result<Option<chainship_tlog::Hash>, StoreError> {
+        match &self.report.tree {
+            Some(tree) => tree.root_at(self.db, size).map_err(db_error),
+            None => Ok(None),
+        }
+    }
+}

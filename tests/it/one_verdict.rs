@@ -1,0 +1,446 @@
+//! Issue 29, "one verification engine": every verifier that reads a store
+//! judges it through the same pass, so one tampered store gets the same
+//! findings, kind for kind, from `anchor verify` (against the database),
+//! `verify-export`, `restore` and `diff` (against an intact copy).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use crate::common::*;
+use serde_json::Value;
+
+const ORIGIN: &str = "verdict/agentrt";
+
+/// 1,200 events exported in four batches of 300: heads and checkpoints at
+/// 300, 600, 900 and 1200, full level-0 tiles 000 to 003.
+fn exported() -> Anchored {
+    let a = Anchored::new(300, "verdict/chainship");
+    for n in 0..4 {
+        if n > 0 {
+            append(&a.db, 300);
+        }
+        let out = bin()
+            .args(["follow", "--once", "--from-start", "--batch-size", "300"])
+            .args(["--db", path_str(&a.db), "--origin", ORIGIN])
+            .args([
+                "--sink",
+                &format!("file:{}", path_str(&a.dir.path().join("events.jsonl"))),
+            ])
+            .args(["--cursor", path_str(&a.dir.path().join("cursor"))])
+            .args(["--anchor", &a.anchor_url(), "--signing-key", path_str(&a.key)])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+    }
+    a
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+fn flip(path: &Path, at: usize) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[at] ^= 1;
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// The finding kinds of one JSON answer, and its exit code.
+fn kinds(out: &std::process::Output) -> (i32, BTreeSet<String>) {
+    let json: Value = serde_json::from_str(stdout(out).trim())
+        .unwrap_or_else(|e| panic!("no JSON ({e}): {} {}", stdout(out), stderr(out)));
+    let kinds = json["findings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no findings: {json}"))
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap().to_owned())
+        .collect();
+    (code(out), kinds)
+}
+
+/// Every verifier's answer on `store`: (command, exit code, finding kinds).
+fn verdicts(a: &Anchored, store: &Path, extra: &[&str]) -> Vec<(&'static str, i32, BTreeSet<String>)> {
+    let anchor = format!("file:{}", path_str(store));
+    let copy = format!("file:{}", path_str(&a.dir.path().join("events.jsonl")));
+    let trust = ["--anchor", &anchor, "--trusted-key", &a.verifier, "--json"];
+    static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let restored = a.dir.path().join(format!("restored-{n}.db"));
+    let runs: [(&str, Vec<String>); 4] = [
+        (
+            "anchor verify",
+            ["anchor", "verify", "--db", path_str(&a.db), "--origin", ORIGIN]
+                .map(str::to_owned)
+                .to_vec(),
+        ),
+        (
+            "verify-export",
+            ["verify-export", "--from", &copy].map(str::to_owned).to_vec(),
+        ),
+        (
+            "restore",
+            ["restore", "--from", &copy, "--out", path_str(&restored)]
+                .map(str::to_owned)
+                .to_vec(),
+        ),
+        (
+            "diff",
+            ["diff", "--from", &copy, "--db", path_str(&a.db)]
+                .map(str::to_owned)
+                .to_vec(),
+        ),
+    ];
+    runs.into_iter()
+        .map(|(name, args)| {
+            let out = bin().args(&args).args(trust).args(extra).output().unwrap();
+            let (code, kinds) = kinds(&out);
+            (name, code, kinds)
+        })
+        .collect()
+}
+
+/// Signs `text` as a note with the export's own key (an insider's forgery).
+fn key(a: &Anchored) -> chainship_anchor::SignerKey {
+    chainship_anchor::SignerKey::load(&a.key).unwrap()
+}
+
+#[test]
+fn every_verifier_names_the_same_findings_for_the_same_tampered_store() {
+    let a = exported();
+    let log = |store: &Path| store.join(ORIGIN);
+    let other = chainship_anchor::SignerKey::generate("verdict/stranger").unwrap();
+    let head_at = |seq: u64| format!("{seq:020}.head");
+    type Tamper = Box<dyn Fn(&Path)>;
+    let forged_head = |a: &Anchored, seq: u64, hash: &str, later: u64| {
+        let head: chainship_chain::Head = format!("{seq}:{hash}").parse().unwrap();
+        let at = std::time::SystemTime::now() + std::time::Duration::from_secs(later);
+        chainship_anchor::SignedHead::new(ORIGIN, head, at).sign(std::slice::from_ref(&key(a)))
+    };
+    let conflicting = forged_head(&a, 600, &"ab".repeat(32), 0);
+    let backwards = forged_head(&a, 450, &"cd".repeat(32), 3600);
+    let stranger = {
+        let head: chainship_chain::Head = format!("600:{}", "ef".repeat(32)).parse().unwrap();
+        chainship_anchor::SignedHead::new(ORIGIN, head, std::time::SystemTime::now()).sign(std::slice::from_ref(&other))
+    };
+    let checkpoint = |origin: &str, size: u64, root: [u8; 32]| {
+        chainship_anchor::checkpoint::Checkpoint {
+            origin: origin.into(),
+            size,
+            root,
+        }
+        .sign(std::slice::from_ref(&key(&a)))
+    };
+    let planted = checkpoint(ORIGIN, 750, [7; 32]);
+    let conflicting_cp = checkpoint(ORIGIN, 900, [9; 32]);
+    let foreign_cp = checkpoint("verdict/elsewhere", 1200, [1; 32]);
+    let tampers: Vec<(&str, Tamper)> = vec![
+        ("an edited head", {
+            let name = head_at(600);
+            Box::new(move |s| {
+                let path = log(s).join(&name);
+                let text = std::fs::read_to_string(&path).unwrap().replacen("600", "601", 1);
+                std::fs::write(path, text).unwrap();
+            })
+        }),
+        ("a conflicting head beside one", {
+            let note = conflicting.clone();
+            Box::new(move |s| {
+                std::fs::write(log(s).join("00000000000000000600.00000000001999999999.head"), &note).unwrap()
+            })
+        }),
+        ("a head below an earlier one", {
+            let (note, name) = (backwards.clone(), head_at(450));
+            Box::new(move |s| std::fs::write(log(s).join(&name), &note).unwrap())
+        }),
+        ("a bad signature", {
+            let name = head_at(900);
+            Box::new(move |s| {
+                let path = log(s).join(&name);
+                let len = std::fs::metadata(&path).unwrap().len() as usize;
+                flip(&path, len - 6);
+            })
+        }),
+        ("an untrusted key's head", {
+            let note = stranger.clone();
+            Box::new(move |s| {
+                std::fs::write(log(s).join("00000000000000000600.00000000001999999999.head"), &note).unwrap()
+            })
+        }),
+        (
+            "a damaged full level-0 tile",
+            Box::new(move |s| flip(&log(s).join("tile/0/001"), 5)),
+        ),
+        (
+            "a damaged bundle",
+            Box::new(move |s| flip(&log(s).join("tile/entries/002"), 40)),
+        ),
+        (
+            "a missing tile",
+            Box::new(move |s| std::fs::remove_file(log(s).join("tile/0/002")).unwrap()),
+        ),
+        ("a planted checkpoint", {
+            let note = planted.clone();
+            Box::new(move |s| std::fs::write(log(s).join("checkpoints/00000000000000000750"), &note).unwrap())
+        }),
+        ("a conflicting checkpoint", {
+            let note = conflicting_cp.clone();
+            Box::new(move |s| {
+                std::fs::write(
+                    log(s).join("checkpoints/00000000000000000900.00000000001999999999"),
+                    &note,
+                )
+                .unwrap()
+            })
+        }),
+        ("a checkpoint of another origin", {
+            let note = foreign_cp.clone();
+            Box::new(move |s| {
+                std::fs::write(
+                    log(s).join("checkpoints/00000000000000001200.00000000001999999999"),
+                    &note,
+                )
+                .unwrap()
+            })
+        }),
+        ("a rolled-back pointer", {
+            Box::new(move |s| {
+                let older = std::fs::read(log(s).join("checkpoints/00000000000000000600")).unwrap();
+                std::fs::write(log(s).join("checkpoint"), older).unwrap();
+            })
+        }),
+    ];
+    // The intact store: every verifier passes.
+    for (name, code, kinds) in verdicts(&a, &a.anchors, &[]) {
+        assert_eq!((code, kinds.len()), (0, 0), "{name} on the intact store: {kinds:?}");
+    }
+    // Under a witness quorum nobody met: `uncosigned` from every verifier.
+    let witness = chainship_anchor::cosignature::witness_key(&ed25519_dalek::SigningKey::from_bytes(&[3; 32]), "w1");
+    let all = verdicts(&a, &a.anchors, &["--witness-key", &witness.to_text()]);
+    for (name, code, kinds) in &all {
+        let expected: BTreeSet<String> = ["uncosigned".to_owned()].into();
+        assert_eq!((*code, kinds), (1, &expected), "{name} under an unmet quorum");
+    }
+    let mut report = Vec::new();
+    for (i, (what, tamper)) in tampers.iter().enumerate() {
+        let store: PathBuf = a.dir.path().join(format!("store-{i}"));
+        copy_tree(&a.anchors, &store);
+        tamper(&store);
+        let all = verdicts(&a, &store, &[]);
+        let (_, first_code, first) = &all[0];
+        assert_eq!(*first_code, 1, "{what}: anchor verify passed: {first:?}");
+        assert!(!first.is_empty(), "{what}: no finding");
+        for (name, code, kinds) in &all[1..] {
+            assert_eq!(
+                (code, kinds),
+                (first_code, first),
+                "{what}: {name} and anchor verify disagree"
+            );
+        }
+        report.push(format!("{what}: {first:?}"));
+    }
+    eprintln!("{}", report.join("\n"));
+}
+
+/// 3,000 events exported in two steps, heads (and, unless `heads_only`,
+/// checkpoints and tiles) at 500 and 3000.
+fn exported_at_500_and_3000(heads_only: bool) -> Anchored {
+    let a = Anchored::new(500, "verdict/chainship");
+    for n in 0..2 {
+        if n > 0 {
+            append(&a.db, 2500);
+        }
+        let mut cmd = bin();
+        cmd.args(["follow", "--once", "--from-start", "--batch-size", "5000"])
+            .args(["--db", path_str(&a.db), "--origin", ORIGIN])
+            .args([
+                "--sink",
+                &format!("file:{}", path_str(&a.dir.path().join("events.jsonl"))),
+            ])
+            .args(["--cursor", path_str(&a.dir.path().join("cursor"))])
+            .args(["--anchor", &a.anchor_url(), "--signing-key", path_str(&a.key)]);
+        if heads_only {
+            cmd.arg("--no-checkpoints");
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+    }
+    let heads: Vec<String> = std::fs::read_dir(a.anchors.join(ORIGIN))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".head"))
+        .collect();
+    assert_eq!(heads.len(), 2, "{heads:?}");
+    a
+}
+
+/// `anchor verify --json` of `db` (a tampered copy of the export's database).
+fn anchor_verify_json(a: &Anchored, db: &Path) -> (i32, Value) {
+    let out = bin()
+        .args(["anchor", "verify", "--db", path_str(db), "--origin", ORIGIN, "--json"])
+        .args(["--anchor", &a.anchor_url(), "--trusted-key", &a.verifier])
+        .output()
+        .unwrap();
+    (code(&out), serde_json::from_str(stdout(&out).trim()).unwrap())
+}
+
+fn tampered(a: &Anchored, name: &str, sql: &str) -> PathBuf {
+    let db = a.dir.path().join(name);
+    std::fs::copy(&a.db, &db).unwrap();
+    rusqlite::Connection::open(&db).unwrap().execute_batch(sql).unwrap();
+    db
+}
+
+fn ranges(json: &Value) -> Vec<(String, u64, u64)> {
+    json["invalid_ranges"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no invalid_ranges: {json}"))
+        .iter()
+        .map(|r| {
+            (
+                r["kind"].as_str().unwrap().to_owned(),
+                r["from"].as_u64().unwrap(),
+                r["to"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// One altered event is that event: the stored hashes after it still link
+/// to the head at 3000, and the checkpoint's leaves vouch for those before
+/// it, so only seq 1500 is invalid, with its one run.
+#[test]
+fn one_altered_event_is_named_alone_and_the_head_after_it_stays_trusted() {
+    let a = exported_at_500_and_3000(false);
+    let db = tampered(
+        &a,
+        "altered.db",
+        "UPDATE events SET payload_json = '{\"x\":1}' WHERE seq = 1500",
+    );
+    let run_of_1500: String = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row("SELECT run_id FROM events WHERE seq = 1500", [], |r| r.get(0))
+        .unwrap();
+    let (code, json) = anchor_verify_json(&a, &db);
+    assert_eq!(code, 1, "{json}");
+    assert_eq!(ranges(&json), vec![("altered".to_owned(), 1500, 1500)], "{json}");
+    let findings = json["findings"].as_array().unwrap();
+    assert_eq!(findings.len(), 1, "{json}");
+    assert_eq!(
+        (findings[0]["kind"].as_str(), findings[0]["seq"].as_u64()),
+        (Some("altered"), Some(1500))
+    );
+    assert_eq!(json["invalid_ranges"][0]["trusted_again_from"], 1501, "{json}");
+    let runs: Vec<&str> = json["affected"]["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(runs, [run_of_1500.as_str()], "{json}");
+    assert_eq!(json["affected"]["events"], 1);
+
+    // A row removed: its seq is missing, and the next row cannot be checked
+    // without it; everything else is vouched for.
+    let db = tampered(&a, "deleted.db", "DELETE FROM events WHERE seq = 2000");
+    let (code, json) = anchor_verify_json(&a, &db);
+    assert_eq!(code, 1);
+    assert_eq!(
+        ranges(&json),
+        vec![("missing".to_owned(), 2000, 2000), ("altered".to_owned(), 2001, 2001)],
+        "{json}"
+    );
+
+    // Two rows changed far apart: both named, nothing between.
+    let db = tampered(
+        &a,
+        "two.db",
+        "UPDATE events SET at = '2020-01-01T00:00:00Z' WHERE seq IN (700, 2500)",
+    );
+    let (_, json) = anchor_verify_json(&a, &db);
+    assert_eq!(
+        ranges(&json),
+        vec![("altered".to_owned(), 700, 700), ("altered".to_owned(), 2500, 2500)],
+        "{json}"
+    );
+
+    // A consistent rewrite from seq 1500 to the end: no later head matches,
+    // so everything from the first changed event on is invalid (a fork); the
+    // checkpoint's leaves say exactly where it starts.
+    let rewritten = a.dir.path().join("rewritten.db");
+    std::fs::copy(&a.db, &rewritten).unwrap();
+    {
+        let c = rusqlite::Connection::open(&rewritten).unwrap();
+        c.execute("UPDATE events SET payload_json = '{\"x\":2}' WHERE seq = 1500", [])
+            .unwrap();
+        let mut prev: String = c
+            .query_row("SELECT hash FROM events WHERE seq = 1499", [], |r| r.get(0))
+            .unwrap();
+        for seq in 1500..=3000u64 {
+            let (run, step, at, kind, payload): (String, String, String, String, String) = c
+                .query_row(
+                    "SELECT run_id, step_id, at, type, payload_json FROM events WHERE seq = ?1",
+                    [seq as i64],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+                )
+                .unwrap();
+            let h = chainship_chain::event_hash(
+                prev.as_bytes(),
+                seq,
+                run.as_bytes(),
+                step.as_bytes(),
+                at.as_bytes(),
+                kind.as_bytes(),
+                payload.as_bytes(),
+            );
+            prev = String::from_utf8(h.to_vec()).unwrap();
+            c.execute(
+                "UPDATE events SET hash = ?1 WHERE seq = ?2",
+                rusqlite::params![prev, seq as i64],
+            )
+            .unwrap();
+        }
+    }
+    let (code, json) = anchor_verify_json(&a, &rewritten);
+    assert_eq!(code, 1);
+    let kinds: BTreeSet<&str> = json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains("fork"), "{json}");
+    assert_eq!(json["last_trusted_head"]["seq"], 500);
+    assert_eq!(ranges(&json), vec![("rewritten".to_owned(), 1500, 3000)]);
+    assert_eq!(json["affected"]["from"], 1500);
+}
+
+/// With heads only (no checkpoint leaves), what lies between the head at
+/// 500 and the break cannot be told from a rewrite ending there: it is
+/// named `unvouched`, and the head at 3000 still vouches for 1501 on.
+#[test]
+fn with_heads_only_the_stretch_before_a_break_is_unvouched_not_trusted() {
+    let a = exported_at_500_and_3000(true);
+    let db = tampered(
+        &a,
+        "altered.db",
+        "UPDATE events SET payload_json = '{\"x\":1}' WHERE seq = 1500",
+    );
+    let (code, json) = anchor_verify_json(&a, &db);
+    assert_eq!(code, 1);
+    assert_eq!(
+        ranges(&json),
+        vec![("unvouched".to_owned(), 501, 1499), ("altered".to_owned(), 1500, 1500)],
+        "{json}"
+    );
+    assert_eq!(json["invalid_ranges"][1]["trusted_again_from"], 1501, "{json}");
+    assert_eq!(json["invalid_ranges"][1]["vouched_again_by"], 3000, "{json}");
+}
