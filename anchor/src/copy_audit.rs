@@ -376,6 +376,7 @@ mod tests {
 
     use super::*;
     use crate::checkpoint::Checkpoint;
+    use crate::export_check::tests::chain;
     use crate::keys::SignerKey;
     use crate::log_publish::{advance_pointer, publish_checkpoint, put_tiles};
     use crate::publish::publish_head;
@@ -383,23 +384,7 @@ mod tests {
     use crate::store::memory::MemoryStore;
     use crate::stream_audit::{self, Against, StreamInput};
     use crate::test_run as run;
-    use chainship_chain::event_hash;
     use chainship_tlog::tiles::TileBuilder;
-
-    /// A chain of `n` records of origin "o" as a copy holds them.
-    fn chain(n: u64) -> Vec<String> {
-        let mut prev = String::new();
-        (1..=n)
-            .map(|seq| {
-                let payload = format!("{{\"n\":{seq}}}");
-                let h = event_hash(prev.as_bytes(), seq, b"r", b"", b"t", b"k", payload.as_bytes());
-                let hash = String::from_utf8(h.to_vec()).unwrap();
-                let line = serde_json::json!({"origin":"o","seq":seq,"run_id":"r","step_id":"","at":"t","type":"k","payload_json":payload,"hash":hash,"prev_hash":prev}).to_string();
-                prev = hash;
-                line
-            })
-            .collect()
-    }
 
     fn hash_of(line: &str) -> String {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();

@@ -569,11 +569,13 @@ impl ExportCheck {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use chainship_chain::event_hash;
 
-    fn chain(n: u64) -> Vec<String> {
+    /// A chain of `n` records of origin "o" as a copy holds them (shared
+    /// with the other unit tests of a copy's check).
+    pub(crate) fn chain(n: u64) -> Vec<String> {
         let mut prev = String::new();
         (1..=n)
             .map(|seq| {
@@ -673,6 +675,31 @@ mod tests {
             })
             .collect();
         assert_eq!(check(&foreign, &heads).0, vec![(Kind::Foreign, Some(10))]);
+    }
+
+    /// A line that is no record ends trust where it stands, not everywhere;
+    /// and findings stop being kept past [`MAX_FINDINGS`], counted instead.
+    #[test]
+    fn junk_ends_trust_where_it_stands_and_findings_are_bounded() {
+        let good = chain(10);
+        let heads = [head(&good, 4), head(&good, 8)];
+        let mut lines = good.clone();
+        lines.push("not a record".into());
+        let (found, last, _) = check(&lines, &heads);
+        assert_eq!(found, vec![(Kind::Altered, None)]);
+        assert_eq!(last, Some(8), "the heads before the junk line are trusted");
+        let mut lines = good.clone();
+        lines.insert(5, "{}".into());
+        assert_eq!(check(&lines, &heads).1, Some(4));
+
+        let mut c = ExportCheck::new("o", None);
+        let foreign = good[0].replace("\"origin\":\"o\"", "\"origin\":\"x\"");
+        for _ in 0..MAX_FINDINGS + 50 {
+            c.feed_line(foreign.as_bytes(), &|| "copy".into());
+        }
+        c.close();
+        assert_eq!(c.findings.len(), MAX_FINDINGS + 1);
+        assert!(c.findings.iter().any(|f| f.message.contains("and 50 more finding(s)")));
     }
 
     #[test]

@@ -834,3 +834,17 @@ fn kill_rounds<T: PartialEq>(
     }
     records
 }
+
+/// Copies the directory tree `from` to `to` (an anchor store, to tamper with a copy).
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}

@@ -35,27 +35,14 @@ fn exported() -> Anchored {
     a
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), target).unwrap();
-        }
-    }
-}
-
 fn flip(path: &Path, at: usize) {
     let mut bytes = std::fs::read(path).unwrap();
     bytes[at] ^= 1;
     std::fs::write(path, bytes).unwrap();
 }
 
-/// The finding kinds of one JSON answer, and its exit code.
-fn kinds(out: &std::process::Output) -> (i32, BTreeSet<String>) {
+/// The finding kinds of one JSON answer with its last trusted head, and its exit code.
+fn kinds(out: &std::process::Output) -> (i32, (BTreeSet<String>, Option<u64>)) {
     let json: Value = serde_json::from_str(stdout(out).trim())
         .unwrap_or_else(|e| panic!("no JSON ({e}): {} {}", stdout(out), stderr(out)));
     let kinds = json["findings"]
@@ -64,11 +51,12 @@ fn kinds(out: &std::process::Output) -> (i32, BTreeSet<String>) {
         .iter()
         .map(|f| f["kind"].as_str().unwrap().to_owned())
         .collect();
-    (code(out), kinds)
+    (code(out), (kinds, json["last_trusted_head"]["seq"].as_u64()))
 }
 
-/// Every verifier's answer on `store`: (command, exit code, finding kinds).
-fn verdicts(a: &Anchored, store: &Path, extra: &[&str]) -> Vec<(&'static str, i32, BTreeSet<String>)> {
+/// Every verifier's answer on `store`: (command, exit code, (finding kinds, last trusted head)).
+type Answer = (i32, (BTreeSet<String>, Option<u64>));
+fn verdicts(a: &Anchored, store: &Path, extra: &[&str]) -> Vec<(&'static str, Answer)> {
     let anchor = format!("file:{}", path_str(store));
     let copy = format!("file:{}", path_str(&a.dir.path().join("events.jsonl")));
     let trust = ["--anchor", &anchor, "--trusted-key", &a.verifier, "--json"];
@@ -102,8 +90,7 @@ fn verdicts(a: &Anchored, store: &Path, extra: &[&str]) -> Vec<(&'static str, i3
     runs.into_iter()
         .map(|(name, args)| {
             let out = bin().args(&args).args(trust).args(extra).output().unwrap();
-            let (code, kinds) = kinds(&out);
-            (name, code, kinds)
+            (name, kinds(&out))
         })
         .collect()
 }
@@ -219,13 +206,17 @@ fn every_verifier_names_the_same_findings_for_the_same_tampered_store() {
         }),
     ];
     // The intact store: every verifier passes.
-    for (name, code, kinds) in verdicts(&a, &a.anchors, &[]) {
-        assert_eq!((code, kinds.len()), (0, 0), "{name} on the intact store: {kinds:?}");
+    for (name, (code, (kinds, last))) in verdicts(&a, &a.anchors, &[]) {
+        assert_eq!(
+            (code, kinds.len(), last),
+            (0, 0, Some(1200)),
+            "{name} on the intact store: {kinds:?}"
+        );
     }
     // Under a witness quorum nobody met: `uncosigned` from every verifier.
     let witness = chainship_anchor::cosignature::witness_key(&ed25519_dalek::SigningKey::from_bytes(&[3; 32]), "w1");
     let all = verdicts(&a, &a.anchors, &["--witness-key", &witness.to_text()]);
-    for (name, code, kinds) in &all {
+    for (name, (code, (kinds, _))) in &all {
         let expected: BTreeSet<String> = ["uncosigned".to_owned()].into();
         assert_eq!((*code, kinds), (1, &expected), "{name} under an unmet quorum");
     }
@@ -235,19 +226,60 @@ fn every_verifier_names_the_same_findings_for_the_same_tampered_store() {
         copy_tree(&a.anchors, &store);
         tamper(&store);
         let all = verdicts(&a, &store, &[]);
-        let (_, first_code, first) = &all[0];
-        assert_eq!(*first_code, 1, "{what}: anchor verify passed: {first:?}");
-        assert!(!first.is_empty(), "{what}: no finding");
-        for (name, code, kinds) in &all[1..] {
-            assert_eq!(
-                (code, kinds),
-                (first_code, first),
-                "{what}: {name} and anchor verify disagree"
-            );
+        let (_, first) = &all[0];
+        assert_eq!(first.0, 1, "{what}: anchor verify passed: {first:?}");
+        assert!(!first.1.0.is_empty(), "{what}: no finding");
+        // Kind for kind, and the same last trusted head.
+        for (name, answer) in &all[1..] {
+            assert_eq!(answer, first, "{what}: {name} and anchor verify disagree");
         }
         report.push(format!("{what}: {first:?}"));
     }
     eprintln!("{}", report.join("\n"));
+
+    // The junk name must not stop the walk short, with one job or several:
+    // an altered row is still found.
+    let store = a.dir.path().join("junk-store");
+    copy_tree(&a.anchors, &store);
+    std::fs::write(store.join(ORIGIN).join("18446744073709551615.head"), "x").unwrap();
+    let db = a.dir.path().join("junk.db");
+    std::fs::copy(&a.db, &db).unwrap();
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute("UPDATE events SET payload_json = '{}' WHERE seq = 700", [])
+        .unwrap();
+    for jobs in ["1", "2"] {
+        let out = bin()
+            .args([
+                "anchor",
+                "verify",
+                "--db",
+                path_str(&db),
+                "--origin",
+                ORIGIN,
+                "--json",
+                "--jobs",
+                jobs,
+            ])
+            .args([
+                "--anchor",
+                &format!("file:{}", path_str(&store)),
+                "--trusted-key",
+                &a.verifier,
+            ])
+            .output()
+            .unwrap();
+        let json: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+        assert_eq!(
+            json["database"]["checked"], 699,
+            "--jobs {jobs}: the walk reaches the break"
+        );
+        assert_eq!(
+            ranges(&json),
+            vec![("altered".to_owned(), 700, 700)],
+            "--jobs {jobs}: {json}"
+        );
+    }
 }
 
 /// 3,000 events exported in two steps, heads (and, unless `heads_only`,

@@ -944,19 +944,6 @@ fn check_proof_refuses_hostile_input_without_panicking() {
     assert_eq!(code(&check_proof(&proof, &record, path_str(&scoped))), 0);
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), target).unwrap();
-        }
-    }
-}
-
 fn flip(path: &Path) {
     let mut bytes = std::fs::read(path).unwrap();
     bytes[5] ^= 1;

@@ -1,0 +1,96 @@
+//! One record's proof, checked offline (`check-proof`, and anyone holding a
+//! `tlog-proof`): the checkpoint must be signed by a trusted key (and
+//! cosigned by the witnesses' quorum, when asked), be of the record's
+//! origin, the record must hash to its own hash, and the inclusion proof
+//! must lead from that hash, at the record's index, to the checkpoint's root.
+
+use chainship_chain::record::Record;
+use chainship_tlog::merkle::verify_inclusion;
+use chainship_tlog::proof::TlogProof;
+
+use crate::checkpoint::read_checkpoint;
+use crate::cosignature::{WitnessPolicy, check_cosignatures};
+use crate::note::VerifierKey;
+
+/// What a proof proved: the record is an entry of this checkpoint, signed by these.
+#[derive(Debug)]
+pub struct Proven {
+    pub size: u64,
+    pub signers: Vec<String>,
+}
+
+/// Checks `proof` for `record` (see the module doc); the reason when it does not prove it.
+pub fn check(
+    proof: &TlogProof,
+    record: &Record<'_>,
+    keys: &[VerifierKey],
+    witnesses: Option<&WitnessPolicy>,
+) -> Result<Proven, String> {
+    let read =
+        read_checkpoint(proof.checkpoint.as_bytes(), keys).map_err(|e| format!("the proof's checkpoint: {e}"))?;
+    let cp = &read.checkpoint;
+    if read.bad_signature {
+        return Err(format!(
+            "bad-signature: a trusted key's signature on checkpoint {} does not verify",
+            cp.size
+        ));
+    }
+    if read.signers.is_empty() {
+        return Err(format!(
+            "untrusted-key: checkpoint {} is signed by no trusted key (for that size)",
+            cp.size
+        ));
+    }
+    if let Some(policy) = witnesses {
+        let cosigned = check_cosignatures(&read.note, &policy.keys);
+        if !cosigned.bad.is_empty() {
+            return Err(format!(
+                "bad-signature: the cosignature of {} on checkpoint {} does not verify",
+                cosigned.bad.join(", "),
+                cp.size
+            ));
+        }
+        if cosigned.valid.len() < policy.quorum {
+            return Err(format!(
+                "uncosigned: checkpoint {} carries {} of the {} cosignatures required from the trusted witnesses",
+                cp.size,
+                cosigned.valid.len(),
+                policy.quorum
+            ));
+        }
+    }
+    if cp.origin != record.origin {
+        return Err(format!(
+            "foreign: the checkpoint is of origin {:?}, the record of {:?}",
+            cp.origin, record.origin
+        ));
+    }
+    let expected = record.expected_hash();
+    if expected[..] != *record.hash.as_bytes() {
+        return Err(format!(
+            "altered: the record's fields and prev_hash hash to {}, not to its hash {}",
+            String::from_utf8_lossy(&expected),
+            record.hash
+        ));
+    }
+    if proof.index != record.seq - 1 {
+        return Err(format!(
+            "the proof is for index {} (seq {}), not for seq {} (index {})",
+            proof.index,
+            u128::from(proof.index) + 1,
+            record.seq,
+            record.seq - 1
+        ));
+    }
+    let leaf = chainship_tlog::leaf_hash(&expected);
+    if !verify_inclusion(proof.index, cp.size, &leaf, &proof.hashes, &cp.root) {
+        return Err(format!(
+            "the inclusion proof does not lead from this record's hash to the root of checkpoint {}",
+            cp.size
+        ));
+    }
+    Ok(Proven {
+        size: cp.size,
+        signers: read.signers.clone(),
+    })
+}
