@@ -526,8 +526,8 @@ mod tests {
         let mut k = RangeClassifier::after(500);
         for seq in 501..=3100 {
             let vouch = match seq {
-                ..1500 => Vouch::Anchor,
-                ..=3000 => Vouch::Contradicted,
+                501..=1499 => Vouch::Anchor,
+                1500..=3000 => Vouch::Contradicted,
                 _ => Vouch::Nothing,
             };
             k.row(seq, true, vouch);
