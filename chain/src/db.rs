@@ -377,9 +377,18 @@ impl EventDb {
     ) -> Result<(), DbError> {
         let mut page = EventBatch::new();
         let mut read = after;
+        // A writer that starts under an immutable read: the page is read
+        // again on a connection opened normally (there is a -wal now).
+        let mut reopened: Option<EventDb> = None;
         while read < through {
             page.clear();
-            let added = self.read_page(read, 4096, 8 << 20, &mut page);
+            let db = reopened.as_ref().unwrap_or(self);
+            let added = db.read_page(read, 4096, 8 << 20, &mut page);
+            if matches!(added, Err(DbError::WriterStarted(_))) && reopened.is_none() {
+                tracing::info!(db = %self.path.display(), "a writer started: reopening");
+                reopened = Some(EventDb::open(&self.path, &self.options)?);
+                continue;
+            }
             for e in page.iter().take_while(|e| e.seq <= through) {
                 if !each(&e) {
                     return Ok(());

@@ -216,6 +216,16 @@ fn read_pages(
         };
         let mut page = spares.try_recv().unwrap_or_default();
         let result = conn.read_page(after, plan.page_events, plan.page_bytes, &mut page);
+        // A writer started under an immutable read: what the page holds may
+        // be torn, so none of it is used; reopen and read it again.
+        if let Err(e @ DbError::WriterStarted(_)) = &result
+            && plan.tail.is_some()
+            && passing(e, &mut troubles)
+        {
+            page.clear();
+            flags.reopen.store(true, Ordering::Relaxed);
+            continue;
+        }
         if let Some(through) = plan.through {
             let keep = page.iter().take_while(|e| e.seq <= through).count();
             page.truncate(keep);
