@@ -48,6 +48,9 @@ pub enum Kind {
     /// A head with no checkpoint of its seq, after checkpoints began; or
     /// the `checkpoint` pointer missing, unreadable or behind the newest.
     CheckpointMissing,
+    /// A trusted checkpoint whose head, written right after it, is not
+    /// kept (deleted; the newest one alone may still be in flight).
+    HeadMissing,
     /// Checkpoints without the required witness cosignatures.
     Uncosigned,
     /// More records after the last trusted head than allowed: a tail no
@@ -75,7 +78,7 @@ impl Kind {
     }
 
     /// Every kind, for reports that list each (with 0 when absent).
-    pub const ALL: [Kind; 18] = [
+    pub const ALL: [Kind; 19] = [
         Kind::Altered,
         Kind::Cut,
         Kind::Fork,
@@ -92,6 +95,7 @@ impl Kind {
         Kind::CheckpointFork,
         Kind::TilesDisagree,
         Kind::CheckpointMissing,
+        Kind::HeadMissing,
         Kind::Uncosigned,
         Kind::Unvouched,
     ];
@@ -114,6 +118,7 @@ impl Kind {
             Kind::CheckpointFork => "checkpoint-fork",
             Kind::TilesDisagree => "tiles-disagree",
             Kind::CheckpointMissing => "checkpoint-missing",
+            Kind::HeadMissing => "head-missing",
             Kind::Uncosigned => "uncosigned",
             Kind::Unvouched => "unvouched",
         }

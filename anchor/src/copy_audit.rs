@@ -304,9 +304,7 @@ impl CopyCheck {
                 check.identical_duplicates
             ));
         }
-        if let Some(c) = &audit.cosign {
-            warnings.extend(c.waiting.iter().cloned());
-        }
+        warnings.extend(audit.store_warnings());
         warnings.extend(narrowed.iter().cloned());
         // A copy compared with no trusted head proved nothing against one.
         let what = expect
@@ -419,7 +417,7 @@ mod tests {
                 advance_pointer(&store, "o", &[key.verifier()], size, &cp.sign(keys))
                     .await
                     .unwrap();
-                publish_head(&store, keys, "o", head).await.unwrap();
+                publish_head(&store, keys, "o", head, false).await.unwrap();
             });
         }
         store

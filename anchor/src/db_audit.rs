@@ -64,8 +64,8 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
     let mut warnings = Vec::new();
     if let Some(c) = &audit.cosign {
         findings.extend(c.findings.iter().cloned());
-        warnings.extend(c.waiting.iter().cloned());
     }
+    warnings.extend(audit.store_warnings());
     let ranges = match (a.walked, judge.as_ref()) {
         (Some((report, db)), Some(judge)) => exact_ranges(input, &audit, report, db, judge).await?,
         _ => None,
@@ -130,10 +130,12 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
     let (last_trusted, last_trusted_published) = match (a.walked, judge.as_ref()) {
         (Some((_, db)), Some(j)) => {
             let named = |s: u64| findings.iter().any(|f| f.seq == Some(s));
+            // A trusted checkpoint the database's tree matches vouches for its size as a head would.
             let seq = j
                 .matched
                 .iter()
                 .chain(&j.past_break)
+                .chain(&audit.checkpoints_matched)
                 .copied()
                 .filter(below)
                 .max()

@@ -17,15 +17,22 @@ use crate::store::{AnchorStore, PutOutcome, StoreError, head_name, heartbeat_nam
 /// another hash is a contradiction (`heads-disagree`, never retried). A note
 /// its key did not sign (planted, torn, another follower's) must not hold
 /// the seq hostage: the head is written beside it, under a heartbeat name,
-/// and `anchor verify` still reports the stranger.
+/// and `anchor verify` still reports the stranger. `with_checkpoint`: the
+/// checkpoint of the head's size was published first (the note says so).
 pub async fn publish_head(
     store: &dyn AnchorStore,
     keys: &[SignerKey],
     origin: &str,
     head: Head,
+    with_checkpoint: bool,
 ) -> Result<(), StoreError> {
     let now = SystemTime::now();
-    let note = SignedHead::new(origin, head, now).sign(keys);
+    let signed = SignedHead::new(origin, head, now);
+    let note = match with_checkpoint {
+        true => signed.with_checkpoint(),
+        false => signed,
+    }
+    .sign(keys);
     let PutOutcome::AlreadyThere(bytes) = store.put_new(origin, &head_name(head.seq), note.as_bytes()).await? else {
         return Ok(());
     };
@@ -140,14 +147,14 @@ mod tests {
         );
         let verifiers = [mine.verifier()];
         assert_eq!(run(highest_verified_head(&store, "o", &verifiers)).unwrap(), None);
-        run(publish_head(&store, std::slice::from_ref(&mine), "o", head(5))).unwrap();
+        run(publish_head(&store, std::slice::from_ref(&mine), "o", head(5), false)).unwrap();
         // Above it: an empty head, garbage, another key's head, and my head
         // for another origin and seq copied in.
         let origin = dir.path().join("o");
         std::fs::write(origin.join("18446744073709551615.head"), b"").unwrap();
         std::fs::write(origin.join(crate::store::head_name(9)), b"garbage").unwrap();
-        run(publish_head(&store, std::slice::from_ref(&other), "o", head(8))).unwrap();
-        run(publish_head(&store, std::slice::from_ref(&mine), "p", head(7))).unwrap();
+        run(publish_head(&store, std::slice::from_ref(&other), "o", head(8), false)).unwrap();
+        run(publish_head(&store, std::slice::from_ref(&mine), "p", head(7), false)).unwrap();
         std::fs::copy(
             dir.path().join("p").join(crate::store::head_name(7)),
             origin.join(crate::store::head_name(7)),
@@ -170,12 +177,12 @@ mod tests {
         let store = MemoryStore::default();
         let mine = SignerKey::generate("me").unwrap();
         let keys = std::slice::from_ref(&mine);
-        run(publish_head(&store, keys, "o", head(5))).unwrap();
+        run(publish_head(&store, keys, "o", head(5), false)).unwrap();
         // The same head again: already kept, fine.
-        run(publish_head(&store, keys, "o", head(5))).unwrap();
+        run(publish_head(&store, keys, "o", head(5), false)).unwrap();
         // Another hash at seq 5, signed by this key: heads-disagree, never retried.
         let other: Head = format!("5:{}", "cd".repeat(32)).parse().unwrap();
-        let e = run(publish_head(&store, keys, "o", other)).unwrap_err();
+        let e = run(publish_head(&store, keys, "o", other, false)).unwrap_err();
         assert_eq!(e.kind, ErrorKind::Integrity, "{e}");
         assert!(
             e.message.starts_with("heads-disagree: memory: already keeps head 5:"),
@@ -183,7 +190,7 @@ mod tests {
         );
         // A note someone else planted at seq 6's name: this head goes beside it.
         store.plant("o", &crate::store::head_name(6), b"planted");
-        run(publish_head(&store, keys, "o", head(6))).unwrap();
+        run(publish_head(&store, keys, "o", head(6), false)).unwrap();
         let names: Vec<String> = run(store.list("o")).unwrap().into_iter().map(|n| n.name).collect();
         assert_eq!(
             names.len(),

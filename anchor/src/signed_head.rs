@@ -9,7 +9,14 @@
 //! seq 1200
 //! hash 2d17715bc635406807722f1764c509105f5ac15ad430729545bc4d87055da291
 //! published 2026-11-29T22:00:00Z
+//! checkpoint 1200
 //! ```
+//!
+//! The sixth line is optional: a follower that keeps the transparency log
+//! writes it when the checkpoint of the head's size was published before
+//! the head. Being signed, it lets every verifier tell a checkpoint deleted
+//! from the store from a head that never had one (`--no-checkpoints`, or a
+//! store written before the line existed), whichever checkpoints remain.
 
 use std::time::SystemTime;
 
@@ -27,6 +34,8 @@ pub struct SignedHead {
     pub head: Head,
     /// RFC 3339, UTC, seconds.
     pub published: String,
+    /// The checkpoint of size `head.seq` was published before this note.
+    pub with_checkpoint: bool,
 }
 
 impl SignedHead {
@@ -35,13 +44,24 @@ impl SignedHead {
             origin: origin.to_owned(),
             head,
             published: humantime::format_rfc3339_seconds(published).to_string(),
+            with_checkpoint: false,
         }
+    }
+
+    /// Says that the checkpoint of the head's size was published before it.
+    pub fn with_checkpoint(mut self) -> Self {
+        self.with_checkpoint = true;
+        self
     }
 
     /// The note text.
     pub fn text(&self) -> String {
+        let checkpoint = match self.with_checkpoint {
+            true => format!("checkpoint {}\n", self.head.seq),
+            false => String::new(),
+        };
         format!(
-            "{FORMAT_LINE}\norigin {}\nseq {}\nhash {}\npublished {}\n",
+            "{FORMAT_LINE}\norigin {}\nseq {}\nhash {}\npublished {}\n{checkpoint}",
             self.origin,
             self.head.seq,
             self.head.hash_str(),
@@ -75,13 +95,19 @@ impl SignedHead {
         let published = field("published")?;
         let head: Head = format!("{seq}:{hash}").parse().map_err(|e| format!("{e}"))?;
         humantime::parse_rfc3339(&published).map_err(|_| format!("published {published:?} is not RFC 3339"))?;
+        let with_checkpoint = match lines.next() {
+            None => false,
+            Some(line) if line == format!("checkpoint {}", head.seq) => true,
+            Some(_) => return Err(format!("the line after published is not \"checkpoint {}\"", head.seq)),
+        };
         if lines.next().is_some() {
-            return Err("extra lines after published".into());
+            return Err("extra lines after the head".into());
         }
         Ok(SignedHead {
             origin,
             head,
             published,
+            with_checkpoint,
         })
     }
 
@@ -110,5 +136,21 @@ mod tests {
         let note = SignedNote::parse(signed.sign(std::slice::from_ref(&key)).as_bytes()).unwrap();
         assert_eq!(key.verifier().check(&note), Some(true));
         assert!(SignedHead::parse_text("chainship-head/v2\n").is_err());
+    }
+
+    #[test]
+    fn the_checkpoint_line_is_optional_and_must_name_the_heads_own_size() {
+        let head: Head = "7:2d17715bc635406807722f1764c509105f5ac15ad430729545bc4d87055da291"
+            .parse()
+            .unwrap();
+        let plain = SignedHead::new("o", head, SystemTime::UNIX_EPOCH);
+        assert!(!SignedHead::parse_text(&plain.text()).unwrap().with_checkpoint);
+        let with = plain.clone().with_checkpoint();
+        assert!(with.text().ends_with("\ncheckpoint 7\n"));
+        assert_eq!(SignedHead::parse_text(&with.text()).unwrap(), with);
+        let other = plain.text() + "checkpoint 8\n";
+        assert!(SignedHead::parse_text(&other).is_err());
+        let extra = with.text() + "more\n";
+        assert!(SignedHead::parse_text(&extra).is_err());
     }
 }

@@ -182,6 +182,12 @@ pub struct StreamAudit {
     /// With a database: how many trusted checkpoints its tree matches.
     pub matched_database: usize,
     pub cosign: Option<CosignAudit>,
+    /// The newest trusted checkpoint has no head yet: a publication in
+    /// flight, or interrupted (the follower writes it when it starts again).
+    pub newest_headless: Option<u64>,
+    /// With a database: the trusted checkpoint sizes its tree matches
+    /// (each vouches for the database's hash at its size, as a head would).
+    pub checkpoints_matched: Vec<u64>,
     pub findings: Vec<Finding>,
     /// Findings past [`MAX_FINDINGS`], counted.
     pub more_findings: u64,
@@ -335,6 +341,13 @@ struct Pass<'a> {
     witnessed_up_to: Option<u64>,
     /// The tile audit found the newest tree's own tiles damaged.
     tiles_damaged: bool,
+    /// The last trusted checkpoint, until the head of its size is read.
+    headless: Option<(u64, String)>,
+    /// Sizes that kept partial tiles were written for, not yet met by a checkpoint.
+    partial_sizes: VecDeque<(u64, String)>,
+    /// Consistent trusted checkpoints within the database's tree, to count
+    /// as matched once the largest is compared with it.
+    checkpoints_in_db: Vec<u64>,
     now: SystemTime,
 }
 
@@ -391,6 +404,9 @@ pub async fn audit<'a>(
         cosign: input.witness.map(|_| CosignAudit::default()),
         witnessed_up_to: None,
         tiles_damaged: false,
+        headless: None,
+        partial_sizes: VecDeque::new(),
+        checkpoints_in_db: Vec::new(),
         now: SystemTime::now(),
     };
     if let Some(since) = input.since {
@@ -406,6 +422,11 @@ pub async fn audit<'a>(
         let tiles = crate::tile_audit::audit_tiles(store, origin, &newest, from).await?;
         pass.out.tiles_audited = tiles.objects;
         pass.tiles_damaged = tiles.newest_damaged;
+        pass.partial_sizes = tiles
+            .partial_sizes
+            .iter()
+            .map(|size| (*size, tile_path(0, size / WIDTH as u64, (size % WIDTH as u64) as usize)))
+            .collect();
         for f in tiles.findings {
             pass.out.note(f);
         }
@@ -637,20 +658,28 @@ impl Pass<'_> {
                 None => self.out.trusted_seqs.push(head.seq),
             },
         }
-        // Once checkpoints began, every head has its own.
-        if let Some(first) = self.first_cp
-            && head.seq >= first
-        {
+        self.head_of_checkpoint(head.seq);
+        // Once checkpoints began, every head has its own; and a head signed
+        // saying it was published after its checkpoint has one, whatever else
+        // the store lost.
+        let began = self.first_cp.filter(|first| head.seq >= *first);
+        if began.is_some() || t.signed.with_checkpoint {
             let last_cp = self.prev_cp.as_ref().map(|p| p.size);
             if last_cp != Some(head.seq) {
+                let why = match began {
+                    _ if t.signed.with_checkpoint => {
+                        "though it was signed saying it was published after that checkpoint: deleted".to_owned()
+                    }
+                    Some(first) => {
+                        format!("(checkpoints start at {first}): deleted, or published with --no-checkpoints")
+                    }
+                    None => "(deleted)".to_owned(),
+                };
                 self.out.note(finding(
                     Kind::CheckpointMissing,
                     Some(head.seq),
-                    format!(
-                        "head {head} has no checkpoint of size {} (checkpoints start at {first}): deleted, or published with --no-checkpoints",
-                        head.seq
-                    ),
-                    None,
+                    format!("head {head} has no checkpoint of size {} {why}", head.seq),
+                    Some(t.source.clone()),
                 ));
             } else if let Some(sweep) = &self.sweep
                 && sweep.tree.size() == head.seq
@@ -675,6 +704,7 @@ impl Pass<'_> {
         let (origin, source) = (self.input.origin, note.name.clone());
         let size_in_name = key.seq;
         self.out.checkpoints_kept += 1;
+        self.partial_tiles_up_to(key.seq);
         let read = match trusted_checkpoint(&note.bytes, self.input.keys, origin, size_in_name, &source) {
             Ok(read) => read,
             Err(f) => {
@@ -713,15 +743,20 @@ impl Pass<'_> {
             let consistent = self.judge_root(&cp, &source).await?;
             // One the newest tree does not vouch for is compared with the
             // database on its own (as a copy's check compares every one).
-            if !consistent {
-                self.compare_with_database(size, cp.root, &source)?;
+            if !consistent && self.compare_with_database(size, cp.root, &source)? {
+                self.out.checkpoints_matched.push(size);
             }
             if let Some(judge) = self.judge.as_ref()
                 && size <= judge.tree_end()
             {
                 let so_far = self.db_candidate.as_ref().map_or(0, |c| c.3) + usize::from(consistent);
                 self.db_candidate = Some((size, cp.root, source.clone(), so_far));
+                if consistent {
+                    self.checkpoints_in_db.push(size);
+                }
             }
+            self.flush_headless();
+            self.headless = Some((size, source.clone()));
             if let Some(sink) = self.sink.as_mut() {
                 sink.checkpoint(size, cp.root);
             }
@@ -913,6 +948,52 @@ impl Pass<'_> {
         Ok(())
     }
 
+    /// A head at `seq`: the checkpoint waiting for its head has it, or
+    /// (the head is past it) never will.
+    fn head_of_checkpoint(&mut self, seq: u64) {
+        match &self.headless {
+            Some((size, _)) if *size == seq => self.headless = None,
+            Some((size, _)) if *size < seq => self.flush_headless(),
+            _ => {}
+        }
+    }
+
+    /// The checkpoint waiting for its head did not get it.
+    fn flush_headless(&mut self) {
+        if let Some((size, source)) = self.headless.take() {
+            self.out.note(finding(
+                Kind::HeadMissing,
+                Some(size),
+                format!(
+                    "checkpoint {size} is kept without its head: the follower writes the head of seq {size} right after it, so the head was deleted"
+                ),
+                Some(source),
+            ));
+        }
+    }
+
+    /// Checkpoint names reached `seq`: a partial tile written for a smaller
+    /// size no checkpoint name has is what a deleted checkpoint leaves.
+    fn partial_tiles_up_to(&mut self, seq: u64) {
+        while let Some((size, path)) = self.partial_sizes.front().cloned() {
+            if size > seq {
+                break;
+            }
+            self.partial_sizes.pop_front();
+            if size < seq {
+                let source = format!("{}/{}/{path}", self.input.store.describe(), self.input.origin);
+                self.out.note(finding(
+                    Kind::CheckpointMissing,
+                    Some(size),
+                    format!(
+                        "{path} is a partial tile of a tree of size {size}, which the follower writes only with the checkpoint of that size; no checkpoint {size} is kept: deleted"
+                    ),
+                    Some(source),
+                ));
+            }
+        }
+    }
+
     async fn finish(mut self) -> Result<StreamAudit, StoreError> {
         let origin = self.input.origin;
         for f in std::mem::take(&mut self.backwards.findings) {
@@ -934,7 +1015,21 @@ impl Pass<'_> {
             && self.compare_with_database(size, root, &source)?
         {
             self.out.matched_database = consistent;
+            // One tree with the database at `size`: so are the smaller ones of the newest tree.
+            let matched = self.checkpoints_in_db.iter().filter(|s| **s <= size);
+            self.out.checkpoints_matched.extend(matched);
+            self.out.checkpoints_matched.sort_unstable();
         }
+        match self.headless.take() {
+            Some((size, _)) if self.out.largest.as_ref().is_some_and(|l| l.size == size) => {
+                self.out.newest_headless = Some(size);
+            }
+            pending => {
+                self.headless = pending;
+                self.flush_headless();
+            }
+        }
+        self.partial_tiles_up_to(u64::MAX);
         if let (Some(mut cosign), Some((policy, grace))) = (self.cosign.take(), self.input.witness) {
             if self.out.checkpoints_trusted == 0 && self.prev_cp.is_none() {
                 cosign.findings.push(finding(
@@ -967,6 +1062,18 @@ impl StreamAudit {
         } else {
             self.more_findings += 1;
         }
+    }
+
+    /// What the pass saw that is not (yet) a finding: checkpoints waiting
+    /// for witnesses, the newest checkpoint waiting for its head.
+    pub fn store_warnings(&self) -> Vec<String> {
+        let mut warnings: Vec<String> = self.cosign.iter().flat_map(|c| c.waiting.iter().cloned()).collect();
+        if let Some(size) = self.newest_headless {
+            warnings.push(format!(
+                "the newest checkpoint ({size}) has no head yet: a publication in progress, or interrupted (the follower publishes the head when it starts again)"
+            ));
+        }
+        warnings
     }
 
     /// Without a database: the highest trusted head below every finding, read again for its hash.

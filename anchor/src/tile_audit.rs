@@ -39,6 +39,11 @@ pub struct TileAudit {
     /// it (damage), as opposed to another tile disagreeing with a sound tree
     /// (another history's, e.g. a planted fork's).
     pub newest_damaged: bool,
+    /// The sizes that kept level-0 partial tiles were written for, at or
+    /// below the newest checkpoint (from `from` on), ascending: the follower
+    /// writes one only with a checkpoint of exactly that size, so each must
+    /// have its checkpoint (see [`crate::stream_audit`]).
+    pub partial_sizes: Vec<u64>,
 }
 
 impl TileAudit {
@@ -81,6 +86,19 @@ pub async fn audit_tiles(
             kept.entry((level, index)).or_default().push((path, width));
         }
     }
+    audit.partial_sizes = kept
+        .iter()
+        .filter(|((level, _), _)| *level == Some(0))
+        .flat_map(|((_, index), paths)| {
+            paths
+                .iter()
+                .filter(|(_, width)| *width < WIDTH)
+                .map(move |(_, width)| index.saturating_mul(WIDTH as u64).saturating_add(*width as u64))
+        })
+        .filter(|size| *size <= m && *size >= from)
+        .collect();
+    audit.partial_sizes.sort_unstable();
+    audit.partial_sizes.dedup();
     let levels = (0u8..64)
         .take_while(|l| m.checked_shr(8 * u32::from(*l)).unwrap_or(0) > 0)
         .count() as u8;

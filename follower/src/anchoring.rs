@@ -263,11 +263,17 @@ impl Anchoring {
                     None => Ok(()),
                 };
                 let outcome = match outcome {
-                    Ok(()) => publish_head(self.store.as_ref(), &self.keys, &self.origin, head).await,
+                    Ok(()) => {
+                        let with_checkpoint = self.tree_log.is_some();
+                        publish_head(self.store.as_ref(), &self.keys, &self.origin, head, with_checkpoint).await
+                    }
                     Err(e) => Err(e),
                 };
                 match outcome {
                     Ok(()) => {
+                        if let Some(log) = self.tree_log.as_mut() {
+                            log.head_published(head);
+                        }
                         if let Some(failed_since) = failing_since.take() {
                             tracing::info!(
                                 store = %self.store.describe(),

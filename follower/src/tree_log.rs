@@ -25,6 +25,14 @@
 //! are not (a database restored from an older backup and grown again,
 //! followed from a fresh cursor), nothing is published and the follower
 //! stops with `checkpoints-disagree`.
+//!
+//! A publication is three writes: the partial tiles, the checkpoint, the
+//! head. Each kept without the others looks, to a verifier, like what a
+//! deletion leaves (a partial tile of a size with no checkpoint, a
+//! checkpoint with no head). So the head being published is recorded in
+//! `<cursor>.tlog.pending` before the first write and cleared after the
+//! last; a publication cut short (a crash, a store that failed halfway) is
+//! finished, at its own size, before anything larger is published.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,6 +46,18 @@ use chainship_tlog::merkle::{consistency_proof, verify_consistency};
 use chainship_tlog::tiles::{Tile, TileBuilder};
 
 use crate::cursor::write_atomically;
+
+/// The head recorded as being published, if the file holds one.
+fn read_pending(file: &std::path::Path) -> Option<Head> {
+    let text = std::fs::read_to_string(file).ok()?;
+    match text.trim().parse::<Head>() {
+        Ok(head) => Some(head),
+        Err(e) => {
+            tracing::warn!(file = %file.display(), error = %e, "ignoring an unreadable pending publication");
+            None
+        }
+    }
+}
 use crate::hash_feed::HashFeed;
 use crate::witnessing::PublishedCheckpoint;
 
@@ -65,6 +85,10 @@ pub struct TreeLog {
     feed: Option<Arc<HashFeed>>,
     /// Where each published checkpoint is announced (to the witnesses).
     announce: Option<tokio::sync::watch::Sender<Option<PublishedCheckpoint>>>,
+    /// `<cursor>.tlog.pending`: the head whose publication began and has
+    /// not ended (see the module doc).
+    pending_file: PathBuf,
+    pending: Option<Head>,
 }
 
 /// The tree's right edge and the head it ends at (`head.seq == size`).
@@ -115,6 +139,10 @@ impl TreeLog {
         open: OpenOptions,
         state_file: PathBuf,
     ) -> Self {
+        let mut pending_file = state_file.clone().into_os_string();
+        pending_file.push(".pending");
+        let pending_file = PathBuf::from(pending_file);
+        let pending = read_pending(&pending_file);
         TreeLog {
             store,
             keys,
@@ -122,6 +150,8 @@ impl TreeLog {
             db,
             open,
             state_file,
+            pending_file,
+            pending,
             edge: None,
             checked_store: false,
             conn: std::sync::Mutex::new(None),
@@ -147,8 +177,57 @@ impl TreeLog {
     /// again from the last persisted one (whatever was written is written
     /// again with the same bytes).
     pub async fn publish(&mut self, head: Head) -> Result<(), StoreError> {
-        let result = self.publish_inner(head).await;
+        let result = self.finish_pending(head).await;
+        let result = match result.and_then(|()| self.begin(head)) {
+            Ok(()) => self.publish_inner(head).await,
+            Err(e) => Err(e),
+        };
         self.forget_on_error(result)
+    }
+
+    /// The head of the checkpoint [`TreeLog::publish`] wrote is kept too:
+    /// the publication is whole.
+    pub fn head_published(&mut self, head: Head) {
+        if self.pending.is_some_and(|p| p.seq <= head.seq) {
+            self.pending = None;
+            if let Err(e) = std::fs::remove_file(&self.pending_file)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(file = %self.pending_file.display(), error = %e, "cannot clear the pending publication");
+            }
+        }
+    }
+
+    /// Records `head` as the publication under way, before its first write.
+    fn begin(&mut self, head: Head) -> Result<(), StoreError> {
+        if self.pending == Some(head) {
+            return Ok(());
+        }
+        write_atomically(&self.pending_file, format!("{head}\n").as_bytes()).map_err(|e| {
+            StoreError::transient(format!(
+                "cannot record the publication under way in {}: {e}",
+                self.pending_file.display()
+            ))
+        })?;
+        self.pending = Some(head);
+        Ok(())
+    }
+
+    /// A publication cut short at a smaller size than `head` is finished
+    /// first, at its own size: its partial tiles, checkpoint and head.
+    async fn finish_pending(&mut self, head: Head) -> Result<(), StoreError> {
+        let Some(pending) = self.pending.filter(|p| p.seq < head.seq) else {
+            return Ok(());
+        };
+        // The edge in memory may be past it (prepared for a later head).
+        if self.edge.as_ref().is_some_and(|e| e.size() > pending.seq) {
+            self.edge = None;
+        }
+        tracing::info!(%pending, "finishing a publication that was cut short before publishing a later head");
+        self.publish_inner(pending).await?;
+        chainship_anchor::publish_head(self.store.as_ref(), &self.keys, &self.origin, pending, true).await?;
+        self.head_published(pending);
+        Ok(())
     }
 
     /// Extends the tree to `head` and writes the tiles it completes, without
@@ -171,6 +250,11 @@ impl TreeLog {
     }
 
     async fn prepare_inner(&mut self, head: Head) -> Result<(), StoreError> {
+        // Never past a publication cut short: it is finished at its own size first.
+        let head = match self.pending.filter(|p| p.seq < head.seq) {
+            Some(pending) if self.edge.as_ref().is_none_or(|e| e.size() <= pending.seq) => pending,
+            _ => head,
+        };
         let edge = match self.edge.take() {
             Some(edge) if edge.size() <= head.seq => edge,
             _ => self.load(head).await?,

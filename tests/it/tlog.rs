@@ -1031,3 +1031,186 @@ fn a_damaged_level_0_tile_is_tiles_disagree_not_a_fork() {
         assert!(findings.iter().any(|f| f["source"] == "tile/0/001"), "{extra:?}: {v}");
     }
 }
+
+fn audit_with_db(a: &Anchored) -> (i32, Value) {
+    let out = run(&[
+        "anchor",
+        "verify",
+        "--json",
+        "--db",
+        path_str(&a.db),
+        "--anchor",
+        &a.anchor_url(),
+        "--origin",
+        ORIGIN,
+        "--trusted-key",
+        &a.verifier,
+    ]);
+    let v = serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&out), stderr(&out)));
+    (code(&out), v)
+}
+
+fn kinds(v: &Value) -> Vec<String> {
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// What a verifier with no memory can still see of deletions in the store:
+/// the heads say, signed, that their checkpoint came first; a checkpoint's
+/// head follows it; a partial tile is written only with its checkpoint.
+/// Deleting the first checkpoint, every checkpoint and tile, a head whose
+/// checkpoint stays, or a head and its checkpoint together is named, with
+/// the database and without; and a checkpoint the database matches still
+/// vouches for its size as the last trusted head.
+#[test]
+fn deletions_in_the_store_are_named_by_what_they_leave() {
+    let a = Anchored::new(3_000, ORIGIN);
+    assert_eq!(code(&follow_once(&a, &["--batch-size", "1000"])), 0);
+    let log = log_dir(&a);
+    let head = |seq: u64| log.join(format!("{seq:020}.head"));
+    let checkpoint = |seq: u64| log.join(format!("checkpoints/{seq:020}"));
+    let head_text = std::fs::read_to_string(head(1000)).unwrap();
+    assert!(head_text.contains("\ncheckpoint 1000\n"), "{head_text}");
+    for (c, v) in [audit_no_db(&a), audit_with_db(&a)] {
+        assert_eq!(c, 0, "{v}");
+    }
+    let pristine = a.dir.path().join("pristine");
+    copy_tree(&a.anchors, &pristine);
+    let restore = || {
+        std::fs::remove_dir_all(&a.anchors).unwrap();
+        copy_tree(&pristine, &a.anchors);
+    };
+
+    // The first checkpoint: what is left starts at 2000 and looks whole.
+    std::fs::remove_file(checkpoint(1000)).unwrap();
+    for (c, v) in [audit_no_db(&a), audit_with_db(&a)] {
+        assert_eq!(c, 1, "{v}");
+        assert!(names(&v, "checkpoint-missing", "head 1000:"), "{v}");
+        assert!(names(&v, "checkpoint-missing", "signed saying"), "{v}");
+    }
+    restore();
+
+    // Every checkpoint and tile: what is left looks like a heads-only store.
+    std::fs::remove_dir_all(log.join("checkpoints")).unwrap();
+    std::fs::remove_dir_all(log.join("tile")).unwrap();
+    std::fs::remove_file(log.join("checkpoint")).unwrap();
+    for (c, v) in [audit_no_db(&a), audit_with_db(&a)] {
+        assert_eq!(c, 1, "{v}");
+        for seq in [1000, 2000, 3000] {
+            assert!(names(&v, "checkpoint-missing", &format!("head {seq}:")), "{v}");
+        }
+    }
+    restore();
+
+    // Heads 1000 and 2000, their checkpoints kept; the database altered at
+    // 2500: the checkpoint of 2000 still vouches for it.
+    std::fs::remove_file(head(1000)).unwrap();
+    std::fs::remove_file(head(2000)).unwrap();
+    let (c, v) = audit_no_db(&a);
+    assert_eq!(c, 1, "{v}");
+    assert!(names(&v, "head-missing", "checkpoint 1000 "), "{v}");
+    assert!(names(&v, "head-missing", "checkpoint 2000 "), "{v}");
+    let db_copy = a.dir.path().join("db-copy");
+    std::fs::copy(&a.db, &db_copy).unwrap();
+    tamper(&a.db)
+        .execute("UPDATE events SET payload_json = '{\"x\":1}' WHERE seq = 2500", [])
+        .unwrap();
+    let (c, v) = audit_with_db(&a);
+    assert_eq!(c, 1, "{v}");
+    assert!(names(&v, "head-missing", "checkpoint 2000 "), "{v}");
+    assert_eq!(v["last_trusted_head"]["seq"], 2000, "{v}");
+    std::fs::copy(&db_copy, &a.db).unwrap();
+    restore();
+
+    // A head and its checkpoint together: the partial tile of 2000 remains.
+    std::fs::remove_file(head(2000)).unwrap();
+    std::fs::remove_file(checkpoint(2000)).unwrap();
+    for (c, v) in [audit_no_db(&a), audit_with_db(&a)] {
+        assert_eq!(c, 1, "{v}");
+        assert!(names(&v, "checkpoint-missing", "tile/0/007.p/208"), "{v}");
+    }
+    restore();
+
+    // The newest head alone: a publication that may be in flight is a warning.
+    std::fs::remove_file(head(3000)).unwrap();
+    let (c, v) = audit_no_db(&a);
+    assert!(!kinds(&v).contains(&"head-missing".to_owned()), "{v}");
+    assert!(
+        v.to_string().contains("the newest checkpoint (3000) has no head yet"),
+        "{v}"
+    );
+    assert_eq!(c, 0, "{v}");
+    restore();
+}
+
+/// A publication the store failed halfway (partial tiles written, the
+/// checkpoint refused) is finished at its own size by the next run before
+/// a larger head: no partial tile without its checkpoint, no checkpoint
+/// without its head, and a full audit passes.
+#[test]
+fn a_publication_cut_short_is_finished_at_its_own_size() {
+    let a = Anchored::new(2_000, ORIGIN);
+    assert_eq!(code(&follow_once(&a, &["--batch-size", "1000"])), 0);
+    append(&a.db, 1000);
+    let log = log_dir(&a);
+    // Something where checkpoint 2500 goes: the store refuses it, while
+    // delivery goes on to 3000.
+    let blocked = log.join(format!("checkpoints/{:020}", 2500));
+    std::fs::create_dir_all(&blocked).unwrap();
+    let out = follow_once(&a, &["--batch-size", "500", "--shutdown-grace", "2s"]);
+    assert_ne!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        log.join("tile/0/009.p/196").exists(),
+        "the partial tile of 2500 was written first"
+    );
+    assert!(!log.join(format!("{:020}.head", 2500)).exists());
+    let pending = a.dir.path().join("cursor.tlog.pending");
+    assert!(std::fs::read_to_string(&pending).unwrap().starts_with("2500:"));
+    assert!(
+        std::fs::read_to_string(a.dir.path().join("cursor"))
+            .unwrap()
+            .starts_with("3000:")
+    );
+    std::fs::remove_dir(&blocked).unwrap();
+    let saved = a.dir.path().join("saved");
+    copy_tree(&a.anchors, &saved.join("anchors"));
+    for f in ["cursor", "cursor.tlog", "cursor.anchored", "cursor.tlog.pending"] {
+        let _ = std::fs::copy(a.dir.path().join(f), saved.join(f));
+    }
+
+    // Without the record of it (a follower that did not finish it), the
+    // next checkpoint leaves the partial tile of 2500 without its own,
+    // which a verifier must call what a deleted checkpoint leaves.
+    std::fs::remove_file(&pending).unwrap();
+    assert_eq!(code(&follow_once(&a, &["--batch-size", "1000"])), 0);
+    let (c, v) = audit_no_db(&a);
+    assert_eq!(c, 1, "{v}");
+    assert!(names(&v, "checkpoint-missing", "tile/0/009.p/196"), "{v}");
+    std::fs::remove_dir_all(&a.anchors).unwrap();
+    copy_tree(&saved.join("anchors"), &a.anchors);
+    for f in ["cursor", "cursor.tlog", "cursor.anchored", "cursor.tlog.pending"] {
+        let _ = std::fs::remove_file(a.dir.path().join(f));
+        let _ = std::fs::copy(saved.join(f), a.dir.path().join(f));
+    }
+
+    // The next run, with more to publish, finishes 2500 first.
+    let out = follow_once(&a, &["--batch-size", "1000"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("finishing a publication that was cut short"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(log.join(format!("checkpoints/{:020}", 2500)).is_file());
+    let head = std::fs::read_to_string(log.join(format!("{:020}.head", 2500))).unwrap();
+    assert!(head.contains("\ncheckpoint 2500\n"), "{head}");
+    assert!(!pending.exists());
+    for (c, v) in [audit_no_db(&a), audit_with_db(&a)] {
+        assert_eq!(c, 0, "{v}");
+        assert_eq!(v["checkpoints"]["largest"]["size"], 3000, "{v}");
+    }
+}

@@ -4,23 +4,25 @@
 //! partition comes first; then every other one, because a SIEM reading the
 //! topic ingests them all: a record of the origin there is a stray.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chainship_chain::record::Record;
 use rdkafka::Offset;
 use rdkafka::consumer::BaseConsumer;
-use rdkafka::message::Message;
+use rdkafka::message::{BorrowedMessage, Message};
 
 use super::config::{KafkaConfig, QuietContext, classify};
-use super::scan::{ScanLimits, scan};
+use super::scan::{ScanLimits, scan, scan_all};
 use super::{belongs_to, partition};
 use crate::error::SinkError;
 use crate::lines::OnRecord;
 use crate::{ReadReport, Stray};
 
 /// Calls `each(line, place)` for every record of `origin` in the topic:
-/// its own partition first, then the others (unless `--kafka-partition`
-/// narrowed the reading to one), whose records of `origin` are reported.
+/// its own partition first, then all the others together (unless
+/// `--kafka-partition` narrowed the reading to one), whose records of
+/// `origin` are reported.
 pub fn read_records(cfg: &KafkaConfig, origin: &str, each: &mut OnRecord<'_>) -> Result<ReadReport, SinkError> {
     let (own, count) = partition::lookup_with_count(cfg, origin, partition::Lookup::ForReading)?;
     let consumer: BaseConsumer<QuietContext> = cfg
@@ -33,7 +35,7 @@ pub fn read_records(cfg: &KafkaConfig, origin: &str, each: &mut OnRecord<'_>) ->
         total: None,
     };
     let mut report = ReadReport::default();
-    let partitions: Vec<i32> = match cfg.partition {
+    let others: Vec<i32> = match cfg.partition {
         Some(_) => {
             if count > 1 {
                 report.narrowed = Some(format!(
@@ -41,37 +43,35 @@ pub fn read_records(cfg: &KafkaConfig, origin: &str, each: &mut OnRecord<'_>) ->
                     count - 1
                 ));
             }
-            vec![own]
+            Vec::new()
         }
-        None => std::iter::once(own)
-            .chain((0..count as i32).filter(|p| *p != own))
-            .collect(),
+        None => (0..count as i32).filter(|p| *p != own).collect(),
     };
-    for partition in partitions {
-        let mut strays = 0u64;
-        let mut first_offset = None;
-        scan(&consumer, &cfg.topic, partition, Offset::Beginning, limits, |msg| {
-            let payload = msg.payload().unwrap_or_default();
-            // Messages of other origins sharing the partition are not this copy's.
-            if !belongs_to(origin, msg.key(), &Record::parse(payload)) {
-                return;
-            }
-            let offset = msg.offset();
-            if partition != own {
-                strays += 1;
-                first_offset.get_or_insert(offset);
-            }
-            each(payload, &|| format!("{url} partition {partition} offset {offset}"));
-        })?;
-        if strays > 0 {
-            report.strays.push(Stray {
-                place: format!(
-                    "{url} partition {partition} (from offset {}), not origin {origin:?}'s partition {own}",
-                    first_offset.unwrap_or_default()
-                ),
-                records: strays,
-            });
+    // The origin's own partition in its order; then every other one at once.
+    let mut strays: BTreeMap<i32, (u64, i64)> = BTreeMap::new();
+    let mut read = |msg: &BorrowedMessage<'_>| {
+        let payload = msg.payload().unwrap_or_default();
+        // Messages of other origins sharing the partition are not this copy's.
+        if !belongs_to(origin, msg.key(), &Record::parse(payload)) {
+            return;
         }
+        let (partition, offset) = (msg.partition(), msg.offset());
+        if partition != own {
+            strays.entry(partition).or_insert((0, offset)).0 += 1;
+        }
+        each(payload, &|| format!("{url} partition {partition} offset {offset}"));
+    };
+    scan(&consumer, &cfg.topic, own, Offset::Beginning, limits, &mut read)?;
+    if !others.is_empty() {
+        scan_all(&consumer, &cfg.topic, &others, Offset::Beginning, limits, &mut read)?;
+    }
+    for (partition, (records, first_offset)) in strays {
+        report.strays.push(Stray {
+            place: format!(
+                "{url} partition {partition} (from offset {first_offset}), not origin {origin:?}'s partition {own}"
+            ),
+            records,
+        });
     }
     Ok(report)
 }
