@@ -33,7 +33,7 @@ fn main() {
     let dir = Path::new(store).join(origin);
     std::fs::create_dir_all(&dir).expect("the store directory");
     let now = SystemTime::now();
-    let keys = [key];
+    let keys = [key.shared()];
     let mut written = 0u64;
     db.scan(from.saturating_sub(1), last, &mut |event| {
         if event.seq % every != 0 && event.seq != last {
@@ -41,7 +41,7 @@ fn main() {
         }
         let head = Head::from_stored(event.seq, event.hash).expect("a stored hash");
         let published = now - Duration::from_millis(last - event.seq);
-        let note = SignedHead::new(origin, head, published).sign(&keys);
+        let note = SignedHead::new(origin, head, published).sign(&keys).expect("signing");
         std::fs::write(dir.join(head_name(event.seq)), note).expect("writing a head");
         written += 1;
         true

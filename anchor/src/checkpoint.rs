@@ -21,9 +21,9 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use chainship_tlog::Hash;
 
-use crate::keys::SignerKey;
 use crate::note::{SignedNote, VerifierKey};
-use crate::store::{CHECKPOINTS_DIR, COSIGNED_DIR};
+use crate::signer::Signers;
+use crate::store::{CHECKPOINTS_DIR, COSIGNED_DIR, StoreError};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Checkpoint {
@@ -37,9 +37,9 @@ impl Checkpoint {
         format!("{}\n{}\n{}\n", self.origin, self.size, B64.encode(self.root))
     }
 
-    pub fn sign(&self, keys: &[SignerKey]) -> String {
-        let keys: Vec<(&str, &ed25519_dalek::SigningKey)> = keys.iter().map(|k| (k.name.as_str(), &k.key)).collect();
-        SignedNote::sign(&self.text(), &keys).to_text()
+    /// The signed note (fails when a signer cannot sign).
+    pub fn sign(&self, signers: &Signers) -> Result<String, StoreError> {
+        Ok(crate::signer::sign_note(&self.text(), signers)?.to_text())
     }
 
     /// Parses a checkpoint's note text; extension lines are kept out of
@@ -131,6 +131,7 @@ pub fn size_from_checkpoint_name(name: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys::SignerKey;
 
     #[test]
     fn text_is_the_c2sp_form_and_round_trips() {
@@ -145,7 +146,7 @@ mod tests {
         );
         assert_eq!(Checkpoint::parse_text(&cp.text()).unwrap(), (cp.clone(), 0));
         let key = SignerKey::generate("prod/agentrt").unwrap();
-        let read = read_checkpoint(cp.sign(std::slice::from_ref(&key)).as_bytes(), &[key.verifier()]).unwrap();
+        let read = read_checkpoint(cp.sign(&[key.shared()]).unwrap().as_bytes(), &[key.verifier()]).unwrap();
         assert_eq!(read.checkpoint, cp);
         assert_eq!(read.signers, ["prod/agentrt"]);
         assert!(Checkpoint::parse_text("o\n012\nAAAA\n").is_err());

@@ -393,7 +393,7 @@ mod tests {
     /// checkpoint and a head (and the pointer at the newest).
     fn store_for(lines: &[String], at: &[u64], key: &SignerKey) -> MemoryStore {
         let store = MemoryStore::default();
-        let keys = std::slice::from_ref(key);
+        let keys = &[key.shared()];
         let mut builder = TileBuilder::default();
         let mut done = 0;
         for &size in at {
@@ -414,7 +414,7 @@ mod tests {
             run(async {
                 put_tiles(&store, "o", &tiles).await.unwrap();
                 publish_checkpoint(&store, keys, &cp).await.unwrap();
-                advance_pointer(&store, "o", &[key.verifier()], size, &cp.sign(keys))
+                advance_pointer(&store, "o", &[key.verifier()], size, &cp.sign(keys).unwrap())
                     .await
                     .unwrap();
                 publish_head(&store, keys, "o", head, false).await.unwrap();

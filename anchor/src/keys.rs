@@ -9,12 +9,44 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
+use std::sync::Arc;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use ed25519_dalek::SigningKey;
 
 use crate::note::{ED25519, VerifierKey, key_id, valid_key_name};
+use crate::signer::Signer;
+use crate::store::StoreError;
+
+/// A key file's key, signing in this process.
+struct FileSigner {
+    name: String,
+    key: SigningKey,
+    path: Option<String>,
+}
+
+impl Signer for FileSigner {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn public_key(&self) -> ed25519_dalek::VerifyingKey {
+        self.key.verifying_key()
+    }
+
+    fn sign(&self, message: &[u8]) -> Result<ed25519_dalek::Signature, StoreError> {
+        use ed25519_dalek::Signer as _;
+        Ok(self.key.sign(message))
+    }
+
+    fn describe(&self) -> String {
+        match &self.path {
+            Some(path) => format!("the key file {path}"),
+            None => format!("key {:?} in memory", self.name),
+        }
+    }
+}
 
 /// A named Ed25519 signing key.
 pub struct SignerKey {
@@ -46,6 +78,25 @@ impl SignerKey {
 
     pub fn verifier(&self) -> VerifierKey {
         VerifierKey::new(&self.name, self.key.verifying_key())
+    }
+
+    /// The key as a [`Signer`] to hand to the publishers.
+    pub fn shared(&self) -> Arc<dyn Signer> {
+        Arc::new(FileSigner {
+            name: self.name.clone(),
+            key: self.key.clone(),
+            path: None,
+        })
+    }
+
+    /// Loads a key file as a [`Signer`].
+    pub fn load_signer(path: &Path) -> Result<Arc<dyn Signer>, String> {
+        let key = SignerKey::load(path)?;
+        Ok(Arc::new(FileSigner {
+            name: key.name,
+            key: key.key,
+            path: Some(path.display().to_string()),
+        }))
     }
 
     fn to_text(&self) -> String {

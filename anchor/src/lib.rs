@@ -1,7 +1,7 @@
 //! Anchoring: turning an exported log into evidence.
 //!
 //! Owns the signed head format (a C2SP signed note, [`signed_head`],
-//! [`note`]), signing keys ([`keys`]), the write-once anchor stores kept in
+//! [`note`]), what signs them ([`signer`]; key files: [`keys`]), the write-once anchor stores kept in
 //! another trust domain ([`store`]: `file:DIR`, `s3://BUCKET/PREFIX`),
 //! publishing one head ([`publish`]) and judging a database or a copy
 //! against every kept head ([`stream_audit`], one pass for every verifier;
@@ -24,6 +24,7 @@ pub mod note;
 pub mod proof_check;
 pub mod publish;
 pub mod signed_head;
+pub mod signer;
 pub mod store;
 pub mod stream_audit;
 pub mod tile_audit;
@@ -36,6 +37,7 @@ pub use keys::SignerKey;
 pub use note::VerifierKey;
 pub use publish::{highest_verified_head, publish_head, publish_heartbeat};
 pub use signed_head::SignedHead;
+pub use signer::{Signer, Signers};
 pub use store::{AnchorStore, StoreError};
 pub use url::{AnchorUrl, open_store};
 

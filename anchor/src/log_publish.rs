@@ -13,7 +13,7 @@ use std::time::SystemTime;
 use chainship_tlog::tiles::Tile;
 
 use crate::checkpoint::{Checkpoint, checkpoint_beside_path, checkpoint_path, read_checkpoint};
-use crate::keys::SignerKey;
+use crate::signer::{Signers, verifiers};
 use crate::note::VerifierKey;
 use crate::store::{AnchorStore, LATEST_CHECKPOINT, PutOutcome, StoreError};
 
@@ -48,15 +48,14 @@ pub async fn put_tiles(store: &dyn AnchorStore, origin: &str, tiles: &[Tile]) ->
 /// does not hold the name hostage: ours goes beside it.
 pub async fn publish_checkpoint(
     store: &dyn AnchorStore,
-    keys: &[SignerKey],
+    keys: &Signers,
     cp: &Checkpoint,
 ) -> Result<(), StoreError> {
-    let note = cp.sign(keys);
+    let note = cp.sign(keys)?;
     let origin = cp.origin.as_str();
     let path = checkpoint_path(cp.size);
     if let PutOutcome::AlreadyThere(kept) = store.put_object_new(origin, &path, note.as_bytes()).await? {
-        let verifiers: Vec<VerifierKey> = keys.iter().map(SignerKey::verifier).collect();
-        match read_checkpoint(&kept, &verifiers) {
+        match read_checkpoint(&kept, &verifiers(keys)) {
             Ok(read)
                 if !read.signers.is_empty() && read.checkpoint.origin == origin && read.checkpoint.size == cp.size =>
             {
@@ -81,8 +80,7 @@ pub async fn publish_checkpoint(
             }
         }
     }
-    let verifiers: Vec<VerifierKey> = keys.iter().map(SignerKey::verifier).collect();
-    advance_pointer(store, origin, &verifiers, cp.size, &note).await
+    advance_pointer(store, origin, &verifiers(keys), cp.size, &note).await
 }
 
 /// Points `checkpoint` (what tlog clients read first) at `note`, of `size`,
@@ -139,6 +137,7 @@ pub async fn newest_checkpoint(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys::SignerKey;
     use crate::store::memory::MemoryStore;
     use chainship_chain::ErrorKind;
     use chainship_tlog::tiles::TileBuilder;
@@ -165,7 +164,7 @@ mod tests {
         let store = MemoryStore::default();
         let key = SignerKey::generate("o").unwrap();
         let mine = key.verifier();
-        let keys = std::slice::from_ref(&key);
+        let keys = &[key.shared()];
         let (tiles, cp) = tree(300, "aaaa");
         run(put_tiles(&store, "o", &tiles)).unwrap();
         run(publish_checkpoint(&store, keys, &cp)).unwrap();

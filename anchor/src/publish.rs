@@ -6,8 +6,8 @@ use std::time::SystemTime;
 
 use chainship_chain::Head;
 
-use crate::keys::SignerKey;
 use crate::note::{SignedNote, VerifierKey};
+use crate::signer::{Signers, verifiers};
 use crate::signed_head::SignedHead;
 use crate::store::{AnchorStore, PutOutcome, StoreError, head_name, heartbeat_name};
 
@@ -21,7 +21,7 @@ use crate::store::{AnchorStore, PutOutcome, StoreError, head_name, heartbeat_nam
 /// checkpoint of the head's size was published first (the note says so).
 pub async fn publish_head(
     store: &dyn AnchorStore,
-    keys: &[SignerKey],
+    keys: &Signers,
     origin: &str,
     head: Head,
     with_checkpoint: bool,
@@ -32,12 +32,11 @@ pub async fn publish_head(
         true => signed.with_checkpoint(),
         false => signed,
     }
-    .sign(keys);
+    .sign(keys)?;
     let PutOutcome::AlreadyThere(bytes) = store.put_new(origin, &head_name(head.seq), note.as_bytes()).await? else {
         return Ok(());
     };
-    let verifiers: Vec<VerifierKey> = keys.iter().map(SignerKey::verifier).collect();
-    match verified_by(&bytes, origin, head.seq, &verifiers) {
+    match verified_by(&bytes, origin, head.seq, &verifiers(keys)) {
         Ok(kept) if kept == head => Ok(()),
         Ok(kept) => Err(StoreError::integrity(format!(
             "heads-disagree: {} already keeps head {kept} for origin {origin:?}, signed by this follower's key, not {head}",
@@ -75,12 +74,12 @@ async fn put_beside(
 /// follower still vouches for it.
 pub async fn publish_heartbeat(
     store: &dyn AnchorStore,
-    keys: &[SignerKey],
+    keys: &Signers,
     origin: &str,
     head: Head,
 ) -> Result<(), StoreError> {
     let now = SystemTime::now();
-    let note = SignedHead::new(origin, head, now).sign(keys);
+    let note = SignedHead::new(origin, head, now).sign(keys)?;
     put_beside(store, origin, head.seq, now, &note).await
 }
 
@@ -129,6 +128,7 @@ fn verified_by(bytes: &[u8], origin: &str, seq: u64, keys: &[VerifierKey]) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys::SignerKey;
     use crate::store::file::FileStore;
 
     use crate::test_run as run;
@@ -147,20 +147,20 @@ mod tests {
         );
         let verifiers = [mine.verifier()];
         assert_eq!(run(highest_verified_head(&store, "o", &verifiers)).unwrap(), None);
-        run(publish_head(&store, std::slice::from_ref(&mine), "o", head(5), false)).unwrap();
+        run(publish_head(&store, &[mine.shared()], "o", head(5), false)).unwrap();
         // Above it: an empty head, garbage, another key's head, and my head
         // for another origin and seq copied in.
         let origin = dir.path().join("o");
         std::fs::write(origin.join("18446744073709551615.head"), b"").unwrap();
         std::fs::write(origin.join(crate::store::head_name(9)), b"garbage").unwrap();
-        run(publish_head(&store, std::slice::from_ref(&other), "o", head(8), false)).unwrap();
-        run(publish_head(&store, std::slice::from_ref(&mine), "p", head(7), false)).unwrap();
+        run(publish_head(&store, &[other.shared()], "o", head(8), false)).unwrap();
+        run(publish_head(&store, &[mine.shared()], "p", head(7), false)).unwrap();
         std::fs::copy(
             dir.path().join("p").join(crate::store::head_name(7)),
             origin.join(crate::store::head_name(7)),
         )
         .unwrap();
-        let note = SignedHead::new("o", head(6), SystemTime::now()).sign(std::slice::from_ref(&mine));
+        let note = SignedHead::new("o", head(6), SystemTime::now()).sign(&[mine.shared()]).unwrap();
         std::fs::write(origin.join(crate::store::head_name(10)), note).unwrap();
         assert_eq!(
             run(highest_verified_head(&store, "o", &verifiers))
@@ -176,7 +176,7 @@ mod tests {
         use chainship_chain::ErrorKind;
         let store = MemoryStore::default();
         let mine = SignerKey::generate("me").unwrap();
-        let keys = std::slice::from_ref(&mine);
+        let keys = &[mine.shared()];
         run(publish_head(&store, keys, "o", head(5), false)).unwrap();
         // The same head again: already kept, fine.
         run(publish_head(&store, keys, "o", head(5), false)).unwrap();

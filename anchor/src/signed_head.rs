@@ -22,8 +22,8 @@ use std::time::SystemTime;
 
 use chainship_chain::Head;
 
-use crate::keys::SignerKey;
-use crate::note::SignedNote;
+use crate::signer::Signers;
+use crate::store::StoreError;
 
 pub const FORMAT_LINE: &str = "chainship-head/v1";
 
@@ -69,10 +69,9 @@ impl SignedHead {
         )
     }
 
-    /// The signed note, one signature line per key.
-    pub fn sign(&self, keys: &[SignerKey]) -> String {
-        let keys: Vec<(&str, &ed25519_dalek::SigningKey)> = keys.iter().map(|k| (k.name.as_str(), &k.key)).collect();
-        SignedNote::sign(&self.text(), &keys).to_text()
+    /// The signed note, one signature line per signer (fails when one cannot sign).
+    pub fn sign(&self, signers: &Signers) -> Result<String, StoreError> {
+        Ok(crate::signer::sign_note(&self.text(), signers)?.to_text())
     }
 
     /// Parses a note text (its signatures are checked elsewhere).
@@ -119,6 +118,8 @@ impl SignedHead {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys::SignerKey;
+    use crate::note::SignedNote;
 
     #[test]
     fn text_round_trips_and_signature_verifies() {
@@ -133,7 +134,7 @@ mod tests {
         );
         assert_eq!(SignedHead::parse_text(&signed.text()).unwrap(), signed);
         let key = SignerKey::generate("k").unwrap();
-        let note = SignedNote::parse(signed.sign(std::slice::from_ref(&key)).as_bytes()).unwrap();
+        let note = SignedNote::parse(signed.sign(&[key.shared()]).unwrap().as_bytes()).unwrap();
         assert_eq!(key.verifier().check(&note), Some(true));
         assert!(SignedHead::parse_text("chainship-head/v2\n").is_err());
     }

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use chainship_anchor::{AnchorStore, SignerKey, highest_verified_head, publish_head, publish_heartbeat};
+use chainship_anchor::{AnchorStore, Signer, highest_verified_head, publish_head, publish_heartbeat};
 use chainship_chain::Head;
 use metrics::{counter, gauge};
 use tokio::sync::watch;
@@ -35,7 +35,7 @@ use crate::tree_log::TreeLog;
 
 pub struct Anchoring {
     pub store: Arc<dyn AnchorStore>,
-    pub keys: Arc<Vec<SignerKey>>,
+    pub keys: Arc<Vec<Arc<dyn Signer>>>,
     pub origin: String,
     /// `<cursor>.anchored`: the last head published.
     pub anchored_file: PathBuf,
@@ -159,7 +159,7 @@ impl Anchoring {
         // (another follower of this origin, e.g. to another sink, got further):
         // publish only past the highest kept head. Only heads this follower's
         // keys signed count: a planted or torn file must not stop publishing.
-        let verifiers: Vec<_> = self.keys.iter().map(SignerKey::verifier).collect();
+        let verifiers: Vec<_> = chainship_anchor::signer::verifiers(&self.keys);
         let kept = match highest_verified_head(self.store.as_ref(), &self.origin, &verifiers).await {
             Ok(kept) => kept,
             Err(e) => {

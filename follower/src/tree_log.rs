@@ -40,7 +40,7 @@ use std::sync::Arc;
 use chainship_anchor::checkpoint::Checkpoint;
 use chainship_anchor::log_publish::{newest_checkpoint, publish_checkpoint, put_tiles};
 use chainship_anchor::tile_reader::TileReader;
-use chainship_anchor::{AnchorStore, SignerKey, StoreError, VerifierKey};
+use chainship_anchor::{AnchorStore, Signer, StoreError, VerifierKey};
 use chainship_chain::{ChainCheck, EventDb, Head, OpenOptions};
 use chainship_tlog::merkle::{consistency_proof, verify_consistency};
 use chainship_tlog::tiles::{Tile, TileBuilder};
@@ -69,7 +69,7 @@ const CHUNK: u64 = 65_536;
 /// Builds and publishes the tree; owned by the anchoring task.
 pub struct TreeLog {
     store: Arc<dyn AnchorStore>,
-    keys: Arc<Vec<SignerKey>>,
+    keys: Arc<Vec<Arc<dyn Signer>>>,
     origin: String,
     db: PathBuf,
     open: OpenOptions,
@@ -133,7 +133,7 @@ impl Edge {
 impl TreeLog {
     pub fn new(
         store: Arc<dyn AnchorStore>,
-        keys: Arc<Vec<SignerKey>>,
+        keys: Arc<Vec<Arc<dyn Signer>>>,
         origin: String,
         db: PathBuf,
         open: OpenOptions,
@@ -290,7 +290,7 @@ impl TreeLog {
         if let Some(announce) = &self.announce {
             announce.send_replace(Some(PublishedCheckpoint {
                 size: checkpoint.size,
-                note: checkpoint.sign(&self.keys),
+                note: checkpoint.sign(&self.keys)?,
             }));
         }
         if let Err(e) = write_atomically(&self.state_file, edge.to_text().as_bytes()) {
@@ -410,7 +410,7 @@ impl TreeLog {
     /// next extension must be checked again before it writes (another
     /// process's tree is the kept one, and this one may still part from it).
     async fn check_against_store(&self, edge: &Edge, head: Head) -> Result<bool, StoreError> {
-        let verifiers: Vec<VerifierKey> = self.keys.iter().map(SignerKey::verifier).collect();
+        let verifiers: Vec<VerifierKey> = chainship_anchor::signer::verifiers(&self.keys);
         let Some((kept, _)) = newest_checkpoint(self.store.as_ref(), &self.origin, &verifiers).await? else {
             return Ok(false);
         };

@@ -35,7 +35,7 @@ use chainship_anchor::cosignature::WitnessKey;
 use chainship_anchor::log_publish::{advance_pointer, newest_checkpoint};
 use chainship_anchor::note::SignedNote;
 use chainship_anchor::tile_reader::TileReader;
-use chainship_anchor::{AnchorStore, SignerKey, VerifierKey};
+use chainship_anchor::{AnchorStore, Signer, VerifierKey};
 use chainship_chain::Error;
 use chainship_tlog::merkle::consistency_proof;
 use metrics::{counter, gauge};
@@ -64,7 +64,7 @@ pub struct Witnessing {
     pub witnesses: Vec<Witness>,
     pub quorum: usize,
     pub store: Arc<dyn AnchorStore>,
-    pub keys: Arc<Vec<SignerKey>>,
+    pub keys: Arc<Vec<Arc<dyn Signer>>>,
     pub origin: String,
     /// `<cursor>.witnesses`: each witness's last cosigned size.
     pub state_file: PathBuf,
@@ -166,7 +166,7 @@ impl Witnessing {
             Err(e) => return fail(Error::permanent(e)),
         };
         let mut sizes = load_sizes(&self.state_file);
-        let verifiers: Vec<VerifierKey> = self.keys.iter().map(SignerKey::verifier).collect();
+        let verifiers: Vec<VerifierKey> = chainship_anchor::signer::verifiers(&self.keys);
         // Until this life publishes one: the newest kept, which may be uncosigned.
         let mut current = match newest_checkpoint(self.store.as_ref(), &self.origin, &verifiers).await {
             Ok(found) => found.map(|(_, note)| note),
@@ -336,7 +336,7 @@ impl Witnessing {
         let note: String = format!("{}{}", cp.note, cosigned.values().cloned().collect::<String>());
         let path = chainship_anchor::checkpoint::cosigned_path(cp.size);
         self.store.put_object_new(&self.origin, &path, note.as_bytes()).await?;
-        let verifiers: Vec<VerifierKey> = self.keys.iter().map(SignerKey::verifier).collect();
+        let verifiers: Vec<VerifierKey> = chainship_anchor::signer::verifiers(&self.keys);
         advance_pointer(self.store.as_ref(), &self.origin, &verifiers, cp.size, &note).await
     }
 }

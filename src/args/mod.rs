@@ -166,10 +166,12 @@ pub struct TrustArgs {
 
 impl SigningArgs {
     /// The signing keys, each refused with the flag and file named.
-    pub fn load(&self) -> Result<Vec<chainship_anchor::SignerKey>, CliError> {
+    pub fn load(&self) -> Result<Vec<std::sync::Arc<dyn chainship_anchor::Signer>>, CliError> {
         self.signing_keys
             .iter()
-            .map(|p| chainship_anchor::SignerKey::load(p).map_err(|e| CliError::usage(format!("--signing-key {e}"))))
+            .map(|p| {
+                chainship_anchor::SignerKey::load_signer(p).map_err(|e| CliError::usage(format!("--signing-key {e}")))
+            })
             .collect()
     }
 }

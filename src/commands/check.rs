@@ -124,7 +124,7 @@ async fn check_witnesses(
     args: &crate::args::PipelineArgs,
     witnesses: &[Witness],
 ) -> Result<Vec<(String, Result<String, String>)>, CliError> {
-    let keys: Vec<_> = args.signing.load()?.iter().map(SignerKey::verifier).collect();
+    let keys = chainship_anchor::signer::verifiers(&args.signing.load()?);
     let origin = args.origin.get()?;
     let store = args
         .anchor
