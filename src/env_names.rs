@@ -4,9 +4,6 @@
 //! command tree, so no flag can be left out or named off the pattern.
 //! Repeatable flags take several values in one variable, separated as the
 //! flag's own value delimiter says (`,` for keys, `;` for `--kafka-opt`).
-//!
-//! Names used before the rule (`CHAINSHIP_SIGNING_KEYS`, …) still work:
-//! [`adopt_legacy_names`] copies them to the new name when that is unset.
 
 use clap::{Arg, Command};
 
@@ -55,40 +52,6 @@ fn name_arg(command: &str, arg: Arg) -> Arg {
     }
 }
 
-/// Variables named before the rule, and the names that replaced them.
-const LEGACY: [(&str, &str); 7] = [
-    ("CHAINSHIP_SIGNING_KEYS", "CHAINSHIP_SIGNING_KEY"),
-    ("CHAINSHIP_TRUSTED_KEYS", "CHAINSHIP_TRUSTED_KEY"),
-    ("CHAINSHIP_KAFKA_OPTS", "CHAINSHIP_KAFKA_OPT"),
-    ("CHAINSHIP_EXPORT", "CHAINSHIP_FROM"),
-    ("CHAINSHIP_KEY_NAME", "CHAINSHIP_NAME"),
-    ("CHAINSHIP_KEY_OUT", "CHAINSHIP_OUT"),
-    ("CHAINSHIP_DEMO_DIR", "CHAINSHIP_DIR"),
-];
-
-/// Copies each legacy variable that is set to its new name when that is
-/// unset; returns the legacy names it used, for a deprecation warning once
-/// logging is up. Runs first thing in `main`, before any thread exists.
-pub fn adopt_legacy_names() -> Vec<&'static str> {
-    let mut used = Vec::new();
-    for (old, new) in LEGACY {
-        if let Some(value) = std::env::var_os(old)
-            && std::env::var_os(new).is_none()
-        {
-            // SAFETY: called at the start of main, before any other thread
-            // is spawned, so nothing reads the environment concurrently.
-            unsafe { std::env::set_var(new, value) };
-            used.push(old);
-        }
-    }
-    used
-}
-
-/// The new name of a legacy variable.
-pub fn replacement(old: &str) -> Option<&'static str> {
-    LEGACY.iter().find(|(o, _)| *o == old).map(|(_, n)| *n)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,7 +75,6 @@ mod tests {
         walk(&crate::cli_command(), "chainship", &mut seen);
         assert!(seen > 80, "only {seen} flags found");
         assert_eq!(env_name("kafka-opt"), "CHAINSHIP_KAFKA_OPT");
-        assert_eq!(replacement("CHAINSHIP_SIGNING_KEYS"), Some("CHAINSHIP_SIGNING_KEY"));
         assert!(command_line_only("verify", "from") && !command_line_only("verify-export", "from"));
         assert!(command_line_only("anchor", "allow-no-heads") && command_line_only("verify-export", "allow-no-heads"));
     }

@@ -82,7 +82,6 @@ fn cli_command() -> clap::Command {
 }
 
 fn main() -> ExitCode {
-    let legacy_env = env_names::adopt_legacy_names();
     // Every argument is text: a path that is not UTF-8 is refused with the
     // argument named (std::env::args would panic on it).
     let argv: Vec<String> = match std::env::args_os()
@@ -144,10 +143,6 @@ fn main() -> ExitCode {
         }
     };
     logging::init(cli.log_format);
-    for old in legacy_env {
-        let new = env_names::replacement(old).unwrap_or_default();
-        tracing::warn!("{old} is the old name of {new}; it still works, but rename it");
-    }
     let result = match &cli.command {
         Command::Verify(args) => commands::verify::run(args),
         Command::Generate(args) => commands::generate::run(args),

@@ -13,8 +13,8 @@ use std::time::SystemTime;
 use chainship_tlog::tiles::Tile;
 
 use crate::checkpoint::{Checkpoint, checkpoint_beside_path, checkpoint_path, read_checkpoint};
-use crate::signer::{Signers, verifiers};
 use crate::note::VerifierKey;
+use crate::signer::{Signers, verifiers};
 use crate::store::{AnchorStore, LATEST_CHECKPOINT, PutOutcome, StoreError};
 
 /// Writes each tile unless kept; a kept tile must hold the same bytes.
@@ -46,11 +46,7 @@ pub async fn put_tiles(store: &dyn AnchorStore, origin: &str, tiles: &[Tile]) ->
 /// counts if this publisher's keys signed the same root; one they signed
 /// with another root is `checkpoints-disagree`; a note they did not sign
 /// does not hold the name hostage: ours goes beside it.
-pub async fn publish_checkpoint(
-    store: &dyn AnchorStore,
-    keys: &Signers,
-    cp: &Checkpoint,
-) -> Result<(), StoreError> {
+pub async fn publish_checkpoint(store: &dyn AnchorStore, keys: &Signers, cp: &Checkpoint) -> Result<(), StoreError> {
     let note = cp.sign(keys)?;
     let origin = cp.origin.as_str();
     let path = checkpoint_path(cp.size);

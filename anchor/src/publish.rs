@@ -7,8 +7,8 @@ use std::time::SystemTime;
 use chainship_chain::Head;
 
 use crate::note::{SignedNote, VerifierKey};
-use crate::signer::{Signers, verifiers};
 use crate::signed_head::SignedHead;
+use crate::signer::{Signers, verifiers};
 use crate::store::{AnchorStore, PutOutcome, StoreError, head_name, heartbeat_name};
 
 /// Signs and writes `head` for `origin`. A note already kept for that seq
@@ -160,7 +160,9 @@ mod tests {
             origin.join(crate::store::head_name(7)),
         )
         .unwrap();
-        let note = SignedHead::new("o", head(6), SystemTime::now()).sign(&[mine.shared()]).unwrap();
+        let note = SignedHead::new("o", head(6), SystemTime::now())
+            .sign(&[mine.shared()])
+            .unwrap();
         std::fs::write(origin.join(crate::store::head_name(10)), note).unwrap();
         assert_eq!(
             run(highest_verified_head(&store, "o", &verifiers))

@@ -585,6 +585,10 @@ impl Pass<'_> {
 
     fn head_note(&mut self, note: StoredNote) -> Result<(), StoreError> {
         self.out.heads_kept += 1;
+        // Any note at the seq (a forged one is named on its own) is not a deleted head.
+        if let Some(seq) = note.seq_in_name {
+            self.head_of_checkpoint(seq);
+        }
         let key = note
             .name
             .rsplit('/')
@@ -658,7 +662,6 @@ impl Pass<'_> {
                 None => self.out.trusted_seqs.push(head.seq),
             },
         }
-        self.head_of_checkpoint(head.seq);
         // Once checkpoints began, every head has its own; and a head signed
         // saying it was published after its checkpoint has one, whatever else
         // the store lost.

@@ -12,7 +12,7 @@ pub mod settings;
 pub mod upload;
 
 pub use failure::{HttpStatus, S3Failure, classify};
-pub use location::{S3Location, legacy_origin_prefix, origin_prefix};
+pub use location::{S3Location, origin_prefix};
 pub use object::{get_object, list_keys, visit_keys};
 pub use settings::S3Settings;
 pub use upload::{MIN_PART_SIZE, NewObject, PartPlan, abort_leftovers, put_replacing, upload_new};

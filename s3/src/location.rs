@@ -39,12 +39,6 @@ impl S3Location {
     pub fn origin_prefix(&self, origin: &str) -> String {
         origin_prefix(&self.prefix, origin)
     }
-
-    /// Where releases before origins were encoded kept `origin`'s keys, when
-    /// that differs (only origins with `/`, `:`, `@` and the like moved).
-    pub fn legacy_origin_prefix(&self, origin: &str) -> Option<String> {
-        legacy_origin_prefix(&self.prefix, origin)
-    }
 }
 
 impl fmt::Display for S3Location {
@@ -56,11 +50,6 @@ impl fmt::Display for S3Location {
 /// `PREFIX/<origin segment>/`.
 pub fn origin_prefix(prefix: &str, origin: &str) -> String {
     format!("{}/", join(prefix, &origin_segment(origin)))
-}
-
-/// `PREFIX/<origin as written>/`, when that differs from [`origin_prefix`].
-pub fn legacy_origin_prefix(prefix: &str, origin: &str) -> Option<String> {
-    (origin_segment(origin) != origin).then(|| format!("{}/", join(prefix, origin)))
 }
 
 fn join(prefix: &str, name: &str) -> String {
@@ -87,14 +76,9 @@ mod tests {
     fn origins_get_one_segment_each() {
         for prefix in ["exports", "exports/", "/exports/"] {
             assert_eq!(origin_prefix(prefix, "prod/agentrt"), "exports/prod%2Fagentrt/");
-            assert_eq!(
-                legacy_origin_prefix(prefix, "prod/agentrt").as_deref(),
-                Some("exports/prod/agentrt/")
-            );
         }
         assert!(!origin_prefix("p", "team/a/b").starts_with(&origin_prefix("p", "team/a")));
         assert_eq!(origin_prefix("", "o"), "o/");
-        assert_eq!(legacy_origin_prefix("p", "plain"), None);
         assert_eq!(S3Location::parse("bkt").unwrap().key(".probe"), ".probe");
     }
 }

@@ -21,7 +21,7 @@ use crate::report::CLOSED_STDOUT;
 pub struct DemoArgs {
     /// Work here (created; must not exist), and keep it afterwards. Default: a
     /// new directory under the system temp dir ($TMPDIR), removed at the end.
-    #[arg(long, env = "CHAINSHIP_DEMO_DIR", value_name = "DIR")]
+    #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
     /// Events in the demo database before the live writer starts.
     #[arg(long, default_value_t = 2000)]

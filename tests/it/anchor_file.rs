@@ -253,7 +253,9 @@ fn a_head_that_goes_backwards_is_heads_disagree() {
     let hash = "ab".repeat(32);
     let head: chainship_chain::Head = format!("150:{hash}").parse().unwrap();
     let later = std::time::SystemTime::now() + std::time::Duration::from_secs(3600);
-    let note = chainship_anchor::SignedHead::new(ORIGIN, head, later).sign(&[key.shared()]).unwrap();
+    let note = chainship_anchor::SignedHead::new(ORIGIN, head, later)
+        .sign(&[key.shared()])
+        .unwrap();
     std::fs::write(head_file(&a, 150), note).unwrap();
     let (out, json) = anchor_verify(&a, &a.db, &[&a.verifier]);
     assert_eq!(code(&out), 1);

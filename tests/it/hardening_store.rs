@@ -296,45 +296,6 @@ async fn origins_nested_in_one_bucket_see_only_their_own_heads() {
 }
 
 #[tokio::test]
-async fn heads_left_at_the_legacy_key_are_refused_with_where_to_copy_them() {
-    let _services = services().await;
-    let dir = TempDir::new().unwrap();
-    let bucket = locked_bucket("legacy").await;
-    let (key, verifier) = keygen(dir.path(), "hard/chainship", "head.key");
-    // A head as the old layout kept it, at the origin's raw key.
-    s3_client()
-        .put_object()
-        .bucket(&bucket)
-        .key(format!("heads/old/x/{:020}.head", 5))
-        .body(b"an old head".to_vec().into())
-        .send()
-        .await
-        .unwrap();
-    let out = anchor_cmd("list", None, "old/x", &verifier, &s3_anchor(&bucket));
-    assert_eq!(code(&out), 2, "{}{}", stdout(&out), stderr(&out));
-    let err = stderr(&out);
-    assert!(
-        err.contains("heads/old/x/") && err.contains("heads/old%2Fx/") && err.contains("copy"),
-        "names both prefixes: {err}"
-    );
-    // The follower refuses to publish beside them, with the same message.
-    let db = generate(dir.path(), "audit.db", 50);
-    let out = follow_once(dir.path(), &db, "old/x", &key, &s3_anchor(&bucket));
-    assert!(stderr(&out).contains("heads/old%2Fx/"), "{}", stderr(&out));
-    let new = s3_client()
-        .list_objects_v2()
-        .bucket(&bucket)
-        .prefix("heads/old%2Fx/")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(new.key_count(), Some(0), "nothing published at the new key");
-    // A plain origin is not affected by its neighbour's legacy heads.
-    let out = anchor_cmd("list", None, "old", &verifier, &s3_anchor(&bucket));
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-}
-
-#[tokio::test]
 async fn check_writes_one_probe_object_ever() {
     let _services = services().await;
     let dir = TempDir::new().unwrap();

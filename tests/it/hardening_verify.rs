@@ -431,7 +431,7 @@ fn a_malformed_kafka_opt_never_echoes_its_value() {
             .args(["--origin", ORIGIN, "--sink", &sink, "--cursor", &cursor])
             .args(extra);
         if let Some(opts) = env {
-            cmd.env("CHAINSHIP_KAFKA_OPTS", opts);
+            cmd.env("CHAINSHIP_KAFKA_OPT", opts);
         }
         cmd.output().unwrap()
     };

@@ -110,13 +110,17 @@ fn every_verifier_names_the_same_findings_for_the_same_tampered_store() {
     let forged_head = |a: &Anchored, seq: u64, hash: &str, later: u64| {
         let head: chainship_chain::Head = format!("{seq}:{hash}").parse().unwrap();
         let at = std::time::SystemTime::now() + std::time::Duration::from_secs(later);
-        chainship_anchor::SignedHead::new(ORIGIN, head, at).sign(&[key(a).shared()]).unwrap()
+        chainship_anchor::SignedHead::new(ORIGIN, head, at)
+            .sign(&[key(a).shared()])
+            .unwrap()
     };
     let conflicting = forged_head(&a, 600, &"ab".repeat(32), 0);
     let backwards = forged_head(&a, 450, &"cd".repeat(32), 3600);
     let stranger = {
         let head: chainship_chain::Head = format!("600:{}", "ef".repeat(32)).parse().unwrap();
-        chainship_anchor::SignedHead::new(ORIGIN, head, std::time::SystemTime::now()).sign(&[other.shared()]).unwrap()
+        chainship_anchor::SignedHead::new(ORIGIN, head, std::time::SystemTime::now())
+            .sign(&[other.shared()])
+            .unwrap()
     };
     let checkpoint = |origin: &str, size: u64, root: [u8; 32]| {
         chainship_anchor::checkpoint::Checkpoint {
@@ -124,7 +128,8 @@ fn every_verifier_names_the_same_findings_for_the_same_tampered_store() {
             size,
             root,
         }
-        .sign(&[key(&a).shared()]).unwrap()
+        .sign(&[key(&a).shared()])
+        .unwrap()
     };
     let planted = checkpoint(ORIGIN, 750, [7; 32]);
     let conflicting_cp = checkpoint(ORIGIN, 900, [9; 32]);

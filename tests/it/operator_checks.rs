@@ -525,7 +525,9 @@ fn a_head_published_in_the_future_never_keeps_max_age_fresh() {
     let head: chainship_chain::Head = db_head(&db).parse().unwrap();
     let future = std::time::SystemTime::now() + Duration::from_secs(60 * 60 * 24 * 365 * 50);
     let signer = chainship_anchor::SignerKey::load(&key).unwrap();
-    let note = chainship_anchor::SignedHead::new("ops/agentrt", head, future).sign(&[signer.shared()]).unwrap();
+    let note = chainship_anchor::SignedHead::new("ops/agentrt", head, future)
+        .sign(&[signer.shared()])
+        .unwrap();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

@@ -1068,8 +1068,13 @@ fn kinds(v: &Value) -> Vec<String> {
 /// vouches for its size as the last trusted head.
 #[test]
 fn deletions_in_the_store_are_named_by_what_they_leave() {
-    let a = Anchored::new(3_000, ORIGIN);
+    // Heads and checkpoints at 1000, 2000 and 3000, one run each.
+    let a = Anchored::new(1_000, ORIGIN);
     assert_eq!(code(&follow_once(&a, &["--batch-size", "1000"])), 0);
+    for _ in 0..2 {
+        append(&a.db, 1000);
+        assert_eq!(code(&follow_once(&a, &["--batch-size", "1000"])), 0);
+    }
     let log = log_dir(&a);
     let head = |seq: u64| log.join(format!("{seq:020}.head"));
     let checkpoint = |seq: u64| log.join(format!("checkpoints/{seq:020}"));
@@ -1148,20 +1153,19 @@ fn deletions_in_the_store_are_named_by_what_they_leave() {
 }
 
 /// A publication the store failed halfway (partial tiles written, the
-/// checkpoint refused) is finished at its own size by the next run before
-/// a larger head: no partial tile without its checkpoint, no checkpoint
-/// without its head, and a full audit passes.
+/// checkpoint refused) is recorded, and finished at its own size by a
+/// later run, however far delivery got meanwhile: no partial tile without
+/// its checkpoint, no checkpoint without its head, and a full audit passes.
 #[test]
 fn a_publication_cut_short_is_finished_at_its_own_size() {
     let a = Anchored::new(2_000, ORIGIN);
     assert_eq!(code(&follow_once(&a, &["--batch-size", "1000"])), 0);
-    append(&a.db, 1000);
+    append(&a.db, 500);
     let log = log_dir(&a);
-    // Something where checkpoint 2500 goes: the store refuses it, while
-    // delivery goes on to 3000.
+    // Something where checkpoint 2500 goes: the store refuses it.
     let blocked = log.join(format!("checkpoints/{:020}", 2500));
     std::fs::create_dir_all(&blocked).unwrap();
-    let out = follow_once(&a, &["--batch-size", "500", "--shutdown-grace", "2s"]);
+    let out = follow_once(&a, &["--batch-size", "1000", "--shutdown-grace", "2s"]);
     assert_ne!(code(&out), 0, "{}", stderr(&out));
     assert!(
         log.join("tile/0/009.p/196").exists(),
@@ -1170,41 +1174,12 @@ fn a_publication_cut_short_is_finished_at_its_own_size() {
     assert!(!log.join(format!("{:020}.head", 2500)).exists());
     let pending = a.dir.path().join("cursor.tlog.pending");
     assert!(std::fs::read_to_string(&pending).unwrap().starts_with("2500:"));
-    assert!(
-        std::fs::read_to_string(a.dir.path().join("cursor"))
-            .unwrap()
-            .starts_with("3000:")
-    );
     std::fs::remove_dir(&blocked).unwrap();
-    let saved = a.dir.path().join("saved");
-    copy_tree(&a.anchors, &saved.join("anchors"));
-    for f in ["cursor", "cursor.tlog", "cursor.anchored", "cursor.tlog.pending"] {
-        let _ = std::fs::copy(a.dir.path().join(f), saved.join(f));
-    }
 
-    // Without the record of it (a follower that did not finish it), the
-    // next checkpoint leaves the partial tile of 2500 without its own,
-    // which a verifier must call what a deleted checkpoint leaves.
-    std::fs::remove_file(&pending).unwrap();
-    assert_eq!(code(&follow_once(&a, &["--batch-size", "1000"])), 0);
-    let (c, v) = audit_no_db(&a);
-    assert_eq!(c, 1, "{v}");
-    assert!(names(&v, "checkpoint-missing", "tile/0/009.p/196"), "{v}");
-    std::fs::remove_dir_all(&a.anchors).unwrap();
-    copy_tree(&saved.join("anchors"), &a.anchors);
-    for f in ["cursor", "cursor.tlog", "cursor.anchored", "cursor.tlog.pending"] {
-        let _ = std::fs::remove_file(a.dir.path().join(f));
-        let _ = std::fs::copy(saved.join(f), a.dir.path().join(f));
-    }
-
-    // The next run, with more to publish, finishes 2500 first.
+    // The next run, with more delivered meanwhile, leaves 2500 whole.
+    append(&a.db, 500);
     let out = follow_once(&a, &["--batch-size", "1000"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("finishing a publication that was cut short"),
-        "{}",
-        stderr(&out)
-    );
     assert!(log.join(format!("checkpoints/{:020}", 2500)).is_file());
     let head = std::fs::read_to_string(log.join(format!("{:020}.head", 2500))).unwrap();
     assert!(head.contains("\ncheckpoint 2500\n"), "{head}");
@@ -1213,4 +1188,36 @@ fn a_publication_cut_short_is_finished_at_its_own_size() {
         assert_eq!(c, 0, "{v}");
         assert_eq!(v["checkpoints"]["largest"]["size"], 3000, "{v}");
     }
+}
+
+/// The recorded publication is finished before a larger one even when the
+/// larger is the first this run publishes (delivery went past it).
+#[test]
+fn a_recorded_publication_is_finished_before_a_larger_one() {
+    let a = Anchored::new(2_000, ORIGIN);
+    assert_eq!(code(&follow_once(&a, &["--batch-size", "1000"])), 0);
+    append(&a.db, 1000);
+    // As a run cut short at 2500 leaves it (the store then refused the rest).
+    let at_2500 = tamper(&a.db)
+        .query_row("SELECT hash FROM events WHERE seq = 2500", [], |r| {
+            r.get::<_, String>(0)
+        })
+        .unwrap();
+    let pending = a.dir.path().join("cursor.tlog.pending");
+    std::fs::write(&pending, format!("2500:{at_2500}\n")).unwrap();
+    let out = follow_once(&a, &["--batch-size", "1000"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("finishing a publication that was cut short"),
+        "{}",
+        stderr(&out)
+    );
+    let log = log_dir(&a);
+    assert!(log.join(format!("checkpoints/{:020}", 2500)).is_file());
+    assert!(log.join("tile/0/009.p/196").is_file());
+    assert!(log.join(format!("{:020}.head", 2500)).is_file());
+    assert!(!pending.exists());
+    let (c, v) = audit_with_db(&a);
+    assert_eq!(c, 0, "{v}");
+    assert_eq!(v["checkpoints"]["largest"]["size"], 3000, "{v}");
 }

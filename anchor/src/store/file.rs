@@ -17,9 +17,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{
-    AnchorStore, Below, NameKey, PutOutcome, StoreError, StoredNote, head_name, note_seq, seq_from_name, valid_log_path,
-};
+#[cfg(test)]
+use super::{AnchorStore, head_name};
+use super::{ObjectStore, PutOutcome, StoreError};
 
 /// The write-once probe `check` leaves nothing behind with (it is removed).
 const PROBE: &str = ".chainship-check";
@@ -40,12 +40,8 @@ impl FileStore {
         }
     }
 
-    fn origin_dir(&self, origin: &str) -> PathBuf {
-        self.dir.join(origin)
-    }
-
     fn io(&self, what: &str, path: &Path, e: std::io::Error) -> StoreError {
-        let message = format!("anchor store {}: {what} {}: {e}", self.describe(), path.display());
+        let message = format!("anchor store {}: {what} {}: {e}", self.location(), path.display());
         match e.kind() {
             ErrorKind::PermissionDenied
             | ErrorKind::ReadOnlyFilesystem
@@ -90,53 +86,8 @@ impl FileStore {
         };
         Err(StoreError::transient(format!(
             "anchor store {}: {why} (is the mount there? create it, or mount the store)",
-            self.describe()
+            self.location()
         )))
-    }
-
-    /// The directory and file name of a log object (a checked path).
-    fn log_object_place(&self, origin: &str, path: &str) -> Result<(PathBuf, String), StoreError> {
-        if !valid_log_path(path) {
-            return Err(StoreError::permanent(format!(
-                "anchor store: {path:?} is not a log object's path"
-            )));
-        }
-        let full = self.origin_dir(origin).join(path);
-        let name = full
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let dir = full.parent().map(Path::to_path_buf).unwrap_or_default();
-        Ok((dir, name))
-    }
-
-    /// The names in `dir` that `parse` accepts with a seq of `from` or more,
-    /// sorted, and how many it accepts below `from`. A directory has no
-    /// order to start a listing from: every name is looked at, but only the
-    /// keys from `from` on are held.
-    fn keys_in(
-        &self,
-        dir: &Path,
-        from: u64,
-        parse: fn(&str) -> Option<NameKey>,
-    ) -> Result<(Vec<NameKey>, Below), StoreError> {
-        let entries = match std::fs::read_dir(dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok((Vec::new(), Below::default())),
-            Err(e) => return Err(self.io("cannot list", dir, e)),
-        };
-        let (mut keys, mut below) = (Vec::new(), Below::default());
-        for entry in entries {
-            let entry = entry.map_err(|e| self.io("cannot list", dir, e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            match parse(&name) {
-                Some(key) if key.seq >= from => keys.push(key),
-                Some(_) => below.add(&name),
-                None => {}
-            }
-        }
-        keys.sort_unstable();
-        Ok((keys, below))
     }
 
     /// Writes `bytes` as `dir/name` whole or not at all, never replacing.
@@ -200,33 +151,24 @@ fn sync_filesystem(dir: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Only exact `<20 digits>.head` names are heads.
-fn head_seq(name: &str) -> Option<u64> {
-    if name.contains('/') {
-        return None;
-    }
-    seq_from_name(name)
+/// The directory and file name of `key` under the store's directory.
+fn place(root: &Path, key: &str) -> (PathBuf, String) {
+    let full = root.join(key);
+    let name = full
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let dir = full.parent().map(Path::to_path_buf).unwrap_or_default();
+    (dir, name)
 }
 
 #[async_trait]
-impl AnchorStore for FileStore {
-    async fn put_new(&self, origin: &str, name: &str, note: &[u8]) -> Result<PutOutcome, StoreError> {
-        let dir = self.origin_dir(origin);
+impl ObjectStore for FileStore {
+    async fn create(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome, StoreError> {
         self.require_mount()?;
+        let (dir, name) = place(&self.dir, key);
         std::fs::create_dir_all(&dir).map_err(|e| self.io("cannot create", &dir, e))?;
         self.sweep_stale_temps(&dir);
-        if note_seq(name).is_none() || name.contains('/') {
-            return Err(StoreError::permanent(format!(
-                "anchor store: {name:?} is not a head's name"
-            )));
-        }
-        self.write_new(&dir, name, note)
-    }
-
-    async fn put_object_new(&self, origin: &str, path: &str, bytes: &[u8]) -> Result<PutOutcome, StoreError> {
-        self.require_mount()?;
-        let (dir, name) = self.log_object_place(origin, path)?;
-        std::fs::create_dir_all(&dir).map_err(|e| self.io("cannot create", &dir, e))?;
         self.write_new(&dir, &name, bytes)
     }
 
@@ -234,7 +176,7 @@ impl AnchorStore for FileStore {
     /// are made durable with one `syncfs`, linked into place (never
     /// replacing), and the links made durable with a second one; two
     /// flushes of the store's filesystem instead of two fsyncs per tile.
-    async fn put_objects_new(&self, origin: &str, objects: &[(&str, &[u8])]) -> Result<Vec<PutOutcome>, StoreError> {
+    async fn create_many(&self, objects: &[(String, &[u8])]) -> Result<Vec<PutOutcome>, StoreError> {
         self.require_mount()?;
         let mut staged: Vec<(PathBuf, PathBuf)> = Vec::with_capacity(objects.len());
         let cleanup = |staged: &[(PathBuf, PathBuf)]| {
@@ -243,8 +185,8 @@ impl AnchorStore for FileStore {
             }
         };
         let mut dirs = HashSet::new();
-        for (path, bytes) in objects {
-            let (dir, name) = self.log_object_place(origin, path)?;
+        for (key, bytes) in objects {
+            let (dir, name) = place(&self.dir, key);
             if dirs.insert(dir.clone()) {
                 if let Err(e) = std::fs::create_dir_all(&dir) {
                     cleanup(&staged);
@@ -292,37 +234,9 @@ impl AnchorStore for FileStore {
         Ok(outcomes)
     }
 
-    async fn list_paths(&self, origin: &str, dir: &str) -> Result<Vec<String>, StoreError> {
-        let base = self.origin_dir(origin);
-        let mut paths = Vec::new();
-        let mut pending = vec![base.join(dir)];
-        while let Some(at) = pending.pop() {
-            let entries = match std::fs::read_dir(&at) {
-                Ok(e) => e,
-                Err(e) if e.kind() == ErrorKind::NotFound => continue,
-                Err(e) => return Err(self.io("cannot list", &at, e)),
-            };
-            for entry in entries {
-                let entry = entry.map_err(|e| self.io("cannot list", &at, e))?;
-                // Temp files of a writer are not objects.
-                if entry.file_name().to_string_lossy().starts_with('.') {
-                    continue;
-                }
-                let path = entry.path();
-                if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                    pending.push(path);
-                } else if let Ok(rel) = path.strip_prefix(&base) {
-                    paths.push(rel.to_string_lossy().into_owned());
-                }
-            }
-        }
-        paths.sort();
-        Ok(paths)
-    }
-
-    async fn put_object_replace(&self, origin: &str, path: &str, bytes: &[u8]) -> Result<(), StoreError> {
+    async fn replace(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
         self.require_mount()?;
-        let (dir, name) = self.log_object_place(origin, path)?;
+        let (dir, name) = place(&self.dir, key);
         std::fs::create_dir_all(&dir).map_err(|e| self.io("cannot create", &dir, e))?;
         let tmp = dir.join(temp_name(&name));
         let target = dir.join(&name);
@@ -341,9 +255,8 @@ impl AnchorStore for FileStore {
             .map_err(|e| self.io("cannot sync", &dir, e))
     }
 
-    async fn get_object(&self, origin: &str, path: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let (dir, name) = self.log_object_place(origin, path)?;
-        let file = dir.join(name);
+    async fn fetch(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let file = self.dir.join(key);
         match std::fs::read(&file) {
             Ok(bytes) => Ok(Some(bytes)),
             // A directory where an object belongs is no object.
@@ -359,147 +272,56 @@ impl AnchorStore for FileStore {
         }
     }
 
-    async fn list_names(&self, origin: &str, dir: &str) -> Result<Vec<String>, StoreError> {
-        let path = self.origin_dir(origin).join(dir);
-        let entries = match std::fs::read_dir(&path) {
-            Ok(e) => e,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(self.io("cannot list", &path, e)),
-        };
-        let mut names = Vec::new();
-        for entry in entries {
-            let name = entry.map_err(|e| self.io("cannot list", &path, e))?.file_name();
-            let name = name.to_string_lossy().into_owned();
-            // Temp files of a writer (killed or at work) are not objects.
-            if !name.starts_with('.') {
-                names.push(name);
-            }
-        }
-        names.sort();
-        Ok(names)
-    }
-
-    async fn list(&self, origin: &str) -> Result<Vec<StoredNote>, StoreError> {
-        if !self.dir.is_dir() {
-            return Err(StoreError::permanent(format!(
-                "anchor store {}: no such directory",
-                self.describe()
-            )));
-        }
-        let dir = self.origin_dir(origin);
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(self.io("cannot list", &dir, e)),
-        };
-        let mut names = Vec::new();
-        for entry in entries {
-            let name = entry.map_err(|e| self.io("cannot list", &dir, e))?.file_name();
-            let name = name.to_string_lossy().into_owned();
-            // Heads and heartbeats only: temp files and other names are not notes.
-            if !name.contains('/') && note_seq(&name).is_some() {
-                names.push(name);
-            }
-        }
-        names.sort();
-        let mut notes = Vec::new();
-        for name in names {
-            let path = dir.join(&name);
-            match std::fs::read(&path) {
-                Ok(bytes) => notes.push(StoredNote {
-                    name: path.display().to_string(),
-                    seq_in_name: note_seq(&name),
-                    bytes,
-                }),
-                // A note removed between listing and reading is simply not there.
-                Err(e) if e.kind() == ErrorKind::NotFound => {}
-                Err(e) => return Err(self.io("cannot read", &path, e)),
-            }
-        }
-        Ok(notes)
-    }
-
-    async fn note_keys(&self, origin: &str, from_seq: u64) -> Result<Vec<NameKey>, StoreError> {
-        Ok(self.note_keys_counted(origin, from_seq).await?.0)
-    }
-
-    async fn note_keys_counted(
+    /// A directory has no order to start a listing from: every name is
+    /// looked at (and `each` filters), so the answer is always "all".
+    async fn scan(
         &self,
-        origin: &str,
-        from_seq: u64,
-    ) -> Result<(Vec<NameKey>, Option<Below>), StoreError> {
-        if !self.dir.is_dir() {
-            return Err(StoreError::permanent(format!(
-                "anchor store {}: no such directory",
-                self.describe()
-            )));
-        }
-        let (keys, below) = self.keys_in(&self.origin_dir(origin), from_seq, NameKey::from_note_name)?;
-        Ok((keys, Some(below)))
-    }
-
-    async fn log_keys_counted(
-        &self,
-        origin: &str,
-        dir: &str,
-        from_size: u64,
-    ) -> Result<(Vec<NameKey>, Option<Below>), StoreError> {
-        let (keys, below) = self.keys_in(&self.origin_dir(origin).join(dir), from_size, NameKey::from_log_name)?;
-        Ok((keys, Some(below)))
-    }
-
-    async fn get_note(&self, origin: &str, key: NameKey) -> Result<Option<StoredNote>, StoreError> {
-        let path = self.origin_dir(origin).join(key.note_name());
-        match std::fs::read(&path) {
-            Ok(bytes) => Ok(Some(StoredNote {
-                name: path.display().to_string(),
-                seq_in_name: Some(key.seq),
-                bytes,
-            })),
-            // A note removed between listing and reading is simply not there.
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(self.io("cannot read", &path, e)),
-        }
-    }
-
-    async fn log_keys(&self, origin: &str, dir: &str, from_size: u64) -> Result<Vec<NameKey>, StoreError> {
-        Ok(self.log_keys_counted(origin, dir, from_size).await?.0)
-    }
-
-    async fn head_seqs(&self, origin: &str) -> Result<Vec<u64>, StoreError> {
-        let dir = self.origin_dir(origin);
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(self.io("cannot list", &dir, e)),
-        };
-        let mut seqs = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| self.io("cannot list", &dir, e))?;
-            seqs.extend(head_seq(&entry.file_name().to_string_lossy()));
-        }
-        seqs.sort_unstable();
-        Ok(seqs)
-    }
-
-    async fn get_head(&self, origin: &str, seq: u64) -> Result<Option<StoredNote>, StoreError> {
-        let path = self.origin_dir(origin).join(head_name(seq));
-        match std::fs::read(&path) {
-            Ok(bytes) => Ok(Some(StoredNote {
-                name: path.display().to_string(),
-                seq_in_name: Some(seq),
-                bytes,
-            })),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(self.io("cannot read", &path, e)),
-        }
-    }
-
-    async fn check(&self) -> Result<String, StoreError> {
+        prefix: &str,
+        deep: bool,
+        _start_after: Option<&str>,
+        each: &mut (dyn for<'n> FnMut(&'n str) + Send),
+    ) -> Result<bool, StoreError> {
         if !self.dir.is_dir() {
             return Err(StoreError::permanent(format!(
                 "anchor store {}: no such directory (is the mount there?)",
-                self.describe()
+                self.location()
+            )));
+        }
+        let base = self.dir.join(prefix);
+        let mut pending = vec![base.clone()];
+        while let Some(at) = pending.pop() {
+            let entries = match std::fs::read_dir(&at) {
+                Ok(e) => e,
+                Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => continue,
+                Err(e) => return Err(self.io("cannot list", &at, e)),
+            };
+            for entry in entries {
+                let entry = entry.map_err(|e| self.io("cannot list", &at, e))?;
+                let name = entry.file_name().to_string_lossy().into_owned();
+                // Temp files of a writer (killed or at work) are not objects.
+                if name.starts_with('.') {
+                    continue;
+                }
+                if !deep {
+                    each(&name);
+                    continue;
+                }
+                let path = entry.path();
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    pending.push(path);
+                } else if let Ok(rel) = path.strip_prefix(&base) {
+                    each(&rel.to_string_lossy());
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    async fn probe(&self) -> Result<String, StoreError> {
+        if !self.dir.is_dir() {
+            return Err(StoreError::permanent(format!(
+                "anchor store {}: no such directory (is the mount there?)",
+                self.location()
             )));
         }
         // One fixed name, removed at once: checks never pile up probes.
@@ -509,8 +331,12 @@ impl AnchorStore for FileStore {
         Ok("directory writable".into())
     }
 
-    fn describe(&self) -> String {
+    fn location(&self) -> String {
         format!("file:{}", self.dir.display())
+    }
+
+    fn locate(&self, key: &str) -> String {
+        self.dir.join(key).display().to_string()
     }
 }
 

@@ -1,10 +1,12 @@
 //! Anchor stores: where signed heads are kept, in another trust domain.
 //!
-//! A store does two things: write a head note for a seq if none is there
-//! yet (never overwrite), and list the notes it holds for an origin. Every
-//! backend is a small module implementing [`AnchorStore`].
+//! Each backend is a small module implementing [`ObjectStore`] (create
+//! once, replace the one pointer, fetch, list); the anchor layout above it
+//! ([`AnchorStore`]: which names are heads, checkpoints and tiles, where an
+//! origin lives) is written once, in [`layout`], for all of them.
 
 pub mod file;
+pub mod layout;
 pub mod memory;
 pub mod s3;
 
@@ -111,6 +113,59 @@ impl Below {
     }
 }
 
+/// What a backend provides: bytes under keys relative to the store's root
+/// (`<origin>/<name>`, `<origin>/tile/0/000`), each written once, except
+/// the one pointer tlog clients read first. Everything about names (which
+/// are heads, checkpoints, tiles; where an origin lives; what a listing
+/// from a seq means) is written once above it, in [`layout`]: a new store
+/// (GCS, Azure) is one module implementing these methods.
+#[async_trait]
+pub trait ObjectStore: Send + Sync {
+    /// Writes `bytes` at `key` unless an object is there (then its bytes):
+    /// never replaces, and an object appears whole or not at all.
+    async fn create(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome, StoreError>;
+    /// Writes `bytes` at `key`, replacing what is there (only the pointer).
+    async fn replace(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError>;
+    /// The object at `key`, if there is one.
+    async fn fetch(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Calls `each` with the name, relative to `prefix` (which ends in
+    /// `/`), of every object directly under it, or at any depth when
+    /// `deep`; from after `start_after` where the store can start a listing
+    /// there. True when it visited every name anyway (a directory).
+    async fn scan(
+        &self,
+        prefix: &str,
+        deep: bool,
+        start_after: Option<&str>,
+        each: &mut (dyn for<'n> FnMut(&'n str) + Send),
+    ) -> Result<bool, StoreError>;
+    /// Checks that the store is reachable and writable, writing nothing it keeps.
+    async fn probe(&self) -> Result<String, StoreError>;
+    /// A short description for logs (no secrets).
+    fn location(&self) -> String;
+
+    /// [`ObjectStore::create`] for many objects (tiles): each outcome in
+    /// order. A store may overlap the writes or make them durable together.
+    async fn create_many(&self, objects: &[(String, &[u8])]) -> Result<Vec<PutOutcome>, StoreError> {
+        let mut outcomes = Vec::with_capacity(objects.len());
+        for (key, bytes) in objects {
+            outcomes.push(self.create(key, bytes).await?);
+        }
+        Ok(outcomes)
+    }
+    /// Where `origin`'s objects live: `<origin>/`.
+    fn origin_prefix(&self, origin: &str) -> String {
+        format!("{origin}/")
+    }
+    /// The full name of `key`, for messages (a path, a URL).
+    fn locate(&self, key: &str) -> String {
+        format!("{}/{key}", self.location())
+    }
+}
+
+/// The anchor layout over any [`ObjectStore`]: heads and heartbeats,
+/// checkpoints, cosigned checkpoints, tiles and the pointer, by origin.
+/// Implemented once, for every object store, in [`layout`].
 #[async_trait]
 pub trait AnchorStore: Send + Sync {
     /// Writes `note` under `name` (a [`head_name`] or [`heartbeat_name`])
@@ -124,29 +179,13 @@ pub trait AnchorStore: Send + Sync {
     /// The notes kept for `origin` with a seq of `from_seq` or more, by
     /// name alone (nothing is read), sorted by seq. A store lists from
     /// `from_seq` on where it can (S3 `StartAfter`).
-    async fn note_keys(&self, origin: &str, from_seq: u64) -> Result<Vec<NameKey>, StoreError> {
-        let mut keys: Vec<NameKey> = self
-            .list(origin)
-            .await?
-            .iter()
-            .filter_map(|n| NameKey::from_note_name(n.name.rsplit('/').next()?))
-            .filter(|k| k.seq >= from_seq)
-            .collect();
-        keys.sort_unstable();
-        Ok(keys)
-    }
+    async fn note_keys(&self, origin: &str, from_seq: u64) -> Result<Vec<NameKey>, StoreError>;
     /// [`AnchorStore::note_keys`], and which notes are kept below `from_seq`
     /// ([`Below`]) when the store can tell without reading more (a
     /// directory names them all anyway; S3, listing from `from_seq` on,
     /// cannot: `None`).
-    async fn note_keys_counted(
-        &self,
-        origin: &str,
-        from_seq: u64,
-    ) -> Result<(Vec<NameKey>, Option<Below>), StoreError> {
-        let keys = self.note_keys(origin, from_seq).await?;
-        Ok((keys, (from_seq == 0).then(Below::default)))
-    }
+    async fn note_keys_counted(&self, origin: &str, from_seq: u64)
+    -> Result<(Vec<NameKey>, Option<Below>), StoreError>;
     /// [`AnchorStore::log_keys`], and which are kept below `from_size`
     /// when the store can tell (as [`AnchorStore::note_keys_counted`]).
     async fn log_keys_counted(
@@ -154,32 +193,12 @@ pub trait AnchorStore: Send + Sync {
         origin: &str,
         dir: &str,
         from_size: u64,
-    ) -> Result<(Vec<NameKey>, Option<Below>), StoreError> {
-        let keys = self.log_keys(origin, dir, from_size).await?;
-        Ok((keys, (from_size == 0).then(Below::default)))
-    }
+    ) -> Result<(Vec<NameKey>, Option<Below>), StoreError>;
     /// The note kept under `key`, if it is (still) there.
-    async fn get_note(&self, origin: &str, key: NameKey) -> Result<Option<StoredNote>, StoreError> {
-        let name = key.note_name();
-        Ok(self
-            .list(origin)
-            .await?
-            .into_iter()
-            .find(|n| n.name.rsplit('/').next() == Some(name.as_str())))
-    }
+    async fn get_note(&self, origin: &str, key: NameKey) -> Result<Option<StoredNote>, StoreError>;
     /// The checkpoints (`dir` = [`CHECKPOINTS_DIR`] or [`COSIGNED_DIR`]) of
     /// a size of `from_size` or more, by name alone, sorted by size.
-    async fn log_keys(&self, origin: &str, dir: &str, from_size: u64) -> Result<Vec<NameKey>, StoreError> {
-        let mut keys: Vec<NameKey> = self
-            .list_names(origin, dir)
-            .await?
-            .iter()
-            .filter_map(|n| NameKey::from_log_name(n))
-            .filter(|k| k.seq >= from_size)
-            .collect();
-        keys.sort_unstable();
-        Ok(keys)
-    }
+    async fn log_keys(&self, origin: &str, dir: &str, from_size: u64) -> Result<Vec<NameKey>, StoreError>;
     /// The note kept for `seq`, if there is one.
     async fn get_head(&self, origin: &str, seq: u64) -> Result<Option<StoredNote>, StoreError>;
     /// Writes `bytes` at `path` under the origin (a transparency-log object:
@@ -187,15 +206,8 @@ pub trait AnchorStore: Send + Sync {
     /// unless something is already there.
     async fn put_object_new(&self, origin: &str, path: &str, bytes: &[u8]) -> Result<PutOutcome, StoreError>;
     /// [`AnchorStore::put_object_new`] for many objects at once (tiles):
-    /// each outcome in order. A store may overlap the writes or make them
-    /// durable together; each object still appears whole or not at all.
-    async fn put_objects_new(&self, origin: &str, objects: &[(&str, &[u8])]) -> Result<Vec<PutOutcome>, StoreError> {
-        let mut outcomes = Vec::with_capacity(objects.len());
-        for (path, bytes) in objects {
-            outcomes.push(self.put_object_new(origin, path, bytes).await?);
-        }
-        Ok(outcomes)
-    }
+    /// each outcome in order.
+    async fn put_objects_new(&self, origin: &str, objects: &[(&str, &[u8])]) -> Result<Vec<PutOutcome>, StoreError>;
     /// Writes `bytes` at `path`, replacing what is there: only for
     /// [`LATEST_CHECKPOINT`], the pointer standard tlog clients read first
     /// (the kept checkpoints themselves are write-once).

@@ -4,41 +4,33 @@
 //! COMPLIANCE retention for `retain_days`, so not even the bucket's owner
 //! can delete it before then.
 //!
-//! The origin is one percent-encoded key segment (`team/a` → `team%2Fa`,
-//! [`origin_segment`]): used raw, `team/a`'s prefix would hold `team/a/b`'s
-//! heads. Plain origins keep the key they always had; heads an older
-//! version wrote under a raw `team/a/` are refused with a message to copy
-//! them, never silently ignored.
+//! The origin is one percent-encoded key segment (`team/a` → `team%2Fa`):
+//! used raw, `team/a`'s prefix would hold `team/a/b`'s heads.
 
-use std::collections::HashSet;
-use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use aws_sdk_s3::types::ObjectLockEnabled;
 use chainship_chain::Setting;
 use chainship_s3::{
-    NewObject, PartPlan, S3Failure, S3Location, S3Settings, classify, get_object, list_keys, put_replacing, upload_new,
-    visit_keys,
+    NewObject, PartPlan, S3Failure, S3Location, S3Settings, classify, get_object, put_replacing, upload_new, visit_keys,
 };
 use futures::{StreamExt, TryStreamExt};
 use tokio::sync::OnceCell;
 
-use super::{
-    AnchorStore, NameKey, PutOutcome, StoreError, StoredNote, head_name, listing_start, note_seq, seq_from_name,
-    valid_log_path,
-};
+use super::{ObjectStore, PutOutcome, StoreError};
 
 /// Tiles and bundles are bytes; checkpoints are signed notes (text).
-fn content_type(path: &str) -> &'static str {
-    if path.starts_with("tile/") {
+/// `key` is `<origin segment>/<path>`.
+fn content_type(key: &str) -> &'static str {
+    if key.split_once('/').is_some_and(|(_, path)| path.starts_with("tile/")) {
         "application/octet-stream"
     } else {
         "text/plain; charset=utf-8"
     }
 }
 
-/// Heads fetched at once by `list`.
+/// Objects written at once by `create_many`.
 const FETCHES_IN_FLIGHT: usize = 16;
 /// The one probe object `check` ever writes (write-once: in an Object Lock
 /// bucket a probe per run could never be deleted).
@@ -50,8 +42,6 @@ pub struct S3Store {
     retain_days: u32,
     client: OnceCell<aws_sdk_s3::Client>,
     object_lock: OnceCell<bool>,
-    /// Origins whose layout `put_new` has checked (no heads left at the legacy key).
-    layout_ok: Mutex<HashSet<String>>,
 }
 
 impl S3Store {
@@ -62,7 +52,6 @@ impl S3Store {
             retain_days,
             client: OnceCell::new(),
             object_lock: OnceCell::new(),
-            layout_ok: Mutex::new(HashSet::new()),
         }
     }
 
@@ -78,39 +67,6 @@ impl S3Store {
                 Ok(self.settings.client().await)
             })
             .await
-    }
-
-    /// Refuses an origin whose heads are all still at the legacy key: publishing
-    /// afresh beside them, or verifying without them, would hide them.
-    async fn refuse_legacy_layout(&self, origin: &str) -> Result<(), StoreError> {
-        let Some(legacy) = self.at.legacy_origin_prefix(origin) else {
-            return Ok(());
-        };
-        if self.head_keys(&legacy, true).await?.is_empty() {
-            return Ok(());
-        }
-        Err(StoreError::permanent(format!(
-            "anchor store {}: the heads of origin {origin:?} are under s3://{}/{legacy} (the layout before origins were encoded as one key segment); copy them to s3://{}/{} and run again",
-            self.describe(),
-            self.at.bucket,
-            self.at.bucket,
-            self.at.origin_prefix(origin)
-        )))
-    }
-
-    /// Before the first write for an origin: refuses to write at the new key
-    /// while its heads are all still at the legacy one.
-    async fn check_layout(&self, origin: &str) -> Result<(), StoreError> {
-        let checked = self.layout_ok.lock().is_ok_and(|ok| ok.contains(origin));
-        if !checked && self.at.legacy_origin_prefix(origin).is_some() {
-            if self.head_keys(&self.at.origin_prefix(origin), true).await?.is_empty() {
-                self.refuse_legacy_layout(origin).await?;
-            }
-            if let Ok(mut ok) = self.layout_ok.lock() {
-                ok.insert(origin.to_owned());
-            }
-        }
-        Ok(())
     }
 
     /// Until when a new object is kept in COMPLIANCE mode (None: no Object Lock).
@@ -132,22 +88,27 @@ impl S3Store {
         };
         match upload_new(self.client().await?, &object, bytes.to_vec(), PartPlan::default()).await {
             Ok(()) => Ok(PutOutcome::Created),
-            Err(f) if f.precondition_failed() => Ok(PutOutcome::AlreadyThere(self.get(key).await?)),
+            Err(f) if f.precondition_failed() => match self.fetch_full(key).await? {
+                Some(kept) => Ok(PutOutcome::AlreadyThere(kept)),
+                None => Err(StoreError::transient(format!(
+                    "anchor store {}: {key} was refused as existing, then vanished",
+                    self.location()
+                ))),
+            },
             Err(f) => Err(self.failure(f)),
         }
     }
 
-    fn log_object_key(&self, origin: &str, path: &str) -> Result<String, StoreError> {
-        if !valid_log_path(path) {
-            return Err(StoreError::permanent(format!(
-                "anchor store: {path:?} is not a log object's path"
-            )));
-        }
-        Ok(format!("{}{path}", self.at.origin_prefix(origin)))
+    fn failure(&self, f: S3Failure) -> StoreError {
+        f.error(format_args!("anchor store {}", self.location()))
     }
 
-    fn failure(&self, f: S3Failure) -> StoreError {
-        f.error(format_args!("anchor store {}", self.describe()))
+    /// The object at a full key (with the prefix), if there is one.
+    async fn fetch_full(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let body = get_object(self.client().await?, &self.at.bucket, key)
+            .await
+            .map_err(|f| self.failure(f))?;
+        Ok(body.map(|b| b.to_vec()))
     }
 
     /// Whether the bucket has Object Lock (asked once; a bucket without a
@@ -182,128 +143,29 @@ impl S3Store {
             .await
             .copied()
     }
-
-    /// The keys of the head objects directly under `prefix` (exact
-    /// `<20 digits>.head` names), in listing order; only the first when
-    /// `first_only`.
-    async fn head_keys(&self, prefix: &str, first_only: bool) -> Result<Vec<String>, StoreError> {
-        let is_head = |k: &str| {
-            k.strip_prefix(prefix)
-                .is_some_and(|n| !n.contains('/') && note_seq(n).is_some())
-        };
-        // The delimiter keeps deeper keys (another origin's, in the legacy layout) out.
-        let limit = first_only.then_some(1);
-        list_keys(self.client().await?, &self.at.bucket, prefix, Some("/"), is_head, limit)
-            .await
-            .map_err(|f| self.failure(f))
-    }
-
-    /// The names directly under `prefix` that `parse` accepts with a seq of
-    /// `from` or more, listed from there on (`StartAfter`), sorted.
-    async fn keys_under(
-        &self,
-        prefix: &str,
-        from: u64,
-        parse: fn(&str) -> Option<NameKey>,
-    ) -> Result<Vec<NameKey>, StoreError> {
-        let start_after = listing_start(from).map(|s| format!("{prefix}{s}"));
-        let mut keys = Vec::new();
-        let mut keep = |key: &str| {
-            if let Some(k) = key.strip_prefix(prefix).and_then(parse).filter(|k| k.seq >= from) {
-                keys.push(k);
-            }
-        };
-        visit_keys(
-            self.client().await?,
-            &self.at.bucket,
-            prefix,
-            Some("/"),
-            start_after.as_deref(),
-            &mut keep,
-        )
-        .await
-        .map_err(|f| self.failure(f))?;
-        keys.sort_unstable();
-        Ok(keys)
-    }
-
-    /// The origin's head keys; refuses a legacy layout when there are none.
-    async fn origin_head_keys(&self, origin: &str) -> Result<Vec<String>, StoreError> {
-        let keys = self.head_keys(&self.at.origin_prefix(origin), false).await?;
-        if keys.is_empty() {
-            self.refuse_legacy_layout(origin).await?;
-        }
-        Ok(keys)
-    }
-
-    async fn get(&self, key: &str) -> Result<Vec<u8>, StoreError> {
-        self.get_if_there(key)
-            .await?
-            .ok_or_else(|| StoreError::transient(format!("anchor store {}: {key} vanished", self.describe())))
-    }
-
-    /// The object's bytes, or `None` when there is no such key.
-    async fn get_if_there(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let body = get_object(self.client().await?, &self.at.bucket, key)
-            .await
-            .map_err(|f| self.failure(f))?;
-        Ok(body.map(|b| b.to_vec()))
-    }
 }
 
 #[async_trait]
-impl AnchorStore for S3Store {
-    async fn put_new(&self, origin: &str, name: &str, note: &[u8]) -> Result<PutOutcome, StoreError> {
-        self.check_layout(origin).await?;
-        if note_seq(name).is_none() || name.contains('/') {
-            return Err(StoreError::permanent(format!(
-                "anchor store: {name:?} is not a head's name"
-            )));
-        }
-        let key = format!("{}{name}", self.at.origin_prefix(origin));
-        self.write_new(&key, "text/plain; charset=utf-8", note).await
+impl ObjectStore for S3Store {
+    async fn create(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome, StoreError> {
+        self.write_new(&self.at.key(key), content_type(key), bytes).await
     }
 
-    async fn put_object_new(&self, origin: &str, path: &str, bytes: &[u8]) -> Result<PutOutcome, StoreError> {
-        self.check_layout(origin).await?;
-        let key = self.log_object_key(origin, path)?;
-        self.write_new(&key, content_type(path), bytes).await
-    }
-
-    async fn put_objects_new(&self, origin: &str, objects: &[(&str, &[u8])]) -> Result<Vec<PutOutcome>, StoreError> {
+    async fn create_many(&self, objects: &[(String, &[u8])]) -> Result<Vec<PutOutcome>, StoreError> {
         // Small objects, many: several requests at once, outcomes in order.
-        let puts: Vec<_> = objects
-            .iter()
-            .map(|&(path, bytes)| self.put_object_new(origin, path, bytes))
-            .collect();
+        let puts: Vec<_> = objects.iter().map(|(key, bytes)| self.create(key, bytes)).collect();
         futures::stream::iter(puts)
             .buffered(FETCHES_IN_FLIGHT)
             .try_collect()
             .await
     }
 
-    async fn list_paths(&self, origin: &str, dir: &str) -> Result<Vec<String>, StoreError> {
-        let base = self.at.origin_prefix(origin);
-        let prefix = format!("{base}{dir}/");
-        let keys = list_keys(self.client().await?, &self.at.bucket, &prefix, None, |_| true, None)
-            .await
-            .map_err(|f| self.failure(f))?;
-        let mut paths: Vec<String> = keys
-            .iter()
-            .filter_map(|k| k.strip_prefix(base.as_str()))
-            .map(str::to_owned)
-            .collect();
-        paths.sort();
-        Ok(paths)
-    }
-
-    async fn put_object_replace(&self, origin: &str, path: &str, bytes: &[u8]) -> Result<(), StoreError> {
-        self.check_layout(origin).await?;
-        let key = self.log_object_key(origin, path)?;
+    async fn replace(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        let full = self.at.key(key);
         let object = NewObject {
             bucket: &self.at.bucket,
-            key: &key,
-            content_type: content_type(path),
+            key: &full,
+            content_type: content_type(key),
             content_encoding: None,
             metadata: Default::default(),
             retain_until: self.retain_until().await?,
@@ -313,87 +175,43 @@ impl AnchorStore for S3Store {
             .map_err(|f| self.failure(f))
     }
 
-    async fn get_object(&self, origin: &str, path: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let key = self.log_object_key(origin, path)?;
-        self.get_if_there(&key).await
-    }
-
-    async fn list_names(&self, origin: &str, dir: &str) -> Result<Vec<String>, StoreError> {
-        let prefix = format!("{}{dir}/", self.at.origin_prefix(origin));
-        let direct = |k: &str| {
-            k.strip_prefix(prefix.as_str())
-                .is_some_and(|n| !n.is_empty() && !n.contains('/'))
-        };
-        let keys = list_keys(self.client().await?, &self.at.bucket, &prefix, Some("/"), direct, None)
+    async fn fetch(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let body = get_object(self.client().await?, &self.at.bucket, &self.at.key(key))
             .await
             .map_err(|f| self.failure(f))?;
-        let mut names: Vec<String> = keys
-            .iter()
-            .filter_map(|k| k.strip_prefix(prefix.as_str()))
-            .map(str::to_owned)
-            .collect();
-        names.sort();
-        Ok(names)
+        Ok(body.map(|b| b.to_vec()))
     }
 
-    async fn list(&self, origin: &str) -> Result<Vec<StoredNote>, StoreError> {
-        let mut keys = self.origin_head_keys(origin).await?;
-        keys.sort();
-        // Heads are small and many: fetch several at once, keeping the listing's order.
-        futures::stream::iter(keys)
-            .map(|key| async move {
-                let bytes = self.get(&key).await?;
-                Ok(StoredNote {
-                    seq_in_name: note_seq(&key),
-                    name: format!("s3://{}/{key}", self.at.bucket),
-                    bytes,
-                })
-            })
-            .buffered(FETCHES_IN_FLIGHT)
-            .try_collect()
-            .await
+    async fn scan(
+        &self,
+        prefix: &str,
+        deep: bool,
+        start_after: Option<&str>,
+        each: &mut (dyn for<'n> FnMut(&'n str) + Send),
+    ) -> Result<bool, StoreError> {
+        let full = self.at.key(prefix);
+        let start_after = start_after.map(|s| self.at.key(s));
+        // The delimiter keeps deeper keys out of a listing of one level.
+        let delimiter = (!deep).then_some("/");
+        let mut visit = |key: &str| {
+            if let Some(rel) = key.strip_prefix(full.as_str()) {
+                each(rel);
+            }
+        };
+        visit_keys(
+            self.client().await?,
+            &self.at.bucket,
+            &full,
+            delimiter,
+            start_after.as_deref(),
+            &mut visit,
+        )
+        .await
+        .map_err(|f| self.failure(f))?;
+        Ok(start_after.is_none())
     }
 
-    async fn note_keys(&self, origin: &str, from_seq: u64) -> Result<Vec<NameKey>, StoreError> {
-        let prefix = self.at.origin_prefix(origin);
-        let keys = self.keys_under(&prefix, from_seq, NameKey::from_note_name).await?;
-        if keys.is_empty() && from_seq == 0 {
-            self.refuse_legacy_layout(origin).await?;
-        }
-        Ok(keys)
-    }
-
-    async fn get_note(&self, origin: &str, key: NameKey) -> Result<Option<StoredNote>, StoreError> {
-        let object = format!("{}{}", self.at.origin_prefix(origin), key.note_name());
-        Ok(self.get_if_there(&object).await?.map(|bytes| StoredNote {
-            name: format!("s3://{}/{object}", self.at.bucket),
-            seq_in_name: Some(key.seq),
-            bytes,
-        }))
-    }
-
-    async fn log_keys(&self, origin: &str, dir: &str, from_size: u64) -> Result<Vec<NameKey>, StoreError> {
-        let prefix = format!("{}{dir}/", self.at.origin_prefix(origin));
-        self.keys_under(&prefix, from_size, NameKey::from_log_name).await
-    }
-
-    async fn head_seqs(&self, origin: &str) -> Result<Vec<u64>, StoreError> {
-        let keys = self.origin_head_keys(origin).await?;
-        let mut seqs: Vec<u64> = keys.iter().filter_map(|k| seq_from_name(k)).collect();
-        seqs.sort_unstable();
-        Ok(seqs)
-    }
-
-    async fn get_head(&self, origin: &str, seq: u64) -> Result<Option<StoredNote>, StoreError> {
-        let key = format!("{}{}", self.at.origin_prefix(origin), head_name(seq));
-        Ok(self.get_if_there(&key).await?.map(|bytes| StoredNote {
-            name: format!("s3://{}/{key}", self.at.bucket),
-            seq_in_name: Some(seq),
-            bytes,
-        }))
-    }
-
-    async fn check(&self) -> Result<String, StoreError> {
+    async fn probe(&self) -> Result<String, StoreError> {
         let client = self.client().await?;
         client
             .head_bucket()
@@ -429,7 +247,16 @@ impl AnchorStore for S3Store {
         })
     }
 
-    fn describe(&self) -> String {
+    fn location(&self) -> String {
         self.at.to_string()
+    }
+
+    /// One percent-encoded key segment (see the module doc).
+    fn origin_prefix(&self, origin: &str) -> String {
+        chainship_s3::origin_prefix("", origin)
+    }
+
+    fn locate(&self, key: &str) -> String {
+        format!("s3://{}/{}", self.at.bucket, self.at.key(key))
     }
 }

@@ -6,10 +6,9 @@ use std::io::BufReader;
 
 use chainship_chain::ErrorKind;
 use chainship_chain::record::Record;
-use chainship_s3::{S3Failure, S3Location, get_object, list_keys};
+use chainship_s3::{S3Failure, get_object, list_keys};
 
 use super::compression::Codec;
-use crate::error::SinkError;
 use crate::lines::{OnRecord, read_lines};
 
 /// What an object's name says it holds.
@@ -33,26 +32,6 @@ pub fn parse_object_name(key: &str) -> Option<ObjectRange> {
         last: last.parse().ok()?,
         codec,
     })
-}
-
-/// Refuses to start an origin afresh whose objects sit under the legacy
-/// layout: resuming from nothing there would export everything again
-/// beside them. Only origins with `/`, `:` or `@` moved.
-pub async fn refuse_legacy_layout(client: &aws_sdk_s3::Client, at: &S3Location, origin: &str) -> Result<(), SinkError> {
-    let Some(old) = at.legacy_origin_prefix(origin) else {
-        return Ok(());
-    };
-    let (bucket, new) = (&at.bucket, at.origin_prefix(origin));
-    let legacy = list_objects(client, bucket, &old)
-        .await
-        .map_err(|f| f.error(format_args!("s3://{bucket}/{old}")))?;
-    if let Some((_, key)) = legacy.first() {
-        return Err(SinkError::permanent(format!(
-            "S3: origin {origin:?} has objects under the old layout s3://{bucket}/{old} (e.g. {key}); \
-             objects now live under s3://{bucket}/{new}: copy them there (see the README, \"S3 layout\"), then start again"
-        )));
-    }
-    Ok(())
 }
 
 /// What an origin's prefix holds: its batch objects, with the range each

@@ -4,7 +4,7 @@
 //! does not decode or is not its name's range) is handed on as a finding.
 
 use super::config::S3Config;
-use super::objects::{batch_object_lines, fetch_object, list_origin, refuse_legacy_layout, stray_message};
+use super::objects::{batch_object_lines, fetch_object, list_origin, stray_message};
 use crate::error::SinkError;
 use crate::lines::{NOT_A_RECORD, OnRecord};
 
@@ -21,9 +21,6 @@ pub async fn read_records(cfg: &S3Config, origin: &str, each: &mut OnRecord<'_>)
         finding(stray_message(bucket, key));
     }
     let mut objects = listing.objects;
-    if objects.is_empty() && listing.strays.is_empty() {
-        refuse_legacy_layout(&client, at, origin).await?;
-    }
     // By seq range, not by key: date partitions follow `at`, which is for people, not ordering.
     objects.sort_by_key(|(range, _)| (range.first, range.last));
     for (range, key) in objects {

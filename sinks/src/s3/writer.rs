@@ -20,10 +20,7 @@ use tokio::sync::OnceCell;
 
 use super::compression::{Codec, same_bytes};
 use super::config::S3Config;
-use super::objects::{
-    PROBE_NAME, batch_object_lines, date_of, fetch_object, list_origin, object_lines, refuse_legacy_layout,
-    stray_message,
-};
+use super::objects::{PROBE_NAME, batch_object_lines, date_of, fetch_object, list_origin, object_lines, stray_message};
 use crate::Sink;
 use crate::batch::Batch;
 use crate::error::SinkError;
@@ -110,9 +107,6 @@ impl Sink for S3Sink {
             )));
         }
         let mut objects = listing.objects;
-        if objects.is_empty() {
-            refuse_legacy_layout(&client, &self.cfg.at, &self.origin).await?;
-        }
         // Leftovers of a follower killed mid-upload: never visible as objects, but stored and billed.
         match abort_leftovers(&client, &bucket, &prefix).await {
             Ok(0) => {}

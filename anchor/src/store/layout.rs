@@ -1,0 +1,212 @@
+//! The anchor layout, once for every [`ObjectStore`]: under each origin's
+//! prefix,
+//!
+//! ```text
+//! <seq, 20 digits>.head                  a head
+//! <seq>.<unix seconds, 20 digits>.head   a heartbeat (or a head beside a squatted name)
+//! checkpoint                             the pointer tlog clients read first (replaced)
+//! checkpoints/<size, 20 digits>[.<unix>] each published checkpoint
+//! cosigned/<size>[.<unix>]               each checkpoint with its cosignatures
+//! tile/<level>/<index>[.p/<width>]       C2SP tiles
+//! tile/entries/<index>[.p/<width>]       entry bundles
+//! ```
+//!
+//! Names are checked here, before any key reaches a backend: a head's name
+//! must be a head's, a log object's path one of the above.
+
+use async_trait::async_trait;
+use futures::{StreamExt, TryStreamExt};
+
+use super::{
+    AnchorStore, Below, NameKey, ObjectStore, PutOutcome, StoreError, StoredNote, head_name, listing_start, note_seq,
+    seq_from_name, valid_log_path,
+};
+
+/// Notes fetched at once by `list`.
+const FETCHES_IN_FLIGHT: usize = 16;
+
+fn not_a_head(name: &str) -> StoreError {
+    StoreError::permanent(format!("anchor store: {name:?} is not a head's name"))
+}
+
+fn not_a_log_path(path: &str) -> StoreError {
+    StoreError::permanent(format!("anchor store: {path:?} is not a log object's path"))
+}
+
+/// The names directly under `prefix` that `parse` accepts with a seq of
+/// `from` or more, sorted; and those below `from`, when the store listed
+/// them anyway.
+async fn keys_under<S: ObjectStore + ?Sized>(
+    store: &S,
+    prefix: &str,
+    from: u64,
+    parse: fn(&str) -> Option<NameKey>,
+) -> Result<(Vec<NameKey>, Option<Below>), StoreError> {
+    let start_after = listing_start(from).map(|s| format!("{prefix}{s}"));
+    let (mut keys, mut below) = (Vec::new(), Below::default());
+    let everything = store
+        .scan(prefix, false, start_after.as_deref(), &mut |name| match parse(name) {
+            Some(key) if key.seq >= from => keys.push(key),
+            Some(_) => below.add(name),
+            None => {}
+        })
+        .await?;
+    keys.sort_unstable();
+    Ok((keys, everything.then_some(below)))
+}
+
+/// The names directly under `prefix`, filtered by `keep`, sorted.
+async fn names_under<S: ObjectStore + ?Sized>(
+    store: &S,
+    prefix: &str,
+    keep: fn(&str) -> bool,
+) -> Result<Vec<String>, StoreError> {
+    let mut names = Vec::new();
+    store
+        .scan(prefix, false, None, &mut |name| {
+            if !name.is_empty() && !name.contains('/') && keep(name) {
+                names.push(name.to_owned());
+            }
+        })
+        .await?;
+    names.sort();
+    Ok(names)
+}
+
+#[async_trait]
+impl<S: ObjectStore> AnchorStore for S {
+    async fn put_new(&self, origin: &str, name: &str, note: &[u8]) -> Result<PutOutcome, StoreError> {
+        if note_seq(name).is_none() || name.contains('/') {
+            return Err(not_a_head(name));
+        }
+        self.create(&format!("{}{name}", self.origin_prefix(origin)), note)
+            .await
+    }
+
+    async fn list(&self, origin: &str) -> Result<Vec<StoredNote>, StoreError> {
+        let prefix = self.origin_prefix(origin);
+        let names = names_under(self, &prefix, |n| note_seq(n).is_some()).await?;
+        // Notes are small and many: several fetched at once, in name order.
+        let fetched: Vec<Option<StoredNote>> = futures::stream::iter(names)
+            .map(|name| {
+                let key = format!("{prefix}{name}");
+                async move {
+                    // A note removed between listing and reading is simply not there.
+                    Ok::<_, StoreError>(self.fetch(&key).await?.map(|bytes| StoredNote {
+                        name: self.locate(&key),
+                        seq_in_name: note_seq(&name),
+                        bytes,
+                    }))
+                }
+            })
+            .buffered(FETCHES_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        Ok(fetched.into_iter().flatten().collect())
+    }
+
+    async fn head_seqs(&self, origin: &str) -> Result<Vec<u64>, StoreError> {
+        let names = names_under(self, &self.origin_prefix(origin), |n| seq_from_name(n).is_some()).await?;
+        Ok(names.iter().filter_map(|n| seq_from_name(n)).collect())
+    }
+
+    async fn note_keys(&self, origin: &str, from_seq: u64) -> Result<Vec<NameKey>, StoreError> {
+        Ok(self.note_keys_counted(origin, from_seq).await?.0)
+    }
+
+    async fn note_keys_counted(
+        &self,
+        origin: &str,
+        from_seq: u64,
+    ) -> Result<(Vec<NameKey>, Option<Below>), StoreError> {
+        keys_under(self, &self.origin_prefix(origin), from_seq, NameKey::from_note_name).await
+    }
+
+    async fn log_keys_counted(
+        &self,
+        origin: &str,
+        dir: &str,
+        from_size: u64,
+    ) -> Result<(Vec<NameKey>, Option<Below>), StoreError> {
+        let prefix = format!("{}{dir}/", self.origin_prefix(origin));
+        keys_under(self, &prefix, from_size, NameKey::from_log_name).await
+    }
+
+    async fn get_note(&self, origin: &str, key: NameKey) -> Result<Option<StoredNote>, StoreError> {
+        let object = format!("{}{}", self.origin_prefix(origin), key.note_name());
+        Ok(self.fetch(&object).await?.map(|bytes| StoredNote {
+            name: self.locate(&object),
+            seq_in_name: Some(key.seq),
+            bytes,
+        }))
+    }
+
+    async fn log_keys(&self, origin: &str, dir: &str, from_size: u64) -> Result<Vec<NameKey>, StoreError> {
+        Ok(self.log_keys_counted(origin, dir, from_size).await?.0)
+    }
+
+    async fn get_head(&self, origin: &str, seq: u64) -> Result<Option<StoredNote>, StoreError> {
+        let key = format!("{}{}", self.origin_prefix(origin), head_name(seq));
+        Ok(self.fetch(&key).await?.map(|bytes| StoredNote {
+            name: self.locate(&key),
+            seq_in_name: Some(seq),
+            bytes,
+        }))
+    }
+
+    async fn put_object_new(&self, origin: &str, path: &str, bytes: &[u8]) -> Result<PutOutcome, StoreError> {
+        if !valid_log_path(path) {
+            return Err(not_a_log_path(path));
+        }
+        self.create(&format!("{}{path}", self.origin_prefix(origin)), bytes)
+            .await
+    }
+
+    async fn put_objects_new(&self, origin: &str, objects: &[(&str, &[u8])]) -> Result<Vec<PutOutcome>, StoreError> {
+        let prefix = self.origin_prefix(origin);
+        let mut keyed = Vec::with_capacity(objects.len());
+        for (path, bytes) in objects {
+            if !valid_log_path(path) {
+                return Err(not_a_log_path(path));
+            }
+            keyed.push((format!("{prefix}{path}"), *bytes));
+        }
+        self.create_many(&keyed).await
+    }
+
+    async fn put_object_replace(&self, origin: &str, path: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        if !valid_log_path(path) {
+            return Err(not_a_log_path(path));
+        }
+        self.replace(&format!("{}{path}", self.origin_prefix(origin)), bytes)
+            .await
+    }
+
+    async fn get_object(&self, origin: &str, path: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        if !valid_log_path(path) {
+            return Err(not_a_log_path(path));
+        }
+        self.fetch(&format!("{}{path}", self.origin_prefix(origin))).await
+    }
+
+    async fn list_names(&self, origin: &str, dir: &str) -> Result<Vec<String>, StoreError> {
+        names_under(self, &format!("{}{dir}/", self.origin_prefix(origin)), |_| true).await
+    }
+
+    async fn list_paths(&self, origin: &str, dir: &str) -> Result<Vec<String>, StoreError> {
+        let prefix = format!("{}{dir}/", self.origin_prefix(origin));
+        let mut paths = Vec::new();
+        self.scan(&prefix, true, None, &mut |rel| paths.push(format!("{dir}/{rel}")))
+            .await?;
+        paths.sort();
+        Ok(paths)
+    }
+
+    async fn check(&self) -> Result<String, StoreError> {
+        self.probe().await
+    }
+
+    fn describe(&self) -> String {
+        self.location()
+    }
+}
