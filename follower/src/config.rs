@@ -35,20 +35,10 @@ pub struct FollowConfig {
     pub db: PathBuf,
     pub open: OpenOptions,
     pub origin: String,
-    pub batch_size: usize,
-    pub batch_bytes: usize,
-    /// Compress each batch as it is built (the S3 sink's objects), so a
-    /// batch being filled holds compressed bytes, not the whole object.
-    pub compression: Option<chainship_sinks::s3::compression::Compression>,
+    /// How batches are built, as the sink declares it.
+    pub batch: chainship_sinks::BatchPolicy,
     /// The shape records are written in.
     pub record_format: chainship_chain::record::RecordFormat,
-    /// Deliver a partial batch once its first event has waited this long.
-    pub batch_linger: Duration,
-    /// Group commit: deliver what has checked out as soon as no delivery is
-    /// in flight, instead of lingering; while one is, the batch fills for at
-    /// most `batch_linger` (every sink but S3, whose objects are meant to be
-    /// large and wait for their size or age).
-    pub group_commit: bool,
     pub poll_interval: Duration,
     /// Deliver what is there at start, then return.
     pub once: bool,

@@ -109,7 +109,7 @@ impl Follower {
         let plan = ReadPlan {
             // Pages of at most 4,096 events and 2 MiB: a few are in flight
             // (reader, checker, run check), whatever the batch size.
-            page_events: cfg.batch_size.clamp(256, 4096),
+            page_events: cfg.batch.max_events.clamp(256, 4096),
             page_bytes: 2 << 20,
             tail: (!cfg.once).then_some(cfg.poll_interval),
             after_hash: point.after.map(|h| h.hash),
@@ -127,7 +127,7 @@ impl Follower {
         let runs = runs.map(|r| r.spawn(reader.recycler()));
         let mut check = point.after.map_or_else(ChainCheck::from_start, ChainCheck::after);
         let mut pending = Pending {
-            batch: match cfg.compression {
+            batch: match cfg.batch.compression {
                 Some(c) => Batch::compressed(&cfg.origin, c),
                 None => Batch::new(&cfg.origin),
             }
@@ -148,7 +148,7 @@ impl Follower {
             if stop.load(Ordering::Relaxed) {
                 return stopped(finish(&mut pipeline, &mut pending));
             }
-            let linger_left = pending.since.map(|t| cfg.batch_linger.saturating_sub(t.elapsed()));
+            let linger_left = pending.since.map(|t| cfg.batch.linger.saturating_sub(t.elapsed()));
             if linger_left.is_some_and(|left| left.is_zero()) {
                 submit(&mut pipeline, &mut pending, Some(&mut fresh))?;
                 continue;
@@ -156,7 +156,7 @@ impl Follower {
             // Group commit: what has checked out goes as soon as the sink is
             // idle; while a delivery is in flight the batch keeps filling, and
             // the next delivery takes all that came meanwhile.
-            if cfg.group_commit && pending.since.is_some() {
+            if cfg.batch.group_commit && pending.since.is_some() {
                 if let Err(e) = pipeline.check() {
                     return stopped(Err(e));
                 }
@@ -167,7 +167,7 @@ impl Follower {
             }
             let wait = match linger_left {
                 // Looking back at the delivery in flight every millisecond.
-                Some(left) if cfg.group_commit => left.min(DELIVERY_POLL),
+                Some(left) if cfg.batch.group_commit => left.min(DELIVERY_POLL),
                 Some(left) => left.min(Duration::from_millis(100)),
                 None => Duration::from_millis(100),
             };
@@ -190,7 +190,7 @@ impl Follower {
                         checked += 1;
                         pending.prev_hash = PrevHash::of(head.hash);
                         pending.since.get_or_insert_with(Instant::now);
-                        if pending.batch.len() >= cfg.batch_size || pending.batch.bytes() >= cfg.batch_bytes {
+                        if pending.batch.len() >= cfg.batch.max_events || pending.batch.bytes() >= cfg.batch.max_bytes {
                             submit(&mut pipeline, &mut pending, Some(&mut fresh))?;
                         }
                     }
@@ -212,7 +212,7 @@ impl Follower {
                     if let Err(e) = pipeline.check() {
                         return stopped(Err(e));
                     }
-                    if cfg.group_commit && pending.since.is_some() {
+                    if cfg.batch.group_commit && pending.since.is_some() {
                         continue;
                     }
                     if last_positions.elapsed() > Duration::from_secs(1) {

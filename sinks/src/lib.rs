@@ -7,8 +7,10 @@
 //! hold for this origin?" (so a restarted follower resumes after it and
 //! never delivers twice) and "deliver this batch" (acknowledged only once it
 //! is durable). Positions, verification and retries live once, in the
-//! follower, above this interface. Adding a sink is one module and one arm
-//! in [`SinkConfig`], [`open_sink`] and [`read_records`].
+//! follower, above this interface. Each sink declares how it wants its
+//! batches built ([`policy`]). Adding a sink is one module and one arm in
+//! [`SinkConfig`], [`open_sink`], [`read_records`] and
+//! [`SinkConfig::batch_policy`].
 
 pub mod batch;
 pub mod config;
@@ -16,6 +18,7 @@ pub mod error;
 pub mod file;
 pub mod kafka;
 pub mod lines;
+pub mod policy;
 pub mod s3;
 pub mod stdout;
 
@@ -23,6 +26,7 @@ pub use batch::{Batch, RecordMeta};
 pub use config::{SinkConfig, SinkUrlError};
 pub use error::{ErrorKind, SinkError};
 pub use lines::OnRecord;
+pub use policy::BatchPolicy;
 
 use async_trait::async_trait;
 use chainship_chain::Head;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use chainship_chain::record::RecordFormat;
 use chainship_s3::{MIN_PART_SIZE, PartPlan, S3Settings};
 use chainship_sinks::SinkConfig;
+use chainship_sinks::policy::ObjectBatching;
 use chainship_sinks::s3::compression::{Codec, Compression};
 use clap::Args;
 
@@ -208,6 +209,11 @@ impl SinkArgs {
                 c.parts = PartPlan {
                     threshold: self.write.s3_multipart_threshold,
                     part_size: self.write.s3_part_size,
+                };
+                c.batching = ObjectBatching {
+                    max_events: self.write.s3_batch_events,
+                    max_bytes: self.write.s3_batch_bytes,
+                    max_age: self.write.s3_batch_age,
                 };
             }
             SinkConfig::Kafka(c) => c.fence = !self.write.kafka_no_fence,

@@ -12,7 +12,7 @@ use chainship_follower::witnessing::{Witnessing, WitnessingHandle};
 use chainship_follower::{
     FileCursor, FollowConfig, FollowError, Follower, Health, OnBreak, Outcome, RunRules, StartFrom,
 };
-use chainship_sinks::{SinkConfig, open_sink};
+use chainship_sinks::{BatchPolicy, open_sink};
 use clap::{Args, ValueEnum};
 
 use crate::args::{PipelineArgs, RunRulesArgs};
@@ -107,28 +107,20 @@ pub fn run(args: &FollowArgs) -> CmdResult {
         (false, Some(n)) => StartFrom::Seq(n),
         (false, None) => StartFrom::Cursor,
     };
-    // S3 objects are batched by their own, larger limits.
-    let (batch_size, batch_bytes, batch_linger) = match args.pipeline.sink.sink {
-        SinkConfig::S3(_) => (
-            args.pipeline.sink.write.s3_batch_events.max(1),
-            args.pipeline.sink.write.s3_batch_bytes,
-            args.pipeline.sink.write.s3_batch_age,
-        ),
-        _ => (args.batch_size as usize, args.batch_bytes, args.batch_linger),
-    };
+    let sink = args.pipeline.sink.config().map_err(CliError::usage)?;
+    let batch = sink.batch_policy(BatchPolicy {
+        max_events: args.batch_size.try_into().unwrap_or(usize::MAX),
+        max_bytes: args.batch_bytes,
+        linger: args.batch_linger,
+        group_commit: true,
+        compression: None,
+    });
     let config = FollowConfig {
         db: db_path.to_owned(),
         open,
         origin: origin.to_owned(),
-        batch_size,
-        batch_bytes: batch_bytes.max(1),
-        compression: match args.pipeline.sink.sink {
-            SinkConfig::S3(_) => Some(args.pipeline.sink.write.compression().map_err(CliError::usage)?),
-            _ => None,
-        },
-        batch_linger,
+        batch,
         record_format: args.pipeline.sink.write.record_format,
-        group_commit: !matches!(args.pipeline.sink.sink, SinkConfig::S3(_)),
         poll_interval: args.poll_interval.max(Duration::from_millis(1)),
         once: args.once,
         start,
@@ -190,7 +182,7 @@ pub fn run(args: &FollowArgs) -> CmdResult {
             "--witness: witnesses cosign checkpoints, which need --anchor (and not --no-checkpoints)",
         ));
     }
-    let sink = open_sink(&args.pipeline.sink.config().map_err(CliError::usage)?, origin);
+    let sink = open_sink(&sink, origin);
     let cursor = FileCursor::new(args.pipeline.cursor.get()?);
     let anchored_file = cursor.sibling(".anchored");
     let witness_state = cursor.sibling(".witnesses");

@@ -14,6 +14,8 @@ pub struct S3Config {
     pub compression: Compression,
     /// When a batch goes up in parts.
     pub parts: PartPlan,
+    /// How large and how old an object may grow before it goes up.
+    pub batching: crate::policy::ObjectBatching,
 }
 
 impl S3Config {
@@ -26,6 +28,7 @@ impl S3Config {
             date_partition: false,
             compression: Compression::default(),
             parts: PartPlan::default(),
+            batching: Default::default(),
         })
     }
 }
