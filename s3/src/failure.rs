@@ -3,7 +3,7 @@
 //! for one answer (404: not there, 412: already there).
 
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
-use chainship_chain::{Error, ErrorKind};
+use chainship_core::{Error, ErrorKind};
 
 /// How an S3 call failed.
 #[derive(Debug, Clone, PartialEq, Eq)]

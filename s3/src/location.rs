@@ -1,10 +1,10 @@
 //! `s3://BUCKET/PREFIX`, and where an origin's keys live under it:
-//! `PREFIX/<origin segment>/` ([`chainship_chain::origin_segment`]: `team/a`
+//! `PREFIX/<origin segment>/` ([`chainship_core::origin_segment`]: `team/a`
 //! → `team%2Fa`, so one origin's prefix never holds another's keys).
 
 use std::fmt;
 
-use chainship_chain::origin_segment;
+use chainship_core::origin_segment;
 
 /// A bucket and a prefix (no leading or trailing `/`; may be empty).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! Reading and listing objects.
 
 use aws_sdk_s3::Client;
-use chainship_chain::ErrorKind;
+use chainship_core::ErrorKind;
 
 use crate::{S3Failure, classify};
 

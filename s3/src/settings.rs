@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
-use chainship_chain::ErrorKind;
+use chainship_core::ErrorKind;
 
 use crate::S3Failure;
 

@@ -13,7 +13,7 @@ use aws_sdk_s3::Client;
 use aws_sdk_s3::primitives::{ByteStream, DateTime};
 use aws_sdk_s3::types::{ChecksumAlgorithm, CompletedMultipartUpload, CompletedPart, ObjectLockMode};
 use bytes::Bytes;
-use chainship_chain::ErrorKind;
+use chainship_core::ErrorKind;
 use futures::{StreamExt, TryStreamExt};
 
 use crate::{S3Failure, classify};

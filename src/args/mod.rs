@@ -157,6 +157,15 @@ pub struct SigningArgs {
 }
 
 /// `--trusted-key`: whose signatures a verifier accepts.
+/// A first run's escape: `anchor verify`, `verify-export`.
+#[derive(Args, Clone, Debug)]
+pub struct NoHeadsArgs {
+    /// Pass with no trusted head to compare with (a first run, before any
+    /// head was published); the output then says that no head was checked.
+    #[arg(long)]
+    pub allow_no_heads: bool,
+}
+
 #[derive(Args, Clone, Debug)]
 pub struct TrustArgs {
     /// A trusted verifier key (NAME+KEYID+BASE64[ until=SEQ]), or a file of them; repeat for several.

@@ -61,10 +61,8 @@ pub struct AnchorVerifyArgs {
     /// Fail as `stale` when the newest head is older than this (e.g. 2h).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub max_age: Option<Duration>,
-    /// Pass with no trusted head for the origin (a first run, before any head
-    /// was published); the output then says that no head was checked.
-    #[arg(long)]
-    pub allow_no_heads: bool,
+    #[command(flatten)]
+    pub no_heads: crate::args::NoHeadsArgs,
     /// Audit the store alone, without a database: head signatures, and every
     /// checkpoint against its tiles and the next (consistency proofs).
     #[arg(long)]
@@ -163,7 +161,7 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
                 input: &input,
                 walked: walked.as_ref().map(|(r, db)| (r, db)),
                 max_age: args.max_age,
-                allow_no_heads: args.allow_no_heads,
+                allow_no_heads: args.no_heads.allow_no_heads,
             },
             listing,
         ))

@@ -38,10 +38,8 @@ pub struct VerifyExportArgs {
     /// kept heads at or below it are not checked (one at its seq must match it).
     #[arg(long, value_name = "SEQ:HASH")]
     pub after: Option<Head>,
-    /// Pass with no trusted head to compare with (a first run, before any
-    /// head was published); the output then says that no head was checked.
-    #[arg(long)]
-    pub allow_no_heads: bool,
+    #[command(flatten)]
+    pub no_heads: crate::args::NoHeadsArgs,
     /// Records after the last trusted head that still pass (said as a warning):
     /// by default what one default --anchor-interval (10s) leaves at 1,000 events/s.
     /// More is a finding (`unvouched`, exit 1); 0 asks every record to be vouched for.
@@ -64,7 +62,7 @@ pub fn run(args: &VerifyExportArgs) -> CmdResult {
 fn check(args: &VerifyExportArgs, job: &mut JobReport) -> CmdResult {
     let expect = CopyExpectations {
         after: args.after,
-        allow_no_heads: args.allow_no_heads,
+        allow_no_heads: args.no_heads.allow_no_heads,
         max_unvouched: args.max_unvouched,
     };
     let outcome = trusted_copy::read_checked(&args.copy, expect, &mut |_| {})?;
