@@ -9,7 +9,8 @@
 //! [`retry`]), the run check applied to every event it ships
 //! ([`run_check`]), the cursor file ([`cursor`]), publishing signed heads
 //! ([`anchoring`]), and the metrics and health it reports ([`metrics`],
-//! [`health`]).
+//! [`health`]); and the whole sidecar wired once, with its shutdown order
+//! ([`pipeline`]).
 
 pub mod anchoring;
 pub mod config;
@@ -20,6 +21,7 @@ pub mod follow;
 pub mod hash_feed;
 pub mod health;
 pub mod metrics;
+pub mod pipeline;
 pub mod resume;
 pub mod retry;
 pub mod run_check;
@@ -34,4 +36,5 @@ pub use cursor::{CursorError, FileCursor};
 pub use error::FollowError;
 pub use follow::{Follower, Outcome};
 pub use health::Health;
+pub use pipeline::{AnchorSetup, Ending, Pipeline};
 pub use run_check::RunRules;

@@ -5,12 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use chainship_follower::anchoring::Anchoring;
 use chainship_follower::retry::RetryPolicy;
-use chainship_follower::tree_log::TreeLog;
-use chainship_follower::witnessing::{Witnessing, WitnessingHandle};
 use chainship_follower::{
-    FileCursor, FollowConfig, FollowError, Follower, Health, OnBreak, Outcome, RunRules, StartFrom,
+    AnchorSetup, Ending, FileCursor, FollowConfig, Health, OnBreak, Pipeline, RunRules, StartFrom,
 };
 use chainship_sinks::{BatchPolicy, open_sink};
 use clap::{Args, ValueEnum};
@@ -182,143 +179,52 @@ pub fn run(args: &FollowArgs) -> CmdResult {
             "--witness: witnesses cosign checkpoints, which need --anchor (and not --no-checkpoints)",
         ));
     }
-    let sink = open_sink(&sink, origin);
-    let cursor = FileCursor::new(args.pipeline.cursor.get()?);
-    let anchored_file = cursor.sibling(".anchored");
-    let witness_state = cursor.sibling(".witnesses");
-    let tree_state = cursor.sibling(".tlog");
-    let (tree_db, tree_open) = (config.db.clone(), config.open.clone());
-    let mut follower = Follower::new(
-        config,
-        sink,
-        cursor,
-        runtime.handle().clone(),
-        Arc::clone(&stop),
-        Arc::clone(&health),
-    );
-    let delivered = follower.delivered_heads();
-    let mut witnessing = None;
-    let anchoring = args.pipeline.anchor.anchor.as_ref().map(|url| {
-        let store = args.pipeline.anchor.open(url, Some(args.pipeline.retain));
-        let keys = Arc::new(keys);
-        let tree_log = (!args.no_checkpoints).then(|| {
-            let log = TreeLog::new(
-                Arc::clone(&store),
-                Arc::clone(&keys),
-                origin.to_owned(),
-                tree_db,
-                tree_open,
-                tree_state,
-            )
-            .with_feed(follower.hash_feed());
-            if witnesses.is_empty() {
-                return log;
-            }
-            let (announce, published) = tokio::sync::watch::channel(None);
-            witnessing = Some(
-                Witnessing {
-                    witnesses,
-                    quorum,
-                    store: Arc::clone(&store),
-                    keys: Arc::clone(&keys),
-                    origin: origin.to_owned(),
-                    state_file: witness_state,
-                    max_delay: args.retry_max_delay,
-                    health: Arc::clone(&health),
-                    stop: Arc::clone(&stop),
-                }
-                .spawn(runtime.handle(), published),
-            );
-            log.with_announce(announce)
-        });
-        Anchoring {
-            store,
+    let anchor = match args.pipeline.anchor.anchor.as_ref() {
+        Some(url) => Some(AnchorSetup {
+            store: args.pipeline.anchor.open(url, Some(args.pipeline.retain)),
             keys,
-            tree_log,
-            origin: origin.to_owned(),
-            anchored_file,
-            max_delay: args.retry_max_delay,
+            checkpoints: !args.no_checkpoints,
+            witnesses,
+            quorum,
             interval: args.anchor_interval,
             heartbeat: args.anchor_heartbeat,
-            stop: Arc::clone(&stop),
-            health: Arc::clone(&health),
-        }
-        .spawn(runtime.handle(), follower.delivered_heads())
-    });
-    let result = follower.run();
-    if let Some(crash) = anchoring.as_ref().and_then(|a| a.crashed()) {
-        return Err(CliError::usage(crash));
-    }
-    if let Some(anchoring) = &anchoring
-        && let Some(finding) = anchoring.failure()
-    {
-        return Err(CliError::failed(finding));
-    }
-    if let Some(failure) = witnessing.as_ref().and_then(WitnessingHandle::failure) {
-        return Err(CliError::from_kind(&failure));
-    }
-    let mut anchoring = anchoring;
-    if let (Some(anchoring), Some(last)) = (anchoring.as_mut(), *delivered.borrow()) {
-        // Give the newest head a chance to be published before exiting.
-        let limit = args.shutdown_grace.max(Duration::from_secs(1));
-        if !runtime.block_on(anchoring.wait_for(last.seq, limit)) {
-            if let Some(finding) = anchoring.failure() {
-                return Err(CliError::failed(finding));
-            }
-            let why = anchoring
-                .last_error()
-                .map_or(String::new(), |e| format!(": {}", CliError::from_kind(&e).message));
-            let message = format!(
-                "the newest head {last} was not published to the anchor store within --shutdown-grace (last published: seq {}){why}; it is in the cursor and the next run publishes it",
-                anchoring.published_seq()
+        }),
+        None => None,
+    };
+    let pipeline = Pipeline {
+        config,
+        sink: open_sink(&sink, origin),
+        cursor: FileCursor::new(args.pipeline.cursor.get()?),
+        anchor,
+        retry_max_delay: args.retry_max_delay,
+        shutdown_grace: args.shutdown_grace,
+        stop,
+        health,
+    };
+    match pipeline.run(&runtime) {
+        Ending::Done { delivered, anchored } => {
+            let delivered = delivered.map_or(0, |h| h.seq);
+            let anchored = anchored.map_or("nothing (no --anchor)".to_owned(), |a| format!("seq {a}"));
+            tracing::info!(
+                delivered,
+                "stopped: delivered up to seq {delivered}, anchored up to {anchored}"
             );
-            // A cron job must not read success while the copy is not anchored.
-            if args.once && result.is_ok() {
-                return Err(CliError::usage(message));
-            }
-            tracing::warn!("{message}");
+            Ok(OK)
         }
-    }
-    // The export never waits for witnesses; a run that ends gives them a moment.
-    if let (Some(w), Some(last)) = (witnessing.as_mut(), *delivered.borrow()) {
-        let limit = args.shutdown_grace.max(Duration::from_secs(1));
-        if !runtime.block_on(w.wait_for(last.seq, limit)) {
-            if let Some(failure) = w.failure() {
-                return Err(CliError::from_kind(&failure));
-            }
-            let message = format!(
-                "checkpoint {} has no quorum of witness cosignatures within --shutdown-grace; the next run asks again",
-                last.seq
-            );
-            // A cron job must not read success while the quorum was not met;
-            // a witness that contradicted the log makes it a finding.
-            if args.once && result.is_ok() {
-                return Err(match w.contradiction() {
-                    Some(c) => CliError::failed(format!("{message}; {c}")),
-                    None => CliError::usage(message),
-                });
-            }
-            tracing::warn!("{message}");
-        }
-    }
-    if matches!(result, Ok(Outcome::Stopped) | Err(FollowError::Interrupted(_))) {
-        let delivered = delivered.borrow().map_or(0, |h| h.seq);
-        let anchored = anchoring.as_ref().map_or("nothing (no --anchor)".to_owned(), |a| {
-            format!("seq {}", a.published_seq())
-        });
-        tracing::info!(
-            delivered,
-            "stopped: delivered up to seq {delivered}, anchored up to {anchored}"
-        );
-    }
-    match result {
-        Ok(Outcome::Done) | Ok(Outcome::Stopped) => Ok(OK),
-        Ok(Outcome::Broken(b)) => Err(CliError::failed(format!("{}: {b}", db_path.display()))),
-        Err(FollowError::Interrupted(m)) => {
+        Ending::Interrupted(m) => {
             tracing::warn!("{m}");
             Ok(OK)
         }
-        Err(e) => Err(CliError::from_kind(&e)),
+        Ending::Broken(b) => Err(CliError::failed(format!("{}: {b}", db_path.display()))),
+        Ending::Failed(e) => Err(CliError::from_kind(&e)),
+        Ending::AnchoringCrashed(crash) => Err(CliError::usage(crash)),
+        Ending::AnchorContradicts(finding) => Err(CliError::failed(finding)),
+        Ending::WitnessingFailed(e) => Err(CliError::from_kind(&e)),
+        Ending::NotAnchored(message) => Err(CliError::usage(message)),
+        Ending::NoQuorum { message, contradiction } => Err(match contradiction {
+            Some(c) => CliError::failed(format!("{message}; {c}")),
+            None => CliError::usage(message),
+        }),
     }
 }
 
