@@ -179,18 +179,15 @@ pub fn run(args: &FollowArgs) -> CmdResult {
             "--witness: witnesses cosign checkpoints, which need --anchor (and not --no-checkpoints)",
         ));
     }
-    let anchor = match args.pipeline.anchor.anchor.as_ref() {
-        Some(url) => Some(AnchorSetup {
-            store: args.pipeline.anchor.open(url, Some(args.pipeline.retain)),
-            keys,
-            checkpoints: !args.no_checkpoints,
-            witnesses,
-            quorum,
-            interval: args.anchor_interval,
-            heartbeat: args.anchor_heartbeat,
-        }),
-        None => None,
-    };
+    let anchor = args.pipeline.anchor.anchor.as_ref().map(|url| AnchorSetup {
+        store: args.pipeline.anchor.open(url, Some(args.pipeline.retain)),
+        keys,
+        checkpoints: !args.no_checkpoints,
+        witnesses,
+        quorum,
+        interval: args.anchor_interval,
+        heartbeat: args.anchor_heartbeat,
+    });
     let pipeline = Pipeline {
         config,
         sink: open_sink(&sink, origin),
