@@ -16,11 +16,12 @@ pub fn env_name(long: &str) -> String {
 /// taken from the environment, so a variable left in a job's environment
 /// (or the same name meaning another flag elsewhere, `CHAINSHIP_FROM`) can
 /// never make a nightly check cover less. Given on the command line only.
-const COMMAND_LINE_ONLY: [(&str, &str); 7] = [
+const COMMAND_LINE_ONLY: [(&str, &str); 8] = [
     ("verify", "from"),
     ("verify", "to"),
     ("verify-export", "after"),
     ("*", "allow-no-heads"),
+    ("*", "max-unvouched"),
     ("restore", "to"),
     ("runs", "run"),
     // `--profile none` turns the run check off everywhere.

@@ -34,7 +34,7 @@ pub struct TrustedCopyArgs {
     pub witness: WitnessTrustArgs,
 }
 
-pub use chainship_anchor::copy_audit::{CopyExpectations, CopyOutcome, DEFAULT_MAX_UNVOUCHED};
+pub use chainship_anchor::copy_audit::{CopyExpectations, CopyOutcome};
 
 /// The first record of a file copy: its origin, and where it is (for messages).
 struct FirstRecord {

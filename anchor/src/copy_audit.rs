@@ -77,7 +77,7 @@ pub struct CopyOutcome {
 impl CopyOutcome {
     /// How many records the copy holds after its last trusted head.
     pub fn unvouched_count(&self) -> u64 {
-        self.unvouched.map_or(0, |(a, b)| b - a + 1)
+        self.unvouched.map_or(0, |(a, b)| b.saturating_sub(a).saturating_add(1))
     }
 
     /// The unvouched tail in words, if there is one.
@@ -114,7 +114,7 @@ impl CopyOutcome {
         self.findings
             .iter()
             .filter_map(|f| match f.kind {
-                Kind::Fork => Some(self.last_trusted.map_or(1, |h| h.seq + 1)),
+                Kind::Fork => Some(self.last_trusted.map_or(1, |h| h.seq.saturating_add(1))),
                 Kind::Altered | Kind::Gap | Kind::Duplicate | Kind::Reordered | Kind::Foreign => f.seq,
                 _ => None,
             })
@@ -126,7 +126,7 @@ impl CopyOutcome {
 fn unvouched_text(first: u64, last: u64) -> String {
     format!(
         "{} record(s) after the last trusted head (seq {first}..{last}) are not vouched for by any head",
-        last - first + 1
+        last.saturating_sub(first).saturating_add(1)
     )
 }
 
@@ -330,12 +330,12 @@ impl CopyCheck {
         // Records past the last trusted head: a chain no signed head covers yet.
         let end = check.end();
         let unvouched = match (own, end) {
-            (Some(h), Some(end)) if end > h.seq => Some((h.seq + 1, end)),
+            (Some(h), Some(end)) if end > h.seq => Some((h.seq.saturating_add(1), end)),
             _ => None,
         };
         if let Some((first, last)) = unvouched {
             let text = unvouched_text(first, last);
-            if last - first + 1 > expect.max_unvouched {
+            if last.saturating_sub(first).saturating_add(1) > expect.max_unvouched {
                 findings.push(plain(
                     Kind::Unvouched,
                     Some(first),

@@ -24,6 +24,8 @@ pub struct DbAudit<'a> {
     pub max_age: Option<Duration>,
     /// Pass with no trusted head to compare with (a warning instead).
     pub allow_no_heads: bool,
+    /// Rows after the last trusted head that still pass (said as a warning).
+    pub max_unvouched: u64,
 }
 
 /// The verdict: findings (sorted by kind and seq), and what was covered.
@@ -42,6 +44,9 @@ pub struct DbVerdict {
     pub invalid_from: Option<u64>,
     /// Heads judged (against the database; without one, heads and checkpoints).
     pub checked: usize,
+    /// The database's rows after the last trusted head (first, last), when
+    /// its chain is intact: no signed head vouches for them yet.
+    pub unvouched: Option<(u64, u64)>,
 }
 
 /// Judges the store and the database (see the module doc).
@@ -107,7 +112,8 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
     // Without a database a head is checked by its signature and its place in
     // the tree; with one, by the database holding it.
     let checked = match a.walked {
-        Some(_) => audit.heads_checked,
+        // A checkpoint the database's tree matches is checked as a head would be.
+        Some(_) => audit.heads_checked + audit.checkpoints_matched.len(),
         None => audit.heads_checked + audit.checkpoints_trusted,
     };
     match audit::no_trusted_head(input.origin, checked, "") {
@@ -175,6 +181,33 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
         }),
         (None, None) => None,
     };
+    // Rows past the last trusted head of an intact chain: what no signed head covers yet.
+    let unvouched = match (a.walked, last_trusted) {
+        (Some((report, _)), Some(trusted)) if report.chain_break.is_none() && report.damage.is_none() => report
+            .db_head
+            .as_ref()
+            .map(|(end, _)| *end)
+            .filter(|end| *end > trusted.seq)
+            .map(|end| (trusted.seq.saturating_add(1), end)),
+        _ => None,
+    };
+    if let Some((first, last)) = unvouched {
+        let count = last.saturating_sub(first).saturating_add(1);
+        let text =
+            format!("{count} row(s) after the last trusted head (seq {first}..{last}) are not vouched for by any head");
+        if count > a.max_unvouched {
+            findings.push(Finding {
+                kind: Kind::Unvouched,
+                seq: Some(first),
+                message: format!("{text} (more than --max-unvouched {})", a.max_unvouched),
+                expected: None,
+                found: None,
+                source: None,
+            });
+        } else {
+            warnings.push(text);
+        }
+    }
     Ok(DbVerdict {
         audit,
         findings,
@@ -184,6 +217,7 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
         last_trusted_published,
         invalid_from,
         checked,
+        unvouched,
     })
 }
 

@@ -213,6 +213,14 @@ impl ExportCheck {
             }
             if ours == root {
                 self.matched_roots += 1;
+                // The copy's record at the checkpoint's size is vouched for as by a head.
+                if let Some(head) = Head::from_stored(seq, hash) {
+                    self.matched.push(seq);
+                    self.matched_recent.push_back(head);
+                    if self.matched_recent.len() > RECENT_HEADS {
+                        self.matched_recent.pop_front();
+                    }
+                }
             } else {
                 let (ours, theirs) = (chainship_tlog::hash_b64(&ours), chainship_tlog::hash_b64(&root));
                 let mut f = finding(
@@ -302,7 +310,7 @@ impl ExportCheck {
             // It still holds its place in the copy: go on checking the order and links.
         }
         let seen = Seen { hash, prev, content };
-        let next = self.last.map_or(1, |(s, _)| s + 1);
+        let next = self.last.map_or(1, |(s, _)| s.saturating_add(1));
 
         if r.seq < next {
             // Either a duplicate, or a late record filling a gap.
@@ -430,17 +438,19 @@ impl ExportCheck {
             self.missing.insert(start, seq - 1);
         }
         if seq < end {
-            self.missing.insert(seq + 1, end);
+            self.missing.insert(seq.saturating_add(1), end);
         }
         true
     }
 
     /// A late record must still link to its neighbours.
     fn check_late_links(&mut self, seq: u64, seen: &Seen, where_: &dyn Fn() -> String) {
-        let before_ok = self.hash_before(seq - 1).is_none_or(|h| h[..] == *seen.prev.as_bytes());
+        let before_ok = self
+            .hash_before(seq.saturating_sub(1))
+            .is_none_or(|h| h[..] == *seen.prev.as_bytes());
         let after_ok = self
             .recent
-            .get(&(seq + 1))
+            .get(&seq.saturating_add(1))
             .is_none_or(|n| *n.prev.as_bytes() == seen.hash[..]);
         if !before_ok || !after_ok {
             self.note(finding(
@@ -539,12 +549,18 @@ impl ExportCheck {
             .chain(limit)
             .min()
             .unwrap_or(u64::MAX);
-        let seq = self.matched.iter().copied().filter(|s| *s < first_error).max()?;
-        self.matched_recent
-            .iter()
-            .find(|h| h.seq == seq)
-            .copied()
-            .or_else(|| lookup(seq))
+        let mut below: Vec<u64> = self.matched.iter().copied().filter(|s| *s < first_error).collect();
+        below.sort_unstable();
+        below.dedup();
+        // The highest still at hand or readable again (one matched by a
+        // checkpoint alone has no head note to read).
+        below.iter().rev().take(16).find_map(|&seq| {
+            self.matched_recent
+                .iter()
+                .find(|h| h.seq == seq)
+                .copied()
+                .or_else(|| lookup(seq))
+        })
     }
 
     /// Keeps a finding, up to [`MAX_FINDINGS`]; past that they are counted

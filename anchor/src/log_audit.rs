@@ -77,8 +77,26 @@ pub async fn audit_pointer(
             ),
             Some(source),
         )),
-        // At the newest, or past it (a checkpoint kept without its head yet).
-        _ => None,
+        std::cmp::Ordering::Equal => None,
+        // Past it: fine only while that checkpoint is kept (published since
+        // the listing); one the store no longer keeps was deleted.
+        std::cmp::Ordering::Greater => {
+            let kept = store
+                .get_object(origin, &crate::checkpoint::checkpoint_path(cp.size))
+                .await?
+                .is_some();
+            (!kept).then(|| {
+                finding(
+                    Kind::CheckpointMissing,
+                    Some(cp.size),
+                    format!(
+                        "the checkpoint pointer names checkpoint {}, which the store does not keep: deleted (the newest kept checkpoint is {})",
+                        cp.size, newest.size
+                    ),
+                    Some(source.clone()),
+                )
+            })
+        }
     })
 }
 

@@ -73,13 +73,12 @@ pub fn check(
             record.hash
         ));
     }
-    if proof.index != record.seq - 1 {
+    if record.seq.checked_sub(1) != Some(proof.index) {
         return Err(format!(
-            "the proof is for index {} (seq {}), not for seq {} (index {})",
+            "the proof is for index {} (seq {}), not for seq {}",
             proof.index,
             u128::from(proof.index) + 1,
             record.seq,
-            record.seq - 1
         ));
     }
     let leaf = chainship_tlog::leaf_hash(&expected);

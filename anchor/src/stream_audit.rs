@@ -21,7 +21,7 @@ use std::time::{Duration, SystemTime};
 
 use chainship_chain::{Head, HeadCheck};
 use chainship_tlog::merkle::{CompactRange, Hash, consistency_proof, verify_consistency};
-use chainship_tlog::tiles::{WIDTH, tile_path, tile_width};
+use chainship_tlog::tiles::{WIDTH, entries_path, parse_bundle, tile_path, tile_width};
 use chainship_tlog::{hash_b64, leaf_hash};
 use futures::{StreamExt, TryStreamExt};
 
@@ -412,6 +412,7 @@ pub async fn audit<'a>(
     if let Some(since) = input.since {
         pass.since_still_kept(since, &listing);
     }
+    let checkpoint_keys = &listing.checkpoints;
     pass.cosigned = Feed::new(listing.cosigned, Some(COSIGNED_DIR));
     // The tiles first: where they are damaged, a consistency proof read from
     // them cannot tell a fork from the damage.
@@ -419,7 +420,8 @@ pub async fn audit<'a>(
         && let Some(newest) = pass.out.largest.clone()
     {
         let from = since_cp.as_ref().map_or(0, |(size, _, _)| *size);
-        let tiles = crate::tile_audit::audit_tiles(store, origin, &newest, from).await?;
+        let sizes: Vec<u64> = checkpoint_keys.iter().map(|k| k.seq).collect();
+        let tiles = crate::tile_audit::audit_tiles(store, origin, &newest, from, &sizes).await?;
         pass.out.tiles_audited = tiles.objects;
         pass.tiles_damaged = tiles.newest_damaged;
         pass.partial_sizes = tiles
@@ -454,11 +456,17 @@ pub async fn audit<'a>(
             (h, c) => c.is_some_and(|c| h.is_none_or(|h| c <= h)),
         };
         if take_checkpoint {
-            if let Some((key, Some(note))) = checkpoints.pop(store, origin).await? {
-                pass.checkpoint(key, note).await?;
+            match checkpoints.pop(store, origin).await? {
+                Some((key, Some(note))) => pass.checkpoint(key, note).await?,
+                Some((key, None)) => pass.unreadable(&format!("{CHECKPOINTS_DIR}/{}", key.log_name()), key.seq),
+                None => {}
             }
-        } else if let Some((_, Some(note))) = heads.pop(store, origin).await? {
-            pass.head_note(note)?;
+        } else {
+            match heads.pop(store, origin).await? {
+                Some((_, Some(note))) => pass.head_note(note)?,
+                Some((key, None)) => pass.unreadable(&key.note_name(), key.seq),
+                None => {}
+            }
         }
     }
     if let Some(newest) = newest.as_ref().filter(|_| newest_has_head)
@@ -749,6 +757,11 @@ impl Pass<'_> {
             if !consistent && self.compare_with_database(size, cp.root, &source)? {
                 self.out.checkpoints_matched.push(size);
             }
+            // Without a database or copy, a checkpoint shown one tree with the
+            // newest vouches for its size as a head would.
+            if consistent && self.judge.is_none() && self.sink.is_none() {
+                self.out.trusted_seqs.push(size);
+            }
             if let Some(judge) = self.judge.as_ref()
                 && size <= judge.tree_end()
             {
@@ -951,6 +964,18 @@ impl Pass<'_> {
         Ok(())
     }
 
+    /// A name the store lists that cannot be read as an object (a directory
+    /// in its place, or removed while the audit read): never passed over.
+    fn unreadable(&mut self, name: &str, seq: u64) {
+        let source = format!("{}/{}/{name}", self.input.store.describe(), self.input.origin);
+        self.out.note(finding(
+            Kind::BadSignature,
+            Some(seq),
+            format!("{source} is listed but cannot be read as a note (a directory in its place, or removed while this audit read)"),
+            Some(source.clone()),
+        ));
+    }
+
     /// A head at `seq`: the checkpoint waiting for its head has it, or
     /// (the head is past it) never will.
     fn head_of_checkpoint(&mut self, seq: u64) {
@@ -1092,15 +1117,57 @@ impl StreamAudit {
             .filter(|f| f.kind.ends_trust())
             .filter_map(|f| f.seq)
             .min();
-        let below = self.trusted_seqs.iter().rev().find(|s| lowest.is_none_or(|l| **s < l));
-        let Some(&seq) = below else {
-            return Ok(());
-        };
-        if let Some((head, published)) = trusted_head_at(store, origin, keys, seq).await? {
-            self.last_trusted = Some(head);
-            self.last_trusted_published = published;
+        let mut below: Vec<u64> = self
+            .trusted_seqs
+            .iter()
+            .copied()
+            .filter(|s| lowest.is_none_or(|l| *s < l))
+            .collect();
+        below.dedup();
+        // The highest that can still be read: a head note, or for a
+        // checkpoint without one, its last entry in the newest tree's bundle.
+        for &seq in below.iter().rev().take(16) {
+            if let Some((head, published)) = trusted_head_at(store, origin, keys, seq).await? {
+                self.last_trusted = Some(head);
+                self.last_trusted_published = published;
+                return Ok(());
+            }
+            if let Some(head) = self.entry_head(store, origin, seq).await? {
+                self.last_trusted = Some(head);
+                self.last_trusted_published = None;
+                return Ok(());
+            }
         }
         Ok(())
+    }
+}
+
+impl StreamAudit {
+    /// The head at `seq` as the newest checkpoint's tree holds it: the
+    /// entry in its bundle, when that hashes to the tree's leaf (the tile
+    /// audit checked every bundle against the tiles the root is built from).
+    async fn entry_head(&self, store: &dyn AnchorStore, origin: &str, seq: u64) -> Result<Option<Head>, StoreError> {
+        let (Some(newest), Some(index)) = (self.largest.as_ref(), seq.checked_sub(1)) else {
+            return Ok(None);
+        };
+        if seq > newest.size {
+            return Ok(None);
+        }
+        let tile = index / WIDTH as u64;
+        let width = tile_width(newest.size, 0, tile);
+        let (Some(bundle), Some(leaves)) = (
+            store.get_object(origin, &entries_path(tile, width)).await?,
+            store.get_object(origin, &tile_path(0, tile, width)).await?,
+        ) else {
+            return Ok(None);
+        };
+        let at = (index % WIDTH as u64) as usize;
+        let entry = parse_bundle(&bundle).and_then(|e| e.get(at).map(|e| e.to_vec()));
+        let leaf = leaves.get(at * 32..at * 32 + 32);
+        Ok(match (entry, leaf) {
+            (Some(entry), Some(leaf)) if leaf_hash(&entry)[..] == *leaf => Head::from_stored(seq, &entry),
+            _ => None,
+        })
     }
 }
 

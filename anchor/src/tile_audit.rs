@@ -76,6 +76,7 @@ pub async fn audit_tiles(
     origin: &str,
     newest: &Checkpoint,
     from: u64,
+    checkpoint_sizes: &[u64],
 ) -> Result<TileAudit, StoreError> {
     let m = newest.size;
     let mut audit = TileAudit::default();
@@ -99,6 +100,30 @@ pub async fn audit_tiles(
         .collect();
     audit.partial_sizes.sort_unstable();
     audit.partial_sizes.dedup();
+    // Each smaller checkpoint's partial tiles and bundle, until the full
+    // one at their place is kept (C2SP tlog-tiles: a log MUST serve them,
+    // and MAY delete them only then): proofs against it need them.
+    for &size in checkpoint_sizes.iter().filter(|s| **s >= from && **s < m) {
+        for (level, index, width) in partial_places(size) {
+            let has = |lvl: Option<u8>, w: usize| {
+                kept.get(&(lvl, index))
+                    .is_some_and(|v| v.iter().any(|(_, kw)| *kw == w))
+            };
+            let places = [
+                (Some(level), tile_path(level, index, width)),
+                (None, entries_path(index, width)),
+            ];
+            for (lvl, path) in places.into_iter().filter(|(lvl, _)| lvl.is_some() || level == 0) {
+                if !has(lvl, width) && !has(lvl, WIDTH) {
+                    audit.disagree(
+                        newest,
+                        &path,
+                        format!("checkpoint {size} needs this partial tile (its full tile is not kept yet); the store lacks it"),
+                    );
+                }
+            }
+        }
+    }
     let levels = (0u8..64)
         .take_while(|l| m.checked_shr(8 * u32::from(*l)).unwrap_or(0) > 0)
         .count() as u8;
@@ -184,6 +209,17 @@ pub async fn audit_tiles(
         }
     }
     Ok(audit)
+}
+
+/// The partial tiles a tree of `size` has: (level, index, width) for each
+/// level whose rightmost tile is not full.
+fn partial_places(size: u64) -> Vec<(u8, u64, usize)> {
+    (0u8..8)
+        .map(|level| (level, size.checked_shr(8 * u32::from(level)).unwrap_or(0)))
+        .take_while(|(_, row)| *row > 0)
+        .filter(|(_, row)| row % WIDTH as u64 != 0)
+        .map(|(level, row)| (level, row / WIDTH as u64, (row % WIDTH as u64) as usize))
+        .collect()
 }
 
 /// Another kept tile of the same place must agree with the newest tree's as far as both reach.

@@ -89,6 +89,8 @@ pub struct TreeLog {
     /// not ended (see the module doc).
     pending_file: PathBuf,
     pending: Option<Head>,
+    /// Whether this process compared the pending publication with the store.
+    pending_settled: bool,
 }
 
 /// The tree's right edge and the head it ends at (`head.seq == size`).
@@ -152,6 +154,7 @@ impl TreeLog {
             state_file,
             pending_file,
             pending,
+            pending_settled: false,
             edge: None,
             checked_store: false,
             conn: std::sync::Mutex::new(None),
@@ -216,6 +219,7 @@ impl TreeLog {
     /// A publication cut short at a smaller size than `head` is finished
     /// first, at its own size: its partial tiles, checkpoint and head.
     async fn finish_pending(&mut self, head: Head) -> Result<(), StoreError> {
+        self.settle_pending().await?;
         let Some(pending) = self.pending.filter(|p| p.seq < head.seq) else {
             return Ok(());
         };
@@ -249,7 +253,35 @@ impl TreeLog {
         result
     }
 
+    /// Once per process: a recorded publication the store has since gone
+    /// past (its head kept, or a higher head another follower of this origin
+    /// published) is no longer this process's to finish. Publishing its head
+    /// now would be a head published after a higher one; what is left of it
+    /// (a partial tile) is said, once, for the operator.
+    async fn settle_pending(&mut self) -> Result<(), StoreError> {
+        let Some(pending) = self.pending.filter(|_| !self.pending_settled) else {
+            return Ok(());
+        };
+        let verifiers = chainship_anchor::signer::verifiers(&self.keys);
+        let highest = chainship_anchor::highest_verified_head(self.store.as_ref(), &self.origin, &verifiers).await?;
+        self.pending_settled = true;
+        match highest {
+            Some(kept) if kept.seq == pending.seq => self.head_published(pending),
+            Some(kept) if kept.seq > pending.seq => {
+                tracing::error!(
+                    %pending,
+                    kept = %kept,
+                    "a publication this follower began was cut short, and the store has since gone past it (another follower of this origin published a higher head): it cannot be finished without publishing a head after a higher one; verifiers will name its partial tiles as checkpoint-missing"
+                );
+                self.head_published(pending);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
     async fn prepare_inner(&mut self, head: Head) -> Result<(), StoreError> {
+        self.settle_pending().await?;
         // Never past a publication cut short: it is finished at its own size first.
         let head = match self.pending.filter(|p| p.seq < head.seq) {
             Some(pending) if self.edge.as_ref().is_none_or(|e| e.size() <= pending.seq) => pending,

@@ -264,11 +264,18 @@ impl Witnessing {
                         contradicted(&mut said, &w.url, message);
                     }
                     Outcome::Refused(why) => {
+                        // Evidence about the witness (or its setup), never a
+                        // reason to stop exporting: said, kept, asked again.
                         counter!(m::WITNESS_FAILURES, "witness" => label, "kind" => "refused").increment(1);
-                        return fail(Error::permanent(format!(
-                            "witness {} ({}) does not know origin {:?} or its key (add the log and its verifier key to the witness): {why}",
+                        let message = format!(
+                            "witness {} ({}) refuses origin {:?} (does it know the log and its verifier key?): {why}",
                             w.key.name, w.url, self.origin
-                        )));
+                        );
+                        if said.get(&w.url).is_none_or(|kept| !kept.ends_with(&message)) {
+                            tracing::error!(witness = %w.url, "{message}; the export goes on, asking again");
+                        }
+                        said.insert(w.url.clone(), format!("{} {message}", unix_now() as u64));
+                        retry = true;
                     }
                     Outcome::Failed { kind, why } => {
                         counter!(m::WITNESS_FAILURES, "witness" => label, "kind" => kind).increment(1);

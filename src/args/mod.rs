@@ -157,6 +157,16 @@ pub struct SigningArgs {
 }
 
 /// `--trusted-key`: whose signatures a verifier accepts.
+/// How far past the last trusted head a check still passes: `anchor verify`, `verify-export`.
+#[derive(Args, Clone, Debug)]
+pub struct UnvouchedArgs {
+    /// Records (rows) after the last trusted head that still pass (said as a warning):
+    /// by default what one default --anchor-interval (10s) leaves at 1,000 events/s.
+    /// More is a finding (`unvouched`, exit 1); 0 asks every record to be vouched for.
+    #[arg(long, value_name = "N", default_value_t = chainship_anchor::copy_audit::DEFAULT_MAX_UNVOUCHED)]
+    pub max_unvouched: u64,
+}
+
 /// A first run's escape: `anchor verify`, `verify-export`.
 #[derive(Args, Clone, Debug)]
 pub struct NoHeadsArgs {

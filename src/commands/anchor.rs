@@ -63,6 +63,8 @@ pub struct AnchorVerifyArgs {
     pub max_age: Option<Duration>,
     #[command(flatten)]
     pub no_heads: crate::args::NoHeadsArgs,
+    #[command(flatten)]
+    pub unvouched: crate::args::UnvouchedArgs,
     /// Audit the store alone, without a database: head signatures, and every
     /// checkpoint against its tiles and the next (consistency proofs).
     #[arg(long)]
@@ -162,6 +164,7 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
                 walked: walked.as_ref().map(|(r, db)| (r, db)),
                 max_age: args.max_age,
                 allow_no_heads: args.no_heads.allow_no_heads,
+                max_unvouched: args.unvouched.max_unvouched,
             },
             listing,
         ))
@@ -176,6 +179,7 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
         last_trusted_published,
         invalid_from,
         checked,
+        unvouched,
     } = verdict;
     // What the invalid range touches: its runs, and side effects to reconcile.
     let touched = match (invalid_from, args.rules.touched()?) {
@@ -225,6 +229,7 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
                 })),
                 "findings": findings.iter().map(report::finding_json).collect::<Vec<_>>(),
                 "last_trusted_head": last_trusted.map(|h| json!({"seq": h.seq, "hash": h.hash_str()})),
+                "unvouched": unvouched.map(|(first, last)| json!({"from": first, "to": last, "records": last.saturating_sub(first).saturating_add(1)})),
                 "affected": touched.as_ref().map(affected::json),
                 "invalid_ranges": ranges.as_ref().map(|rs| rs.iter().map(affected::range_json).collect::<Vec<_>>()),
             })

@@ -200,7 +200,7 @@ fn print(args: &RestoreArgs, o: &CopyOutcome, r: &Restored) {
     if r.unanchored_written > 0 {
         outln!(
             "unanchored: seqs {} to {} were written: their chain is intact, but no signed head covers them yet",
-            head.seq + 1,
+            head.seq.saturating_add(1),
             r.end
         );
     }

@@ -40,11 +40,8 @@ pub struct VerifyExportArgs {
     pub after: Option<Head>,
     #[command(flatten)]
     pub no_heads: crate::args::NoHeadsArgs,
-    /// Records after the last trusted head that still pass (said as a warning):
-    /// by default what one default --anchor-interval (10s) leaves at 1,000 events/s.
-    /// More is a finding (`unvouched`, exit 1); 0 asks every record to be vouched for.
-    #[arg(long, value_name = "N", default_value_t = trusted_copy::DEFAULT_MAX_UNVOUCHED)]
-    pub max_unvouched: u64,
+    #[command(flatten)]
+    pub unvouched: crate::args::UnvouchedArgs,
     #[command(flatten)]
     pub rules: RunRulesArgs,
     #[command(flatten)]
@@ -63,7 +60,7 @@ fn check(args: &VerifyExportArgs, job: &mut JobReport) -> CmdResult {
     let expect = CopyExpectations {
         after: args.after,
         allow_no_heads: args.no_heads.allow_no_heads,
-        max_unvouched: args.max_unvouched,
+        max_unvouched: args.unvouched.max_unvouched,
     };
     let outcome = trusted_copy::read_checked(&args.copy, expect, &mut |_| {})?;
     // What the invalid range touches: read the copy again from its first bad seq.
@@ -102,11 +99,19 @@ fn print(args: &VerifyExportArgs, o: &CopyOutcome, touched: Option<&Affected>) -
         for w in &o.warnings {
             outln!("warning: {w}");
         }
-        // "Whole" only when every record is vouched for by a head.
+        // "Whole" only when every record is vouched for by a head, and all
+        // of the copy was read (not one partition, not only past --after).
+        let narrowed = args.after.is_some() || args.copy.sink.kafka_partition.is_some();
+        let what = if narrowed {
+            "the part of the copy read"
+        } else {
+            "the copy"
+        };
         let ok = match (o.checked, o.unvouched_text()) {
-            (0, _) => "the copy's chain is intact; no head was checked".to_owned(),
+            (0, _) => format!("{what}: its chain is intact; no head was checked"),
+            (_, None) if narrowed => format!("{what} is whole and matches every trusted head in it"),
             (_, None) => "the copy is whole and matches every trusted head".to_owned(),
-            (_, Some(tail)) => format!("the copy matches every trusted head, but {tail} yet"),
+            (_, Some(tail)) => format!("{what} matches every trusted head, but {tail} yet"),
         };
         report::print_outcome(&o.findings, &ok, o.last_trusted);
         for line in touched.into_iter().flat_map(affected::lines) {

@@ -1140,16 +1140,140 @@ fn deletions_in_the_store_are_named_by_what_they_leave() {
     }
     restore();
 
-    // The newest head alone: a publication that may be in flight is a warning.
+    // The newest head alone: a publication that may be in flight is a
+    // warning, and its checkpoint still vouches for seq 3000 as a head
+    // would, for every verifier alike.
     std::fs::remove_file(head(3000)).unwrap();
+    let db_head = db_head(&a.db);
+    for (c, v) in [audit_no_db(&a), audit_with_db(&a), verify_export_json(&a)] {
+        assert!(!kinds(&v).contains(&"head-missing".to_owned()), "{v}");
+        assert!(
+            v.to_string().contains("the newest checkpoint (3000) has no head yet"),
+            "{v}"
+        );
+        assert_eq!(c, 0, "{v}");
+        let trusted = format!(
+            "{}:{}",
+            v["last_trusted_head"]["seq"],
+            v["last_trusted_head"]["hash"].as_str().unwrap()
+        );
+        assert_eq!(trusted, db_head, "{v}");
+    }
+    restore();
+
+    // The newest head and checkpoint together: the pointer still names it.
+    std::fs::remove_file(head(3000)).unwrap();
+    std::fs::remove_file(checkpoint(3000)).unwrap();
+    for (c, v) in [audit_no_db(&a), audit_with_db(&a)] {
+        assert_eq!(c, 1, "{v}");
+        assert!(names(&v, "checkpoint-missing", "pointer names checkpoint 3000"), "{v}");
+    }
+    restore();
+
+    // A smaller checkpoint's partial tile: one whose full tile is kept may go
+    // (C2SP tlog-tiles), one still needed for proofs against it may not.
+    std::fs::remove_file(log.join("tile/0/003.p/232")).unwrap();
+    assert_eq!(audit_no_db(&a).0, 0);
+    std::fs::remove_file(log.join("tile/1/000.p/3")).unwrap();
     let (c, v) = audit_no_db(&a);
-    assert!(!kinds(&v).contains(&"head-missing".to_owned()), "{v}");
+    assert_eq!(c, 1, "{v}");
+    assert!(names(&v, "tiles-disagree", "tile/1/000.p/3"), "{v}");
+    restore();
+
+    // A head replaced by a directory is named, not passed over.
+    std::fs::remove_file(head(2000)).unwrap();
+    std::fs::create_dir(head(2000)).unwrap();
+    for (c, v) in [audit_no_db(&a), audit_with_db(&a)] {
+        assert_eq!(c, 1, "{v}");
+        assert!(names(&v, "bad-signature", "cannot be read as a note"), "{v}");
+    }
+    restore();
+}
+
+fn verify_export_json(a: &Anchored) -> (i32, Value) {
+    let out = run(&[
+        "verify-export",
+        "--json",
+        "--from",
+        &format!("file:{}", path_str(&a.dir.path().join("events.jsonl"))),
+        "--anchor",
+        &a.anchor_url(),
+        "--origin",
+        ORIGIN,
+        "--trusted-key",
+        &a.verifier,
+    ]);
+    let v = serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&out), stderr(&out)));
+    (code(&out), v)
+}
+
+/// Rows past the last trusted head are said (a warning with their count);
+/// more than `--max-unvouched` fails, and no variable left in a job's
+/// environment can raise the limit.
+#[test]
+fn rows_past_the_last_trusted_head_are_counted_and_bounded() {
+    let a = Anchored::new(1_000, ORIGIN);
+    assert_eq!(code(&follow_once(&a, &["--batch-size", "1000"])), 0);
+    append(&a.db, 20);
+    let (c, v) = audit_with_db(&a);
+    assert_eq!(c, 0, "{v}");
+    assert_eq!(v["unvouched"]["from"], 1001, "{v}");
+    assert_eq!(v["unvouched"]["records"], 20, "{v}");
     assert!(
-        v.to_string().contains("the newest checkpoint (3000) has no head yet"),
+        v.to_string()
+            .contains("20 row(s) after the last trusted head (seq 1001..1020)"),
         "{v}"
     );
-    assert_eq!(c, 0, "{v}");
-    restore();
+    let args = [
+        "anchor",
+        "verify",
+        "--json",
+        "--db",
+        path_str(&a.db),
+        "--anchor",
+        &a.anchor_url(),
+        "--origin",
+        ORIGIN,
+        "--trusted-key",
+        &a.verifier,
+        "--max-unvouched",
+        "5",
+    ];
+    let out = run(&args);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert!(stdout(&out).contains("\"unvouched\""), "{}", stdout(&out));
+    let out = bin()
+        .args(&args[..args.len() - 2])
+        .env("CHAINSHIP_MAX_UNVOUCHED", "1000000")
+        .args(["--max-unvouched", "5"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    // Without the flag, a variable does not loosen the default either.
+    append(&a.db, 10_001);
+    let out = bin()
+        .args(&args[..args.len() - 2])
+        .env("CHAINSHIP_MAX_UNVOUCHED", "1000000")
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    // A nonsense --after names findings, never panics.
+    let after = format!("18446744073709551615:{}", "a".repeat(64));
+    let out = run(&[
+        "verify-export",
+        "--from",
+        &format!("file:{}", path_str(&a.dir.path().join("events.jsonl"))),
+        "--anchor",
+        &a.anchor_url(),
+        "--origin",
+        ORIGIN,
+        "--trusted-key",
+        &a.verifier,
+        "--after",
+        &after,
+    ]);
+    assert!(matches!(code(&out), 1 | 2), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
 }
 
 /// A publication the store failed halfway (partial tiles written, the

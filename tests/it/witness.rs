@@ -359,17 +359,31 @@ fn a_witness_down_delays_cosigning_never_the_export() {
     assert!(wait_with_limit(&mut child, Duration::from_secs(20)).success());
 }
 
+/// A witness that does not know the log (403/404) is named, and kept in
+/// `<cursor>.witnesses`, but never stops the export: every record is
+/// delivered and the head published; the run ends as for any missing
+/// quorum (exit 2).
 #[test]
-fn a_witness_that_does_not_know_the_log_is_a_setup_error_naming_it() {
+fn a_witness_that_does_not_know_the_log_is_named_and_never_stops_the_export() {
     let a = Anchored::new(200, ORIGIN);
     let w = Witness::new("test.example/nolog", None);
     let out = follow_once(&a, "c", &witness_flags(&[&w], 1));
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("test.example/nolog") && stderr(&out).contains("does not know"),
+        stderr(&out).contains("test.example/nolog") && stderr(&out).contains("refuses origin"),
         "{}",
         stderr(&out)
     );
+    assert!(
+        stderr(&out).contains("no quorum of witness cosignatures"),
+        "{}",
+        stderr(&out)
+    );
+    let delivered = std::fs::read_to_string(a.dir.path().join("c.jsonl")).unwrap();
+    assert_eq!(delivered.lines().count(), 200);
+    assert!(a.anchors.join(ORIGIN).join(format!("{:020}.head", 200)).is_file());
+    let said = std::fs::read_to_string(a.dir.path().join("c.witnesses")).unwrap();
+    assert!(said.contains("refuses origin"), "{said}");
 }
 
 /// A database restored from an older backup and grown again, followed from
