@@ -25,6 +25,7 @@ pub mod proof_check;
 pub mod publish;
 pub mod signed_head;
 pub mod signer;
+pub mod ssh_agent;
 pub mod store;
 pub mod stream_audit;
 pub mod tile_audit;

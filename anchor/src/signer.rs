@@ -7,6 +7,7 @@
 //! token removed, an agent gone): the failure is transient, so the
 //! follower retries the publication, as it does for a store that is down.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use ed25519_dalek::{Signature, VerifyingKey};
@@ -28,6 +29,24 @@ pub trait Signer: Send + Sync {
 
 /// The signers a follower holds (more than one while a key is rotated).
 pub type Signers = [Arc<dyn Signer>];
+
+/// Opens what `--signing-key` names: a key file, or `ssh-agent:PATH` (an
+/// Ed25519 key an ssh-agent holds, PATH its public key file). `name` names
+/// a key kept outside a key file (a key file names its own).
+pub fn open(spec: &Path, name: Option<&str>) -> Result<Arc<dyn Signer>, String> {
+    let text = spec.to_string_lossy();
+    if let Some(public) = text.strip_prefix("ssh-agent:") {
+        let signer = crate::ssh_agent::AgentSigner::open(Path::new(public), name, None)?;
+        return Ok(Arc::new(signer));
+    }
+    if name.is_some() {
+        return Err(format!(
+            "{}: a key file names its own key; --signing-key-name is for ssh-agent keys",
+            spec.display()
+        ));
+    }
+    crate::keys::SignerKey::load_signer(spec)
+}
 
 /// The verifier key of `signer`, as `--trusted-key` takes it.
 pub fn verifier(signer: &dyn Signer) -> VerifierKey {

@@ -73,8 +73,13 @@ pub enum Ending {
     AnchorContradicts(String),
     /// The witnessing task stopped on an error.
     WitnessingFailed(Error),
-    /// A `--once` run whose newest head was not published within the grace.
-    NotAnchored(String),
+    /// A `--once` run whose newest head was not published within the
+    /// grace: the newest head, the last published seq and the store's last error.
+    NotAnchored {
+        newest: Head,
+        published: u64,
+        error: Option<Error>,
+    },
     /// A `--once` run whose newest checkpoint met no quorum within the
     /// grace; with what a witness contradicted, if one did.
     NoQuorum {
@@ -179,18 +184,18 @@ impl Pipeline {
             if let Some(finding) = anchoring.failure() {
                 return Ending::AnchorContradicts(finding);
             }
-            let why = anchoring
-                .last_error()
-                .map_or(String::new(), |e| format!(": {}", e.message));
-            let message = format!(
-                "the newest head {last} was not published to the anchor store within --shutdown-grace (last published: seq {}){why}; it is in the cursor and the next run publishes it",
-                anchoring.published_seq()
-            );
             // A cron job must not read success while the copy is not anchored.
             if once && result.is_ok() {
-                return Ending::NotAnchored(message);
+                return Ending::NotAnchored {
+                    newest: last,
+                    published: anchoring.published_seq(),
+                    error: anchoring.last_error(),
+                };
             }
-            tracing::warn!("{message}");
+            tracing::warn!(
+                "the newest head {last} was not published to the anchor store within the shutdown grace (last published: seq {}); it is in the cursor and the next run publishes it",
+                anchoring.published_seq()
+            );
         }
         // The export never waits for witnesses; a run that ends gives them a moment.
         if let (Some(w), Some(last)) = (witnessing.as_mut(), last)

@@ -151,12 +151,17 @@ pub fn parse_cursor_url(text: &str) -> Result<PathBuf, String> {
 /// `--signing-key`: what signs published heads.
 #[derive(Args, Clone, Debug)]
 pub struct SigningArgs {
-    /// Key file(s) that sign the heads (from `chainship keygen`); repeat to sign with several while rotating.
-    #[arg(long = "signing-key", value_name = "PATH", value_delimiter = ',')]
+    /// What signs the heads: a key file (from `chainship keygen`), or
+    /// `ssh-agent:PUBLIC_KEY_FILE` (an Ed25519 key the agent at $SSH_AUTH_SOCK
+    /// holds); repeat to sign with several while rotating.
+    #[arg(long = "signing-key", value_name = "PATH|ssh-agent:PATH", value_delimiter = ',')]
     pub signing_keys: Vec<PathBuf>,
+    /// The key name in the signed notes for a key kept outside a key file
+    /// (default: the ssh public key's comment).
+    #[arg(long, value_name = "NAME")]
+    pub signing_key_name: Option<String>,
 }
 
-/// `--trusted-key`: whose signatures a verifier accepts.
 /// How far past the last trusted head a check still passes: `anchor verify`, `verify-export`.
 #[derive(Args, Clone, Debug)]
 pub struct UnvouchedArgs {
@@ -176,6 +181,7 @@ pub struct NoHeadsArgs {
     pub allow_no_heads: bool,
 }
 
+/// `--trusted-key`: whose signatures a verifier accepts.
 #[derive(Args, Clone, Debug)]
 pub struct TrustArgs {
     /// A trusted verifier key (NAME+KEYID+BASE64[ until=SEQ]), or a file of them; repeat for several.
@@ -189,7 +195,8 @@ impl SigningArgs {
         self.signing_keys
             .iter()
             .map(|p| {
-                chainship_anchor::SignerKey::load_signer(p).map_err(|e| CliError::usage(format!("--signing-key {e}")))
+                chainship_anchor::signer::open(p, self.signing_key_name.as_deref())
+                    .map_err(|e| CliError::usage(format!("--signing-key {e}")))
             })
             .collect()
     }

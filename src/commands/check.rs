@@ -2,7 +2,6 @@
 //! anchor store and looks at the files, reporting each as ok or the exact
 //! failure — the healthcheck a deployment runs before starting the follower.
 
-use chainship_anchor::SignerKey;
 use chainship_anchor::log_publish::newest_checkpoint;
 use chainship_chain::EventDb;
 use chainship_follower::FileCursor;
@@ -81,7 +80,12 @@ pub fn run(check: &CheckArgs) -> CmdResult {
         ));
     }
     for key in &args.signing.signing_keys {
-        let r = SignerKey::load(key).map(|k| format!("verifier key {}", k.verifier().to_text()));
+        let r = chainship_anchor::signer::open(key, args.signing.signing_key_name.as_deref()).map(|s| {
+            format!(
+                "verifier key {}",
+                chainship_anchor::signer::verifier(s.as_ref()).to_text()
+            )
+        });
         results.push((format!("signing key {}", key.display()), r));
     }
     let (witnesses, _) = args.witness.load()?;

@@ -217,7 +217,16 @@ pub fn run(args: &FollowArgs) -> CmdResult {
         Ending::AnchoringCrashed(crash) => Err(CliError::usage(crash)),
         Ending::AnchorContradicts(finding) => Err(CliError::failed(finding)),
         Ending::WitnessingFailed(e) => Err(CliError::from_kind(&e)),
-        Ending::NotAnchored(message) => Err(CliError::usage(message)),
+        Ending::NotAnchored {
+            newest,
+            published,
+            error,
+        } => {
+            let why = error.map_or(String::new(), |e| format!(": {}", CliError::from_kind(&e).message));
+            Err(CliError::usage(format!(
+                "the newest head {newest} was not published to the anchor store within --shutdown-grace (last published: seq {published}){why}; it is in the cursor and the next run publishes it"
+            )))
+        }
         Ending::NoQuorum { message, contradiction } => Err(match contradiction {
             Some(c) => CliError::failed(format!("{message}; {c}")),
             None => CliError::usage(message),

@@ -281,11 +281,9 @@ impl ObjectStore for FileStore {
         _start_after: Option<&str>,
         each: &mut (dyn for<'n> FnMut(&'n str) + Send),
     ) -> Result<bool, StoreError> {
-        if !self.dir.is_dir() {
-            return Err(StoreError::permanent(format!(
-                "anchor store {}: no such directory (is the mount there?)",
-                self.location()
-            )));
+        // Reading a store that is not there is a setup error, not a wait.
+        if let Err(e) = self.require_mount() {
+            return Err(StoreError::permanent(e.message));
         }
         let base = self.dir.join(prefix);
         let mut pending = vec![base.clone()];
