@@ -32,6 +32,7 @@ mod record_formats;
 mod restore_diff;
 mod run_evidence;
 mod services_smoke;
+mod signers;
 mod sink_kafka;
 mod sink_s3;
 mod tlog;

@@ -1,0 +1,281 @@
+//! Signing keys off the follower's disk: a real OpenSSH `ssh-agent` holding
+//! an `ssh-keygen -t ed25519` key. The verifier key is computed here from
+//! the public key file (C2SP signed-note: name, key id, 0x01 || key), not by
+//! chainship, and the checkpoints the agent signed are verified by aics-tlog,
+//! an independent C2SP implementation.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::common::*;
+
+const ORIGIN: &str = "signers/agentrt";
+const KEY_NAME: &str = "signers/agent-key";
+
+/// An ssh-agent of our own on a socket in `dir`, killed when dropped.
+struct Agent {
+    socket: PathBuf,
+    child: Option<KillOnDrop>,
+}
+
+impl Agent {
+    fn start(dir: &Path) -> Agent {
+        let socket = dir.join("agent.sock");
+        let _ = std::fs::remove_file(&socket);
+        let child = Command::new("ssh-agent")
+            .args(["-D", "-a", path_str(&socket)])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("ssh-agent (openssh-client) must be installed: ./scripts/test installs it");
+        let until = Instant::now() + Duration::from_secs(10);
+        while !socket.exists() {
+            assert!(Instant::now() < until, "ssh-agent did not open its socket");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Agent {
+            socket,
+            child: Some(KillOnDrop(child)),
+        }
+    }
+
+    fn add(&self, key: &Path) {
+        let out = Command::new("ssh-add")
+            .arg(key)
+            .env("SSH_AUTH_SOCK", &self.socket)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "ssh-add: {}", stderr(&out));
+    }
+
+    fn kill(&mut self) {
+        drop(self.child.take());
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+/// `ssh-keygen -t ed25519` in `dir`, with `comment`; returns the private key path.
+fn ssh_keygen(dir: &Path, comment: &str) -> PathBuf {
+    let key = dir.join("id_ed25519");
+    let out = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", path_str(&key)])
+        .output()
+        .expect("ssh-keygen (openssh-client) must be installed");
+    assert!(out.status.success(), "{}", stderr(&out));
+    key
+}
+
+/// The C2SP signed-note verifier key of an OpenSSH ed25519 public key file,
+/// computed from the spec: `name+hex(SHA-256(name || "\n" || 0x01 || key)[:4])+base64(0x01 || key)`.
+fn verifier_key(public_file: &Path, name: &str) -> String {
+    let text = std::fs::read_to_string(public_file).unwrap();
+    let blob = B64.decode(text.split_whitespace().nth(1).unwrap()).unwrap();
+    // string "ssh-ed25519" (4 + 11 bytes), then string key (4 + 32 bytes).
+    assert_eq!(blob.len(), 4 + 11 + 4 + 32);
+    let key = &blob[blob.len() - 32..];
+    let mut typed = vec![0x01];
+    typed.extend_from_slice(key);
+    let mut hasher = Sha256::new();
+    hasher.update(name.as_bytes());
+    hasher.update(b"\n");
+    hasher.update(&typed);
+    let id = &hasher.finalize()[..4];
+    format!("{name}+{}+{}", hex::encode(id), B64.encode(&typed))
+}
+
+fn follow(dir: &Path, db: &Path, anchors: &Path, socket: &Path, public: &Path, extra: &[&str]) -> Command {
+    let mut cmd = bin();
+    cmd.args(["follow", "--from-start", "--db", path_str(db), "--origin", ORIGIN])
+        .args(["--sink", &format!("file:{}", path_str(&dir.join("out.jsonl")))])
+        .args(["--cursor", path_str(&dir.join("cursor"))])
+        .args(["--anchor", &format!("file:{}", path_str(anchors))])
+        .args(["--signing-key", &format!("ssh-agent:{}", path_str(public))])
+        .args(["--signing-key-name", KEY_NAME, "--anchor-interval", "0s"])
+        .args(extra)
+        .env("SSH_AUTH_SOCK", socket);
+    cmd
+}
+
+fn anchor_verify(db: &Path, anchors: &Path, vkey: &str) -> (i32, Value) {
+    let out = run(&[
+        "anchor",
+        "verify",
+        "--json",
+        "--db",
+        path_str(db),
+        "--anchor",
+        &format!("file:{}", path_str(anchors)),
+        "--origin",
+        ORIGIN,
+        "--trusted-key",
+        vkey,
+    ]);
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+    (code(&out), v)
+}
+
+/// Heads and checkpoints signed by the agent verify with the key computed
+/// from the public key file, for chainship's verifier and for aics-tlog;
+/// the notes are byte-for-byte a key file's format.
+#[test]
+fn heads_and_checkpoints_signed_by_ssh_agent_verify_independently() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let agent = Agent::start(dir.path());
+    let key = ssh_keygen(dir.path(), "operator@host");
+    agent.add(&key);
+    let public = key.with_extension("pub");
+    let vkey = verifier_key(&public, KEY_NAME);
+    let db = generate(dir.path(), "audit.db", 600);
+    let anchors = dir.path().join("anchors");
+    std::fs::create_dir(&anchors).unwrap();
+    let out = follow(
+        dir.path(),
+        &db,
+        &anchors,
+        &agent.socket,
+        &public,
+        &["--once", "--batch-size", "200"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let (c, v) = anchor_verify(&db, &anchors, &vkey);
+    assert_eq!(c, 0, "{v}");
+    assert_eq!(v["last_trusted_head"]["seq"], 600, "{v}");
+    let head = std::fs::read_to_string(anchors.join(ORIGIN).join(format!("{:020}.head", 600))).unwrap();
+    assert!(head.contains(&format!("\n\u{2014} {KEY_NAME} ")), "{head}");
+    let verified: Value = {
+        let out = aics_tlog()
+            .args(["verify-checkpoint", "--tiles", path_str(&anchors.join(ORIGIN))])
+            .args(["--log-key", &vkey, "--origin", ORIGIN])
+            .output()
+            .unwrap();
+        serde_json::from_str(stdout(&out).trim()).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)))
+    };
+    assert_eq!(verified["ok"], true, "{verified}");
+    // `check` prints the same verifier key, for operators to hand to auditors.
+    let out = bin()
+        .args(["check", "--origin", ORIGIN, "--sink", "stdout:"])
+        .args(["--signing-key", &format!("ssh-agent:{}", path_str(&public))])
+        .args(["--signing-key-name", KEY_NAME])
+        .env("SSH_AUTH_SOCK", &agent.socket)
+        .output()
+        .unwrap();
+    assert!(stdout(&out).contains(&vkey), "{}{}", stdout(&out), stderr(&out));
+}
+
+/// Key trouble at start is one line naming the key file and exit 2: no
+/// agent, an agent without the key, a key of another type.
+#[test]
+fn key_trouble_at_start_is_one_line_and_exit_2() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let key = ssh_keygen(dir.path(), "operator@host");
+    let public = key.with_extension("pub");
+    let db = generate(dir.path(), "audit.db", 10);
+    let anchors = dir.path().join("anchors");
+    std::fs::create_dir(&anchors).unwrap();
+    let missing = dir.path().join("no-agent.sock");
+    let out = follow(dir.path(), &db, &anchors, &missing, &public, &["--once"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("id_ed25519.pub") && stderr(&out).contains("cannot reach the agent"),
+        "{}",
+        stderr(&out)
+    );
+    let agent = Agent::start(dir.path());
+    let out = follow(dir.path(), &db, &anchors, &agent.socket, &public, &["--once"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("does not hold this key"), "{}", stderr(&out));
+    let rsa = dir.path().join("id_rsa");
+    let made = Command::new("ssh-keygen")
+        .args(["-q", "-t", "rsa", "-b", "2048", "-N", "", "-f", path_str(&rsa)])
+        .output()
+        .unwrap();
+    assert!(made.status.success());
+    let out = follow(
+        dir.path(),
+        &db,
+        &anchors,
+        &agent.socket,
+        &rsa.with_extension("pub"),
+        &["--once"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("ssh-rsa key"), "{}", stderr(&out));
+    assert_eq!(stderr(&out).trim().lines().count(), 1, "{}", stderr(&out));
+    assert!(!anchors.join(ORIGIN).exists(), "nothing published");
+}
+
+/// The agent killed mid-run: the export goes on, heads wait (nothing is
+/// signed by another key); the agent back with the key, heads catch up.
+#[test]
+fn an_agent_that_goes_away_delays_heads_never_the_export() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let mut agent = Agent::start(dir.path());
+    let key = ssh_keygen(dir.path(), "operator@host");
+    agent.add(&key);
+    let public = key.with_extension("pub");
+    let vkey = verifier_key(&public, KEY_NAME);
+    let db = generate(dir.path(), "audit.db", 100);
+    let anchors = dir.path().join("anchors");
+    std::fs::create_dir(&anchors).unwrap();
+    let child = follow(
+        dir.path(),
+        &db,
+        &anchors,
+        &agent.socket,
+        &public,
+        &["--retry-max-delay", "1s"],
+    )
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let mut child = KillOnDrop(child);
+    let head = |seq: u64| anchors.join(ORIGIN).join(format!("{seq:020}.head"));
+    assert!(wait_for_file(&head(100), Duration::from_secs(30)), "first head");
+    agent.kill();
+    append(&db, 50);
+    let out = dir.path().join("out.jsonl");
+    let until = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(&out).unwrap().lines().count() < 150 {
+        assert!(Instant::now() < until, "the export went on without the agent");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!head(150).exists(), "no head without the key");
+    let agent = Agent::start(dir.path());
+    agent.add(&key);
+    assert!(wait_for_file(&head(150), Duration::from_secs(30)), "heads catch up");
+    signal(&child.0, SIGTERM);
+    assert!(wait_with_limit(&mut child.0, Duration::from_secs(20)).success());
+    let (c, v) = anchor_verify(&db, &anchors, &vkey);
+    assert_eq!(c, 0, "{v}");
+    assert_eq!(v["last_trusted_head"]["seq"], 150, "{v}");
+    assert_eq!(
+        v["heads"]["trusted"], v["heads"]["kept"],
+        "every head is the agent key's: {v}"
+    );
+}
+
+fn wait_for_file(path: &Path, limit: Duration) -> bool {
+    let until = Instant::now() + limit;
+    while !path.exists() {
+        if Instant::now() > until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    true
+}
