@@ -21,6 +21,7 @@ pub mod keys;
 pub mod log_audit;
 pub mod log_publish;
 pub mod note;
+pub mod pkcs11;
 pub mod proof_check;
 pub mod publish;
 pub mod signed_head;

@@ -30,11 +30,16 @@ pub trait Signer: Send + Sync {
 /// The signers a follower holds (more than one while a key is rotated).
 pub type Signers = [Arc<dyn Signer>];
 
-/// Opens what `--signing-key` names: a key file, or `ssh-agent:PATH` (an
-/// Ed25519 key an ssh-agent holds, PATH its public key file). `name` names
+/// Opens what `--signing-key` names: a key file, `ssh-agent:PATH` (an
+/// Ed25519 key an ssh-agent holds, PATH its public key file), or an RFC
+/// 7512 `pkcs11:` URI (a key in a token). `name` names
 /// a key kept outside a key file (a key file names its own).
 pub fn open(spec: &Path, name: Option<&str>) -> Result<Arc<dyn Signer>, String> {
     let text = spec.to_string_lossy();
+    if text.starts_with("pkcs11:") {
+        let signer = crate::pkcs11::Pkcs11Signer::open(&text, name)?;
+        return Ok(Arc::new(signer));
+    }
     if let Some(public) = text.strip_prefix("ssh-agent:") {
         let signer = crate::ssh_agent::AgentSigner::open(Path::new(public), name, None)?;
         return Ok(Arc::new(signer));
@@ -46,6 +51,17 @@ pub fn open(spec: &Path, name: Option<&str>) -> Result<Arc<dyn Signer>, String> 
         ));
     }
     crate::keys::SignerKey::load_signer(spec)
+}
+
+/// What `--signing-key` named, as messages may show it: a `pkcs11:` URI
+/// without its PIN.
+pub fn shown(spec: &Path) -> String {
+    let text = spec.to_string_lossy();
+    match crate::pkcs11::Pkcs11Uri::parse(&text) {
+        Ok(uri) => uri.shown(),
+        Err(_) if text.starts_with("pkcs11:") => text.split('?').next().unwrap_or_default().to_owned() + "?…",
+        Err(_) => text.into_owned(),
+    }
 }
 
 /// The verifier key of `signer`, as `--trusted-key` takes it.

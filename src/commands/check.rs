@@ -86,7 +86,7 @@ pub fn run(check: &CheckArgs) -> CmdResult {
                 chainship_anchor::signer::verifier(s.as_ref()).to_text()
             )
         });
-        results.push((format!("signing key {}", key.display()), r));
+        results.push((format!("signing key {}", chainship_anchor::signer::shown(key)), r));
     }
     let (witnesses, _) = args.witness.load()?;
     if !witnesses.is_empty() {

@@ -279,3 +279,271 @@ fn wait_for_file(path: &Path, limit: Duration) -> bool {
     }
     true
 }
+
+/// SoftHSM2's PKCS#11 module, as Debian installs it.
+const SOFTHSM: &str = "/usr/lib/softhsm/libsofthsm2.so";
+const PIN: &str = "4821";
+
+/// A SoftHSM2 token of our own (its config and token directory in `dir`)
+/// holding an Ed25519 key pair labelled `heads`, made with OpenSC's
+/// pkcs11-tool: the key never leaves the token.
+struct Token {
+    conf: PathBuf,
+    tokens: PathBuf,
+    pin_file: PathBuf,
+}
+
+impl Token {
+    fn create(dir: &Path) -> Token {
+        assert!(
+            Path::new(SOFTHSM).exists(),
+            "{SOFTHSM} is missing: ./scripts/test installs softhsm2 and opensc"
+        );
+        let tokens = dir.join("tokens");
+        std::fs::create_dir_all(&tokens).unwrap();
+        let conf = dir.join("softhsm2.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "directories.tokendir = {}\nobjectstore.backend = file\nlog.level = ERROR\n",
+                path_str(&tokens)
+            ),
+        )
+        .unwrap();
+        let pin_file = dir.join("hsm-pin");
+        std::fs::write(&pin_file, format!("{PIN}\n")).unwrap();
+        let token = Token { conf, tokens, pin_file };
+        token.tool(
+            "softhsm2-util",
+            &[
+                "--init-token",
+                "--free",
+                "--label",
+                "chainship",
+                "--pin",
+                PIN,
+                "--so-pin",
+                "99999",
+            ],
+        );
+        token.tool(
+            "pkcs11-tool",
+            &[
+                "--module",
+                SOFTHSM,
+                "--token-label",
+                "chainship",
+                "--login",
+                "--pin",
+                PIN,
+            ]
+            .into_iter()
+            .chain([
+                "--keypairgen",
+                "--key-type",
+                "EC:edwards25519",
+                "--label",
+                "heads",
+                "--id",
+                "01",
+            ])
+            .collect::<Vec<_>>(),
+        );
+        token
+    }
+
+    fn tool(&self, tool: &str, args: &[&str]) -> String {
+        let out = Command::new(tool)
+            .args(args)
+            .env("SOFTHSM2_CONF", &self.conf)
+            .output()
+            .unwrap_or_else(|e| panic!("{tool} ({e}): ./scripts/test installs softhsm2 and opensc"));
+        assert!(
+            out.status.success(),
+            "{tool} {args:?}: {}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        stdout(&out)
+    }
+
+    fn uri(&self) -> String {
+        format!(
+            "pkcs11:token=chainship;object=heads?module-path={SOFTHSM}&pin-source=file:{}",
+            path_str(&self.pin_file)
+        )
+    }
+
+    /// The verifier key, from the public key pkcs11-tool exports (an
+    /// RFC 8410 SubjectPublicKeyInfo: the key is its last 32 bytes).
+    fn verifier_key(&self, dir: &Path, name: &str) -> String {
+        let pem = dir.join("heads.pub.pem");
+        self.tool(
+            "pkcs11-tool",
+            &[
+                "--module",
+                SOFTHSM,
+                "--token-label",
+                "chainship",
+                "--read-object",
+                "--type",
+                "pubkey",
+            ]
+            .into_iter()
+            .chain(["--label", "heads", "-o", path_str(&pem)])
+            .collect::<Vec<_>>(),
+        );
+        let text = std::fs::read_to_string(&pem).unwrap();
+        let body: String = text.lines().filter(|l| !l.starts_with("-----")).collect();
+        let der = B64.decode(body).unwrap();
+        assert_eq!(der.len(), 44, "an Ed25519 SubjectPublicKeyInfo");
+        let key = &der[12..];
+        let mut typed = vec![0x01];
+        typed.extend_from_slice(key);
+        let mut hasher = Sha256::new();
+        hasher.update(name.as_bytes());
+        hasher.update(b"\n");
+        hasher.update(&typed);
+        format!("{name}+{}+{}", hex::encode(&hasher.finalize()[..4]), B64.encode(&typed))
+    }
+}
+
+fn follow_token(dir: &Path, db: &Path, anchors: &Path, token: &Token, uri: &str, extra: &[&str]) -> Command {
+    let mut cmd = bin();
+    cmd.args(["follow", "--from-start", "--db", path_str(db), "--origin", ORIGIN])
+        .args(["--sink", &format!("file:{}", path_str(&dir.join("out.jsonl")))])
+        .args(["--cursor", path_str(&dir.join("cursor"))])
+        .args(["--anchor", &format!("file:{}", path_str(anchors))])
+        .args(["--signing-key", uri, "--anchor-interval", "0s"])
+        .args(extra)
+        .env("SOFTHSM2_CONF", &token.conf);
+    cmd
+}
+
+/// Heads and checkpoints signed inside a SoftHSM2 token (CKM_EDDSA) verify
+/// with the key the test computes from the token's exported public key,
+/// for chainship's verifier and for aics-tlog.
+#[test]
+fn heads_and_checkpoints_signed_in_a_pkcs11_token_verify_independently() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let token = Token::create(dir.path());
+    let vkey = token.verifier_key(dir.path(), "heads");
+    let db = generate(dir.path(), "audit.db", 600);
+    let anchors = dir.path().join("anchors");
+    std::fs::create_dir(&anchors).unwrap();
+    let out = follow_token(
+        dir.path(),
+        &db,
+        &anchors,
+        &token,
+        &token.uri(),
+        &["--once", "--batch-size", "200"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let (c, v) = anchor_verify(&db, &anchors, &vkey);
+    assert_eq!(c, 0, "{v}");
+    assert_eq!(v["last_trusted_head"]["seq"], 600, "{v}");
+    let out = aics_tlog()
+        .args(["verify-checkpoint", "--tiles", path_str(&anchors.join(ORIGIN))])
+        .args(["--log-key", &vkey, "--origin", ORIGIN])
+        .output()
+        .unwrap();
+    let verified: Value = serde_json::from_str(stdout(&out).trim()).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+    assert_eq!(verified["ok"], true, "{verified}");
+}
+
+/// A wrong PIN, a missing token or an unknown key at start: one line naming
+/// the URI, never the PIN, exit 2, nothing published.
+#[test]
+fn token_trouble_at_start_is_one_line_without_the_pin() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let token = Token::create(dir.path());
+    let db = generate(dir.path(), "audit.db", 10);
+    let anchors = dir.path().join("anchors");
+    std::fs::create_dir(&anchors).unwrap();
+    let secret = "77665544";
+    let cases = [
+        (
+            format!("pkcs11:token=chainship;object=heads?module-path={SOFTHSM}&pin-value={secret}"),
+            "the PIN is wrong",
+        ),
+        (
+            format!("pkcs11:token=elsewhere;object=heads?module-path={SOFTHSM}&pin-value={PIN}"),
+            "no token labelled \"elsewhere\"",
+        ),
+        (
+            format!("pkcs11:token=chainship;object=other?module-path={SOFTHSM}&pin-value={PIN}"),
+            "no Ed25519 private key",
+        ),
+        (
+            format!("pkcs11:token=chainship;object=heads?module-path=/nonexistent/lib.so&pin-value={secret}"),
+            "cannot load the module",
+        ),
+    ];
+    for (uri, says) in cases {
+        let out = follow_token(dir.path(), &db, &anchors, &token, &uri, &["--once"])
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(code(&out), 2, "{uri}: {err}");
+        assert!(err.contains(says) && err.contains("pkcs11:token="), "{uri}: {err}");
+        assert!(
+            !err.contains(secret) && !err.contains(PIN),
+            "the PIN is never shown: {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    assert!(!anchors.join(ORIGIN).exists(), "nothing published");
+}
+
+/// The token removed mid-run: the export goes on, heads wait (none signed
+/// by anything else); the token back, the heads catch up.
+#[test]
+fn a_token_removed_mid_run_delays_heads_never_the_export() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let token = Token::create(dir.path());
+    let vkey = token.verifier_key(dir.path(), "heads");
+    let kept = dir.path().join("tokens.kept");
+    copy_tree(&token.tokens, &kept);
+    let db = generate(dir.path(), "audit.db", 100);
+    let anchors = dir.path().join("anchors");
+    std::fs::create_dir(&anchors).unwrap();
+    let child = follow_token(
+        dir.path(),
+        &db,
+        &anchors,
+        &token,
+        &token.uri(),
+        &["--retry-max-delay", "1s"],
+    )
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let mut child = KillOnDrop(child);
+    let head = |seq: u64| anchors.join(ORIGIN).join(format!("{seq:020}.head"));
+    assert!(wait_for_file(&head(100), Duration::from_secs(30)), "first head");
+    token.tool("softhsm2-util", &["--delete-token", "--token", "chainship"]);
+    append(&db, 50);
+    let out = dir.path().join("out.jsonl");
+    let until = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(&out).unwrap().lines().count() < 150 {
+        assert!(Instant::now() < until, "the export went on without the token");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!head(150).exists(), "no head without the token");
+    std::fs::remove_dir_all(&token.tokens).unwrap();
+    copy_tree(&kept, &token.tokens);
+    assert!(wait_for_file(&head(150), Duration::from_secs(30)), "heads catch up");
+    signal(&child.0, SIGTERM);
+    assert!(wait_with_limit(&mut child.0, Duration::from_secs(20)).success());
+    let (c, v) = anchor_verify(&db, &anchors, &vkey);
+    assert_eq!(c, 0, "{v}");
+    assert_eq!(v["last_trusted_head"]["seq"], 150, "{v}");
+    assert_eq!(
+        v["heads"]["trusted"], v["heads"]["kept"],
+        "every head is the token key's: {v}"
+    );
+}
