@@ -365,10 +365,10 @@ mod tests {
         assert_eq!(u.token, "chain ship");
         assert_eq!(u.object.as_deref(), Some("prod-heads"));
         assert_eq!(u.id, Some(vec![1, 2]));
-        assert_eq!(u.pin, Some(Pin::Value("1234".into())));
+        assert!(u.pin == Some(Pin::Value("1234".into())));
         assert!(!u.shown().contains("1234") && !format!("{u:?}").contains("1234"));
         let f = Pkcs11Uri::parse("pkcs11:token=t;object=o?module-path=/m.so&pin-source=file:/run/pin").unwrap();
-        assert_eq!(f.pin, Some(Pin::File("/run/pin".into())));
+        assert!(f.pin == Some(Pin::File("/run/pin".into())));
         for bad in [
             "pkcs11:object=o?module-path=/m.so",
             "pkcs11:token=t?module-path=/m.so",
