@@ -380,6 +380,14 @@ impl Judge for DbJudge<'_> {
         self.report.tree.as_ref().map_or(0, |t| t.end())
     }
 
+    fn ends_before(&self, seq: u64) -> Option<Option<u64>> {
+        if audit::break_position(self.report).is_some_and(|b| seq >= b) {
+            return None;
+        }
+        let end = self.report.last_good.map(|h| h.seq);
+        end.is_none_or(|e| seq > e).then_some(end)
+    }
+
     fn root_at(&mut self, size: u64) -> Result<Option<chainship_tlog::Hash>, StoreError> {
         match &self.report.tree {
             Some(tree) => tree.root_at(self.db, size).map_err(db_error),

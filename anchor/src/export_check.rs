@@ -310,7 +310,20 @@ impl ExportCheck {
             // It still holds its place in the copy: go on checking the order and links.
         }
         let seen = Seen { hash, prev, content };
-        let next = self.last.map_or(1, |(s, _)| s.saturating_add(1));
+        // Nothing can follow the largest seq: such a record is out of place.
+        let Some(next) = self.last.map_or(Some(1), |(s, _)| s.checked_add(1)) else {
+            self.note(finding(
+                Kind::Reordered,
+                Some(r.seq),
+                format!(
+                    "{}: seq {} comes after seq {}, which nothing can follow",
+                    where_(),
+                    r.seq,
+                    u64::MAX
+                ),
+            ));
+            return;
+        };
 
         if r.seq < next {
             // Either a duplicate, or a late record filling a gap.
@@ -504,6 +517,18 @@ impl ExportCheck {
         let pending = std::mem::take(&mut self.heads);
         for head in pending.into_values() {
             self.judge_unheld(head, end);
+        }
+        // A trusted checkpoint past the copy's end vouches for its size as a
+        // head would (its head may be missing): the copy was cut before it.
+        let beyond = self.checkpoints.iter().map(|(s, _)| *s).find(|s| *s > end);
+        if let Some(size) = beyond
+            && !self.findings.iter().any(|f| f.kind == Kind::Cut)
+        {
+            self.note(finding(
+                Kind::Cut,
+                Some(size),
+                format!("checkpoint {size} vouches for seq {size}, but the copy ends at seq {end}"),
+            ));
         }
         if self.more_past_end > 0
             && let Some(cut) = self

@@ -48,6 +48,9 @@ pub trait Judge {
     /// The root of the database's first `size` stored hashes (`size` at
     /// most [`Judge::tree_end`]).
     fn root_at(&mut self, size: u64) -> Result<Option<Hash>, StoreError>;
+    /// Where the database ends, when it ends before `seq` with no break
+    /// before it (`Some(None)`: it is empty): what a head at `seq` would call a cut.
+    fn ends_before(&self, seq: u64) -> Option<Option<u64>>;
 }
 
 /// Where trusted heads and checkpoints go when the truth they are judged
@@ -185,6 +188,8 @@ pub struct StreamAudit {
     /// The newest trusted checkpoint has no head yet: a publication in
     /// flight, or interrupted (the follower writes it when it starts again).
     pub newest_headless: Option<u64>,
+    /// Sizes of partial tiles kept above the newest checkpoint.
+    pub partial_above: Vec<u64>,
     /// With a database: the trusted checkpoint sizes its tree matches
     /// (each vouches for the database's hash at its size, as a head would).
     pub checkpoints_matched: Vec<u64>,
@@ -424,6 +429,7 @@ pub async fn audit<'a>(
         let tiles = crate::tile_audit::audit_tiles(store, origin, &newest, from, &sizes).await?;
         pass.out.tiles_audited = tiles.objects;
         pass.tiles_damaged = tiles.newest_damaged;
+        pass.out.partial_above = tiles.partial_above.clone();
         pass.partial_sizes = tiles
             .partial_sizes
             .iter()
@@ -986,9 +992,26 @@ impl Pass<'_> {
         }
     }
 
+    /// A checkpoint with no head still vouches for its size: a database
+    /// that ends before it was cut, as it would be before a head there.
+    fn headless_beyond_database(&mut self, size: u64, source: &str) {
+        if let Some(end) = self.judge.as_ref().and_then(|j| j.ends_before(size)) {
+            self.out.note(finding(
+                Kind::Cut,
+                Some(size),
+                format!(
+                    "checkpoint {size} (kept without its head) vouches for seq {size}, but the database ends at seq {}",
+                    end.unwrap_or(0)
+                ),
+                Some(source.to_owned()),
+            ));
+        }
+    }
+
     /// The checkpoint waiting for its head did not get it.
     fn flush_headless(&mut self) {
         if let Some((size, source)) = self.headless.take() {
+            self.headless_beyond_database(size, &source);
             self.out.note(finding(
                 Kind::HeadMissing,
                 Some(size),
@@ -1049,8 +1072,9 @@ impl Pass<'_> {
             self.out.checkpoints_matched.sort_unstable();
         }
         match self.headless.take() {
-            Some((size, _)) if self.out.largest.as_ref().is_some_and(|l| l.size == size) => {
+            Some((size, source)) if self.out.largest.as_ref().is_some_and(|l| l.size == size) => {
                 self.out.newest_headless = Some(size);
+                self.headless_beyond_database(size, &source);
             }
             pending => {
                 self.headless = pending;
@@ -1096,6 +1120,15 @@ impl StreamAudit {
     /// for witnesses, the newest checkpoint waiting for its head.
     pub fn store_warnings(&self) -> Vec<String> {
         let mut warnings: Vec<String> = self.cosign.iter().flat_map(|c| c.waiting.iter().cloned()).collect();
+        if let Some(first) = self.partial_above.first() {
+            warnings.push(format!(
+                "partial tiles of a tree of size {first}{} are kept with no checkpoint of that size: a publication in flight, or the newest checkpoint deleted with its head (a verifier without memory cannot tell; --state can)",
+                match self.partial_above.len() {
+                    1 => String::new(),
+                    n => format!(" (and {} larger)", n - 1),
+                }
+            ));
+        }
         if let Some(size) = self.newest_headless {
             warnings.push(format!(
                 "the newest checkpoint ({size}) has no head yet: a publication in progress, or interrupted (the follower publishes the head when it starts again)"

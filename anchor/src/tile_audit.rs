@@ -44,6 +44,9 @@ pub struct TileAudit {
     /// writes one only with a checkpoint of exactly that size, so each must
     /// have its checkpoint (see [`crate::stream_audit`]).
     pub partial_sizes: Vec<u64>,
+    /// Sizes of kept level-0 partial tiles above the newest checkpoint: a
+    /// publication in flight, or the newest checkpoint deleted.
+    pub partial_above: Vec<u64>,
 }
 
 impl TileAudit {
@@ -87,6 +90,19 @@ pub async fn audit_tiles(
             kept.entry((level, index)).or_default().push((path, width));
         }
     }
+    let level0_partials = || {
+        kept.iter()
+            .filter(|((level, _), _)| *level == Some(0))
+            .flat_map(|((_, index), paths)| {
+                paths
+                    .iter()
+                    .filter(|(_, width)| *width < WIDTH)
+                    .map(move |(_, width)| index.saturating_mul(WIDTH as u64).saturating_add(*width as u64))
+            })
+    };
+    audit.partial_above = level0_partials().filter(|size| *size > m).collect();
+    audit.partial_above.sort_unstable();
+    audit.partial_above.dedup();
     audit.partial_sizes = kept
         .iter()
         .filter(|((level, _), _)| *level == Some(0))

@@ -1161,6 +1161,39 @@ fn deletions_in_the_store_are_named_by_what_they_leave() {
     }
     restore();
 
+    // The newest head gone, and the database and copy cut below its
+    // checkpoint: the checkpoint still vouches for seq 3000, so both are cut.
+    std::fs::remove_file(head(3000)).unwrap();
+    let db_copy = a.dir.path().join("db-before-cut");
+    std::fs::copy(&a.db, &db_copy).unwrap();
+    tamper(&a.db)
+        .execute("DELETE FROM events WHERE seq > 2900", [])
+        .unwrap();
+    let (c, v) = audit_with_db(&a);
+    assert_eq!(c, 1, "{v}");
+    assert!(names(&v, "cut", "checkpoint 3000 (kept without its head)"), "{v}");
+    std::fs::copy(&db_copy, &a.db).unwrap();
+    let copy = a.dir.path().join("events.jsonl");
+    let whole = std::fs::read_to_string(&copy).unwrap();
+    let cut: String = whole.lines().take(2900).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&copy, cut).unwrap();
+    let (c, v) = verify_export_json(&a);
+    assert_eq!(c, 1, "{v}");
+    assert!(names(&v, "cut", "checkpoint 3000 vouches for seq 3000"), "{v}");
+    std::fs::write(&copy, whole).unwrap();
+    restore();
+
+    // The newest head and checkpoint with the pointer rolled back: no
+    // verifier without memory can tell it from a publication in flight,
+    // but the partial tiles left are said.
+    std::fs::remove_file(head(3000)).unwrap();
+    std::fs::remove_file(checkpoint(3000)).unwrap();
+    std::fs::copy(checkpoint(2000), log.join("checkpoint")).unwrap();
+    let (c, v) = audit_no_db(&a);
+    assert_eq!(c, 0, "{v}");
+    assert!(v.to_string().contains("partial tiles of a tree of size 3000"), "{v}");
+    restore();
+
     // The newest head and checkpoint together: the pointer still names it.
     std::fs::remove_file(head(3000)).unwrap();
     std::fs::remove_file(checkpoint(3000)).unwrap();
@@ -1276,6 +1309,29 @@ fn rows_past_the_last_trusted_head_are_counted_and_bounded() {
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
 }
 
+/// A directory planted where the follower's next head goes does not stop
+/// anchoring: the head is written beside it, and verifiers name the stranger.
+#[test]
+fn a_directory_planted_at_a_heads_name_does_not_stop_anchoring() {
+    let a = Anchored::new(1_000, ORIGIN);
+    assert_eq!(code(&follow_once(&a, &["--batch-size", "1000"])), 0);
+    append(&a.db, 1000);
+    let log = log_dir(&a);
+    std::fs::create_dir(log.join(format!("{:020}.head", 2000))).unwrap();
+    let out = follow_once(&a, &["--batch-size", "1000"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let beside = std::fs::read_dir(&log)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .any(|n| n.starts_with(&format!("{:020}.", 2000)) && n.ends_with(".head") && n != format!("{:020}.head", 2000));
+    assert!(beside, "the head went beside the planted directory");
+    let (c, v) = audit_with_db(&a);
+    assert_eq!(c, 1, "{v}");
+    assert!(names(&v, "bad-signature", "cannot be read as a note"), "{v}");
+    assert_eq!(v["last_trusted_head"]["seq"], 2000, "{v}");
+}
+
 /// A publication the store failed halfway (partial tiles written, the
 /// checkpoint refused) is recorded, and finished at its own size by a
 /// later run, however far delivery got meanwhile: no partial tile without
@@ -1286,9 +1342,11 @@ fn a_publication_cut_short_is_finished_at_its_own_size() {
     assert_eq!(code(&follow_once(&a, &["--batch-size", "1000"])), 0);
     append(&a.db, 500);
     let log = log_dir(&a);
-    // Something where checkpoint 2500 goes: the store refuses it.
-    let blocked = log.join(format!("checkpoints/{:020}", 2500));
-    std::fs::create_dir_all(&blocked).unwrap();
+    // A file where the checkpoints directory is: the store refuses checkpoint 2500.
+    let checkpoints = log.join("checkpoints");
+    let aside = log.join("checkpoints.aside");
+    std::fs::rename(&checkpoints, &aside).unwrap();
+    std::fs::write(&checkpoints, b"not a directory").unwrap();
     let out = follow_once(&a, &["--batch-size", "1000", "--shutdown-grace", "2s"]);
     assert_ne!(code(&out), 0, "{}", stderr(&out));
     assert!(
@@ -1298,7 +1356,8 @@ fn a_publication_cut_short_is_finished_at_its_own_size() {
     assert!(!log.join(format!("{:020}.head", 2500)).exists());
     let pending = a.dir.path().join("cursor.tlog.pending");
     assert!(std::fs::read_to_string(&pending).unwrap().starts_with("2500:"));
-    std::fs::remove_dir(&blocked).unwrap();
+    std::fs::remove_file(&checkpoints).unwrap();
+    std::fs::rename(&aside, &checkpoints).unwrap();
 
     // The next run, with more delivered meanwhile, leaves 2500 whole.
     append(&a.db, 500);

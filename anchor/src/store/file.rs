@@ -108,16 +108,26 @@ impl FileStore {
         let _ = std::fs::remove_file(&tmp);
         match linked {
             Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
-                let bytes = std::fs::read(&path).map_err(|e| self.io("cannot read", &path, e))?;
-                return Ok(PutOutcome::AlreadyThere(bytes));
-            }
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => return self.kept(&path),
             Err(e) => return Err(self.io("cannot link (does the filesystem allow hard links?)", &path, e)),
         }
         File::open(dir)
             .and_then(|d| d.sync_all())
             .map_err(|e| self.io("cannot sync", dir, e))?;
         Ok(PutOutcome::Created)
+    }
+}
+
+impl FileStore {
+    /// What occupies a name a write found taken: its bytes, or none when
+    /// something that is not a file was planted there (a directory), so the
+    /// caller judges it as it judges any stranger (a head goes beside it).
+    fn kept(&self, path: &Path) -> Result<PutOutcome, StoreError> {
+        match std::fs::read(path) {
+            Ok(bytes) => Ok(PutOutcome::AlreadyThere(bytes)),
+            Err(e) if e.kind() == ErrorKind::IsADirectory => Ok(PutOutcome::AlreadyThere(Vec::new())),
+            Err(e) => Err(self.io("cannot read", path, e)),
+        }
     }
 }
 
@@ -217,11 +227,11 @@ impl ObjectStore for FileStore {
             let _ = std::fs::remove_file(tmp);
             match linked {
                 Ok(()) => outcomes.push(PutOutcome::Created),
-                Err(e) if e.kind() == ErrorKind::AlreadyExists => match std::fs::read(path) {
-                    Ok(kept) => outcomes.push(PutOutcome::AlreadyThere(kept)),
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => match self.kept(path) {
+                    Ok(kept) => outcomes.push(kept),
                     Err(e) => {
                         cleanup(&staged[i + 1..]);
-                        return Err(self.io("cannot read", path, e));
+                        return Err(e);
                     }
                 },
                 Err(e) => {
