@@ -119,7 +119,7 @@ pub fn read_checked(
     each: &mut dyn FnMut(&Record<'_>),
 ) -> Result<CopyOutcome, CliError> {
     let keys = args.trust.load()?;
-    let policy = args.witness.load()?;
+    let policy = args.trust.witness_policy(&args.witness)?;
     let origin = match origin_of(args)? {
         Ok(origin) => origin,
         Err(refused) => return Ok(refused),

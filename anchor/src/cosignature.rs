@@ -24,12 +24,21 @@ pub struct WitnessKey {
     pub name: String,
     pub id: [u8; 4],
     pub key: VerifyingKey,
+    /// A policy's witness (its `name` is the policy's local one): a
+    /// cosignature line of any name counts when its key id is this key's
+    /// under that name.
+    pub any_name: bool,
 }
 
 impl WitnessKey {
     pub fn parse(text: &str) -> Result<WitnessKey, String> {
         let (name, id, key) = parse_vkey(text, COSIGNATURE_V1, "witness key (cosignature/v1)")?;
-        Ok(WitnessKey { name, id, key })
+        Ok(WitnessKey {
+            name,
+            id,
+            key,
+            any_name: false,
+        })
     }
 
     pub fn to_text(&self) -> String {
@@ -43,11 +52,10 @@ impl WitnessKey {
     /// when its line does not verify.
     pub fn check(&self, note: &SignedNote) -> Option<Result<u64, ()>> {
         let mut seen = false;
-        for line in note
-            .signatures
-            .iter()
-            .filter(|s| s.name == self.name && s.id == self.id)
-        {
+        for line in note.signatures.iter().filter(|s| match self.any_name {
+            true => s.id == typed_key_id(&s.name, COSIGNATURE_V1, self.key.as_bytes()),
+            false => s.name == self.name && s.id == self.id,
+        }) {
             seen = true;
             if line.signature.len() != 8 + 64 {
                 continue;
@@ -78,7 +86,39 @@ pub fn cosigned_message(time: u64, checkpoint_text: &str) -> String {
 #[derive(Clone, Debug)]
 pub struct WitnessPolicy {
     pub keys: Vec<WitnessKey>,
+    /// How many of `keys` must have cosigned (without a policy's rule).
     pub quorum: usize,
+    /// A trust policy's quorum rule, which decides instead of the count.
+    pub rule: Option<crate::policy::TrustPolicy>,
+}
+
+impl WitnessPolicy {
+    /// Whether the witnesses whose cosignatures verify (by name) meet the quorum.
+    pub fn met(&self, valid: &[String]) -> bool {
+        match &self.rule {
+            Some(policy) => policy.quorum_met(valid),
+            None => valid.len() >= self.quorum,
+        }
+    }
+
+    /// The quorum in words: "2", or the policy's rule.
+    pub fn describe(&self) -> String {
+        match &self.rule {
+            Some(policy) => format!("the policy ({})", policy.describe_quorum()),
+            None => self.quorum.to_string(),
+        }
+    }
+
+    /// What a checkpoint without the quorum lacks, in words.
+    pub fn shortfall(&self) -> String {
+        match &self.rule {
+            Some(policy) => format!(
+                "cosignatures that do not meet the policy's quorum ({})",
+                policy.describe_quorum()
+            ),
+            None => format!("fewer than {} cosignature(s) from the trusted witnesses", self.quorum),
+        }
+    }
 }
 
 /// The cosignatures on one checkpoint, judged against the trusted witness keys.
@@ -147,6 +187,19 @@ pub fn witness_key(key: &ed25519_dalek::SigningKey, name: &str) -> WitnessKey {
         name: name.to_owned(),
         id: typed_key_id(name, COSIGNATURE_V1, key.verifying_key().as_bytes()),
         key: key.verifying_key(),
+        any_name: false,
+    }
+}
+
+impl WitnessKey {
+    /// A policy's witness `name` (local to the policy) with public key `key`.
+    pub fn from_policy(name: &str, key: VerifyingKey) -> WitnessKey {
+        WitnessKey {
+            name: name.to_owned(),
+            id: typed_key_id(name, COSIGNATURE_V1, key.as_bytes()),
+            key,
+            any_name: true,
+        }
     }
 }
 

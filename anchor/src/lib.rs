@@ -22,6 +22,7 @@ pub mod log_audit;
 pub mod log_publish;
 pub mod note;
 pub mod pkcs11;
+pub mod policy;
 pub mod proof_check;
 pub mod publish;
 pub mod signed_head;

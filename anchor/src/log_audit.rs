@@ -183,7 +183,7 @@ pub fn judge_cosigned(
             Some(source.to_owned()),
         ));
     }
-    cosigned.valid.len() >= policy.quorum
+    policy.met(&cosigned.valid)
 }
 
 /// A trusted checkpoint above the newest cosigned one.
@@ -212,7 +212,7 @@ pub fn judge_uncosigned(
                 Some(first.size),
                 format!(
                     "no checkpoint meets the witness quorum of {} (checkpoints {} to {}, {} of them); newest cosigned: none",
-                    policy.quorum,
+                    policy.describe(),
                     first.size,
                     last.size,
                     above.len()
@@ -246,8 +246,8 @@ pub fn judge_uncosigned(
             Kind::Uncosigned,
             Some(a),
             format!(
-                "{which}: fewer than {} cosignature(s) from the trusted witnesses, past --witness-grace; newest cosigned: checkpoint {newest}",
-                policy.quorum
+                "{which}: {}, past --witness-grace; newest cosigned: checkpoint {newest}",
+                policy.shortfall()
             ),
             Some(first.source.clone()),
         ));

@@ -181,6 +181,9 @@ pub struct VerifierKey {
     /// shared by several logs, one log's key cannot vouch for another's
     /// (chainship's trust setting, not part of the C2SP key text).
     pub only_origin: Option<String>,
+    /// A key from a trust policy, which knows no key name: a signature line
+    /// of any name counts when its key id is this key's under that name.
+    pub any_name: bool,
 }
 
 impl VerifierKey {
@@ -191,6 +194,16 @@ impl VerifierKey {
             key,
             retired_after: None,
             only_origin: None,
+            any_name: false,
+        }
+    }
+
+    /// A policy's log key (`log <hex>`): trusted under whatever name a
+    /// signature line gives it.
+    pub fn any_name(key: VerifyingKey) -> Self {
+        VerifierKey {
+            any_name: true,
+            ..VerifierKey::new("(policy log key)", key)
         }
     }
 
@@ -209,6 +222,7 @@ impl VerifierKey {
             key,
             retired_after: None,
             only_origin: None,
+            any_name: false,
         })
     }
 
@@ -220,10 +234,10 @@ impl VerifierKey {
     /// Checks this key's signature line(s) in a note: `None` when the note
     /// has no line for this key, else whether the (first) one verifies.
     pub fn check(&self, note: &SignedNote) -> Option<bool> {
-        let line = note
-            .signatures
-            .iter()
-            .find(|s| s.name == self.name && s.id == self.id)?;
+        let line = note.signatures.iter().find(|s| match self.any_name {
+            true => s.id == key_id(&s.name, self.key.as_bytes()),
+            false => s.name == self.name && s.id == self.id,
+        })?;
         // verify_strict also refuses malleable signatures.
         let ok = Signature::from_slice(&line.signature)
             .map(|sig| self.key.verify_strict(note.text.as_bytes(), &sig).is_ok())

@@ -187,6 +187,11 @@ pub struct TrustArgs {
     /// A trusted verifier key (NAME+KEYID+BASE64[ until=SEQ]), or a file of them; repeat for several.
     #[arg(long = "trusted-key", value_name = "KEY|FILE", value_delimiter = ',')]
     pub trusted_keys: Vec<String>,
+    /// A trust policy in the Sigsum policy format: its `log` keys sign heads and checkpoints,
+    /// its `witness` lines cosign, and its `quorum` (with nested `group`s) is what cosignatures
+    /// must meet. Adds to --trusted-key; replaces --witness-key/--witness-quorum.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<std::path::PathBuf>,
 }
 
 impl SigningArgs {
@@ -203,10 +208,60 @@ impl SigningArgs {
 }
 
 impl TrustArgs {
-    /// The trusted keys, refused with the flag named.
+    /// The trusted keys (and the policy's log keys), refused with the flag named.
     pub fn load(&self) -> Result<Vec<chainship_anchor::VerifierKey>, CliError> {
-        chainship_anchor::keys::load_trusted(&self.trusted_keys)
-            .map_err(|e| CliError::usage(format!("--trusted-key {e}")))
+        let policy = self.policy()?;
+        let mut keys = match (&policy, self.trusted_keys.is_empty()) {
+            // The policy's log keys are enough.
+            (Some(_), true) => Vec::new(),
+            _ => chainship_anchor::keys::load_trusted(&self.trusted_keys)
+                .map_err(|e| CliError::usage(format!("--trusted-key {e}")))?,
+        };
+        if let Some(policy) = policy {
+            keys.extend(policy.logs.iter().map(|k| chainship_anchor::VerifierKey::any_name(*k)));
+        }
+        Ok(keys)
+    }
+
+    /// The `--policy` file, parsed.
+    pub fn policy(&self) -> Result<Option<chainship_anchor::policy::TrustPolicy>, CliError> {
+        let Some(path) = &self.policy else {
+            return Ok(None);
+        };
+        let text =
+            std::fs::read_to_string(path).map_err(|e| CliError::usage(format!("--policy {}: {e}", path.display())))?;
+        chainship_anchor::policy::TrustPolicy::parse(&text)
+            .map(Some)
+            .map_err(|e| CliError::usage(format!("--policy {}: {e}", path.display())))
+    }
+
+    /// What cosignatures must meet: the policy's witnesses and quorum, or
+    /// the flags' (`--witness-key`, `--witness-quorum`).
+    pub fn witness_policy(
+        &self,
+        flags: &WitnessTrustArgs,
+    ) -> Result<Option<chainship_anchor::cosignature::WitnessPolicy>, CliError> {
+        let Some(policy) = self.policy()? else {
+            return flags.load();
+        };
+        if !flags.witness_keys.is_empty() || flags.witness_quorum.is_some() {
+            return Err(CliError::usage(
+                "--policy names the witnesses and the quorum: give --witness-key/--witness-quorum in it, not beside it",
+            ));
+        }
+        if !policy.needs_witnesses() {
+            return Ok(None);
+        }
+        let keys = policy
+            .witnesses
+            .iter()
+            .map(|(name, key)| chainship_anchor::cosignature::WitnessKey::from_policy(name, *key))
+            .collect();
+        Ok(Some(chainship_anchor::cosignature::WitnessPolicy {
+            keys,
+            quorum: 0,
+            rule: Some(policy),
+        }))
     }
 }
 

@@ -80,7 +80,11 @@ impl WitnessTrustArgs {
         }
         let keys = load_witness_keys(&self.witness_keys).map_err(|e| CliError::usage(format!("--witness-key {e}")))?;
         let quorum = quorum(self.witness_quorum, keys.len(), "--witness-key")?;
-        Ok(Some(WitnessPolicy { keys, quorum }))
+        Ok(Some(WitnessPolicy {
+            keys,
+            quorum,
+            rule: None,
+        }))
     }
 }
 

@@ -131,7 +131,7 @@ pub fn run(cmd: &AnchorCommand) -> CmdResult {
 
 fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
     let keys = args.common.trust.load()?;
-    let policy = args.witness.load()?;
+    let policy = args.common.trust.witness_policy(&args.witness)?;
     let origin = args.common.origin.get()?;
     let store = args.common.store.open(args.common.store.url()?, None);
     let state = match &args.state {

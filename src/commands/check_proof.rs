@@ -45,7 +45,7 @@ pub struct CheckProofArgs {
 
 pub fn run(args: &CheckProofArgs) -> CmdResult {
     let keys = args.trust.load()?;
-    let policy = args.witness.load()?;
+    let policy = args.trust.witness_policy(&args.witness)?;
     let proof_text =
         std::fs::read(&args.proof).map_err(|e| CliError::usage(format!("--proof {}: {e}", args.proof.display())))?;
     let proof_text = String::from_utf8(proof_text)

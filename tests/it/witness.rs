@@ -520,3 +520,120 @@ fn a_witness_counts_once_and_check_verifies_its_key() {
         stdout(&wrong)
     );
 }
+
+/// The raw Ed25519 key, in hex, inside a C2SP verifier or witness key text
+/// (`name+id+base64(type || key)`), as a Sigsum policy writes keys.
+fn policy_hex(vkey: &str) -> String {
+    use base64::Engine;
+    let blob = base64::engine::general_purpose::STANDARD
+        .decode(vkey.splitn(3, '+').nth(2).unwrap())
+        .unwrap();
+    assert_eq!(blob.len(), 33, "{vkey}");
+    hex::encode(&blob[1..])
+}
+
+fn verify_policy(a: &Anchored, policy: &str, extra: &[&str]) -> (i32, Value) {
+    let file = a.dir.path().join("trust.policy");
+    std::fs::write(&file, policy).unwrap();
+    let out = bin()
+        .args([
+            "anchor",
+            "verify",
+            "--json",
+            "--db",
+            path_str(&a.db),
+            "--anchor",
+            &a.anchor_url(),
+        ])
+        .args(["--origin", ORIGIN, "--policy", path_str(&file), "--witness-grace", "0s"])
+        .args(extra)
+        .output()
+        .unwrap();
+    let v: Value =
+        serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&out), stderr(&out)));
+    (code(&out), v)
+}
+
+/// Trust given as a Sigsum policy file: its `log` key vouches for heads and
+/// checkpoints (under whatever name they are signed), its witnesses and
+/// nested groups decide the quorum, and a quorum the cosignatures do not
+/// meet fails naming the checkpoint and the group.
+#[test]
+fn a_sigsum_policy_decides_trust_and_the_quorum() {
+    let a = Anchored::new(500, ORIGIN);
+    let w1 = Witness::new("test.example/w1", Some(&a.verifier));
+    let w2 = Witness::new("test.example/w2", Some(&a.verifier));
+    let out = follow_once(&a, "c", &witness_flags(&[&w1, &w2], 2));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let (log, k1, k2) = (policy_hex(&a.verifier), policy_hex(&w1.vkey), policy_hex(&w2.vkey));
+    // A witness that never cosigned (any key will do).
+    let absent = hex::encode(
+        ed25519_dalek::SigningKey::from_bytes(&[0x3b; 32])
+            .verifying_key()
+            .as_bytes(),
+    );
+    let met = format!(
+        "# the auditors' policy\nlog {log}\nwitness alpha {k1}\nwitness beta {k2}\nwitness gamma {absent}\ngroup two 2 alpha beta gamma\nquorum two\n"
+    );
+    let (c, v) = verify_policy(&a, &met, &[]);
+    assert_eq!(c, 0, "{v}");
+    assert_eq!(v["last_trusted_head"]["seq"], 500, "{v}");
+    let unmet = format!(
+        "log {log}\nwitness alpha {k1}\nwitness beta {k2}\nwitness gamma {absent}\ngroup pair any alpha beta\ngroup all-three all pair gamma\nquorum all-three\n"
+    );
+    let (c, v) = verify_policy(&a, &unmet, &[]);
+    assert_eq!(c, 1, "{v}");
+    let uncosigned: Vec<&Value> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == "uncosigned")
+        .collect();
+    assert!(
+        uncosigned
+            .iter()
+            .any(|f| f["message"].as_str().unwrap().contains("group all-three") && f["seq"] == 500),
+        "{v}"
+    );
+    // A policy that trusts another log key trusts none of these heads.
+    let other = format!("log {absent}\nquorum none\n");
+    let (c, v) = verify_policy(&a, &other, &[]);
+    assert_eq!(c, 1, "{v}");
+    assert!(
+        v.to_string().contains("no-trusted-head") || v.to_string().contains("untrusted-key"),
+        "{v}"
+    );
+    // A malformed policy is one line naming the file and the line, exit 2.
+    let out = bin()
+        .args([
+            "anchor",
+            "verify",
+            "--db",
+            path_str(&a.db),
+            "--anchor",
+            &a.anchor_url(),
+            "--origin",
+            ORIGIN,
+        ])
+        .args(["--policy", path_str(&a.dir.path().join("bad.policy"))])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    std::fs::write(a.dir.path().join("bad.policy"), format!("log {log}\nquorum nobody\n")).unwrap();
+    let out = bin()
+        .args([
+            "anchor",
+            "verify",
+            "--db",
+            path_str(&a.db),
+            "--anchor",
+            &a.anchor_url(),
+            "--origin",
+            ORIGIN,
+        ])
+        .args(["--policy", path_str(&a.dir.path().join("bad.policy"))])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("bad.policy: line 2"), "{}", stderr(&out));
+}
