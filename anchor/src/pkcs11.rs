@@ -219,6 +219,69 @@ impl Pkcs11Signer {
     }
 }
 
+/// Makes an Ed25519 key pair inside the token `uri` names, labelled by its
+/// `object=` (and `id=`), the private half sensitive and never extractable:
+/// it never exists outside the token. Refuses when a key of that label
+/// (or id) is there already. Returns its public key.
+pub fn generate(uri: &str) -> Result<VerifyingKey, String> {
+    let uri = Pkcs11Uri::parse(uri).map_err(|e| format!("{}: {e}", redact(uri)))?;
+    let err = |why: String| format!("{}: {why}", uri.shown());
+    let label = uri
+        .object
+        .clone()
+        .ok_or_else(|| err("a new key needs a label (object=LABEL)".into()))?;
+    let ctx = Pkcs11::new(&uri.module).map_err(|e| err(ck("loading the module", e)))?;
+    match ctx.initialize(CInitializeArgs::new(CInitializeFlags::OS_LOCKING_OK)) {
+        Ok(()) | Err(CkError::Pkcs11(RvError::CryptokiAlreadyInitialized, _)) => {}
+        Err(e) => return Err(err(ck("initializing the module", e))),
+    }
+    let slot = ctx
+        .get_slots_with_token()
+        .map_err(|e| err(ck("listing the slots", e)))?
+        .into_iter()
+        .find(|s| ctx.get_token_info(*s).is_ok_and(|t| t.label().trim_end() == uri.token))
+        .ok_or_else(|| err(format!("no token labelled {:?}", uri.token)))?;
+    let session = ctx.open_rw_session(slot).map_err(|e| err(ck("opening a session", e)))?;
+    match session.login(UserType::User, uri.pin().map_err(&err)?.as_ref()) {
+        Ok(()) | Err(CkError::Pkcs11(RvError::UserAlreadyLoggedIn, _)) => {}
+        Err(CkError::Pkcs11(RvError::PinIncorrect, _)) => return Err(err("the PIN is wrong".into())),
+        Err(e) => return Err(err(ck("logging in", e))),
+    }
+    let mut taken = vec![Attribute::Label(label.as_bytes().to_vec())];
+    if let Some(id) = &uri.id {
+        taken = vec![Attribute::Id(id.clone())];
+    }
+    if !session
+        .find_objects(&taken)
+        .map_err(|e| err(ck("looking for the label", e)))?
+        .is_empty()
+    {
+        return Err(err(
+            "the token already holds a key of that label or id; nothing was made".into(),
+        ));
+    }
+    let mut common = vec![Attribute::Token(true), Attribute::Label(label.as_bytes().to_vec())];
+    if let Some(id) = &uri.id {
+        common.push(Attribute::Id(id.clone()));
+    }
+    // The curve by its name (PrintableString "edwards25519"), as PKCS#11 3.0 allows and tokens accept.
+    let mut params = vec![0x13, 12];
+    params.extend_from_slice(b"edwards25519");
+    let mut public = common.clone();
+    public.extend([Attribute::Verify(true), Attribute::EcParams(params)]);
+    let mut private = common;
+    private.extend([
+        Attribute::Sign(true),
+        Attribute::Private(true),
+        Attribute::Sensitive(true),
+        Attribute::Extractable(false),
+    ]);
+    let (public_handle, _) = session
+        .generate_key_pair(&Mechanism::EccEdwardsKeyPairGen, &public, &private)
+        .map_err(|e| err(ck("making the key pair", e)))?;
+    public_key(&session, public_handle).map_err(err)
+}
+
 /// A URI shown before it parsed: the query (which may hold the PIN) cut off.
 fn redact(uri: &str) -> String {
     match uri.split_once('?') {

@@ -547,3 +547,105 @@ fn a_token_removed_mid_run_delays_heads_never_the_export() {
         "every head is the token key's: {v}"
     );
 }
+
+/// `chainship keygen --out pkcs11:…` makes the key pair inside the token:
+/// the verifier key it prints is the one the token's public key gives (as
+/// the test computes it), heads signed with it verify, the private key
+/// cannot be read out, and a second keygen of that label makes nothing.
+#[test]
+fn keygen_makes_the_key_inside_the_token() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let token = Token::create(dir.path());
+    let uri = format!(
+        "pkcs11:token=chainship;object=minted?module-path={SOFTHSM}&pin-source=file:{}",
+        path_str(&token.pin_file)
+    );
+    let keygen = || {
+        bin()
+            .args(["keygen", "--name", "signers/minted", "--out", &uri])
+            .env("SOFTHSM2_CONF", &token.conf)
+            .output()
+            .unwrap()
+    };
+    let out = keygen();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let printed = stdout(&out).trim().to_owned();
+    // The public key as OpenSC exports it, turned into a verifier key here.
+    let pem = dir.path().join("minted.pub.pem");
+    token.tool(
+        "pkcs11-tool",
+        &[
+            "--module",
+            SOFTHSM,
+            "--token-label",
+            "chainship",
+            "--read-object",
+            "--type",
+            "pubkey",
+        ]
+        .into_iter()
+        .chain(["--label", "minted", "-o", path_str(&pem)])
+        .collect::<Vec<_>>(),
+    );
+    let text = std::fs::read_to_string(&pem).unwrap();
+    let der = B64
+        .decode(text.lines().filter(|l| !l.starts_with("-----")).collect::<String>())
+        .unwrap();
+    let mut typed = vec![0x01];
+    typed.extend_from_slice(&der[der.len() - 32..]);
+    let mut hasher = Sha256::new();
+    hasher.update(b"signers/minted\n");
+    hasher.update(&typed);
+    let expected = format!(
+        "signers/minted+{}+{}",
+        hex::encode(&hasher.finalize()[..4]),
+        B64.encode(&typed)
+    );
+    assert_eq!(printed, expected);
+    // The private key never leaves the token: OpenSC lists it sensitive and never extractable.
+    let listed = token.tool(
+        "pkcs11-tool",
+        &[
+            "--module",
+            SOFTHSM,
+            "--token-label",
+            "chainship",
+            "--login",
+            "--pin",
+            PIN,
+        ]
+        .into_iter()
+        .chain(["--list-objects", "--type", "privkey"])
+        .collect::<Vec<_>>(),
+    );
+    let minted = listed
+        .split("Private Key Object")
+        .find(|o| o.contains("label:      minted"))
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert!(
+        minted.contains("never extractable") && minted.contains("sensitive") && minted.contains("local"),
+        "{minted}"
+    );
+    // Heads signed with it verify with the printed key.
+    let db = generate(dir.path(), "audit.db", 200);
+    let anchors = dir.path().join("anchors");
+    std::fs::create_dir(&anchors).unwrap();
+    let out = follow_token(
+        dir.path(),
+        &db,
+        &anchors,
+        &token,
+        &uri,
+        &["--once", "--signing-key-name", "signers/minted"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let (c, v) = anchor_verify(&db, &anchors, &printed);
+    assert_eq!(c, 0, "{v}");
+    assert_eq!(v["last_trusted_head"]["seq"], 200, "{v}");
+    // A second keygen of the label makes nothing.
+    let again = keygen();
+    assert_eq!(code(&again), 2, "{}", stderr(&again));
+    assert!(stderr(&again).contains("already holds a key"), "{}", stderr(&again));
+}
