@@ -154,6 +154,25 @@ impl SignerKey {
     }
 }
 
+/// Reads a small text file (a key, a PIN, a policy), refusing one larger
+/// than `limit` bytes (`/dev/zero` must not take the memory) or not UTF-8.
+pub fn read_small(path: &Path, limit: u64) -> Result<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > limit {
+        return Err(format!("larger than {limit} bytes: not a key, PIN or policy file"));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let line = e.as_bytes()[..at].iter().filter(|b| **b == b'\n').count() + 1;
+        format!("line {line}: not UTF-8")
+    })
+}
+
 /// Who besides this process's user (and root) can read a key file, or `None`.
 ///
 /// Judged by what the kernel would allow, not by the mode bits alone:

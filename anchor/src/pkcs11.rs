@@ -138,8 +138,8 @@ impl Pkcs11Uri {
             None => Ok(None),
             Some(Pin::Value(v)) => Ok(Some(AuthPin::from(v.clone()))),
             Some(Pin::File(path)) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| format!("pin-source {}: {}", path.display(), e.kind()))?;
+                let text =
+                    crate::keys::read_small(path, 4096).map_err(|e| format!("pin-source {}: {e}", path.display()))?;
                 let pin = text.lines().next().unwrap_or("").to_owned();
                 Ok(Some(AuthPin::from(pin)))
             }
@@ -191,6 +191,18 @@ pub struct Pkcs11Signer {
     name: String,
     public: VerifyingKey,
     open: Mutex<Option<Open>>,
+    /// The digest of a PIN the token refused: never tried again (a token
+    /// locks its PIN after a few wrong tries) until the PIN source changes.
+    refused_pin: Mutex<Option<[u8; 32]>>,
+}
+
+const WRONG_PIN: &str = "the PIN is wrong";
+
+/// A digest of a PIN, to remember one that was refused without keeping it.
+fn pin_digest(pin: Option<&AuthPin>) -> [u8; 32] {
+    use secrecy::ExposeSecret;
+    use sha2::{Digest, Sha256};
+    Sha256::digest(pin.map_or("", |p| p.expose_secret()).as_bytes()).into()
 }
 
 impl Pkcs11Signer {
@@ -199,7 +211,7 @@ impl Pkcs11Signer {
     pub fn open(uri: &str, name: Option<&str>) -> Result<Pkcs11Signer, String> {
         let uri = Pkcs11Uri::parse(uri).map_err(|e| format!("{}: {e}", redact(uri)))?;
         let err = |why: String| format!("{}: {why}", uri.shown());
-        let (open, public) = connect(&uri).map_err(&err)?;
+        let (open, public) = connect(&uri, uri.pin().map_err(&err)?).map_err(&err)?;
         let name = match (name, &uri.object) {
             (Some(n), _) => n.to_owned(),
             (None, Some(label)) => label.clone(),
@@ -215,6 +227,7 @@ impl Pkcs11Signer {
             name,
             public,
             open: Mutex::new(Some(open)),
+            refused_pin: Mutex::new(None),
         })
     }
 }
@@ -292,7 +305,7 @@ fn redact(uri: &str) -> String {
 
 /// Loads the module, finds the token, opens a session, logs in and finds
 /// the private key; and its public key.
-fn connect(uri: &Pkcs11Uri) -> Result<(Open, VerifyingKey), String> {
+fn connect(uri: &Pkcs11Uri, pin: Option<AuthPin>) -> Result<(Open, VerifyingKey), String> {
     let ctx = Pkcs11::new(&uri.module).map_err(|e| ck("loading the module", e))?;
     match ctx.initialize(CInitializeArgs::new(CInitializeFlags::OS_LOCKING_OK)) {
         Ok(()) | Err(CkError::Pkcs11(RvError::CryptokiAlreadyInitialized, _)) => {}
@@ -309,9 +322,9 @@ fn connect(uri: &Pkcs11Uri) -> Result<(Open, VerifyingKey), String> {
             )
         })?;
     let session = ctx.open_ro_session(slot).map_err(|e| ck("opening a session", e))?;
-    match session.login(UserType::User, uri.pin()?.as_ref()) {
+    match session.login(UserType::User, pin.as_ref()) {
         Ok(()) | Err(CkError::Pkcs11(RvError::UserAlreadyLoggedIn, _)) => {}
-        Err(CkError::Pkcs11(RvError::PinIncorrect, _)) => return Err("the PIN is wrong".into()),
+        Err(CkError::Pkcs11(RvError::PinIncorrect, _)) => return Err(WRONG_PIN.into()),
         Err(CkError::Pkcs11(RvError::PinLocked, _)) => return Err("the PIN is locked".into()),
         Err(e) => return Err(ck("logging in", e)),
     }
@@ -385,7 +398,29 @@ impl Signer for Pkcs11Signer {
             .lock()
             .map_err(|_| fail("the signer's lock is poisoned".into()))?;
         if slot.is_none() {
-            let (open, public) = connect(&self.uri).map_err(fail)?;
+            let pin = self.uri.pin().map_err(&fail)?;
+            let digest = pin_digest(pin.as_ref());
+            let mut refused = self
+                .refused_pin
+                .lock()
+                .map_err(|_| fail("the signer's lock is poisoned".into()))?;
+            if *refused == Some(digest) {
+                return Err(fail(
+                    "the token refused this PIN before; it is not tried again until the PIN source changes (a token locks its PIN after a few wrong tries)"
+                        .into(),
+                ));
+            }
+            let (open, public) = match connect(&self.uri, pin) {
+                Ok(opened) => opened,
+                Err(why) => {
+                    if why == WRONG_PIN {
+                        *refused = Some(digest);
+                        tracing::error!(key = %self.uri.shown(), "the token refused the PIN; it is not tried again until the PIN source changes");
+                    }
+                    return Err(fail(why));
+                }
+            };
+            *refused = None;
             if public != self.public {
                 return Err(fail(
                     "the token now holds another key under that name; nothing is signed".into(),

@@ -49,9 +49,14 @@ impl TrustPolicy {
         };
         let mut quorum_line = false;
         let mut member_of: BTreeMap<String, String> = BTreeMap::new();
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         for (i, raw) in text.lines().enumerate() {
             let line = raw.split('#').next().unwrap_or("");
-            let words: Vec<&str> = line.split_whitespace().collect();
+            // ASCII whitespace only, as Sigsum splits (a no-break space is part of a word).
+            let words: Vec<&str> = line
+                .split(|c: char| c.is_ascii_whitespace())
+                .filter(|w| !w.is_empty())
+                .collect();
             let at = |why: String| format!("line {}: {why}", i + 1);
             match words.as_slice() {
                 [] => {}
@@ -59,6 +64,11 @@ impl TrustPolicy {
                     let key = parse_key(key).map_err(at)?;
                     if policy.logs.contains(&key) {
                         return Err(at("a log key listed twice".into()));
+                    }
+                    if policy.witnesses.iter().any(|(_, k)| *k == key) {
+                        return Err(at(
+                            "a key both log and witness: a log cannot cosign its own checkpoints".into(),
+                        ));
                     }
                     policy.logs.push(key);
                 }
@@ -69,6 +79,11 @@ impl TrustPolicy {
                     }
                     if policy.witnesses.iter().any(|(_, k)| *k == key) {
                         return Err(at("a witness key listed twice".into()));
+                    }
+                    if policy.logs.contains(&key) {
+                        return Err(at(
+                            "a key both log and witness: a log cannot cosign its own checkpoints".into(),
+                        ));
                     }
                     policy.witnesses.push(((*name).to_owned(), key));
                     policy.nodes.insert((*name).to_owned(), Node::Witness);
@@ -106,6 +121,9 @@ impl TrustPolicy {
                     let members = members.iter().map(|m| (*m).to_owned()).collect();
                     policy.nodes.insert((*name).to_owned(), Node::Group { k, members });
                 }
+                ["group", ..] => return Err(at("a group needs a name, a threshold and at least one member".into())),
+                ["log", ..] => return Err(at("a log line is: log <hex key> [<url>]".into())),
+                ["witness", ..] => return Err(at("a witness line is: witness <name> <hex key> [<url>]".into())),
                 ["quorum", name] => {
                     if quorum_line {
                         return Err(at("a second quorum line".into()));
@@ -136,15 +154,16 @@ impl TrustPolicy {
 
     /// Whether the witnesses named in `cosigned` (local names) meet the quorum.
     pub fn quorum_met(&self, cosigned: &[String]) -> bool {
+        let cosigned: std::collections::HashSet<&str> = cosigned.iter().map(String::as_str).collect();
         match &self.quorum {
             None => true,
-            Some(name) => self.satisfied(name, cosigned),
+            Some(name) => self.satisfied(name, &cosigned),
         }
     }
 
-    fn satisfied(&self, name: &str, cosigned: &[String]) -> bool {
+    fn satisfied(&self, name: &str, cosigned: &std::collections::HashSet<&str>) -> bool {
         match self.nodes.get(name) {
-            Some(Node::Witness) => cosigned.iter().any(|c| c == name),
+            Some(Node::Witness) => cosigned.contains(name),
             Some(Node::Group { k, members }) => members.iter().filter(|m| self.satisfied(m, cosigned)).count() >= *k,
             None => false,
         }
@@ -238,11 +257,14 @@ mod tests {
             (format!("log {l}\nwitness none {w1}\nquorum none\n"), "taken"),
             ("log zz\nquorum none\n".to_owned(), "not a hex public key"),
             (format!("log {l}\nwitnes W {w1}\nquorum none\n"), "not a policy line"),
+            (format!("log {l}\nwitness W {l}\nquorum W\n"), "both log and witness"),
+            (format!("log {l}\ngroup g 1\nquorum none\n"), "at least one member"),
+            (format!("log\u{a0}{l}\nquorum none\n"), "not a policy line"),
         ] {
             let e = TrustPolicy::parse(&text).unwrap_err();
             assert!(e.contains(says), "{text:?}: {e}");
         }
-        let none = TrustPolicy::parse(&format!("log {l}\nquorum none\n")).unwrap();
+        let none = TrustPolicy::parse(&format!("\u{feff}log {l}\nquorum none\n")).unwrap();
         assert!(none.quorum_met(&[]) && !none.needs_witnesses());
     }
 

@@ -50,12 +50,12 @@ pub fn check(
                 cp.size
             ));
         }
-        if cosigned.valid.len() < policy.quorum {
+        if !policy.met(&cosigned.valid) {
             return Err(format!(
-                "uncosigned: checkpoint {} carries {} of the {} cosignatures required from the trusted witnesses",
+                "uncosigned: checkpoint {} carries {} valid cosignature(s): {}",
                 cp.size,
                 cosigned.valid.len(),
-                policy.quorum
+                policy.shortfall()
             ));
         }
     }

@@ -52,7 +52,8 @@ impl AgentSigner {
     /// the agent at `socket`; named `name`, or by the file's comment.
     pub fn open(public_file: &Path, name: Option<&str>, socket: Option<PathBuf>) -> Result<AgentSigner, String> {
         let err = |why: String| format!("ssh-agent:{}: {why}", public_file.display());
-        let text = std::fs::read_to_string(public_file).map_err(|e| err(e.to_string()))?;
+        // A public key file is a line; anything much larger is not one.
+        let text = crate::keys::read_small(public_file, 64 * 1024).map_err(err)?;
         let mut fields = text.split_whitespace();
         let (Some(kind), Some(encoded)) = (fields.next(), fields.next()) else {
             return Err(err(

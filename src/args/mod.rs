@@ -228,8 +228,8 @@ impl TrustArgs {
         let Some(path) = &self.policy else {
             return Ok(None);
         };
-        let text =
-            std::fs::read_to_string(path).map_err(|e| CliError::usage(format!("--policy {}: {e}", path.display())))?;
+        let text = chainship_anchor::keys::read_small(path, 16 << 20)
+            .map_err(|e| CliError::usage(format!("--policy {}: {e}", path.display())))?;
         chainship_anchor::policy::TrustPolicy::parse(&text)
             .map(Some)
             .map_err(|e| CliError::usage(format!("--policy {}: {e}", path.display())))

@@ -202,7 +202,7 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
         "tiles_checked": audit.tiles_audited,
         "largest": audit.largest.as_ref().map(|c| json!({"size": c.size, "root": c.root_b64()})),
         "matched_database": report.map(|_| audit.matched_database),
-        "cosigned": cosigns.map(|c| json!({"quorum": policy.as_ref().map(|p| p.quorum), "checkpoints": c.cosigned, "newest": c.newest_cosigned})),
+        "cosigned": cosigns.map(|c| json!({"quorum": policy.as_ref().map(|p| match p.rule { Some(_) => json!(p.describe()), None => json!(p.quorum) }), "checkpoints": c.cosigned, "newest": c.newest_cosigned})),
     });
     let state_json = args.state.as_ref().map(|path| {
         json!({
@@ -265,9 +265,9 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
         );
         if let (Some(c), Some(p)) = (cosigns, &policy) {
             outln!(
-                "witnesses: {} checkpoint(s) with {} of {} trusted cosignatures; newest cosigned: {}",
+                "witnesses: {} checkpoint(s) meeting the quorum of {} ({} trusted witness key(s)); newest cosigned: {}",
                 c.cosigned,
-                p.quorum,
+                p.describe(),
                 p.keys.len(),
                 c.newest_cosigned.map_or("none".into(), |s| s.to_string())
             );

@@ -17,8 +17,8 @@ use crate::exit::{CliError, CmdResult, OK};
 With --out set to a pkcs11: URI (RFC 7512), e.g.
 'pkcs11:token=chainship;object=prod-heads?module-path=/usr/lib/softhsm/libsofthsm2.so&pin-source=file:/run/secrets/hsm-pin',
 the key pair is made inside the token (the private key is never extractable and never exists
-outside it); follow then with --signing-key set to the same URI and --signing-key-name set to
---name. For a key already in a token, `check --sink stdout: --signing-key URI --signing-key-name
+outside it); --name must be the label (object=). Follow then with --signing-key set to the
+same URI. For a key already in a token, `check --sink stdout: --signing-key URI --signing-key-name
 NAME` prints its verifier key.
 
 Name the key after the origin it signs for: C2SP recommends that a log's key name match the
@@ -45,6 +45,17 @@ pub fn run(args: &KeygenArgs) -> CmdResult {
             return Err(CliError::usage(format!(
                 "--name: key name {:?}: a key name must be non-empty, without spaces or '+'",
                 args.name
+            )));
+        }
+        // The follower names its notes after the object's label: so must the printed key.
+        let label = chainship_anchor::pkcs11::Pkcs11Uri::parse(&out)
+            .map_err(|e| CliError::usage(format!("--out {}: {e}", chainship_anchor::signer::shown(&args.out))))?
+            .object;
+        if label.as_deref() != Some(args.name.as_str()) {
+            return Err(CliError::usage(format!(
+                "--name {:?} must be the key's label in the token (object={}): the follower signs under that name",
+                args.name,
+                label.unwrap_or_default()
             )));
         }
         let public = chainship_anchor::pkcs11::generate(&out).map_err(|e| CliError::usage(format!("--out {e}")))?;

@@ -562,7 +562,7 @@ fn keygen_makes_the_key_inside_the_token() {
     );
     let keygen = || {
         bin()
-            .args(["keygen", "--name", "signers/minted", "--out", &uri])
+            .args(["keygen", "--name", "minted", "--out", &uri])
             .env("SOFTHSM2_CONF", &token.conf)
             .output()
             .unwrap()
@@ -594,13 +594,9 @@ fn keygen_makes_the_key_inside_the_token() {
     let mut typed = vec![0x01];
     typed.extend_from_slice(&der[der.len() - 32..]);
     let mut hasher = Sha256::new();
-    hasher.update(b"signers/minted\n");
+    hasher.update(b"minted\n");
     hasher.update(&typed);
-    let expected = format!(
-        "signers/minted+{}+{}",
-        hex::encode(&hasher.finalize()[..4]),
-        B64.encode(&typed)
-    );
+    let expected = format!("minted+{}+{}", hex::encode(&hasher.finalize()[..4]), B64.encode(&typed));
     assert_eq!(printed, expected);
     // The private key never leaves the token: OpenSC lists it sensitive and never extractable.
     let listed = token.tool(
@@ -630,16 +626,9 @@ fn keygen_makes_the_key_inside_the_token() {
     let db = generate(dir.path(), "audit.db", 200);
     let anchors = dir.path().join("anchors");
     std::fs::create_dir(&anchors).unwrap();
-    let out = follow_token(
-        dir.path(),
-        &db,
-        &anchors,
-        &token,
-        &uri,
-        &["--once", "--signing-key-name", "signers/minted"],
-    )
-    .output()
-    .unwrap();
+    let out = follow_token(dir.path(), &db, &anchors, &token, &uri, &["--once"])
+        .output()
+        .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let (c, v) = anchor_verify(&db, &anchors, &printed);
     assert_eq!(c, 0, "{v}");
@@ -648,4 +637,59 @@ fn keygen_makes_the_key_inside_the_token() {
     let again = keygen();
     assert_eq!(code(&again), 2, "{}", stderr(&again));
     assert!(stderr(&again).contains("already holds a key"), "{}", stderr(&again));
+}
+
+/// A PIN the token refused is not tried again until the PIN source
+/// changes (a token locks its PIN after a few wrong tries): the follower
+/// says so, keeps exporting, and signs again once the PIN file is right.
+#[test]
+fn a_refused_pin_is_not_tried_again_until_it_changes() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let token = Token::create(dir.path());
+    let kept = dir.path().join("tokens.kept");
+    copy_tree(&token.tokens, &kept);
+    let db = generate(dir.path(), "audit.db", 100);
+    let anchors = dir.path().join("anchors");
+    std::fs::create_dir(&anchors).unwrap();
+    let log = dir.path().join("follower.log");
+    let child = follow_token(
+        dir.path(),
+        &db,
+        &anchors,
+        &token,
+        &token.uri(),
+        &["--retry-max-delay", "1s"],
+    )
+    .stderr(std::fs::File::create(&log).unwrap())
+    .spawn()
+    .unwrap();
+    let mut child = KillOnDrop(child);
+    let head = |seq: u64| anchors.join(ORIGIN).join(format!("{seq:020}.head"));
+    assert!(wait_for_file(&head(100), Duration::from_secs(30)), "first head");
+    // The session is lost (token taken away and put back) and the PIN file now holds a wrong PIN.
+    std::fs::write(&token.pin_file, "0000\n").unwrap();
+    token.tool("softhsm2-util", &["--delete-token", "--token", "chainship"]);
+    append(&db, 20);
+    std::thread::sleep(Duration::from_secs(2));
+    std::fs::remove_dir_all(&token.tokens).unwrap();
+    copy_tree(&kept, &token.tokens);
+    let until = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&log).unwrap().contains("it is not tried again") {
+        assert!(Instant::now() < until, "{}", std::fs::read_to_string(&log).unwrap());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(4));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        text.matches("the token refused the PIN;").count(),
+        1,
+        "one wrong login only: {text}"
+    );
+    assert!(!text.contains(PIN) && !text.contains("0000\n"), "{text}");
+    assert!(!head(120).exists());
+    // The right PIN back in the file: signing resumes.
+    std::fs::write(&token.pin_file, format!("{PIN}\n")).unwrap();
+    assert!(wait_for_file(&head(120), Duration::from_secs(30)), "heads catch up");
+    signal(&child.0, SIGTERM);
+    assert!(wait_with_limit(&mut child.0, Duration::from_secs(20)).success());
 }

@@ -595,6 +595,35 @@ fn a_sigsum_policy_decides_trust_and_the_quorum() {
             .any(|f| f["message"].as_str().unwrap().contains("group all-three") && f["seq"] == 500),
         "{v}"
     );
+    // A proof is held to the policy's quorum too (check-proof).
+    let proof = a.dir.path().join("p");
+    let out = run(&["prove", "--anchor", &a.anchor_url(), "--origin", ORIGIN, "--seq", "500"]);
+    std::fs::write(&proof, stdout(&out)).unwrap();
+    let record = std::fs::read_to_string(a.dir.path().join("c.jsonl"))
+        .unwrap()
+        .lines()
+        .nth(499)
+        .unwrap()
+        .to_owned();
+    let check = |policy: &str| {
+        let file = a.dir.path().join("proof.policy");
+        std::fs::write(&file, policy).unwrap();
+        bin()
+            .args(["check-proof", "--proof", path_str(&proof), "--record", &record])
+            .args(["--policy", path_str(&file)])
+            .output()
+            .unwrap()
+    };
+    let out = check(&met);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    let out = check(&unmet);
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    assert!(
+        stdout(&out).contains("uncosigned") && stdout(&out).contains("group all-three"),
+        "{}",
+        stdout(&out)
+    );
+
     // A policy that trusts another log key trusts none of these heads.
     let other = format!("log {absent}\nquorum none\n");
     let (c, v) = verify_policy(&a, &other, &[]);
