@@ -484,6 +484,7 @@ pub fn kafka_read_partition(topic: &str, partition: i32, origin: &str) -> Vec<u8
         .set("bootstrap.servers", kafka_addr())
         .set("group.id", "chainship-tests-readback")
         .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "true")
         .create()
         .unwrap();
     let mut tpl = rdkafka::TopicPartitionList::new();
@@ -493,13 +494,23 @@ pub fn kafka_read_partition(topic: &str, partition: i32, origin: &str) -> Vec<u8
     let mut out = Vec::new();
     let mut last = std::time::Instant::now();
     let started = std::time::Instant::now();
-    while last.elapsed() < std::time::Duration::from_secs(3) {
+    // Done once the end was reported and nothing came for 3 s; a broker slow
+    // to answer (a loaded machine) is waited for up to 15 s of silence.
+    let mut at_end = false;
+    while last.elapsed() < std::time::Duration::from_secs(if at_end { 3 } else { 15 }) {
         assert!(
             started.elapsed() < std::time::Duration::from_secs(120),
             "reading {topic} took too long"
         );
         if let Some(msg) = consumer.poll(std::time::Duration::from_millis(200)) {
-            let msg = msg.unwrap();
+            let msg = match msg {
+                Err(rdkafka::error::KafkaError::PartitionEOF(_)) => {
+                    at_end = true;
+                    continue;
+                }
+                other => other.unwrap(),
+            };
+            at_end = false;
             last = std::time::Instant::now();
             if msg.key() != Some(origin.as_bytes()) {
                 continue;
