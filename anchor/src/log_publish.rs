@@ -45,8 +45,13 @@ pub async fn put_tiles(store: &dyn AnchorStore, origin: &str, tiles: &[Tile]) ->
 /// Signs `cp` and keeps it at its size. A checkpoint already kept there
 /// counts if this publisher's keys signed the same root; one they signed
 /// with another root is `checkpoints-disagree`; a note they did not sign
-/// does not hold the name hostage: ours goes beside it.
-pub async fn publish_checkpoint(store: &dyn AnchorStore, keys: &Signers, cp: &Checkpoint) -> Result<(), StoreError> {
+/// does not hold the name hostage: ours goes beside it. Returns the signed
+/// note (signing may be a token or agent round trip: done once).
+pub async fn publish_checkpoint(
+    store: &dyn AnchorStore,
+    keys: &Signers,
+    cp: &Checkpoint,
+) -> Result<String, StoreError> {
     let note = cp.sign(keys)?;
     let origin = cp.origin.as_str();
     let path = checkpoint_path(cp.size);
@@ -76,7 +81,8 @@ pub async fn publish_checkpoint(store: &dyn AnchorStore, keys: &Signers, cp: &Ch
             }
         }
     }
-    advance_pointer(store, origin, &verifiers(keys), cp.size, &note).await
+    advance_pointer(store, origin, &verifiers(keys), cp.size, &note).await?;
+    Ok(note)
 }
 
 /// Points `checkpoint` (what tlog clients read first) at `note`, of `size`,

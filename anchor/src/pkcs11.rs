@@ -243,23 +243,7 @@ pub fn generate(uri: &str) -> Result<VerifyingKey, String> {
         .object
         .clone()
         .ok_or_else(|| err("a new key needs a label (object=LABEL)".into()))?;
-    let ctx = Pkcs11::new(&uri.module).map_err(|e| err(ck("loading the module", e)))?;
-    match ctx.initialize(CInitializeArgs::new(CInitializeFlags::OS_LOCKING_OK)) {
-        Ok(()) | Err(CkError::Pkcs11(RvError::CryptokiAlreadyInitialized, _)) => {}
-        Err(e) => return Err(err(ck("initializing the module", e))),
-    }
-    let slot = ctx
-        .get_slots_with_token()
-        .map_err(|e| err(ck("listing the slots", e)))?
-        .into_iter()
-        .find(|s| ctx.get_token_info(*s).is_ok_and(|t| t.label().trim_end() == uri.token))
-        .ok_or_else(|| err(format!("no token labelled {:?}", uri.token)))?;
-    let session = ctx.open_rw_session(slot).map_err(|e| err(ck("opening a session", e)))?;
-    match session.login(UserType::User, uri.pin().map_err(&err)?.as_ref()) {
-        Ok(()) | Err(CkError::Pkcs11(RvError::UserAlreadyLoggedIn, _)) => {}
-        Err(CkError::Pkcs11(RvError::PinIncorrect, _)) => return Err(err("the PIN is wrong".into())),
-        Err(e) => return Err(err(ck("logging in", e))),
-    }
+    let (_ctx, session) = log_in(&uri, uri.pin().map_err(&err)?, Access::ReadWrite).map_err(&err)?;
     let mut taken = vec![Attribute::Label(label.as_bytes().to_vec())];
     if let Some(id) = &uri.id {
         taken = vec![Attribute::Id(id.clone())];
@@ -305,7 +289,16 @@ fn redact(uri: &str) -> String {
 
 /// Loads the module, finds the token, opens a session, logs in and finds
 /// the private key; and its public key.
-fn connect(uri: &Pkcs11Uri, pin: Option<AuthPin>) -> Result<(Open, VerifyingKey), String> {
+/// Whether a session may change the token (keygen) or only use it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    ReadOnly,
+    ReadWrite,
+}
+
+/// Loads the module, finds the token by its label, opens a session and
+/// logs in: the one way into a token, for signing and for keygen.
+fn log_in(uri: &Pkcs11Uri, pin: Option<AuthPin>, access: Access) -> Result<(Pkcs11, Session), String> {
     let ctx = Pkcs11::new(&uri.module).map_err(|e| ck("loading the module", e))?;
     match ctx.initialize(CInitializeArgs::new(CInitializeFlags::OS_LOCKING_OK)) {
         Ok(()) | Err(CkError::Pkcs11(RvError::CryptokiAlreadyInitialized, _)) => {}
@@ -321,13 +314,22 @@ fn connect(uri: &Pkcs11Uri, pin: Option<AuthPin>) -> Result<(Open, VerifyingKey)
                 uri.token
             )
         })?;
-    let session = ctx.open_ro_session(slot).map_err(|e| ck("opening a session", e))?;
+    let session = match access {
+        Access::ReadOnly => ctx.open_ro_session(slot),
+        Access::ReadWrite => ctx.open_rw_session(slot),
+    }
+    .map_err(|e| ck("opening a session", e))?;
     match session.login(UserType::User, pin.as_ref()) {
         Ok(()) | Err(CkError::Pkcs11(RvError::UserAlreadyLoggedIn, _)) => {}
         Err(CkError::Pkcs11(RvError::PinIncorrect, _)) => return Err(WRONG_PIN.into()),
         Err(CkError::Pkcs11(RvError::PinLocked, _)) => return Err("the PIN is locked".into()),
         Err(e) => return Err(ck("logging in", e)),
     }
+    Ok((ctx, session))
+}
+
+fn connect(uri: &Pkcs11Uri, pin: Option<AuthPin>) -> Result<(Open, VerifyingKey), String> {
+    let (ctx, session) = log_in(uri, pin, Access::ReadOnly)?;
     let find = |class: ObjectClass| -> Result<Vec<ObjectHandle>, String> {
         let mut template = vec![Attribute::Class(class), Attribute::KeyType(KeyType::EC_EDWARDS)];
         if let Some(label) = &uri.object {

@@ -318,11 +318,11 @@ impl TreeLog {
             size: head.seq,
             root: edge.builder.root(),
         };
-        publish_checkpoint(self.store.as_ref(), &self.keys, &checkpoint).await?;
+        let note = publish_checkpoint(self.store.as_ref(), &self.keys, &checkpoint).await?;
         if let Some(announce) = &self.announce {
             announce.send_replace(Some(PublishedCheckpoint {
                 size: checkpoint.size,
-                note: checkpoint.sign(&self.keys)?,
+                note,
             }));
         }
         if let Err(e) = write_atomically(&self.state_file, edge.to_text().as_bytes()) {

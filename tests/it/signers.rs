@@ -71,22 +71,25 @@ fn ssh_keygen(dir: &Path, comment: &str) -> PathBuf {
     key
 }
 
-/// The C2SP signed-note verifier key of an OpenSSH ed25519 public key file,
-/// computed from the spec: `name+hex(SHA-256(name || "\n" || 0x01 || key)[:4])+base64(0x01 || key)`.
+/// The C2SP signed-note verifier key of an OpenSSH ed25519 public key file.
 fn verifier_key(public_file: &Path, name: &str) -> String {
     let text = std::fs::read_to_string(public_file).unwrap();
     let blob = B64.decode(text.split_whitespace().nth(1).unwrap()).unwrap();
     // string "ssh-ed25519" (4 + 11 bytes), then string key (4 + 32 bytes).
     assert_eq!(blob.len(), 4 + 11 + 4 + 32);
-    let key = &blob[blob.len() - 32..];
+    c2sp_verifier_key(name, &blob[blob.len() - 32..])
+}
+
+/// A C2SP signed-note verifier key, from the spec:
+/// `name+hex(SHA-256(name || "\n" || 0x01 || key)[:4])+base64(0x01 || key)`.
+fn c2sp_verifier_key(name: &str, key: &[u8]) -> String {
     let mut typed = vec![0x01];
     typed.extend_from_slice(key);
     let mut hasher = Sha256::new();
     hasher.update(name.as_bytes());
     hasher.update(b"\n");
     hasher.update(&typed);
-    let id = &hasher.finalize()[..4];
-    format!("{name}+{}+{}", hex::encode(id), B64.encode(&typed))
+    format!("{name}+{}+{}", hex::encode(&hasher.finalize()[..4]), B64.encode(&typed))
 }
 
 fn follow(dir: &Path, db: &Path, anchors: &Path, socket: &Path, public: &Path, extra: &[&str]) -> Command {
@@ -376,8 +379,8 @@ impl Token {
 
     /// The verifier key, from the public key pkcs11-tool exports (an
     /// RFC 8410 SubjectPublicKeyInfo: the key is its last 32 bytes).
-    fn verifier_key(&self, dir: &Path, name: &str) -> String {
-        let pem = dir.join("heads.pub.pem");
+    fn verifier_key(&self, dir: &Path, label: &str, name: &str) -> String {
+        let pem = dir.join(format!("{label}.pub.pem"));
         self.tool(
             "pkcs11-tool",
             &[
@@ -390,21 +393,14 @@ impl Token {
                 "pubkey",
             ]
             .into_iter()
-            .chain(["--label", "heads", "-o", path_str(&pem)])
+            .chain(["--label", label, "-o", path_str(&pem)])
             .collect::<Vec<_>>(),
         );
         let text = std::fs::read_to_string(&pem).unwrap();
         let body: String = text.lines().filter(|l| !l.starts_with("-----")).collect();
         let der = B64.decode(body).unwrap();
         assert_eq!(der.len(), 44, "an Ed25519 SubjectPublicKeyInfo");
-        let key = &der[12..];
-        let mut typed = vec![0x01];
-        typed.extend_from_slice(key);
-        let mut hasher = Sha256::new();
-        hasher.update(name.as_bytes());
-        hasher.update(b"\n");
-        hasher.update(&typed);
-        format!("{name}+{}+{}", hex::encode(&hasher.finalize()[..4]), B64.encode(&typed))
+        c2sp_verifier_key(name, &der[12..])
     }
 }
 
@@ -427,7 +423,7 @@ fn follow_token(dir: &Path, db: &Path, anchors: &Path, token: &Token, uri: &str,
 fn heads_and_checkpoints_signed_in_a_pkcs11_token_verify_independently() {
     let dir = tempfile::TempDir::new().unwrap();
     let token = Token::create(dir.path());
-    let vkey = token.verifier_key(dir.path(), "heads");
+    let vkey = token.verifier_key(dir.path(), "heads", "heads");
     let db = generate(dir.path(), "audit.db", 600);
     let anchors = dir.path().join("anchors");
     std::fs::create_dir(&anchors).unwrap();
@@ -504,7 +500,7 @@ fn token_trouble_at_start_is_one_line_without_the_pin() {
 fn a_token_removed_mid_run_delays_heads_never_the_export() {
     let dir = tempfile::TempDir::new().unwrap();
     let token = Token::create(dir.path());
-    let vkey = token.verifier_key(dir.path(), "heads");
+    let vkey = token.verifier_key(dir.path(), "heads", "heads");
     let kept = dir.path().join("tokens.kept");
     copy_tree(&token.tokens, &kept);
     let db = generate(dir.path(), "audit.db", 100);
@@ -571,32 +567,7 @@ fn keygen_makes_the_key_inside_the_token() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let printed = stdout(&out).trim().to_owned();
     // The public key as OpenSC exports it, turned into a verifier key here.
-    let pem = dir.path().join("minted.pub.pem");
-    token.tool(
-        "pkcs11-tool",
-        &[
-            "--module",
-            SOFTHSM,
-            "--token-label",
-            "chainship",
-            "--read-object",
-            "--type",
-            "pubkey",
-        ]
-        .into_iter()
-        .chain(["--label", "minted", "-o", path_str(&pem)])
-        .collect::<Vec<_>>(),
-    );
-    let text = std::fs::read_to_string(&pem).unwrap();
-    let der = B64
-        .decode(text.lines().filter(|l| !l.starts_with("-----")).collect::<String>())
-        .unwrap();
-    let mut typed = vec![0x01];
-    typed.extend_from_slice(&der[der.len() - 32..]);
-    let mut hasher = Sha256::new();
-    hasher.update(b"minted\n");
-    hasher.update(&typed);
-    let expected = format!("minted+{}+{}", hex::encode(&hasher.finalize()[..4]), B64.encode(&typed));
+    let expected = token.verifier_key(dir.path(), "minted", "minted");
     assert_eq!(printed, expected);
     // The private key never leaves the token: OpenSC lists it sensitive and never extractable.
     let listed = token.tool(

@@ -781,8 +781,13 @@ fn audit_no_db(a: &Anchored) -> (i32, Value) {
         "--trusted-key",
         &a.verifier,
     ]);
-    let v = serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&out), stderr(&out)));
-    (code(&out), v)
+    json_answer(&out)
+}
+
+/// A verifier's exit code and its `--json` answer.
+fn json_answer(out: &std::process::Output) -> (i32, Value) {
+    let v = serde_json::from_str(&stdout(out)).unwrap_or_else(|e| panic!("{e}: {}{}", stdout(out), stderr(out)));
+    (code(out), v)
 }
 
 /// Whether a finding of `kind` names `text`.
@@ -1048,8 +1053,7 @@ fn audit_with_db(a: &Anchored) -> (i32, Value) {
         "--trusted-key",
         &a.verifier,
     ]);
-    let v = serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&out), stderr(&out)));
-    (code(&out), v)
+    json_answer(&out)
 }
 
 fn kinds(v: &Value) -> Vec<String> {
@@ -1238,8 +1242,7 @@ fn verify_export_json(a: &Anchored) -> (i32, Value) {
         "--trusted-key",
         &a.verifier,
     ]);
-    let v = serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&out), stderr(&out)));
-    (code(&out), v)
+    json_answer(&out)
 }
 
 /// Rows past the last trusted head are said (a warning with their count);
