@@ -43,6 +43,12 @@ impl fmt::Display for CliError {
     }
 }
 
+/// The one pass/fail decision of every check: 0 when it passed, 1 when
+/// it found something (each command says what "passed" means for it).
+pub fn verdict(passed: bool) -> u8 {
+    if passed { OK } else { FAILED }
+}
+
 /// The one mapping from an error's kind to an exit code: the data failed a
 /// check (1), or anything else stopped the command (2).
 pub fn code_for(kind: ErrorKind) -> u8 {

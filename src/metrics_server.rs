@@ -127,7 +127,7 @@ fn answer(request: &Request<Incoming>, handle: &PrometheusHandle, health: &Healt
     response
 }
 
-fn probe(result: Result<(), String>) -> (StatusCode, &'static str, String) {
+fn probe(result: Result<(), chainship_chain::Error>) -> (StatusCode, &'static str, String) {
     match result {
         Ok(()) => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
         Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, "text/plain", format!("{reason}\n")),

@@ -19,6 +19,7 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
+use chainship_chain::{Error, integrity};
 use chainship_tlog::Hash;
 
 use crate::note::{SignedNote, VerifierKey};
@@ -44,19 +45,22 @@ impl Checkpoint {
 
     /// Parses a checkpoint's note text; extension lines are kept out of
     /// [`Checkpoint`] (a cosigned checkpoint may carry them) but counted.
-    pub fn parse_text(text: &str) -> Result<(Checkpoint, usize), String> {
+    pub fn parse_text(text: &str) -> Result<(Checkpoint, usize), Error> {
         let mut lines = text.lines();
-        let origin = lines.next().filter(|o| !o.is_empty()).ok_or("no origin line")?;
+        let origin = lines
+            .next()
+            .filter(|o| !o.is_empty())
+            .ok_or_else(|| integrity!("no origin line"))?;
         let size = lines
             .next()
             .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && (*s == "0" || !s.starts_with('0')))
             .and_then(|s| s.parse::<u64>().ok())
-            .ok_or("the second line is not a tree size")?;
+            .ok_or_else(|| integrity!("the second line is not a tree size"))?;
         let root = lines
             .next()
             .and_then(|r| B64.decode(r).ok())
             .and_then(|r| Hash::try_from(r).ok())
-            .ok_or("the third line is not a base64 SHA-256 root")?;
+            .ok_or_else(|| integrity!("the third line is not a base64 SHA-256 root"))?;
         let extensions = lines.count();
         Ok((
             Checkpoint {
@@ -85,9 +89,9 @@ pub struct ReadCheckpoint {
 }
 
 /// Reads a checkpoint note and checks it with `keys`.
-pub fn read_checkpoint(bytes: &[u8], keys: &[VerifierKey]) -> Result<ReadCheckpoint, String> {
-    let note = SignedNote::parse(bytes).map_err(|e| e.to_string())?;
-    let (checkpoint, _) = Checkpoint::parse_text(&note.text).map_err(|e| format!("not a checkpoint: {e}"))?;
+pub fn read_checkpoint(bytes: &[u8], keys: &[VerifierKey]) -> Result<ReadCheckpoint, Error> {
+    let note = SignedNote::parse(bytes).map_err(|e| integrity!("{e}"))?;
+    let (checkpoint, _) = Checkpoint::parse_text(&note.text).map_err(|e| integrity!("not a checkpoint: {e}"))?;
     let mut signers = Vec::new();
     let mut bad_signature = false;
     for key in keys {

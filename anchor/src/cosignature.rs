@@ -11,6 +11,7 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
+use chainship_chain::{Error, permanent};
 use ed25519_dalek::{Signature, VerifyingKey};
 
 use crate::note::{SignedNote, parse_vkey, typed_key_id};
@@ -31,7 +32,7 @@ pub struct WitnessKey {
 }
 
 impl WitnessKey {
-    pub fn parse(text: &str) -> Result<WitnessKey, String> {
+    pub fn parse(text: &str) -> Result<WitnessKey, Error> {
         let (name, id, key) = parse_vkey(text, COSIGNATURE_V1, "witness key (cosignature/v1)")?;
         Ok(WitnessKey {
             name,
@@ -147,18 +148,18 @@ pub fn check_cosignatures(note: &SignedNote, witnesses: &[WitnessKey]) -> Cosign
 
 /// Reads witness keys: each argument a key or a file of keys (one a line,
 /// `#` comments allowed).
-pub fn load_witness_keys(args: &[String]) -> Result<Vec<WitnessKey>, String> {
+pub fn load_witness_keys(args: &[String]) -> Result<Vec<WitnessKey>, Error> {
     let mut keys = Vec::new();
     for arg in args {
         if arg.contains('+') && !std::path::Path::new(arg).exists() {
             keys.push(WitnessKey::parse(arg)?);
             continue;
         }
-        let text = std::fs::read_to_string(arg).map_err(|e| format!("{arg}: {e}"))?;
+        let text = std::fs::read_to_string(arg).map_err(|e| permanent!("{arg}: {e}"))?;
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
             if !line.is_empty() && !line.starts_with('#') {
-                keys.push(WitnessKey::parse(line).map_err(|e| format!("{arg} line {}: {e}", n + 1))?);
+                keys.push(WitnessKey::parse(line).map_err(|e| permanent!("{arg} line {}: {e}", n + 1))?);
             }
         }
     }
@@ -229,6 +230,6 @@ mod tests {
         assert_eq!(twice.valid.len(), 1);
         // A log key (type 0x01) is not a witness key.
         let log_key = crate::keys::SignerKey::generate("o").unwrap().verifier().to_text();
-        assert!(WitnessKey::parse(&log_key).unwrap_err().contains("type 0x04"));
+        assert!(WitnessKey::parse(&log_key).unwrap_err().message.contains("type 0x04"));
     }
 }

@@ -5,6 +5,7 @@
 //! created with mode 0600 and never overwritten; a key file that group or
 //! others can read is refused.
 
+use chainship_chain::{Error, permanent};
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -62,14 +63,14 @@ impl std::fmt::Debug for SignerKey {
 
 impl SignerKey {
     /// A fresh key from the operating system's randomness.
-    pub fn generate(name: &str) -> Result<SignerKey, String> {
+    pub fn generate(name: &str) -> Result<SignerKey, Error> {
         if !valid_key_name(name) {
-            return Err(format!(
+            return Err(permanent!(
                 "key name {name:?}: a key name must be non-empty, without spaces or '+'"
             ));
         }
         let mut seed = [0u8; 32];
-        getrandom::fill(&mut seed).map_err(|e| format!("no randomness for a key: {e}"))?;
+        getrandom::fill(&mut seed).map_err(|e| permanent!("no randomness for a key: {e}"))?;
         Ok(SignerKey {
             name: name.to_owned(),
             key: SigningKey::from_bytes(&seed),
@@ -90,7 +91,7 @@ impl SignerKey {
     }
 
     /// Loads a key file as a [`Signer`].
-    pub fn load_signer(path: &Path) -> Result<Arc<dyn Signer>, String> {
+    pub fn load_signer(path: &Path) -> Result<Arc<dyn Signer>, Error> {
         let key = SignerKey::load(path)?;
         Ok(Arc::new(FileSigner {
             name: key.name,
@@ -107,22 +108,22 @@ impl SignerKey {
     }
 
     /// Writes the key to a new file (mode 0600); refuses to overwrite.
-    pub fn write_new(&self, path: &Path) -> Result<(), String> {
+    pub fn write_new(&self, path: &Path) -> Result<(), Error> {
         let mut file = OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .open(path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .map_err(|e| permanent!("{}: {e}", path.display()))?;
         file.write_all(self.to_text().as_bytes())
             .and_then(|_| file.sync_all())
-            .map_err(|e| format!("{}: {e}", path.display()))
+            .map_err(|e| permanent!("{}: {e}", path.display()))
     }
 
     /// Loads a key file, refusing one that anybody but its owner and this
     /// process can read (see [`readable_by_others`]).
-    pub fn load(path: &Path) -> Result<SignerKey, String> {
-        let err = |why: String| format!("{}: {why}", path.display());
+    pub fn load(path: &Path) -> Result<SignerKey, Error> {
+        let err = |why: String| permanent!("{}: {why}", path.display());
         let meta = std::fs::metadata(path).map_err(|e| err(e.to_string()))?;
         if let Some(who) = readable_by_others(path, &meta) {
             return Err(err(format!(
@@ -156,20 +157,20 @@ impl SignerKey {
 
 /// Reads a small text file (a key, a PIN, a policy), refusing one larger
 /// than `limit` bytes (`/dev/zero` must not take the memory) or not UTF-8.
-pub fn read_small(path: &Path, limit: u64) -> Result<String, String> {
+pub fn read_small(path: &Path, limit: u64) -> Result<String, Error> {
     use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let file = std::fs::File::open(path).map_err(|e| permanent!("{e}"))?;
     let mut bytes = Vec::new();
     file.take(limit + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| permanent!("{e}"))?;
     if bytes.len() as u64 > limit {
-        return Err(format!("larger than {limit} bytes: not a key, PIN or policy file"));
+        return Err(permanent!("larger than {limit} bytes: not a key, PIN or policy file"));
     }
     String::from_utf8(bytes).map_err(|e| {
         let at = e.utf8_error().valid_up_to();
         let line = e.as_bytes()[..at].iter().filter(|b| **b == b'\n').count() + 1;
-        format!("line {line}: not UTF-8")
+        permanent!("line {line}: not UTF-8")
     })
 }
 
@@ -304,48 +305,48 @@ fn acl_readers(entries: &[(u16, u16, u32)], owner: u32, permission: u16) -> Opti
 /// (one a line, `#` comments allowed). A key may be followed by
 /// ` until=SEQ`: retired at a rotation, it is trusted for heads up to SEQ
 /// only (see the README, "Rotating the signing key").
-pub fn load_trusted(args: &[String]) -> Result<Vec<VerifierKey>, String> {
+pub fn load_trusted(args: &[String]) -> Result<Vec<VerifierKey>, Error> {
     let mut keys = Vec::new();
     for arg in args {
         if arg.contains('+') && !Path::new(arg).exists() {
             keys.push(parse_trusted(arg)?);
             continue;
         }
-        let text = std::fs::read_to_string(arg).map_err(|e| format!("{arg}: {e}"))?;
+        let text = std::fs::read_to_string(arg).map_err(|e| permanent!("{arg}: {e}"))?;
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            keys.push(parse_trusted(line).map_err(|e| format!("{arg} line {}: {e}", n + 1))?);
+            keys.push(parse_trusted(line).map_err(|e| permanent!("{arg} line {}: {e}", n + 1))?);
         }
     }
     if keys.is_empty() {
-        return Err("at least one trusted key is needed".into());
+        return Err(permanent!("at least one trusted key is needed"));
     }
     Ok(keys)
 }
 
 /// `KEY`, then optionally `until=SEQ` and `origin=ORIGIN`.
-fn parse_trusted(text: &str) -> Result<VerifierKey, String> {
+fn parse_trusted(text: &str) -> Result<VerifierKey, Error> {
     let mut words = text.split_whitespace();
     let mut key = VerifierKey::parse(words.next().unwrap_or_default())?;
     for word in words {
         if let Some(seq) = word.strip_prefix("until=") {
             if key.retired_after.is_some() {
-                return Err(format!("{word:?}: a key is retired once (one until=SEQ)"));
+                return Err(permanent!("{word:?}: a key is retired once (one until=SEQ)"));
             }
             let seq = seq
                 .parse::<u64>()
-                .map_err(|_| format!("{word:?}: until=SEQ takes the last seq the key vouches for"))?;
+                .map_err(|_| permanent!("{word:?}: until=SEQ takes the last seq the key vouches for"))?;
             key.retired_after = Some(seq);
         } else if let Some(origin) = word.strip_prefix("origin=") {
             if key.only_origin.is_some() || origin.is_empty() {
-                return Err(format!("{word:?}: one origin=ORIGIN a key"));
+                return Err(permanent!("{word:?}: one origin=ORIGIN a key"));
             }
             key.only_origin = Some(origin.to_owned());
         } else {
-            return Err(format!(
+            return Err(permanent!(
                 "{word:?}: after a key only until=SEQ (the last seq it vouches for) and origin=ORIGIN (the one log it vouches for) may follow"
             ));
         }
@@ -406,7 +407,7 @@ mod tests {
         let back = SignerKey::load(&path).unwrap();
         assert_eq!(back.verifier(), key.verifier());
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        assert!(SignerKey::load(&path).unwrap_err().contains("chmod 600"));
+        assert!(SignerKey::load(&path).unwrap_err().message.contains("chmod 600"));
     }
 
     #[test]
@@ -432,6 +433,7 @@ mod tests {
         assert!(
             load_trusted(&[format!("{a} until=soon")])
                 .unwrap_err()
+                .message
                 .contains("until=SEQ")
         );
     }

@@ -7,6 +7,7 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
+use chainship_chain::{Error, permanent};
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use sha2::{Digest, Sha256};
 
@@ -33,11 +34,11 @@ pub fn typed_key_id(name: &str, kind: u8, public: &[u8; 32]) -> [u8; 4] {
 /// Parses a C2SP verifier key `<name>+<hex key id>+<base64(kind || public
 /// key)>` of signature type `kind` (Ed25519), checking the id. `what` names
 /// the key in messages.
-pub fn parse_vkey(text: &str, kind: u8, what: &str) -> Result<(String, [u8; 4], VerifyingKey), String> {
-    let bad = |why: &str| format!("{what} {text:?}: {why} (expected NAME+KEYID+BASE64)");
+pub fn parse_vkey(text: &str, kind: u8, what: &str) -> Result<(String, [u8; 4], VerifyingKey), Error> {
+    let bad = |why: &str| permanent!("{what} {text:?}: {why} (expected NAME+KEYID+BASE64)");
     // The shipped examples hold an all-zero placeholder: say what to put there.
     if text.trim().split('+').nth(1) == Some("00000000") && text.trim_end().ends_with("AAAAAAAA") {
-        return Err(format!(
+        return Err(permanent!(
             "{what} {text:?} is the example's placeholder: replace it with the verifier key `chainship keygen` printed for the follower's signing key"
         ));
     }
@@ -214,7 +215,7 @@ impl VerifierKey {
     }
 
     /// Parses a verifier key; the id must match the name and key.
-    pub fn parse(text: &str) -> Result<VerifierKey, String> {
+    pub fn parse(text: &str) -> Result<VerifierKey, Error> {
         let (name, id, key) = parse_vkey(text, ED25519, "verifier key")?;
         Ok(VerifierKey {
             name,

@@ -20,6 +20,7 @@
 //! failure, so heads wait and are retried, and the session is opened again
 //! on the next try.
 
+use chainship_chain::{Error, permanent};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
@@ -60,18 +61,20 @@ impl std::fmt::Debug for Pkcs11Uri {
 
 impl Pkcs11Uri {
     /// Parses `pkcs11:PATH-ATTRS[?QUERY-ATTRS]` (RFC 7512).
-    pub fn parse(uri: &str) -> Result<Pkcs11Uri, String> {
-        let rest = uri.strip_prefix("pkcs11:").ok_or("not a pkcs11: URI")?;
+    pub fn parse(uri: &str) -> Result<Pkcs11Uri, Error> {
+        let rest = uri
+            .strip_prefix("pkcs11:")
+            .ok_or_else(|| permanent!("not a pkcs11: URI"))?;
         let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
         let (mut token, mut object, mut id, mut module, mut pin) = (None, None, None, None, None);
         for attr in path.split(';').filter(|a| !a.is_empty()) {
             let (name, value) = attr.split_once('=').ok_or_else(|| {
-                format!(
+                permanent!(
                     "attribute {name:?} has no value",
                     name = attr.split('=').next().unwrap_or("")
                 )
             })?;
-            let value = percent_decode(value).ok_or_else(|| format!("{name}: bad percent-encoding"))?;
+            let value = percent_decode(value).ok_or_else(|| permanent!("{name}: bad percent-encoding"))?;
             match name {
                 "token" => token = Some(utf8(name, value)?),
                 "object" => object = Some(utf8(name, value)?),
@@ -83,8 +86,8 @@ impl Pkcs11Uri {
         for attr in query.split('&').filter(|a| !a.is_empty()) {
             let (name, value) = attr
                 .split_once('=')
-                .ok_or_else(|| "a query attribute has no value".to_owned())?;
-            let value = percent_decode(value).ok_or_else(|| format!("{name}: bad percent-encoding"))?;
+                .ok_or_else(|| permanent!("a query attribute has no value"))?;
+            let value = percent_decode(value).ok_or_else(|| permanent!("{name}: bad percent-encoding"))?;
             match name {
                 "module-path" => module = Some(PathBuf::from(utf8(name, value)?)),
                 "pin-value" => pin = Some(Pin::Value(utf8(name, value)?)),
@@ -97,15 +100,15 @@ impl Pkcs11Uri {
             }
         }
         Ok(Pkcs11Uri {
-            token: token.ok_or("the URI names no token (token=LABEL)")?,
+            token: token.ok_or_else(|| permanent!("the URI names no token (token=LABEL)"))?,
             object,
             id,
-            module: module.ok_or("the URI names no module (?module-path=/path/to/library.so)")?,
+            module: module.ok_or_else(|| permanent!("the URI names no module (?module-path=/path/to/library.so)"))?,
             pin,
         })
         .and_then(|u: Pkcs11Uri| {
             if u.object.is_none() && u.id.is_none() {
-                Err("the URI names no key (object=LABEL or id=ID)".into())
+                Err(permanent!("the URI names no key (object=LABEL or id=ID)"))
             } else {
                 Ok(u)
             }
@@ -133,13 +136,13 @@ impl Pkcs11Uri {
         out
     }
 
-    fn pin(&self) -> Result<Option<AuthPin>, String> {
+    fn pin(&self) -> Result<Option<AuthPin>, Error> {
         match &self.pin {
             None => Ok(None),
             Some(Pin::Value(v)) => Ok(Some(AuthPin::from(v.clone()))),
             Some(Pin::File(path)) => {
-                let text =
-                    crate::keys::read_small(path, 4096).map_err(|e| format!("pin-source {}: {e}", path.display()))?;
+                let text = crate::keys::read_small(path, 4096)
+                    .map_err(|e| permanent!("pin-source {}: {e}", path.display()))?;
                 let pin = text.lines().next().unwrap_or("").to_owned();
                 Ok(Some(AuthPin::from(pin)))
             }
@@ -147,8 +150,8 @@ impl Pkcs11Uri {
     }
 }
 
-fn utf8(name: &str, value: Vec<u8>) -> Result<String, String> {
-    String::from_utf8(value).map_err(|_| format!("{name}: not UTF-8"))
+fn utf8(name: &str, value: Vec<u8>) -> Result<String, Error> {
+    String::from_utf8(value).map_err(|_| permanent!("{name}: not UTF-8"))
 }
 
 fn percent_decode(text: &str) -> Option<Vec<u8>> {
@@ -169,11 +172,11 @@ fn percent_decode(text: &str) -> Option<Vec<u8>> {
 }
 
 /// A PKCS#11 error in one short line (the crate's own texts are paragraphs).
-fn ck(what: &str, e: CkError) -> String {
+fn ck(what: &str, e: CkError) -> Error {
     match e {
-        CkError::Pkcs11(rv, function) => format!("{what}: {function:?} returned {rv:?}"),
-        CkError::LibraryLoading(e) => format!("{what}: cannot load the module ({e})"),
-        other => format!("{what}: {other:?}"),
+        CkError::Pkcs11(rv, function) => permanent!("{what}: {function:?} returned {rv:?}"),
+        CkError::LibraryLoading(e) => permanent!("{what}: cannot load the module ({e})"),
+        other => permanent!("{what}: {other:?}"),
     }
 }
 
@@ -208,17 +211,17 @@ fn pin_digest(pin: Option<&AuthPin>) -> [u8; 32] {
 impl Pkcs11Signer {
     /// Opens the token `uri` names, logs in, and finds the key and its
     /// public half; named `name`, or by the object's label.
-    pub fn open(uri: &str, name: Option<&str>) -> Result<Pkcs11Signer, String> {
-        let uri = Pkcs11Uri::parse(uri).map_err(|e| format!("{}: {e}", redact(uri)))?;
-        let err = |why: String| format!("{}: {why}", uri.shown());
+    pub fn open(uri: &str, name: Option<&str>) -> Result<Pkcs11Signer, Error> {
+        let uri = Pkcs11Uri::parse(uri).map_err(|e| permanent!("{}: {e}", redact(uri)))?;
+        let err = |why: Error| why.context(uri.shown());
         let (open, public) = connect(&uri, uri.pin().map_err(&err)?).map_err(&err)?;
         let name = match (name, &uri.object) {
             (Some(n), _) => n.to_owned(),
             (None, Some(label)) => label.clone(),
-            (None, None) => return Err(err("a key named by id= needs --signing-key-name".into())),
+            (None, None) => return Err(err(permanent!("a key named by id= needs --signing-key-name"))),
         };
         if !valid_key_name(&name) {
-            return Err(err(format!(
+            return Err(err(permanent!(
                 "key name {name:?}: a key name must be non-empty, without spaces or '+' (give --signing-key-name)"
             )));
         }
@@ -236,13 +239,13 @@ impl Pkcs11Signer {
 /// `object=` (and `id=`), the private half sensitive and never extractable:
 /// it never exists outside the token. Refuses when a key of that label
 /// (or id) is there already. Returns its public key.
-pub fn generate(uri: &str) -> Result<VerifyingKey, String> {
-    let uri = Pkcs11Uri::parse(uri).map_err(|e| format!("{}: {e}", redact(uri)))?;
-    let err = |why: String| format!("{}: {why}", uri.shown());
+pub fn generate(uri: &str) -> Result<VerifyingKey, Error> {
+    let uri = Pkcs11Uri::parse(uri).map_err(|e| permanent!("{}: {e}", redact(uri)))?;
+    let err = |why: Error| why.context(uri.shown());
     let label = uri
         .object
         .clone()
-        .ok_or_else(|| err("a new key needs a label (object=LABEL)".into()))?;
+        .ok_or_else(|| err(permanent!("a new key needs a label (object=LABEL)")))?;
     let (_ctx, session) = log_in(&uri, uri.pin().map_err(&err)?, Access::ReadWrite).map_err(&err)?;
     let mut taken = vec![Attribute::Label(label.as_bytes().to_vec())];
     if let Some(id) = &uri.id {
@@ -253,9 +256,9 @@ pub fn generate(uri: &str) -> Result<VerifyingKey, String> {
         .map_err(|e| err(ck("looking for the label", e)))?
         .is_empty()
     {
-        return Err(err(
-            "the token already holds a key of that label or id; nothing was made".into(),
-        ));
+        return Err(err(permanent!(
+            "the token already holds a key of that label or id; nothing was made"
+        )));
     }
     let mut common = vec![Attribute::Token(true), Attribute::Label(label.as_bytes().to_vec())];
     if let Some(id) = &uri.id {
@@ -298,7 +301,7 @@ enum Access {
 
 /// Loads the module, finds the token by its label, opens a session and
 /// logs in: the one way into a token, for signing and for keygen.
-fn log_in(uri: &Pkcs11Uri, pin: Option<AuthPin>, access: Access) -> Result<(Pkcs11, Session), String> {
+fn log_in(uri: &Pkcs11Uri, pin: Option<AuthPin>, access: Access) -> Result<(Pkcs11, Session), Error> {
     let ctx = Pkcs11::new(&uri.module).map_err(|e| ck("loading the module", e))?;
     match ctx.initialize(CInitializeArgs::new(CInitializeFlags::OS_LOCKING_OK)) {
         Ok(()) | Err(CkError::Pkcs11(RvError::CryptokiAlreadyInitialized, _)) => {}
@@ -309,7 +312,7 @@ fn log_in(uri: &Pkcs11Uri, pin: Option<AuthPin>, access: Access) -> Result<(Pkcs
         .into_iter()
         .find(|s| ctx.get_token_info(*s).is_ok_and(|t| t.label().trim_end() == uri.token))
         .ok_or_else(|| {
-            format!(
+            permanent!(
                 "no token labelled {:?} (is it there? softhsm2-util --show-slots)",
                 uri.token
             )
@@ -321,16 +324,16 @@ fn log_in(uri: &Pkcs11Uri, pin: Option<AuthPin>, access: Access) -> Result<(Pkcs
     .map_err(|e| ck("opening a session", e))?;
     match session.login(UserType::User, pin.as_ref()) {
         Ok(()) | Err(CkError::Pkcs11(RvError::UserAlreadyLoggedIn, _)) => {}
-        Err(CkError::Pkcs11(RvError::PinIncorrect, _)) => return Err(WRONG_PIN.into()),
-        Err(CkError::Pkcs11(RvError::PinLocked, _)) => return Err("the PIN is locked".into()),
+        Err(CkError::Pkcs11(RvError::PinIncorrect, _)) => return Err(Error::permanent(WRONG_PIN)),
+        Err(CkError::Pkcs11(RvError::PinLocked, _)) => return Err(permanent!("the PIN is locked")),
         Err(e) => return Err(ck("logging in", e)),
     }
     Ok((ctx, session))
 }
 
-fn connect(uri: &Pkcs11Uri, pin: Option<AuthPin>) -> Result<(Open, VerifyingKey), String> {
+fn connect(uri: &Pkcs11Uri, pin: Option<AuthPin>) -> Result<(Open, VerifyingKey), Error> {
     let (ctx, session) = log_in(uri, pin, Access::ReadOnly)?;
-    let find = |class: ObjectClass| -> Result<Vec<ObjectHandle>, String> {
+    let find = |class: ObjectClass| -> Result<Vec<ObjectHandle>, Error> {
         let mut template = vec![Attribute::Class(class), Attribute::KeyType(KeyType::EC_EDWARDS)];
         if let Some(label) = &uri.object {
             template.push(Attribute::Label(label.as_bytes().to_vec()));
@@ -342,9 +345,9 @@ fn connect(uri: &Pkcs11Uri, pin: Option<AuthPin>) -> Result<(Open, VerifyingKey)
     };
     let key = match find(ObjectClass::PRIVATE_KEY)?.as_slice() {
         [one] => *one,
-        [] => return Err("no Ed25519 private key with that label or id in the token".into()),
+        [] => return Err(permanent!("no Ed25519 private key with that label or id in the token")),
         more => {
-            return Err(format!(
+            return Err(permanent!(
                 "{} Ed25519 private keys match; name one by object= and id=",
                 more.len()
             ));
@@ -352,7 +355,11 @@ fn connect(uri: &Pkcs11Uri, pin: Option<AuthPin>) -> Result<(Open, VerifyingKey)
     };
     let public = match find(ObjectClass::PUBLIC_KEY)?.first() {
         Some(handle) => public_key(&session, *handle)?,
-        None => return Err("no public key object beside the private key (its verifier key cannot be known)".into()),
+        None => {
+            return Err(permanent!(
+                "no public key object beside the private key (its verifier key cannot be known)"
+            ));
+        }
     };
     Ok((
         Open {
@@ -365,7 +372,7 @@ fn connect(uri: &Pkcs11Uri, pin: Option<AuthPin>) -> Result<(Open, VerifyingKey)
 }
 
 /// The Ed25519 key in a public key object's CKA_EC_POINT (DER OCTET STRING, or raw).
-fn public_key(session: &Session, handle: ObjectHandle) -> Result<VerifyingKey, String> {
+fn public_key(session: &Session, handle: ObjectHandle) -> Result<VerifyingKey, Error> {
     let attrs = session
         .get_attributes(handle, &[AttributeType::EcPoint])
         .map_err(|e| ck("reading the public key", e))?;
@@ -375,13 +382,14 @@ fn public_key(session: &Session, handle: ObjectHandle) -> Result<VerifyingKey, S
             Attribute::EcPoint(p) => Some(p),
             _ => None,
         })
-        .ok_or("the public key object has no CKA_EC_POINT")?;
+        .ok_or_else(|| permanent!("the public key object has no CKA_EC_POINT"))?;
     let raw: &[u8] = match point.as_slice() {
         [0x04, 0x20, rest @ ..] if rest.len() == 32 => rest,
         raw if raw.len() == 32 => raw,
-        _ => return Err("CKA_EC_POINT is not a 32-byte Ed25519 key".into()),
+        _ => return Err(permanent!("CKA_EC_POINT is not a 32-byte Ed25519 key")),
     };
-    VerifyingKey::from_bytes(raw.try_into().expect("32 bytes")).map_err(|_| "not a valid Ed25519 public key".into())
+    VerifyingKey::from_bytes(raw.try_into().expect("32 bytes"))
+        .map_err(|_| permanent!("not a valid Ed25519 public key"))
 }
 
 impl Signer for Pkcs11Signer {
@@ -400,7 +408,7 @@ impl Signer for Pkcs11Signer {
             .lock()
             .map_err(|_| fail("the signer's lock is poisoned".into()))?;
         if slot.is_none() {
-            let pin = self.uri.pin().map_err(&fail)?;
+            let pin = self.uri.pin().map_err(|e| fail(e.to_string()))?;
             let digest = pin_digest(pin.as_ref());
             let mut refused = self
                 .refused_pin
@@ -415,11 +423,11 @@ impl Signer for Pkcs11Signer {
             let (open, public) = match connect(&self.uri, pin) {
                 Ok(opened) => opened,
                 Err(why) => {
-                    if why == WRONG_PIN {
+                    if why.message == WRONG_PIN {
                         *refused = Some(digest);
                         tracing::error!(key = %self.uri.shown(), "the token refused the PIN; it is not tried again until the PIN source changes");
                     }
-                    return Err(fail(why));
+                    return Err(fail(why.to_string()));
                 }
             };
             *refused = None;
@@ -442,7 +450,7 @@ impl Signer for Pkcs11Signer {
             Err(e) => {
                 // Opened again on the next try (a token removed and put back, a session closed).
                 *slot = None;
-                Err(fail(ck("signing", e)))
+                Err(fail(ck("signing", e).to_string()))
             }
         }
     }

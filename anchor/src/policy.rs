@@ -16,6 +16,7 @@
 //! (a policy does not know it), so a policy key matches a line whose key
 //! id it computes from the line's name (C2SP signed-note key ids).
 
+use chainship_chain::{Error, permanent};
 use std::collections::BTreeMap;
 
 use ed25519_dalek::VerifyingKey;
@@ -40,7 +41,7 @@ enum Node {
 
 impl TrustPolicy {
     /// Parses a policy file's text; errors name the line.
-    pub fn parse(text: &str) -> Result<TrustPolicy, String> {
+    pub fn parse(text: &str) -> Result<TrustPolicy, Error> {
         let mut policy = TrustPolicy {
             logs: Vec::new(),
             witnesses: Vec::new(),
@@ -57,11 +58,11 @@ impl TrustPolicy {
                 .split(|c: char| c.is_ascii_whitespace())
                 .filter(|w| !w.is_empty())
                 .collect();
-            let at = |why: String| format!("line {}: {why}", i + 1);
+            let at = |why: String| permanent!("line {}: {why}", i + 1);
             match words.as_slice() {
                 [] => {}
                 ["log", key] | ["log", key, _] => {
-                    let key = parse_key(key).map_err(at)?;
+                    let key = parse_key(key).map_err(|e| at(e.to_string()))?;
                     if policy.logs.contains(&key) {
                         return Err(at("a log key listed twice".into()));
                     }
@@ -73,7 +74,7 @@ impl TrustPolicy {
                     policy.logs.push(key);
                 }
                 ["witness", name, key] | ["witness", name, key, _] => {
-                    let key = parse_key(key).map_err(at)?;
+                    let key = parse_key(key).map_err(|e| at(e.to_string()))?;
                     if *name == "none" || policy.nodes.contains_key(*name) {
                         return Err(at(format!("the name {name:?} is taken")));
                     }
@@ -144,10 +145,12 @@ impl TrustPolicy {
             }
         }
         if !quorum_line {
-            return Err("no quorum line (write `quorum none` to require no cosignature)".into());
+            return Err(permanent!(
+                "no quorum line (write `quorum none` to require no cosignature)"
+            ));
         }
         if policy.logs.is_empty() {
-            return Err("no log line: the policy trusts no key to sign heads".into());
+            return Err(permanent!("no log line: the policy trusts no key to sign heads"));
         }
         Ok(policy)
     }
@@ -188,10 +191,12 @@ impl TrustPolicy {
     }
 }
 
-fn parse_key(hex_key: &str) -> Result<VerifyingKey, String> {
-    let bytes = hex::decode(hex_key).map_err(|_| format!("{hex_key:?} is not a hex public key"))?;
-    let bytes: [u8; 32] = bytes.try_into().map_err(|_| format!("{hex_key:?} is not 32 bytes"))?;
-    VerifyingKey::from_bytes(&bytes).map_err(|_| format!("{hex_key:?} is not an Ed25519 public key"))
+fn parse_key(hex_key: &str) -> Result<VerifyingKey, Error> {
+    let bytes = hex::decode(hex_key).map_err(|_| permanent!("{hex_key:?} is not a hex public key"))?;
+    let bytes: [u8; 32] = bytes
+        .try_into()
+        .map_err(|_| permanent!("{hex_key:?} is not 32 bytes"))?;
+    VerifyingKey::from_bytes(&bytes).map_err(|_| permanent!("{hex_key:?} is not an Ed25519 public key"))
 }
 
 #[cfg(test)]
@@ -262,7 +267,7 @@ mod tests {
             (format!("log\u{a0}{l}\nquorum none\n"), "not a policy line"),
         ] {
             let e = TrustPolicy::parse(&text).unwrap_err();
-            assert!(e.contains(says), "{text:?}: {e}");
+            assert!(e.message.contains(says), "{text:?}: {e}");
         }
         let none = TrustPolicy::parse(&format!("\u{feff}log {l}\nquorum none\n")).unwrap();
         assert!(none.quorum_met(&[]) && !none.needs_witnesses());
@@ -322,7 +327,10 @@ mod tests {
             // the member count (a group no cosignatures could ever meet).
             match (&ours, &theirs) {
                 (Ok(_), Err(e)) => panic!("{text}\nwe accept what sigsum refuses: {e}"),
-                (Err(e), Ok(_)) => assert!(e.contains("threshold"), "{text}\nwe refuse what sigsum accepts: {e}"),
+                (Err(e), Ok(_)) => assert!(
+                    e.message.contains("threshold"),
+                    "{text}\nwe refuse what sigsum accepts: {e}"
+                ),
                 _ => {}
             }
             let (Ok(ours), Ok(theirs)) = (ours, theirs) else {

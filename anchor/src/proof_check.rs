@@ -4,13 +4,43 @@
 //! origin, the record must hash to its own hash, and the inclusion proof
 //! must lead from that hash, at the record's index, to the checkpoint's root.
 
+use std::fmt;
+
 use chainship_chain::record::Record;
 use chainship_tlog::merkle::verify_inclusion;
 use chainship_tlog::proof::TlogProof;
 
+use crate::audit::Kind;
 use crate::checkpoint::read_checkpoint;
 use crate::cosignature::{WitnessPolicy, check_cosignatures};
 use crate::note::VerifierKey;
+
+/// Why a proof does not prove its record: the finding's kind where one
+/// applies (a bad signature, a foreign origin, an altered record), and the
+/// reason in one line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotProven {
+    pub kind: Option<Kind>,
+    pub reason: String,
+}
+
+impl NotProven {
+    pub fn new(kind: Option<Kind>, reason: impl fmt::Display) -> Self {
+        NotProven {
+            kind,
+            reason: reason.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for NotProven {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            Some(kind) => write!(f, "{kind}: {}", self.reason),
+            None => f.write_str(&self.reason),
+        }
+    }
+}
 
 /// What a proof proved: the record is an entry of this checkpoint, signed by these.
 #[derive(Debug)]
@@ -25,67 +55,85 @@ pub fn check(
     record: &Record<'_>,
     keys: &[VerifierKey],
     witnesses: Option<&WitnessPolicy>,
-) -> Result<Proven, String> {
-    let read =
-        read_checkpoint(proof.checkpoint.as_bytes(), keys).map_err(|e| format!("the proof's checkpoint: {e}"))?;
+) -> Result<Proven, NotProven> {
+    let read = read_checkpoint(proof.checkpoint.as_bytes(), keys)
+        .map_err(|e| NotProven::new(None, format!("the proof's checkpoint: {e}")))?;
     let cp = &read.checkpoint;
     if read.bad_signature {
-        return Err(format!(
-            "bad-signature: a trusted key's signature on checkpoint {} does not verify",
-            cp.size
+        return Err(NotProven::new(
+            Some(Kind::BadSignature),
+            format!("a trusted key's signature on checkpoint {} does not verify", cp.size),
         ));
     }
     if read.signers.is_empty() {
-        return Err(format!(
-            "untrusted-key: checkpoint {} is signed by no trusted key (for that size)",
-            cp.size
+        return Err(NotProven::new(
+            Some(Kind::UntrustedKey),
+            format!("checkpoint {} is signed by no trusted key (for that size)", cp.size),
         ));
     }
     if let Some(policy) = witnesses {
         let cosigned = check_cosignatures(&read.note, &policy.keys);
         if !cosigned.bad.is_empty() {
-            return Err(format!(
-                "bad-signature: the cosignature of {} on checkpoint {} does not verify",
-                cosigned.bad.join(", "),
-                cp.size
+            return Err(NotProven::new(
+                Some(Kind::BadSignature),
+                format!(
+                    "the cosignature of {} on checkpoint {} does not verify",
+                    cosigned.bad.join(", "),
+                    cp.size
+                ),
             ));
         }
         if !policy.met(&cosigned.valid) {
-            return Err(format!(
-                "uncosigned: checkpoint {} carries {} valid cosignature(s): {}",
-                cp.size,
-                cosigned.valid.len(),
-                policy.shortfall()
+            return Err(NotProven::new(
+                Some(Kind::Uncosigned),
+                format!(
+                    "checkpoint {} carries {} valid cosignature(s): {}",
+                    cp.size,
+                    cosigned.valid.len(),
+                    policy.shortfall()
+                ),
             ));
         }
     }
     if cp.origin != record.origin {
-        return Err(format!(
-            "foreign: the checkpoint is of origin {:?}, the record of {:?}",
-            cp.origin, record.origin
+        return Err(NotProven::new(
+            Some(Kind::Foreign),
+            format!(
+                "the checkpoint is of origin {:?}, the record of {:?}",
+                cp.origin, record.origin
+            ),
         ));
     }
     let expected = record.expected_hash();
     if expected[..] != *record.hash.as_bytes() {
-        return Err(format!(
-            "altered: the record's fields and prev_hash hash to {}, not to its hash {}",
-            String::from_utf8_lossy(&expected),
-            record.hash
+        return Err(NotProven::new(
+            Some(Kind::Altered),
+            format!(
+                "the record's fields and prev_hash hash to {}, not to its hash {}",
+                String::from_utf8_lossy(&expected),
+                record.hash
+            ),
         ));
     }
     if record.seq.checked_sub(1) != Some(proof.index) {
-        return Err(format!(
-            "the proof is for index {} (seq {}), not for seq {}",
-            proof.index,
-            u128::from(proof.index) + 1,
-            record.seq,
+        return Err(NotProven::new(
+            None,
+            format!(
+                "the proof is for index {} (seq {}), not for seq {}",
+                proof.index,
+                u128::from(proof.index) + 1,
+                record.seq,
+            ),
         ));
     }
     let leaf = chainship_tlog::leaf_hash(&expected);
     if !verify_inclusion(proof.index, cp.size, &leaf, &proof.hashes, &cp.root) {
-        return Err(format!(
-            "the inclusion proof does not lead from this record's hash to the root of checkpoint {}",
-            cp.size
+        return Err(NotProven::new(
+            None,
+            format!(
+                "the inclusion proof does not lead from this record's hash to the root of checkpoint {}",
+                cp.size
+            ),
         ));
     }
     Ok(Proven {

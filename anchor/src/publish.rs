@@ -2,6 +2,7 @@
 //! there already, and accept an existing note only if it says the same;
 //! and finding the highest head this publisher already kept.
 
+use chainship_chain::{Error, integrity};
 use std::time::SystemTime;
 
 use chainship_chain::Head;
@@ -110,16 +111,17 @@ pub async fn highest_verified_head(
 }
 
 /// Whether `bytes` is a head for `origin` at `seq` signed by one of `keys`.
-fn verified_by(bytes: &[u8], origin: &str, seq: u64, keys: &[VerifierKey]) -> Result<Head, String> {
-    let note = SignedNote::parse(bytes).map_err(|e| format!("not a signed note ({e})"))?;
+fn verified_by(bytes: &[u8], origin: &str, seq: u64, keys: &[VerifierKey]) -> Result<Head, Error> {
+    let note = SignedNote::parse(bytes).map_err(|e| integrity!("not a signed note ({e})"))?;
     if !keys.iter().any(|k| k.check(&note) == Some(true)) {
-        return Err("no valid signature by the signing key(s)".into());
+        return Err(integrity!("no valid signature by the signing key(s)"));
     }
-    let head = SignedHead::parse_text(&note.text).map_err(|e| format!("not a chainship head ({e})"))?;
+    let head = SignedHead::parse_text(&note.text).map_err(|e| integrity!("not a chainship head ({e})"))?;
     if head.origin != origin || head.head.seq != seq {
-        return Err(format!(
+        return Err(integrity!(
             "holds head {} of origin {:?}, not seq {seq} of {origin:?}",
-            head.head, head.origin
+            head.head,
+            head.origin
         ));
     }
     Ok(head.head)

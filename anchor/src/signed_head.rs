@@ -18,6 +18,7 @@
 //! from the store from a head that never had one (`--no-checkpoints`, or a
 //! store written before the line existed), whichever checkpoints remain.
 
+use chainship_chain::{Error, integrity};
 use std::time::SystemTime;
 
 use chainship_chain::Head;
@@ -75,10 +76,10 @@ impl SignedHead {
     }
 
     /// Parses a note text (its signatures are checked elsewhere).
-    pub fn parse_text(text: &str) -> Result<SignedHead, String> {
+    pub fn parse_text(text: &str) -> Result<SignedHead, Error> {
         let mut lines = text.lines();
         if lines.next() != Some(FORMAT_LINE) {
-            return Err(format!("the first line is not {FORMAT_LINE}"));
+            return Err(integrity!("the first line is not {FORMAT_LINE}"));
         }
         let mut field = |name: &str| {
             lines
@@ -86,21 +87,26 @@ impl SignedHead {
                 .and_then(|l| l.strip_prefix(name))
                 .and_then(|v| v.strip_prefix(' '))
                 .map(str::to_owned)
-                .ok_or_else(|| format!("missing the {name} line"))
+                .ok_or_else(|| integrity!("missing the {name} line"))
         };
         let origin = field("origin")?;
         let seq = field("seq")?;
         let hash = field("hash")?;
         let published = field("published")?;
-        let head: Head = format!("{seq}:{hash}").parse().map_err(|e| format!("{e}"))?;
-        humantime::parse_rfc3339(&published).map_err(|_| format!("published {published:?} is not RFC 3339"))?;
+        let head: Head = format!("{seq}:{hash}").parse().map_err(|e| integrity!("{e}"))?;
+        humantime::parse_rfc3339(&published).map_err(|_| integrity!("published {published:?} is not RFC 3339"))?;
         let with_checkpoint = match lines.next() {
             None => false,
             Some(line) if line == format!("checkpoint {}", head.seq) => true,
-            Some(_) => return Err(format!("the line after published is not \"checkpoint {}\"", head.seq)),
+            Some(_) => {
+                return Err(integrity!(
+                    "the line after published is not \"checkpoint {}\"",
+                    head.seq
+                ));
+            }
         };
         if lines.next().is_some() {
-            return Err("extra lines after the head".into());
+            return Err(integrity!("extra lines after the head"));
         }
         Ok(SignedHead {
             origin,

@@ -7,6 +7,7 @@
 //! token removed, an agent gone): the failure is transient, so the
 //! follower retries the publication, as it does for a store that is down.
 
+use chainship_chain::{Error, permanent};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -34,7 +35,7 @@ pub type Signers = [Arc<dyn Signer>];
 /// Ed25519 key an ssh-agent holds, PATH its public key file), or an RFC
 /// 7512 `pkcs11:` URI (a key in a token). `name` names
 /// a key kept outside a key file (a key file names its own).
-pub fn open(spec: &Path, name: Option<&str>) -> Result<Arc<dyn Signer>, String> {
+pub fn open(spec: &Path, name: Option<&str>) -> Result<Arc<dyn Signer>, Error> {
     let text = spec.to_string_lossy();
     if text.starts_with("pkcs11:") {
         let signer = crate::pkcs11::Pkcs11Signer::open(&text, name)?;
@@ -45,7 +46,7 @@ pub fn open(spec: &Path, name: Option<&str>) -> Result<Arc<dyn Signer>, String> 
         return Ok(Arc::new(signer));
     }
     if name.is_some() {
-        return Err(format!(
+        return Err(permanent!(
             "{}: a key file names its own key; --signing-key-name is for ssh-agent keys",
             spec.display()
         ));

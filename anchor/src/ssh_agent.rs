@@ -14,6 +14,7 @@
 //! simply reached again. A missing or refusing agent is a transient error
 //! (the head waits and is retried; nothing is signed by another key).
 
+use chainship_chain::{Error, permanent};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -50,10 +51,10 @@ pub struct AgentSigner {
 impl AgentSigner {
     /// The key in the OpenSSH public key file `public_file`, signed with by
     /// the agent at `socket`; named `name`, or by the file's comment.
-    pub fn open(public_file: &Path, name: Option<&str>, socket: Option<PathBuf>) -> Result<AgentSigner, String> {
-        let err = |why: String| format!("ssh-agent:{}: {why}", public_file.display());
+    pub fn open(public_file: &Path, name: Option<&str>, socket: Option<PathBuf>) -> Result<AgentSigner, Error> {
+        let err = |why: String| permanent!("ssh-agent:{}: {why}", public_file.display());
         // A public key file is a line; anything much larger is not one.
-        let text = crate::keys::read_small(public_file, 64 * 1024).map_err(err)?;
+        let text = crate::keys::read_small(public_file, 64 * 1024).map_err(|e| err(e.message))?;
         let mut fields = text.split_whitespace();
         let (Some(kind), Some(encoded)) = (fields.next(), fields.next()) else {
             return Err(err(
@@ -268,7 +269,10 @@ mod tests {
         let e = AgentSigner::open(&rsa, None, Some(dir.path().join("sock")))
             .err()
             .unwrap();
-        assert!(e.contains("ssh-rsa key") && e.contains("rsa.pub"), "{e}");
+        assert!(
+            e.message.contains("ssh-rsa key") && e.message.contains("rsa.pub"),
+            "{e}"
+        );
         let key = crate::keys::SignerKey::generate("k").unwrap();
         let mut blob = Vec::new();
         put_string(&mut blob, ED25519.as_bytes());
@@ -278,6 +282,6 @@ mod tests {
         let e = AgentSigner::open(&ed, None, Some(dir.path().join("sock")))
             .err()
             .unwrap();
-        assert!(e.contains("cannot reach the agent"), "{e}");
+        assert!(e.message.contains("cannot reach the agent"), "{e}");
     }
 }

@@ -78,7 +78,7 @@ impl<'a> TileReader<'a> {
                     bytes
                 }
             };
-            set.insert(&need, &bytes).map_err(TileError::Malformed)?;
+            set.insert(&need, &bytes).map_err(|e| TileError::Malformed(e.message))?;
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Choosing an anchor store by URL: `file:DIR` or `s3://BUCKET/PREFIX`.
 
+use chainship_chain::{Error, permanent};
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -17,12 +18,12 @@ pub enum AnchorUrl {
 }
 
 impl FromStr for AnchorUrl {
-    type Err = String;
+    type Err = Error;
 
-    fn from_str(url: &str) -> Result<Self, String> {
-        let err = |why: &str| format!("anchor {url:?}: {why}");
+    fn from_str(url: &str) -> Result<Self, Error> {
+        let err = |why: &str| permanent!("anchor {url:?}: {why}");
         if let Some(rest) = url.strip_prefix("s3://") {
-            return S3Location::parse(rest).map(AnchorUrl::S3).map_err(|e| err(&e));
+            return S3Location::parse(rest).map(AnchorUrl::S3).map_err(|e| err(&e.message));
         }
         if let Some(rest) = url.strip_prefix("file:") {
             let path = rest.strip_prefix("//").unwrap_or(rest);

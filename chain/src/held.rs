@@ -10,6 +10,7 @@
 //! before, and leave no seq out from the trusted head on. Anything else is
 //! an error naming where it was found: the follower stops, it never skips.
 
+use crate::{Error, integrity};
 use std::collections::VecDeque;
 
 use crate::head::Head;
@@ -59,7 +60,7 @@ impl HeldCheck {
     /// Feeds one record as held at `location` (an offset, an object, a
     /// line). Records at or below `after` are ignored: they are covered by
     /// the trusted head.
-    pub fn feed(&mut self, json: &[u8], location: &dyn Fn() -> String) -> Result<(), String> {
+    pub fn feed(&mut self, json: &[u8], location: &dyn Fn() -> String) -> Result<(), Error> {
         self.feed_parsed(Record::parse(json), location)
     }
 
@@ -68,10 +69,10 @@ impl HeldCheck {
         &mut self,
         parsed: Result<Record<'_>, crate::record::RecordError>,
         location: &dyn Fn() -> String,
-    ) -> Result<(), String> {
-        let record = parsed.map_err(|e| format!("{}: not a chainship record ({e})", location()))?;
+    ) -> Result<(), Error> {
+        let record = parsed.map_err(|e| integrity!("{}: not a chainship record ({e})", location()))?;
         if record.origin != self.origin {
-            return Err(format!(
+            return Err(integrity!(
                 "{}: a record of origin {:?} (seq {}), not {:?}",
                 location(),
                 record.origin,
@@ -85,18 +86,18 @@ impl HeldCheck {
         let expected = record.expected_hash();
         let head = Head::from_stored(record.seq, record.hash.as_bytes())
             .filter(|h| h.hash == expected)
-            .ok_or_else(|| format!("{}: seq {} does not hash to its own hash field", location(), record.seq))?;
+            .ok_or_else(|| integrity!("{}: seq {} does not hash to its own hash field", location(), record.seq))?;
         let last = self.head();
         let next = last.map_or(1, |h| h.seq + 1);
         if record.seq < next {
             return match self.recent.iter().find(|h| h.seq == record.seq) {
                 Some(earlier) if *earlier == head => Ok(()),
-                Some(_) => Err(format!(
+                Some(_) => Err(integrity!(
                     "{}: seq {} is held twice with different contents",
                     location(),
                     record.seq
                 )),
-                None => Err(format!(
+                None => Err(integrity!(
                     "{}: seq {} comes after seq {} and cannot be checked against its first copy",
                     location(),
                     record.seq,
@@ -110,7 +111,7 @@ impl HeldCheck {
             } else {
                 format!("seqs {next} to {} are missing", record.seq - 1)
             };
-            return Err(format!(
+            return Err(integrity!(
                 "{}: seq {} follows {}: {missing}",
                 location(),
                 record.seq,
@@ -119,7 +120,7 @@ impl HeldCheck {
         }
         let prev = last.as_ref().map_or(&[][..], |h| &h.hash[..]);
         if record.prev_hash.as_bytes() != prev {
-            return Err(format!(
+            return Err(integrity!(
                 "{}: seq {}'s prev_hash is not the hash of seq {}",
                 location(),
                 record.seq,
@@ -160,7 +161,7 @@ mod tests {
         Head::from_stored(r.seq, r.hash.as_bytes()).unwrap()
     }
 
-    fn run(lines: &[String], after: Option<Head>) -> Result<Option<u64>, String> {
+    fn run(lines: &[String], after: Option<Head>) -> Result<Option<u64>, Error> {
         let mut check = HeldCheck::new("o", after);
         for (i, l) in lines.iter().enumerate() {
             check.feed(l.as_bytes(), &|| format!("line {}", i + 1))?;
@@ -189,21 +190,32 @@ mod tests {
         let cursor = Some(head_of(&c[3]));
         // A gap between the cursor and what the sink holds.
         let err = run(&c[6..], cursor).unwrap_err();
-        assert!(err.contains("seqs 5 to 6 are missing"), "{err}");
+        assert!(err.message.contains("seqs 5 to 6 are missing"), "{err}");
         // Junk where a record should be.
         let mut junk = c[..5].to_vec();
         junk.push("junk".into());
         assert!(
             run(&junk, cursor)
                 .unwrap_err()
+                .message
                 .contains("line 6: not a chainship record")
         );
         // A record whose hash field is right but whose content was changed.
         let mut altered = c.clone();
         altered[6] = altered[6].replace(r#"\"n\":7"#, r#"\"n\":70"#);
-        assert!(run(&altered, cursor).unwrap_err().contains("seq 7 does not hash"));
+        assert!(
+            run(&altered, cursor)
+                .unwrap_err()
+                .message
+                .contains("seq 7 does not hash")
+        );
         // Another origin's records.
-        assert!(run(&chain(10, "x"), cursor).unwrap_err().contains("origin \"x\""));
+        assert!(
+            run(&chain(10, "x"), cursor)
+                .unwrap_err()
+                .message
+                .contains("origin \"x\"")
+        );
         // A differing duplicate.
         let mut other = chain(10, "o");
         other[5] = other[5].replace(r#""run_id":"r""#, r#""run_id":"q""#);
@@ -218,12 +230,13 @@ mod tests {
         assert!(
             run(&dup, cursor)
                 .unwrap_err()
+                .message
                 .contains("seq 6 is held twice with different contents")
         );
         // A valid-looking record that does not link to the one before.
         let mut unlinked = c[..5].to_vec();
         unlinked.push(line_with_prev(&c[5], &"0".repeat(64)));
-        assert!(run(&unlinked, cursor).unwrap_err().contains("prev_hash"));
+        assert!(run(&unlinked, cursor).unwrap_err().message.contains("prev_hash"));
     }
 
     fn line_with_prev(line: &str, prev: &str) -> String {

@@ -169,6 +169,26 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// `Error::permanent(format!(..))`: a setting, file or argument that will
+/// not work as it is (exit 2).
+#[macro_export]
+macro_rules! permanent {
+    ($($arg:tt)*) => { $crate::Error::permanent(format!($($arg)*)) };
+}
+
+/// `Error::transient(format!(..))`: may pass (a server away, a disk full).
+#[macro_export]
+macro_rules! transient {
+    ($($arg:tt)*) => { $crate::Error::transient(format!($($arg)*)) };
+}
+
+/// `Error::integrity(format!(..))`: data read back that contradicts what it
+/// must say (a damaged note, tile or record: exit 1).
+#[macro_export]
+macro_rules! integrity {
+    ($($arg:tt)*) => { $crate::Error::integrity(format!($($arg)*)) };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

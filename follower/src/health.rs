@@ -9,6 +9,7 @@
 //!   deadlocked) says no: the one case a restart mends. A follower waiting
 //!   at a break (`--on-break wait`) or retrying a sink that is down is alive.
 
+use chainship_chain::{Error, transient};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -63,18 +64,18 @@ impl Health {
 
     /// `Ok` while the follower's loops turn (or have not started: resuming
     /// is bounded work), else how long they have been still.
-    pub fn liveness(&self) -> Result<(), String> {
+    pub fn liveness(&self) -> Result<(), Error> {
         self.liveness_within(LIVENESS_LIMIT)
     }
 
-    fn liveness_within(&self, limit: Duration) -> Result<(), String> {
+    fn liveness_within(&self, limit: Duration) -> Result<(), Error> {
         let at = self.turned_at.load(Ordering::Relaxed);
         if at == 0 {
             return Ok(());
         }
         let still = self.born.elapsed().saturating_sub(Duration::from_millis(at));
         if still > limit {
-            return Err(format!("no loop of the follower turned for {}s", still.as_secs()));
+            return Err(transient!("no loop of the follower turned for {}s", still.as_secs()));
         }
         Ok(())
     }
@@ -173,21 +174,21 @@ impl Health {
     }
 
     /// `Ok` when healthy, else the reason.
-    pub fn status(&self) -> Result<(), String> {
+    pub fn status(&self) -> Result<(), Error> {
         let limit = self.unhealthy_after;
         self.with(|s| {
             if let Some(reason) = &s.broken {
-                return Err(reason.clone());
+                return Err(Error::transient(reason));
             }
             if let Some((since, reason)) = &s.sink_failing
                 && since.elapsed() > limit
             {
-                return Err(format!("sink failing for {}s: {reason}", since.elapsed().as_secs()));
+                return Err(transient!("sink failing for {}s: {reason}", since.elapsed().as_secs()));
             }
             if let Some((since, reason)) = &s.anchor_failing
                 && since.elapsed() > limit
             {
-                return Err(format!(
+                return Err(transient!(
                     "anchoring lagging for {}s: {reason}",
                     since.elapsed().as_secs()
                 ));
@@ -196,7 +197,7 @@ impl Health {
                 && p.delivered > p.anchored
                 && p.moved.elapsed() > limit + p.interval
             {
-                return Err(format!(
+                return Err(transient!(
                     "anchoring has kept no head for {}s while seqs {}..{} wait (the anchor store fails or hangs)",
                     p.moved.elapsed().as_secs(),
                     p.anchored + 1,
@@ -206,7 +207,7 @@ impl Health {
             if let Some((since, reason)) = &s.witness_failing
                 && since.elapsed() > limit
             {
-                return Err(format!(
+                return Err(transient!(
                     "witness quorum not met for {}s: {reason}",
                     since.elapsed().as_secs()
                 ));
@@ -228,7 +229,7 @@ mod tests {
         assert!(health.status().is_ok(), "inside the interval and the limit");
         std::thread::sleep(Duration::from_millis(40));
         let why = health.status().unwrap_err();
-        assert!(why.contains("seqs 1..100 wait"), "{why}");
+        assert!(why.message.contains("seqs 1..100 wait"), "{why}");
         health.anchored(100);
         assert!(health.status().is_ok(), "caught up");
         // A stream that keeps anchoring is never unready, however long.
@@ -256,7 +257,7 @@ mod tests {
         );
         std::thread::sleep(Duration::from_millis(20));
         let still = health.liveness_within(Duration::from_millis(5)).unwrap_err();
-        assert!(still.contains("no loop of the follower turned"), "{still}");
+        assert!(still.message.contains("no loop of the follower turned"), "{still}");
         health.sink_failed("broker down");
         assert!(
             health.liveness_within(Duration::from_millis(5)).is_ok(),
@@ -270,10 +271,10 @@ mod tests {
         health.sink_failed("broker down");
         assert!(health.status().is_ok());
         std::thread::sleep(Duration::from_millis(80));
-        assert!(health.status().unwrap_err().contains("broker down"));
+        assert!(health.status().unwrap_err().message.contains("broker down"));
         health.sink_ok();
         assert!(health.status().is_ok());
         health.chain_broken("seq 5");
-        assert!(health.status().unwrap_err().contains("chain broken: seq 5"));
+        assert!(health.status().unwrap_err().message.contains("chain broken: seq 5"));
     }
 }

@@ -34,6 +34,7 @@
 //! last; a publication cut short (a crash, a store that failed halfway) is
 //! finished, at its own size, before anything larger is published.
 
+use chainship_chain::{Error, integrity};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -110,15 +111,15 @@ impl Edge {
         format!("{STATE_FORMAT}\nhead {head}\n{}", self.builder.to_text())
     }
 
-    fn from_text(text: &str) -> Result<Edge, String> {
+    fn from_text(text: &str) -> Result<Edge, Error> {
         let rest = text
             .strip_prefix(STATE_FORMAT)
             .and_then(|r| r.strip_prefix('\n'))
-            .ok_or_else(|| format!("the first line is not {STATE_FORMAT}"))?;
-        let (line, rest) = rest.split_once('\n').ok_or("no head line")?;
-        let head = match line.strip_prefix("head ").ok_or("no head line")? {
+            .ok_or_else(|| integrity!("the first line is not {STATE_FORMAT}"))?;
+        let (line, rest) = rest.split_once('\n').ok_or_else(|| integrity!("no head line"))?;
+        let head = match line.strip_prefix("head ").ok_or_else(|| integrity!("no head line"))? {
             "none" => None,
-            h => Some(h.parse::<Head>().map_err(|e| e.to_string())?),
+            h => Some(h.parse::<Head>().map_err(|e| integrity!("{e}"))?),
         };
         let builder = TileBuilder::from_text(rest)?;
         let agrees = match head {
@@ -126,7 +127,7 @@ impl Edge {
             Some(h) => h.seq == builder.size() && builder.last_entry().is_none_or(|e| e == h.hash),
         };
         if !agrees {
-            return Err("its head does not match its tree".into());
+            return Err(integrity!("its head does not match its tree"));
         }
         Ok(Edge { builder, head })
     }
@@ -370,7 +371,7 @@ impl TreeLog {
             let (conn, returned, result) = tokio::task::spawn_blocking(move || {
                 let mut edge = edge;
                 let mut out = Vec::new();
-                let conn = match conn.map_or_else(|| EventDb::open(&db, &open).map_err(|e| e.to_string()), Ok) {
+                let conn = match conn.map_or_else(|| EventDb::open(&db, &open).map_err(|e| integrity!("{e}")), Ok) {
                     Ok(c) => c,
                     Err(e) => return (None, edge, Err(StoreError::transient(e))),
                 };
@@ -471,7 +472,7 @@ impl TreeLog {
                 .consistent(k, &kept.root, s, &edge.builder.root())
                 .await
                 .map(|()| false)
-                .map_err(|why| disagree(s, why));
+                .map_err(|why| disagree(s, why.message));
         }
         // The kept checkpoint is ahead of the edge: build (without writing) up to it, or to the head.
         let probe = self.advance(edge.clone(), n.min(k), Keep::Drop).await?;
@@ -487,7 +488,7 @@ impl TreeLog {
         self.consistent(n, &root, k, &kept.root)
             .await
             .map(|()| true)
-            .map_err(|why| disagree(n, why))
+            .map_err(|why| disagree(n, why.message))
     }
 
     /// A consistency proof from `old` to `new`, read from the store's tiles of `new`.
@@ -497,16 +498,16 @@ impl TreeLog {
         old_root: &chainship_tlog::Hash,
         new: u64,
         new_root: &chainship_tlog::Hash,
-    ) -> Result<(), String> {
+    ) -> Result<(), Error> {
         let mut reader = TileReader::new(self.store.as_ref(), &self.origin);
         let proof = reader
             .run(new, |set| consistency_proof(old, new, set))
             .await
-            .map_err(|e| format!("no consistency proof from {old} to {new}: {e}"))?;
+            .map_err(|e| integrity!("no consistency proof from {old} to {new}: {e}"))?;
         if verify_consistency(old, new, old_root, new_root, &proof) {
             Ok(())
         } else {
-            Err(format!("the trees of {old} and {new} are not consistent"))
+            Err(integrity!("the trees of {old} and {new} are not consistent"))
         }
     }
 }

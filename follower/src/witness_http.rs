@@ -3,6 +3,7 @@
 //! (409), an inconsistent checkpoint (422), an unknown log or key (403,
 //! 404), or a failure worth retrying (network, 5xx, anything else).
 
+use chainship_chain::{Error, permanent};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -19,11 +20,11 @@ const MAX_ANSWER: usize = 64 << 10;
 pub type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// A client for http:// and https:// witnesses (system roots).
-pub fn client() -> Result<HttpsClient, String> {
+pub fn client() -> Result<HttpsClient, Error> {
     let provider = rustls::crypto::aws_lc_rs::default_provider();
     let connector = hyper_rustls::HttpsConnectorBuilder::new()
         .with_provider_and_native_roots(provider)
-        .map_err(|e| format!("cannot load the system's TLS roots: {e}"))?
+        .map_err(|e| permanent!("cannot load the system's TLS roots: {e}"))?
         .https_or_http()
         .enable_http1()
         .build();

@@ -2,6 +2,7 @@
 //! `PREFIX/<origin segment>/` ([`chainship_core::origin_segment`]: `team/a`
 //! → `team%2Fa`, so one origin's prefix never holds another's keys).
 
+use chainship_core::{Error, permanent};
 use std::fmt;
 
 use chainship_core::origin_segment;
@@ -15,14 +16,14 @@ pub struct S3Location {
 
 impl S3Location {
     /// Parses what follows `s3://`, checking the bucket name.
-    pub fn parse(rest: &str) -> Result<Self, String> {
+    pub fn parse(rest: &str) -> Result<Self, Error> {
         let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
         let valid = (3..=63).contains(&bucket.len())
             && bucket
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
         if !valid {
-            return Err("not a valid bucket name (3-63 of a-z 0-9 . -)".into());
+            return Err(permanent!("not a valid bucket name (3-63 of a-z 0-9 . -)"));
         }
         Ok(S3Location {
             bucket: bucket.to_owned(),

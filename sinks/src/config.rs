@@ -43,8 +43,10 @@ impl FromStr for SinkConfig {
             .split_once(':')
             .ok_or_else(|| err(&format!("expected SCHEME:..., one of {SCHEMES}")))?;
         match scheme {
-            "kafka" => KafkaConfig::from_url(url).map(SinkConfig::Kafka).map_err(|e| err(&e)),
-            "s3" => S3Config::from_url(url).map(SinkConfig::S3).map_err(|e| err(&e)),
+            "kafka" => KafkaConfig::from_url(url)
+                .map(SinkConfig::Kafka)
+                .map_err(|e| err(&e.message)),
+            "s3" => S3Config::from_url(url).map(SinkConfig::S3).map_err(|e| err(&e.message)),
             "file" => {
                 let path = rest.strip_prefix("//").unwrap_or(rest);
                 if path.is_empty() {

@@ -16,7 +16,7 @@ use crate::affected;
 use crate::args::{
     AnchorStoreArgs, DbArgs, JobMetricsArgs, OriginArg, OutputArgs, RunRulesArgs, TrustArgs, WalkArgs, WitnessTrustArgs,
 };
-use crate::exit::{CliError, CmdResult, FAILED, OK};
+use crate::exit::{CliError, CmdResult, OK};
 use crate::job_metrics::JobReport;
 use crate::progress::events_bar;
 use crate::report;
@@ -324,7 +324,7 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
             },
         )?;
     }
-    Ok(if findings.is_empty() { OK } else { FAILED })
+    Ok(crate::exit::verdict(findings.is_empty()))
 }
 
 /// Walks the whole database (at least to `reach`, the highest kept seq),

@@ -12,7 +12,7 @@ use clap::Args;
 use serde_json::json;
 
 use crate::args::{OutputArgs, PipelineArgs};
-use crate::exit::{CliError, CmdResult, FAILED, OK};
+use crate::exit::{CliError, CmdResult, verdict};
 
 /// Check that the database, cursor, sink, anchor store and keys are usable.
 #[derive(Args, Debug)]
@@ -86,7 +86,10 @@ pub fn run(check: &CheckArgs) -> CmdResult {
                 chainship_anchor::signer::verifier(s.as_ref()).to_text()
             )
         });
-        results.push((format!("signing key {}", chainship_anchor::signer::shown(key)), r));
+        results.push((
+            format!("signing key {}", chainship_anchor::signer::shown(key)),
+            r.map_err(|e| e.to_string()),
+        ));
     }
     let (witnesses, _) = args.witness.load()?;
     if !witnesses.is_empty() {
@@ -117,7 +120,7 @@ pub fn run(check: &CheckArgs) -> CmdResult {
             outln!("WARN  {w}");
         }
     }
-    Ok(if ok { OK } else { FAILED })
+    Ok(verdict(ok))
 }
 
 /// Asks each witness to cosign the newest kept checkpoint, as the follower

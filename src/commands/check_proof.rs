@@ -11,7 +11,8 @@ use clap::Args;
 use serde_json::json;
 
 use crate::args::{OutputArgs, TrustArgs, WitnessTrustArgs};
-use crate::exit::{CliError, CmdResult, FAILED, OK};
+use crate::exit::{self, CliError, CmdResult};
+use chainship_anchor::Kind;
 
 /// Check that a record is in a signed checkpoint, from a proof (C2SP tlog-proof).
 #[derive(Args, Debug)]
@@ -62,8 +63,8 @@ pub fn run(args: &CheckProofArgs) -> CmdResult {
     let (record, altered) = match Record::parse(record_bytes.trim_ascii()) {
         Ok(record) => (record, None),
         Err(e) if e.carried().is_some() => {
-            let message = format!("altered: {e}");
-            (e.into_carried().expect("checked"), Some(message))
+            let why = proof_check::NotProven::new(Some(Kind::Altered), &e);
+            (e.into_carried().expect("checked"), Some(why))
         }
         // A record in a SIEM format that cannot be checked (a key twice, no
         // carried record) is a record, and not proven.
@@ -74,7 +75,7 @@ pub fn run(args: &CheckProofArgs) -> CmdResult {
             } else {
                 outln!("not proven: {reason}");
             }
-            return Ok(FAILED);
+            return Ok(exit::verdict(false));
         }
         Err(e) => {
             return Err(CliError::usage(format!(
@@ -105,7 +106,8 @@ pub fn run(args: &CheckProofArgs) -> CmdResult {
                 "hash": record.hash,
                 "index": proof.index,
                 "proven": verdict.as_ref().ok().map(|p| json!({"checkpoint_size": p.size, "signers": p.signers})),
-                "reason": verdict.as_ref().err(),
+                "kind": verdict.as_ref().err().and_then(|e| e.kind).map(Kind::as_str),
+                "reason": verdict.as_ref().err().map(ToString::to_string),
             })
         );
     } else {
@@ -121,7 +123,7 @@ pub fn run(args: &CheckProofArgs) -> CmdResult {
             Err(why) => outln!("not proven: seq {seq}: {why}"),
         }
     }
-    Ok(if verdict.is_ok() { OK } else { FAILED })
+    Ok(exit::verdict(verdict.is_ok()))
 }
 
 fn shorten(text: &str) -> String {

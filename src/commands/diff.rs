@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::affected::{self, Affected, RecordEvent};
 use crate::args::{DbArgs, OutputArgs, RunRulesArgs};
-use crate::exit::{CliError, CmdResult, FAILED, OK};
+use crate::exit::{CliError, CmdResult, verdict};
 use crate::progress::records_spinner;
 use crate::report;
 use crate::trusted_copy::{self, CopyExpectations, CopyOutcome, TrustedCopyArgs};
@@ -317,7 +317,7 @@ pub fn run(args: &DiffArgs) -> CmdResult {
     } else {
         print_text(args, &outcome, &cmp, head);
     }
-    Ok(if different { FAILED } else { OK })
+    Ok(verdict(!different))
 }
 
 /// The runs and side effects of the differing events, when any differ.

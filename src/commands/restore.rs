@@ -9,7 +9,7 @@ use clap::Args;
 use serde_json::json;
 
 use crate::args::OutputArgs;
-use crate::exit::{CliError, CmdResult, FAILED, OK};
+use crate::exit::{CliError, CmdResult, OK, verdict};
 use crate::new_database::NewDatabase;
 use crate::progress::records_spinner;
 use crate::report;
@@ -170,7 +170,7 @@ fn refuse(args: &RestoreArgs, o: &CopyOutcome) -> u8 {
         }
         outln!("{nothing}");
     }
-    FAILED
+    verdict(false)
 }
 
 fn print(args: &RestoreArgs, o: &CopyOutcome, r: &Restored) {

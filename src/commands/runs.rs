@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::affected::RecordEvent;
 use crate::args::{DbArgs, OriginArg, OutputArgs, RunRulesArgs, SinkConnectArgs};
-use crate::exit::{CliError, CmdResult, FAILED, OK};
+use crate::exit::{CliError, CmdResult, verdict};
 use crate::progress::records_spinner;
 use crate::report;
 
@@ -291,7 +291,7 @@ impl<'a> Report<'a> {
                 _ => {}
             }
         }
-        if status == "ok" { OK } else { FAILED }
+        verdict(status == "ok")
     }
 }
 

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::affected::{self, Affected};
 use crate::args::{DbArgs, OutputArgs, RunRulesArgs, WalkArgs};
-use crate::exit::{CliError, CmdResult, FAILED, OK};
+use crate::exit::{CliError, CmdResult, verdict};
 use crate::progress::events_bar;
 
 /// Check the hash chain of the audit database.
@@ -79,7 +79,7 @@ pub fn run(args: &VerifyArgs) -> CmdResult {
             outln!("{line}");
         }
     }
-    Ok(if passed(&report) { OK } else { FAILED })
+    Ok(verdict(passed(&report)))
 }
 
 /// The runs and side effects from the first seq the walk could not vouch

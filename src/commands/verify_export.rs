@@ -6,7 +6,7 @@ use clap::Args;
 
 use crate::affected::{self, Affected};
 use crate::args::{JobMetricsArgs, OutputArgs, RunRulesArgs};
-use crate::exit::{CmdResult, FAILED, OK};
+use crate::exit::{CmdResult, verdict};
 use crate::job_metrics::JobReport;
 use crate::report;
 use crate::trusted_copy::{self, CopyExpectations, CopyOutcome, TrustedCopyArgs};
@@ -118,5 +118,5 @@ fn print(args: &VerifyExportArgs, o: &CopyOutcome, touched: Option<&Affected>) -
             outln!("{line}");
         }
     }
-    if o.findings.is_empty() { OK } else { FAILED }
+    verdict(o.findings.is_empty())
 }

@@ -13,6 +13,7 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
+use chainship_core::{Error, integrity};
 
 use crate::merkle::Hash;
 
@@ -46,37 +47,42 @@ impl TlogProof {
         out
     }
 
-    pub fn parse(text: &str) -> Result<TlogProof, String> {
-        let (head, checkpoint) = text.split_once("\n\n").ok_or("no blank line before the checkpoint")?;
+    pub fn parse(text: &str) -> Result<TlogProof, Error> {
+        let (head, checkpoint) = text
+            .split_once("\n\n")
+            .ok_or_else(|| integrity!("no blank line before the checkpoint"))?;
         let mut lines = head.lines();
         if lines.next() != Some(HEADER) {
-            return Err(format!("the first line is not {HEADER}"));
+            return Err(integrity!("the first line is not {HEADER}"));
         }
-        let mut line = lines.next().ok_or("no index line")?;
+        let mut line = lines.next().ok_or_else(|| integrity!("no index line"))?;
         let mut extra = None;
         if let Some(data) = line.strip_prefix("extra ") {
-            extra = Some(B64.decode(data).map_err(|_| "the extra line is not base64")?);
-            line = lines.next().ok_or("no index line")?;
+            extra = Some(
+                B64.decode(data)
+                    .map_err(|_| integrity!("the extra line is not base64"))?,
+            );
+            line = lines.next().ok_or_else(|| integrity!("no index line"))?;
         }
         let index = line
             .strip_prefix("index ")
             .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && (*n == "0" || !n.starts_with('0')))
             .and_then(|n| n.parse::<u64>().ok())
-            .ok_or_else(|| format!("{line:?} is not `index N` (decimal, no leading zeroes)"))?;
+            .ok_or_else(|| integrity!("{line:?} is not `index N` (decimal, no leading zeroes)"))?;
         let mut hashes = Vec::new();
         for (n, line) in lines.enumerate() {
             let bytes = B64
                 .decode(line)
                 .ok()
                 .and_then(|b| Hash::try_from(b).ok())
-                .ok_or_else(|| format!("proof line {} is not a base64 SHA-256 hash", n + 1))?;
+                .ok_or_else(|| integrity!("proof line {} is not a base64 SHA-256 hash", n + 1))?;
             hashes.push(bytes);
         }
         if hashes.len() > MAX_HASHES {
-            return Err(format!("{} proof hashes: more than any tree needs", hashes.len()));
+            return Err(integrity!("{} proof hashes: more than any tree needs", hashes.len()));
         }
         if checkpoint.is_empty() {
-            return Err("no checkpoint after the blank line".into());
+            return Err(integrity!("no checkpoint after the blank line"));
         }
         Ok(TlogProof {
             extra,

@@ -7,6 +7,7 @@
 //! tile as it completes, and the partial tiles and root for the current
 //! size on demand. [`TileSet`] answers proofs from tiles read back.
 
+use chainship_core::{Error, integrity};
 use std::collections::HashMap;
 
 use crate::merkle::{CompactRange, Hash, RangeHashes, leaf_hash, node_hash, root_of};
@@ -216,36 +217,39 @@ impl TileBuilder {
 
     /// Reads [`Self::to_text`] back, checking that its parts agree with
     /// its size and with each other.
-    pub fn from_text(text: &str) -> Result<TileBuilder, String> {
+    pub fn from_text(text: &str) -> Result<TileBuilder, Error> {
         let mut lines = text.lines();
         let size: u64 = lines
             .next()
             .and_then(|l| l.strip_prefix("size "))
             .and_then(|s| s.parse().ok())
-            .ok_or("no size line")?;
+            .ok_or_else(|| integrity!("no size line"))?;
         let mut rows = Vec::new();
         let mut bundle = None;
         for line in lines {
             if let Some(hashes) = line.strip_prefix("row ") {
-                let bytes = hex::decode(hashes).map_err(|_| "a row is not hex")?;
+                let bytes = hex::decode(hashes).map_err(|_| integrity!("a row is not hex"))?;
                 if bytes.len() % 32 != 0 || bytes.len() >= 32 * WIDTH {
-                    return Err("a row has a bad length".into());
+                    return Err(integrity!("a row has a bad length"));
                 }
                 rows.push(bytes.chunks(32).map(|c| c.try_into().expect("32 bytes")).collect());
             } else if let Some(b) = line.strip_prefix("bundle ") {
-                bundle = Some(hex::decode(b).map_err(|_| "the bundle is not hex")?);
+                bundle = Some(hex::decode(b).map_err(|_| integrity!("the bundle is not hex"))?);
             } else {
-                return Err(format!("unexpected line {line:?}"));
+                return Err(integrity!("unexpected line {line:?}"));
             }
         }
-        let bundle = bundle.ok_or("no bundle line")?;
+        let bundle = bundle.ok_or_else(|| integrity!("no bundle line"))?;
         let mut builder = TileBuilder {
             size,
             rows,
             bundle,
             bundle_count: 0,
         };
-        builder.bundle_count = builder.bundle_entries().ok_or("the bundle is malformed")?.len();
+        builder.bundle_count = builder
+            .bundle_entries()
+            .ok_or_else(|| integrity!("the bundle is malformed"))?
+            .len();
         let level0: Vec<Hash> = builder
             .bundle_entries()
             .unwrap_or_default()
@@ -259,7 +263,7 @@ impl TileBuilder {
             || size.checked_shr(8 * builder.rows.len() as u32).unwrap_or(0) != 0
             || builder.rows.first().map_or(!level0.is_empty(), |r| *r != level0)
         {
-            return Err("its rows and bundle do not match its size".into());
+            return Err(integrity!("its rows and bundle do not match its size"));
         }
         Ok(builder)
     }
@@ -312,9 +316,9 @@ impl TileSet {
     }
 
     /// Adds the bytes read for `need`; refuses bytes of the wrong length.
-    pub fn insert(&mut self, need: &NeedTile, data: &[u8]) -> Result<(), String> {
+    pub fn insert(&mut self, need: &NeedTile, data: &[u8]) -> Result<(), Error> {
         if data.len() != need.width * 32 {
-            return Err(format!(
+            return Err(integrity!(
                 "{} holds {} bytes, not {} hashes",
                 need.path,
                 data.len(),

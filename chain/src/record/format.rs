@@ -10,6 +10,7 @@
 //! of JSON values, so a pipeline that re-serializes (key order, spacing,
 //! escapes) changes nothing.
 
+use crate::{Error, permanent};
 use std::fmt;
 use std::str::FromStr;
 
@@ -78,13 +79,13 @@ impl fmt::Display for RecordFormat {
 }
 
 impl FromStr for RecordFormat {
-    type Err = String;
+    type Err = Error;
 
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, Error> {
         RecordFormat::ALL
             .into_iter()
             .find(|f| f.name() == s)
-            .ok_or_else(|| format!("unknown record format {s:?} (chainship, ocsf or ecs)"))
+            .ok_or_else(|| permanent!("unknown record format {s:?} (chainship, ocsf or ecs)"))
     }
 }
 

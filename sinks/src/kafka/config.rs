@@ -2,6 +2,7 @@
 //! settings passed through, fencing and the partition; and the client
 //! settings built from them (producer, consumer), and errors sorted by kind.
 
+use chainship_chain::{Error, permanent};
 use chainship_chain::{Setting, origin_segment};
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -22,21 +23,21 @@ pub struct KafkaConfig {
 
 impl KafkaConfig {
     /// Parses `kafka://HOST:PORT[,HOST:PORT...]/TOPIC`, with default settings.
-    pub fn from_url(url: &str) -> Result<Self, String> {
+    pub fn from_url(url: &str) -> Result<Self, Error> {
         let rest = url
             .strip_prefix("kafka://")
-            .ok_or("expected kafka://HOST:PORT[,HOST:PORT...]/TOPIC")?;
+            .ok_or_else(|| permanent!("expected kafka://HOST:PORT[,HOST:PORT...]/TOPIC"))?;
         let (brokers, topic) = rest
             .split_once('/')
-            .ok_or("kafka:// needs a /TOPIC after the brokers")?;
+            .ok_or_else(|| permanent!("kafka:// needs a /TOPIC after the brokers"))?;
         let topic_ok = !topic.is_empty()
             && topic.len() <= 249
             && topic.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
         if !topic_ok {
-            return Err(format!("topic {topic:?} is not a valid Kafka topic name"));
+            return Err(permanent!("topic {topic:?} is not a valid Kafka topic name"));
         }
         if brokers.is_empty() || brokers.split(',').any(|b| !b.contains(':')) {
-            return Err("brokers must be HOST:PORT[,HOST:PORT...]".into());
+            return Err(permanent!("brokers must be HOST:PORT[,HOST:PORT...]"));
         }
         Ok(KafkaConfig {
             brokers: brokers.to_owned(),

@@ -170,7 +170,7 @@ impl KafkaSink {
                 if failure.is_none() {
                     let place = || format!("topic {topic} partition {partition} offset {offset}");
                     if let Err(m) = check.feed_parsed(parsed, &place) {
-                        failure = Some(m);
+                        failure = Some(m.message);
                     }
                 }
             })?;

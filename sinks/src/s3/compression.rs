@@ -2,6 +2,7 @@
 //! place for the codec, its level, its file-name suffix and its
 //! `Content-Encoding`, so the writer and every reader agree.
 
+use chainship_chain::{Error, permanent};
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::str::FromStr;
@@ -75,12 +76,12 @@ impl fmt::Display for Codec {
 }
 
 impl FromStr for Codec {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
         match s {
             "gzip" | "gz" => Ok(Codec::Gzip),
             "zstd" | "zst" => Ok(Codec::Zstd),
-            other => Err(format!("unknown compression {other:?} (gzip or zstd)")),
+            other => Err(permanent!("unknown compression {other:?} (gzip or zstd)")),
         }
     }
 }
@@ -101,11 +102,11 @@ impl Default for Compression {
 impl Compression {
     /// `level` defaults to the codec's; a level the codec does not accept is
     /// refused with a message naming the range.
-    pub fn new(codec: Codec, level: Option<i32>) -> Result<Self, String> {
+    pub fn new(codec: Codec, level: Option<i32>) -> Result<Self, Error> {
         let level = level.unwrap_or(codec.default_level());
         if !codec.levels().contains(&level) {
             let range = codec.levels();
-            return Err(format!(
+            return Err(permanent!(
                 "compression level {level} is not one {codec} accepts ({}..={})",
                 range.start(),
                 range.end()
@@ -261,10 +262,11 @@ mod tests {
         assert!(
             Compression::new(Codec::Gzip, Some(10))
                 .unwrap_err()
+                .message
                 .contains("gzip accepts (1..=9)")
         );
         assert!(Compression::new(Codec::Zstd, Some(0)).is_err());
         assert!(Compression::new(Codec::Zstd, Some(19)).is_ok());
-        assert!("lz4".parse::<Codec>().unwrap_err().contains("gzip or zstd"));
+        assert!("lz4".parse::<Codec>().unwrap_err().message.contains("gzip or zstd"));
     }
 }

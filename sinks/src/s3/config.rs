@@ -1,6 +1,7 @@
 //! What an S3 sink is told: where (`s3://BUCKET/PREFIX`), as whom, and how
 //! objects are named, compressed and uploaded.
 
+use chainship_chain::{Error, permanent};
 use chainship_s3::{PartPlan, S3Location, S3Settings};
 
 use super::compression::Compression;
@@ -20,8 +21,10 @@ pub struct S3Config {
 
 impl S3Config {
     /// `s3://BUCKET/PREFIX` with default settings.
-    pub fn from_url(url: &str) -> Result<Self, String> {
-        let rest = url.strip_prefix("s3://").ok_or("expected s3://BUCKET/PREFIX")?;
+    pub fn from_url(url: &str) -> Result<Self, Error> {
+        let rest = url
+            .strip_prefix("s3://")
+            .ok_or_else(|| permanent!("expected s3://BUCKET/PREFIX"))?;
         Ok(S3Config {
             at: S3Location::parse(rest)?,
             settings: S3Settings::default(),

@@ -129,7 +129,7 @@ impl Sink for S3Sink {
                 if failure.is_none()
                     && let Err(m) = check.feed(line, place)
                 {
-                    failure = Some(m);
+                    failure = Some(m.message);
                 }
             });
             // A record that does not fit, or an object that is not what its name says.
