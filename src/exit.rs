@@ -79,6 +79,8 @@ pub fn flag_for(setting: Setting) -> &'static str {
         Setting::KafkaPartition => "--kafka-partition",
         Setting::SinkS3Profile => "--s3-profile",
         Setting::AnchorS3Profile => "--anchor-s3-profile",
+        Setting::ProofSeq => "--seq",
+        Setting::ProofCheckpoint => "--checkpoint",
     }
 }
 

@@ -12,7 +12,6 @@ macro_rules! outln {
     };
 }
 
-mod affected;
 mod args;
 mod commands;
 mod config;
@@ -20,13 +19,9 @@ mod env_names;
 mod exit;
 mod job_metrics;
 mod logging;
-mod metrics_server;
-mod new_database;
-mod origin;
 mod progress;
 mod report;
 mod trusted_copy;
-mod verify_state;
 
 use std::process::ExitCode;
 

@@ -5,16 +5,14 @@
 //! same read and judge the copy alike.
 
 use chainship_anchor::audit::Kind;
-use chainship_anchor::copy_audit::{self, CopyCheck};
-use chainship_anchor::stream_audit::{self, Against, StreamInput};
 use chainship_chain::record::Record;
-use chainship_sinks::{SinkConfig, read_records};
+use chainship_sinks::SinkConfig;
 use clap::Args;
 
 use crate::args::{AnchorStoreArgs, OriginArg, SinkConnectArgs, TrustArgs, WitnessTrustArgs};
 use crate::exit::CliError;
-use crate::origin::parse_origin;
 use crate::report;
+use chainship_chain::origin::parse_origin;
 
 /// Where the copy is, and what it is checked against.
 #[derive(Args, Debug)]
@@ -34,7 +32,7 @@ pub struct TrustedCopyArgs {
     pub witness: WitnessTrustArgs,
 }
 
-pub use chainship_anchor::copy_audit::{CopyExpectations, CopyOutcome};
+pub use chainship_evidence::copy::{self, CopyExpectations, CopyInput, CopyOutcome};
 
 /// The first record of a file copy: its origin, and where it is (for messages).
 struct FirstRecord {
@@ -106,13 +104,7 @@ fn origin_of(args: &TrustedCopyArgs) -> Result<Result<String, CopyOutcome>, CliE
 }
 
 /// Reads the copy once, checking it, and calls `each` with every record of
-/// the origin that parses (in the copy's order, duplicates and all: the
-/// caller keeps what it needs; the outcome says whether the copy can be
-/// trusted, and up to where).
-///
-/// The store is judged by the same pass as `anchor verify`, on a thread of
-/// its own, handing each head and checkpoint it trusts to the copy's check
-/// as the copy reaches its seq ([`chainship_anchor::copy_audit`]).
+/// the origin that parses ([`chainship_evidence::copy::read_checked`]).
 pub fn read_checked(
     args: &TrustedCopyArgs,
     expect: CopyExpectations,
@@ -125,89 +117,15 @@ pub fn read_checked(
         Err(refused) => return Ok(refused),
     };
     let url = args.anchor.url()?;
-    let runtime = report::runtime()?;
-    let store = args.anchor.open(url, None);
-    let (sender, vouchers) = copy_audit::channel();
-    let mut copy = CopyCheck::new(&origin, &expect, vouchers);
     let source = args.sink.apply(&args.source);
-    let (read, pass) = std::thread::scope(|scope| {
-        let pass = scope.spawn(|| {
-            let mut sender = sender;
-            let store = args.anchor.open(url, None);
-            let input = StreamInput {
-                store: store.as_ref(),
-                origin: &origin,
-                keys: &keys,
-                witness: policy.as_ref().map(|p| (p, args.witness.witness_grace)),
-                since: None,
-                every_tile: true,
-            };
-            report::runtime()?.block_on(async {
-                let listing = stream_audit::list(&input).await.map_err(|e| CliError::from_kind(&e))?;
-                stream_audit::audit(&input, listing, Against::Copy(&mut sender))
-                    .await
-                    .map_err(|e| CliError::from_kind(&e))
-            })
-        });
-        let read = runtime.block_on(read_records(&source, &origin, &mut |line, place| {
-            copy.feed_line(line, place, each)
-        }));
-        match &read {
-            Ok(_) => copy.end_of_copy(),
-            // The pass must not wait on a reader that stopped.
-            Err(_) => copy.abandon(),
-        }
-        let pass = pass
-            .join()
-            .unwrap_or_else(|_| Err(CliError::usage("the store audit stopped unexpectedly")));
-        (read, pass)
-    });
-    let read = read.map_err(|e| CliError::from_kind(&e))?;
-    let audit = pass?;
-    let strays: Vec<(u64, String)> = read.strays.iter().map(|s| (s.records, s.place.clone())).collect();
-    let mut lookup = |seq: u64| {
-        runtime
-            .block_on(stream_audit::trusted_head_at(store.as_ref(), &origin, &keys, seq))
-            .ok()
-            .flatten()
+    let input = CopyInput {
+        source: &source,
+        origin: &origin,
+        keys: &keys,
+        witness: policy.as_ref().map(|p| (p, args.witness.witness_grace)),
+        open_store: &|| args.anchor.open(url, None),
     };
-    Ok(copy.finish(audit, &expect, &strays, read.narrowed.as_slice(), &mut lookup))
-}
-
-/// The first seq of the copy that cannot be trusted (see [`CopyOutcome::invalid_from`]).
-pub fn invalid_from(o: &CopyOutcome) -> Option<u64> {
-    o.invalid_from()
-}
-
-/// Reads the copy again for the runs and side effects of seqs `from..=to`.
-pub fn touched_in_copy(
-    args: &TrustedCopyArgs,
-    origin: &str,
-    from: u64,
-    to: u64,
-    mut touched: chainship_runs::Touched,
-) -> Result<crate::affected::Affected, CliError> {
-    let source = args.sink.apply(&args.source);
-    let mut last = from.saturating_sub(1);
-    report::runtime()?
-        .block_on(read_records(&source, origin, &mut |line, _| {
-            let Ok(r) = Record::parse(line) else { return };
-            if r.origin != origin || r.seq <= last || r.seq > to {
-                return;
-            }
-            last = r.seq;
-            if let Some(e) = crate::affected::RecordEvent::of(&r) {
-                touched.feed(&e.event(r.seq));
-            }
-        }))
-        .map_err(|e| CliError::from_kind(&e))?;
-    Ok(crate::affected::Affected {
-        from,
-        to,
-        ranges: Vec::new(),
-        touched,
-        note: None,
-    })
+    copy::read_checked(&input, expect, each).map_err(|e| CliError::from_kind(&e))
 }
 
 /// The copy's summary line, for every command that read one.

@@ -10,8 +10,10 @@
 //! (OCSF, ECS) carrying it whole, read back in any of them ([`record`]), the
 //! payload fields and event times the run rules and the SIEM mapping read
 //! ([`payload`], [`time`]), and the error vocabulary
-//! every crate speaks ([`error`]). It never writes a database.
+//! every crate speaks ([`error`]), and replacing a small file whole
+//! ([`atomic_file`]). It never writes a database.
 
+pub mod atomic_file;
 pub mod change_watch;
 pub mod check;
 pub mod db;

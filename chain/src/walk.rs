@@ -110,6 +110,13 @@ impl TreeGroups {
 }
 
 impl WalkReport {
+    /// The verdict of a walk: intact, and something was checked. A walk
+    /// over no event vouches for nothing (an empty table, a range past the
+    /// head), so it never passes.
+    pub fn passed(&self) -> bool {
+        self.ok() && self.checked > 0
+    }
+
     /// True when the chain is intact over the range and every head matched.
     pub fn ok(&self) -> bool {
         self.chain_break.is_none()

@@ -48,6 +48,10 @@ pub enum Setting {
     SinkS3Profile,
     /// The AWS profile of the S3 anchor store.
     AnchorS3Profile,
+    /// The seq an inclusion proof is asked for.
+    ProofSeq,
+    /// The checkpoint an inclusion proof is asked in.
+    ProofCheckpoint,
 }
 
 impl Setting {
@@ -62,6 +66,8 @@ impl Setting {
             Setting::KafkaPartition => "the Kafka partition setting",
             Setting::SinkS3Profile => "the S3 sink's profile setting",
             Setting::AnchorS3Profile => "the anchor store's profile setting",
+            Setting::ProofSeq => "the seq to prove",
+            Setting::ProofCheckpoint => "the checkpoint to prove in",
         }
     }
 }

@@ -1,4 +1,5 @@
-//! How an origin becomes one segment of a storage path or an id.
+//! What an origin may be ([`parse_origin`]), and how it becomes one
+//! segment of a storage path or an id ([`origin_segment`]).
 //!
 //! An origin like `team/a` may contain `/`, `:` and `@`. Used raw in an S3
 //! key or a Kafka transactional id, `team/a` would be a prefix of
@@ -20,6 +21,29 @@ pub fn origin_segment(origin: &str) -> String {
     out
 }
 
+/// Checks an origin: the log's identity (`prod-eu1/agentrt`) goes into
+/// every record, Kafka key, S3 key and signed head, so it is kept to
+/// characters that are safe in all of them.
+pub fn parse_origin(text: &str) -> Result<String, crate::Error> {
+    let ok = !text.is_empty()
+        && text.len() <= 200
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-/:@".contains(&b))
+        && !text.starts_with('/')
+        && !text.ends_with('/')
+        && !text
+            .split('/')
+            .any(|part| part.is_empty() || part == "." || part == "..");
+    if ok {
+        Ok(text.to_owned())
+    } else {
+        Err(crate::permanent!(
+            "{text:?} is not a usable origin: use 1-200 of A-Z a-z 0-9 . _ - : @ and / between parts, e.g. prod-eu1/agentrt"
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -34,5 +58,13 @@ mod tests {
         let a = format!("{}/", origin_segment("team/a"));
         assert!(!origin_segment("team/a/b").starts_with(&a));
         assert!(!origin_segment("team/a/b").contains('/'));
+    }
+
+    #[test]
+    fn accepts_plain_names_and_refuses_path_tricks() {
+        assert!(parse_origin("prod-eu1/agentrt").is_ok());
+        for bad in ["", "/abs", "a//b", "a/../b", "a b", "a\nb", "x/"] {
+            assert!(parse_origin(bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -197,26 +197,11 @@ pub fn read_head_file(path: &Path) -> Result<Option<Head>, CursorError> {
     line.parse::<Head>().map(Some).map_err(|e| corrupt(e.to_string()))
 }
 
-/// temp file (mode 0600) → write → fsync → rename over `path` → fsync the directory.
+/// Replaces `path` whole, through its `.tmp` sibling (mode 0600).
 pub fn write_atomically(path: &Path, content: &[u8]) -> std::io::Result<()> {
     let mut tmp_name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
     tmp_name.push(".tmp");
-    let tmp = path.with_file_name(tmp_name);
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    file.write_all(content)?;
-    file.sync_all()?;
-    drop(file);
-    std::fs::rename(&tmp, path)?;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    File::open(dir)?.sync_all()
+    chainship_chain::atomic_file::replace(path, &path.with_file_name(tmp_name), content, 0o600)
 }
 
 #[cfg(test)]

@@ -88,6 +88,51 @@ pub enum Ending {
     },
 }
 
+impl Ending {
+    /// The ending as a result: `Ok` for a run that stopped as asked (the
+    /// line to log), else the error, whose kind says what failed: the data
+    /// (integrity: a break, a store or witness contradicting the chain) or
+    /// the setup (everything else). `db` names the database in a break.
+    pub fn into_result(self, db: &std::path::Path) -> Result<Stopped, Error> {
+        match self {
+            Ending::Done { delivered, anchored } => Ok(Stopped::Done { delivered, anchored }),
+            Ending::Interrupted(message) => Ok(Stopped::Interrupted(message)),
+            Ending::Broken(b) => Err(Error::integrity(format!("{}: {b}", db.display()))),
+            Ending::Failed(FollowError::Stop(e)) => Err(e),
+            Ending::Failed(FollowError::Interrupted(m)) => Err(Error::transient(m)),
+            Ending::AnchoringCrashed(crash) => Err(Error::permanent(crash)),
+            Ending::AnchorContradicts(finding) => Err(Error::integrity(finding)),
+            Ending::WitnessingFailed(e) => Err(e),
+            Ending::NotAnchored {
+                newest,
+                published,
+                error,
+            } => {
+                let why = error.map_or(String::new(), |e| format!(": {}", e.message));
+                Err(Error::permanent(format!(
+                    "the newest head {newest} was not published to the anchor store within the shutdown grace (last published: seq {published}){why}; it is in the cursor and the next run publishes it"
+                )))
+            }
+            Ending::NoQuorum { message, contradiction } => Err(match contradiction {
+                Some(c) => Error::integrity(format!("{message}; {c}")),
+                None => Error::permanent(message),
+            }),
+        }
+    }
+}
+
+/// A run that stopped as asked.
+#[derive(Debug)]
+pub enum Stopped {
+    /// Delivered what there was, or stopped by a signal.
+    Done {
+        delivered: Option<Head>,
+        anchored: Option<u64>,
+    },
+    /// Stopped by a signal while a delivery was failing.
+    Interrupted(String),
+}
+
 impl Pipeline {
     /// Runs until the follower is done, stopped or fails, on `runtime`.
     pub fn run(self, runtime: &tokio::runtime::Runtime) -> Ending {
@@ -226,6 +271,38 @@ impl Pipeline {
             Ok(Outcome::Broken(b)) => Ending::Broken(b),
             Err(FollowError::Interrupted(m)) => Ending::Interrupted(m),
             Err(e) => Ending::Failed(e),
+        }
+    }
+}
+
+/// The follower's runtime (two workers), shut down within a bound however
+/// the command ends: a store or sink call stuck in the kernel (a hung
+/// mount) must not keep the process from exiting.
+pub struct BoundedRuntime(Option<tokio::runtime::Runtime>, Duration);
+
+impl BoundedRuntime {
+    /// A runtime whose shutdown waits at most `grace` (at least 1 s).
+    pub fn new(grace: Duration) -> Result<BoundedRuntime, Error> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| Error::permanent(format!("cannot start the async runtime: {e}")))?;
+        Ok(BoundedRuntime(Some(runtime), grace.max(Duration::from_secs(1))))
+    }
+}
+
+impl std::ops::Deref for BoundedRuntime {
+    type Target = tokio::runtime::Runtime;
+    fn deref(&self) -> &Self::Target {
+        self.0.as_ref().expect("present until dropped")
+    }
+}
+
+impl Drop for BoundedRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_timeout(self.1);
         }
     }
 }

@@ -455,3 +455,59 @@ fn verify(w: &Witness, cp: &PublishedCheckpoint, lines: &str) -> Outcome {
         },
     }
 }
+
+/// What `chainship check` asks each witness: to cosign the newest kept
+/// checkpoint of `origin` signed by one of `keys`, as the follower would
+/// (from the size it knows, with a consistency proof); a witness passes
+/// only if its cosignature verifies with the key given. With no store, or
+/// no checkpoint kept yet, nothing can be asked, and each says so. Returns
+/// each witness's name and address, and what it did or why it failed.
+pub async fn probe(
+    store: Option<&dyn AnchorStore>,
+    origin: &str,
+    keys: &[VerifierKey],
+    witnesses: &[Witness],
+) -> Result<Vec<(String, Result<String, String>)>, Error> {
+    let newest = match store {
+        Some(store) => newest_checkpoint(store, origin, keys).await?,
+        None => None,
+    };
+    let client = crate::witness_http::client()?;
+    let mut out = Vec::new();
+    for w in witnesses {
+        let what = format!("witness {} ({})", w.key.name, w.url);
+        let (Some(store), Some((cp, note))) = (store, &newest) else {
+            out.push((
+                what,
+                Err(
+                    "not asked: no checkpoint signed by the signing key is kept yet (check again after the first one)"
+                        .into(),
+                ),
+            ));
+            continue;
+        };
+        let published = PublishedCheckpoint {
+            size: cp.size,
+            note: note.clone(),
+        };
+        let (outcome, _) = submit(store, origin, &client, w, &published, 0).await;
+        let r = match outcome {
+            Outcome::Cosigned(_) => Ok(format!(
+                "cosigned checkpoint {} of {origin:?}; its cosignature verifies with the key given",
+                cp.size
+            )),
+            Outcome::Ahead(size) => Err(format!(
+                "has cosigned size {size} of {origin:?}, above the newest checkpoint {}: another publisher or another history",
+                cp.size
+            )),
+            Outcome::Inconsistent { old, why } => Err(format!(
+                "refuses checkpoint {} as inconsistent with the size {old} it cosigned: {why}",
+                cp.size
+            )),
+            Outcome::Refused(why) => Err(format!("does not know origin {origin:?} or its key: {why}")),
+            Outcome::Failed { why, .. } => Err(why),
+        };
+        out.push((what, r));
+    }
+    Ok(out)
+}

@@ -9,10 +9,15 @@
 //! run as a [`RunSummary`] when it ends. [`Touched`] collects which runs and
 //! side effects a range of events holds, for the findings of the chain
 //! checks ("which runs does this break touch, and what needs reconciling").
+//! [`synth`] writes the other way round: agentrt's own run sequences, for
+//! demo and test databases (`chainship generate`).
 
+pub mod affected;
 pub mod check;
 pub mod finding;
 pub mod profile;
+pub mod synth;
+pub mod tally;
 pub mod touched;
 
 /// The payload fields and event times the rules read live with the chain,

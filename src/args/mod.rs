@@ -108,7 +108,7 @@ fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
 pub struct OriginArg {
     /// Whose chain: the origin named in every record, sink key and signed
     /// head (e.g. prod-eu1/agentrt).
-    #[arg(long, value_parser = crate::origin::parse_origin)]
+    #[arg(long, value_parser = chainship_chain::origin::parse_origin)]
     pub origin: Option<String>,
 }
 

@@ -5,14 +5,12 @@ use std::time::Duration;
 
 use chainship_anchor::audit::{self, HeadSet};
 use chainship_anchor::db_audit::{self, DbAudit, DbVerdict};
-use chainship_anchor::store::CHECKPOINTS_DIR;
 use chainship_anchor::stream_audit::{self, StreamInput};
-use chainship_anchor::{Kind, StoreError, VerifierKey};
+use chainship_anchor::{Kind, VerifierKey};
 use chainship_chain::{EventDb, WalkPlan, WalkReport, walk_chain};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::affected;
 use crate::args::{
     AnchorStoreArgs, DbArgs, JobMetricsArgs, OriginArg, OutputArgs, RunRulesArgs, TrustArgs, WalkArgs, WitnessTrustArgs,
 };
@@ -20,7 +18,8 @@ use crate::exit::{CliError, CmdResult, OK};
 use crate::job_metrics::JobReport;
 use crate::progress::events_bar;
 use crate::report;
-use crate::verify_state;
+use chainship_anchor::verify_state;
+use chainship_runs::affected;
 
 #[derive(Subcommand, Debug)]
 pub enum AnchorCommand {
@@ -135,7 +134,9 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
     let origin = args.common.origin.get()?;
     let store = args.common.store.open(args.common.store.url()?, None);
     let state = match &args.state {
-        Some(path) => verify_state::load(path, origin, &store.describe())?,
+        Some(path) => {
+            verify_state::load(path, origin, &store.describe()).map_err(|e| CliError::usage(format!("--state {e}")))?
+        }
         None => None,
     };
     let since = state.as_ref();
@@ -186,10 +187,9 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
         (Some(from), Some(touched)) => {
             let open = args.db.open_options().map_err(|e| CliError::from_kind(&e))?;
             let db = EventDb::open(args.db.path()?, &open)?;
-            let to = db.head().ok().flatten().map_or(from, |(s, _)| s);
             Some(match &ranges {
                 Some(ranges) => affected::scan_ranges(&db, ranges, touched),
-                None => affected::scan_db(&db, from, to, touched),
+                None => affected::scan_to_head(&db, from, touched),
             })
         }
         _ => None,
@@ -293,36 +293,17 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
     if findings.is_empty()
         && let (Some(path), Some(head)) = (&args.state, last_trusted)
     {
-        // The checkpoint the next run goes on from: the newest, when its
-        // tree's edge was rebuilt, else the one the state had.
-        let checkpoint = match (&audit.largest, &audit.edge) {
-            (Some(cp), Some(edge)) => Some((cp.size, cp.root, edge)),
-            _ => since.and_then(|s| s.checkpoint.as_ref().map(|(size, root, edge)| (*size, *root, edge))),
-        };
-        // What lies below them now, so the next run notices a note added there.
-        let counted = runtime
-            .block_on(async {
-                let notes = store.note_keys_counted(origin, head.seq).await?.1;
-                let checkpoints = match checkpoint {
-                    Some((size, _, _)) => store.log_keys_counted(origin, CHECKPOINTS_DIR, size).await?.1,
-                    None => None,
-                };
-                Ok::<_, StoreError>((notes, checkpoints))
-            })
-            .map_err(|e| CliError::from_kind(&e))?;
-        verify_state::save(
-            path,
-            &verify_state::Verified {
+        let published = last_trusted_published;
+        runtime
+            .block_on(verify_state::save_after(
+                path,
+                store.as_ref(),
                 origin,
-                store: &store.describe(),
-                head,
-                head_published: last_trusted_published,
-                checkpoint,
-                newest_cosigned: cosigns.and_then(|c| c.newest_cosigned),
-                notes_below: counted.0,
-                checkpoints_below: counted.1,
-            },
-        )?;
+                (head, published),
+                &audit,
+                since,
+            ))
+            .map_err(|e| CliError::usage(format!("--state {e}")))?;
     }
     Ok(crate::exit::verdict(findings.is_empty()))
 }

@@ -2,11 +2,9 @@
 //! anchor store and looks at the files, reporting each as ok or the exact
 //! failure — the healthcheck a deployment runs before starting the follower.
 
-use chainship_anchor::log_publish::newest_checkpoint;
 use chainship_chain::EventDb;
 use chainship_follower::FileCursor;
-use chainship_follower::witness_http;
-use chainship_follower::witnessing::{Outcome, PublishedCheckpoint, Witness, submit};
+use chainship_follower::witnessing::{self, Witness};
 use chainship_sinks::open_sink;
 use clap::Args;
 use serde_json::json;
@@ -123,10 +121,8 @@ pub fn run(check: &CheckArgs) -> CmdResult {
     Ok(verdict(ok))
 }
 
-/// Asks each witness to cosign the newest kept checkpoint, as the follower
-/// would (from the size it knows, with a consistency proof), and checks its
-/// cosignature with the key given: a witness passes only if its cosignature
-/// verifies. With no checkpoint kept yet, nothing can be asked.
+/// Asks each witness to cosign the newest kept checkpoint
+/// ([`witnessing::probe`]), with the keys of `--signing-key`.
 async fn check_witnesses(
     args: &crate::args::PipelineArgs,
     witnesses: &[Witness],
@@ -138,48 +134,7 @@ async fn check_witnesses(
         .anchor
         .as_ref()
         .map(|url| args.anchor.open(url, Some(args.retain)));
-    let newest = match &store {
-        Some(store) => newest_checkpoint(store.as_ref(), origin, &keys)
-            .await
-            .map_err(|e| CliError::from_kind(&e))?,
-        None => None,
-    };
-    let client = witness_http::client().map_err(CliError::usage)?;
-    let mut out = Vec::new();
-    for w in witnesses {
-        let what = format!("witness {} ({})", w.key.name, w.url);
-        let (Some(store), Some((cp, note))) = (&store, &newest) else {
-            out.push((
-                what,
-                Err(
-                    "not asked: no checkpoint signed by --signing-key is kept yet (check again after the first one)"
-                        .into(),
-                ),
-            ));
-            continue;
-        };
-        let published = PublishedCheckpoint {
-            size: cp.size,
-            note: note.clone(),
-        };
-        let (outcome, _) = submit(store.as_ref(), origin, &client, w, &published, 0).await;
-        let r = match outcome {
-            Outcome::Cosigned(_) => Ok(format!(
-                "cosigned checkpoint {} of {origin:?}; its cosignature verifies with the key given",
-                cp.size
-            )),
-            Outcome::Ahead(size) => Err(format!(
-                "has cosigned size {size} of {origin:?}, above the newest checkpoint {}: another publisher or another history",
-                cp.size
-            )),
-            Outcome::Inconsistent { old, why } => Err(format!(
-                "refuses checkpoint {} as inconsistent with the size {old} it cosigned: {why}",
-                cp.size
-            )),
-            Outcome::Refused(why) => Err(format!("does not know origin {origin:?} or its key: {why}")),
-            Outcome::Failed { why, .. } => Err(why),
-        };
-        out.push((what, r));
-    }
-    Ok(out)
+    witnessing::probe(store.as_deref(), origin, &keys, witnesses)
+        .await
+        .map_err(|e| CliError::from_kind(&e))
 }

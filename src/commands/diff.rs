@@ -6,17 +6,17 @@
 //! in pages, by seq. Memory holds one page and the first `--limit` changed
 //! events in detail; everything past that is counted.
 
-use chainship_chain::record::Record;
-use chainship_chain::{ChainBreak, ChainCheck, EventBatch, EventDb, EventRef};
+use chainship_chain::EventDb;
+use chainship_evidence::diff::{self, Comparison, Ranges, readable};
 use clap::Args;
 use serde_json::{Value, json};
 
-use crate::affected::{self, Affected, RecordEvent};
 use crate::args::{DbArgs, OutputArgs, RunRulesArgs};
 use crate::exit::{CliError, CmdResult, verdict};
 use crate::progress::records_spinner;
 use crate::report;
 use crate::trusted_copy::{self, CopyExpectations, CopyOutcome, TrustedCopyArgs};
+use chainship_runs::affected;
 
 /// Show what changed in the database against the trusted copy.
 #[derive(Args, Debug)]
@@ -55,255 +55,11 @@ pub struct DiffArgs {
 /// Values longer than this are shortened for display.
 const SHOWN_CHARS: usize = 96;
 
-/// One field that differs.
-struct FieldDiff {
-    field: &'static str,
-    copy: Vec<u8>,
-    database: Vec<u8>,
-}
-
-/// An event both hold, with different contents.
-struct Changed {
-    seq: u64,
-    run_id: String,
-    fields: Vec<FieldDiff>,
-}
-
-/// Seq ranges, merged as they come in order; at most `cap` kept, all counted.
-struct Ranges {
-    list: Vec<(u64, u64)>,
-    count: u64,
-    cap: usize,
-    more: bool,
-}
-
-impl Ranges {
-    fn new(cap: usize) -> Self {
-        Ranges {
-            list: Vec::new(),
-            count: 0,
-            cap,
-            more: false,
-        }
-    }
-
-    fn add(&mut self, seq: u64) {
-        self.count += 1;
-        if let Some((_, end)) = self.list.last_mut()
-            && *end + 1 == seq
-        {
-            *end = seq;
-        } else if self.list.len() < self.cap {
-            self.list.push((seq, seq));
-        } else {
-            self.more = true;
-        }
-    }
-}
-
-/// The database, read by seq in pages, up to the head it had at the start.
-/// Every row it passes is also checked against the chain, so damage the
-/// copy cannot show (past its end) is still named.
-struct DbCursor {
-    db: EventDb,
-    page: EventBatch,
-    pos: usize,
-    after: u64,
-    head: u64,
-    chain: ChainCheck,
-    /// The first chain break among the rows passed.
-    broken: Option<Box<ChainBreak>>,
-    /// A row that could not be read (a field not text): reading stopped there.
-    unreadable: Option<String>,
-}
-
-impl DbCursor {
-    fn peek_seq(&mut self) -> Option<u64> {
-        if self.pos >= self.page.len() && self.after < self.head && self.unreadable.is_none() {
-            self.page.clear();
-            self.pos = 0;
-            if let Err(e) = self.db.read_page(self.after, 4096, 8 << 20, &mut self.page) {
-                // Rows read before the bad one are still compared.
-                self.unreadable = Some(e.to_string().replace('\n', ";"));
-            }
-            self.after = self.page.last().map_or(self.head, |e| e.seq);
-        }
-        self.current().map(|e| e.seq).filter(|&s| s <= self.head)
-    }
-
-    fn current(&self) -> Option<EventRef<'_>> {
-        self.page.get(self.pos)
-    }
-
-    fn advance(&mut self) {
-        if self.broken.is_none()
-            && let Some(e) = self.page.get(self.pos)
-            && let Err(b) = self.chain.check(&e)
-        {
-            self.broken = Some(b);
-        }
-        self.pos += 1;
-    }
-}
-
-/// The side-by-side walk.
-struct Comparison {
-    db: DbCursor,
-    last_copy: u64,
-    same: u64,
-    changed: Vec<Changed>,
-    changed_count: u64,
-    limit: usize,
-    missing: Ranges,
-    database_only: Ranges,
-    beyond: Ranges,
-    fork: Option<(u64, String, String)>,
-    /// Runs and side effects of the differing events (the copy's version
-    /// where it has one: what really happened).
-    touched: Option<chainship_runs::Touched>,
-    /// A row no seq order reaches (seq NULL, 0 or negative), described.
-    unreachable: Option<String>,
-    /// Copy records not compared because the database could not be read.
-    not_compared: u64,
-}
-
-fn lossy(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-impl Comparison {
-    /// Takes the copy's next record: database rows before it are the
-    /// database's alone; the row at its seq is compared; none is missing.
-    fn feed(&mut self, r: &Record<'_>) {
-        if r.seq <= self.last_copy {
-            return; // a duplicate or a late record: the copy check names it
-        }
-        self.last_copy = r.seq;
-        loop {
-            match self.db.peek_seq() {
-                Some(s) if s < r.seq => {
-                    self.database_only.add(s);
-                    if let (Some(t), Some(e)) = (self.touched.as_mut(), self.db.current()) {
-                        t.feed(&chainship_runs::RunEvent::from(&e));
-                    }
-                    self.db.advance();
-                }
-                Some(s) if s == r.seq => {
-                    self.compare(r);
-                    self.db.advance();
-                    return;
-                }
-                _ if self.db.unreadable.is_some() => {
-                    self.not_compared += 1;
-                    return;
-                }
-                _ => {
-                    self.missing.add(r.seq);
-                    self.touch(r);
-                    return;
-                }
-            }
-        }
-    }
-
-    fn touch(&mut self, r: &Record<'_>) {
-        if let (Some(t), Some(e)) = (self.touched.as_mut(), RecordEvent::of(r)) {
-            t.feed(&e.event(r.seq));
-        }
-    }
-
-    fn compare(&mut self, r: &Record<'_>) {
-        let Some(e) = self.db.current() else { return };
-        let db_fields: [(&'static str, &[u8]); 6] = [
-            ("run_id", e.run_id),
-            ("step_id", e.step_id),
-            ("at", e.at),
-            ("type", e.kind),
-            ("payload_json", e.payload_json),
-            ("hash", e.hash),
-        ];
-        let mut fields = Vec::new();
-        for (name, stored) in db_fields {
-            let copy = if name == "hash" {
-                Some(std::borrow::Cow::Borrowed(r.hash.as_bytes()))
-            } else {
-                r.field_bytes(name)
-            };
-            let copy = copy.as_deref().unwrap_or(b"");
-            if copy != stored {
-                fields.push(FieldDiff {
-                    field: name,
-                    copy: copy.to_vec(),
-                    database: stored.to_vec(),
-                });
-            }
-        }
-        if fields.is_empty() {
-            self.same += 1;
-            return;
-        }
-        let (seq, hash_differs, db_hash) = (e.seq, e.hash != r.hash.as_bytes(), lossy(e.hash));
-        if self.fork.is_none() && hash_differs {
-            self.fork = Some((seq, r.hash.to_string(), db_hash));
-        }
-        self.touch(r);
-        self.changed_count += 1;
-        if self.changed.len() < self.limit {
-            self.changed.push(Changed {
-                seq,
-                run_id: readable(&r.field_bytes("run_id").unwrap_or_default()),
-                fields,
-            });
-        }
-    }
-
-    /// The database's rows after the copy's last record.
-    fn finish(&mut self) {
-        while let Some(s) = self.db.peek_seq() {
-            self.beyond.add(s);
-            self.db.advance();
-        }
-    }
-
-    fn differs(&self) -> bool {
-        self.changed_count > 0
-            || self.missing.count > 0
-            || self.database_only.count > 0
-            || self.unreachable.is_some()
-            || self.db.broken.is_some()
-            || self.db.unreadable.is_some()
-    }
-}
-
 pub fn run(args: &DiffArgs) -> CmdResult {
     let options = args.db.open_options().map_err(|e| CliError::from_kind(&e))?;
     let db = EventDb::open(args.db.path()?, &options)?;
     let head = db.head()?.map_or(0, |(seq, _)| seq);
-    let unreachable = db.first_unreachable_seq()?;
-    let mut cmp = Comparison {
-        db: DbCursor {
-            db,
-            page: EventBatch::new(),
-            pos: 0,
-            after: 0,
-            head,
-            chain: ChainCheck::from_start(),
-            broken: None,
-            unreadable: None,
-        },
-        last_copy: 0,
-        same: 0,
-        changed: Vec::new(),
-        changed_count: 0,
-        limit: args.limit,
-        missing: Ranges::new(1000),
-        database_only: Ranges::new(1000),
-        beyond: Ranges::new(1),
-        fork: None,
-        touched: args.rules.touched()?,
-        unreachable,
-        not_compared: 0,
-    };
+    let mut cmp = Comparison::new(db, head, args.limit, args.rules.touched()?)?;
     let bar = records_spinner("comparing", args.output.json);
     let outcome = trusted_copy::read_checked(&args.copy, CopyExpectations::default(), &mut |record| {
         cmp.feed(record);
@@ -318,35 +74,6 @@ pub fn run(args: &DiffArgs) -> CmdResult {
         print_text(args, &outcome, &cmp, head);
     }
     Ok(verdict(!different))
-}
-
-/// The runs and side effects of the differing events, when any differ.
-fn affected_of(c: &Comparison) -> Option<Affected> {
-    let t = c.touched.as_ref().filter(|t| t.events > 0)?;
-    let seqs = c
-        .changed
-        .iter()
-        .map(|ch| ch.seq)
-        .chain(c.missing.list.iter().flat_map(|&(a, b)| [a, b]))
-        .chain(c.database_only.list.iter().flat_map(|&(a, b)| [a, b]));
-    let (from, to) = seqs.fold((u64::MAX, 0), |(lo, hi), s| (lo.min(s), hi.max(s)));
-    Some(Affected {
-        from,
-        to,
-        ranges: Vec::new(),
-        touched: t.clone(),
-        note: None,
-    })
-}
-
-/// A value's readable form: text escaped as Rust escapes it, or, when the
-/// bytes are not UTF-8, each byte that is not printable ASCII as `\xNN`
-/// (two different invalid byte strings never look alike).
-fn readable(bytes: &[u8]) -> String {
-    match std::str::from_utf8(bytes) {
-        Ok(text) => text.escape_debug().collect(),
-        Err(_) => bytes.escape_ascii().to_string(),
-    }
 }
 
 /// The part of a long value worth showing: from a little before the first
@@ -476,7 +203,7 @@ fn print_text(args: &DiffArgs, o: &CopyOutcome, c: &Comparison, head: u64) {
             range_text(a, head)
         );
     }
-    if let Some(a) = affected_of(c) {
+    if let Some(a) = diff::affected(c) {
         for line in affected::lines(&a) {
             outln!("{line}");
         }
@@ -556,7 +283,7 @@ fn to_json(args: &DiffArgs, o: &CopyOutcome, c: &Comparison, head: u64, differen
         "database_break": c.db.broken.as_ref().map(|b| json!({"seq": b.seq, "reason": b.reason()})),
         "database_unreadable": c.db.unreadable.as_ref().map(|e| json!({"error": e, "copy_records_not_compared": c.not_compared})),
         "last_trusted_head": o.last_trusted.map(|h| json!({"seq": h.seq, "hash": h.hash_str()})),
-        "affected": affected_of(c).as_ref().map(affected::json),
+        "affected": diff::affected(c).as_ref().map(affected::json),
     });
     if c.missing.more || c.database_only.more {
         doc["ranges_truncated"] = true.into();

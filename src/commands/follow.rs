@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use chainship_follower::retry::RetryPolicy;
 use chainship_follower::{
-    AnchorSetup, Ending, FileCursor, FollowConfig, Health, OnBreak, Pipeline, RunRules, StartFrom,
+    AnchorSetup, BoundedRuntime, FileCursor, FollowConfig, Health, OnBreak, Pipeline, RunRules, StartFrom, Stopped,
 };
 use chainship_sinks::{BatchPolicy, open_sink};
 use clap::{Args, ValueEnum};
@@ -151,19 +151,12 @@ pub fn run(args: &FollowArgs) -> CmdResult {
         let _ = signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&stop));
         let _ = signal_hook::flag::register(signal, Arc::clone(&stop));
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::usage(format!("cannot start the async runtime: {e}")))?;
-    // However the command ends, a store or sink call stuck in the kernel (a
-    // hung mount) must not keep the process from exiting.
-    let runtime = BoundedShutdown(Some(runtime), args.shutdown_grace.max(Duration::from_secs(1)));
+    let runtime = BoundedRuntime::new(args.shutdown_grace).map_err(|e| CliError::from_kind(&e))?;
     let health = Arc::new(Health::new(args.unhealthy_after));
     if let Some(addr) = args.metrics_addr {
         runtime
-            .block_on(crate::metrics_server::start(addr, Arc::clone(&health)))
-            .map_err(CliError::usage)?;
+            .block_on(chainship_follower::probe_server::start(addr, Arc::clone(&health)))
+            .map_err(|e| CliError::usage(format!("--metrics-addr: {e}")))?;
     }
     // Checked here, not by clap: either may come from the config file, whose
     // values clap sees as defaults and its `requires` does not count.
@@ -198,8 +191,8 @@ pub fn run(args: &FollowArgs) -> CmdResult {
         stop,
         health,
     };
-    match pipeline.run(&runtime) {
-        Ending::Done { delivered, anchored } => {
+    match pipeline.run(&runtime).into_result(db_path) {
+        Ok(Stopped::Done { delivered, anchored }) => {
             let delivered = delivered.map_or(0, |h| h.seq);
             let anchored = anchored.map_or("nothing (no --anchor)".to_owned(), |a| format!("seq {a}"));
             tracing::info!(
@@ -208,47 +201,10 @@ pub fn run(args: &FollowArgs) -> CmdResult {
             );
             Ok(OK)
         }
-        Ending::Interrupted(m) => {
+        Ok(Stopped::Interrupted(m)) => {
             tracing::warn!("{m}");
             Ok(OK)
         }
-        Ending::Broken(b) => Err(CliError::failed(format!("{}: {b}", db_path.display()))),
-        Ending::Failed(e) => Err(CliError::from_kind(&e)),
-        Ending::AnchoringCrashed(crash) => Err(CliError::usage(crash)),
-        Ending::AnchorContradicts(finding) => Err(CliError::failed(finding)),
-        Ending::WitnessingFailed(e) => Err(CliError::from_kind(&e)),
-        Ending::NotAnchored {
-            newest,
-            published,
-            error,
-        } => {
-            let why = error.map_or(String::new(), |e| format!(": {}", CliError::from_kind(&e).message));
-            Err(CliError::usage(format!(
-                "the newest head {newest} was not published to the anchor store within --shutdown-grace (last published: seq {published}){why}; it is in the cursor and the next run publishes it"
-            )))
-        }
-        Ending::NoQuorum { message, contradiction } => Err(match contradiction {
-            Some(c) => CliError::failed(format!("{message}; {c}")),
-            None => CliError::usage(message),
-        }),
-    }
-}
-
-/// The follower's runtime, shut down within a bound when dropped instead of
-/// waiting on its threads for ever.
-struct BoundedShutdown(Option<tokio::runtime::Runtime>, Duration);
-
-impl std::ops::Deref for BoundedShutdown {
-    type Target = tokio::runtime::Runtime;
-    fn deref(&self) -> &Self::Target {
-        self.0.as_ref().expect("present until dropped")
-    }
-}
-
-impl Drop for BoundedShutdown {
-    fn drop(&mut self) {
-        if let Some(runtime) = self.0.take() {
-            runtime.shutdown_timeout(self.1);
-        }
+        Err(e) => Err(CliError::from_kind(&e)),
     }
 }

@@ -1,16 +1,16 @@
 //! `chainship restore`: rebuild the audit database from the exported copy,
 //! checked against the signed heads, up to the last trusted head.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
+use chainship_anchor::AnchorUrl;
 use chainship_anchor::{Finding, Kind};
-use chainship_chain::{EventDb, Head, OpenOptions, WalkPlan, walk_chain};
+use chainship_evidence::restore::{self, Restore, Restored};
 use clap::Args;
 use serde_json::json;
 
 use crate::args::OutputArgs;
 use crate::exit::{CliError, CmdResult, OK, verdict};
-use crate::new_database::NewDatabase;
 use crate::progress::records_spinner;
 use crate::report;
 use crate::trusted_copy::{self, CopyExpectations, CopyOutcome, TrustedCopyArgs};
@@ -52,91 +52,34 @@ pub struct RestoreArgs {
     pub output: OutputArgs,
 }
 
-/// What was restored.
-struct Restored {
-    /// The last seq written (events 1 to it).
-    end: u64,
-    last_trusted: Head,
-    /// Checked records after the last trusted head that were written.
-    unanchored_written: u64,
-    /// Checked records after the last trusted head that were not.
-    unanchored_left: u64,
-}
-
 pub fn run(args: &RestoreArgs) -> CmdResult {
-    refuse_out_in_evidence(args)?;
-    let mut db = NewDatabase::create(&args.out)?;
+    // The restored database is never written where evidence lives.
+    if let Some(AnchorUrl::File(dir)) = &args.copy.anchor.anchor {
+        restore::refuse_inside_store(&args.out, dir).map_err(out_error)?;
+    }
+    let mut restore = Restore::create(&args.out, args.to).map_err(out_error)?;
     let bar = records_spinner("restoring", args.output.json);
-    let mut write_error: Option<CliError> = None;
     let outcome = trusted_copy::read_checked(&args.copy, CopyExpectations::default(), &mut |record| {
-        // Only the next seq is written: duplicates, late and out-of-order
-        // records are the check's to name, and a gap stops the writing.
-        if write_error.is_some() || record.seq != db.last() + 1 || args.to.is_some_and(|to| record.seq > to) {
-            return;
+        if restore.take(record) {
+            bar.inc(1);
         }
-        // A record whose fields cannot be decoded is the check's to name (as
-        // altered, with its place in the copy); it is never written.
-        if crate::affected::RecordEvent::of(record).is_none() {
-            return;
-        }
-        if let Err(e) = db.insert(record) {
-            write_error = Some(e);
-        }
-        bar.inc(1);
     })?;
     bar.finish_and_clear();
-    if let Some(e) = write_error {
-        return Err(e);
+    match restore.finish(&outcome, args.include_unanchored).map_err(out_error)? {
+        Some(restored) => {
+            print(args, &outcome, &restored);
+            Ok(OK)
+        }
+        None => Ok(refuse(args, &outcome)),
     }
-    let trusted = match (outcome.findings.is_empty(), outcome.last_trusted) {
-        (true, Some(head)) => head,
-        _ => return Ok(refuse(args, &outcome)),
-    };
-    let copy_end = outcome.end_seq.unwrap_or(0);
-    let limit = args.to.unwrap_or(u64::MAX);
-    let end = if args.include_unanchored {
-        db.last().min(limit)
-    } else {
-        trusted.seq.min(limit)
-    };
-    db.complete(end)?;
-    recheck(&db, end, trusted)?;
-    db.place()?;
-    let restored = Restored {
-        end,
-        last_trusted: trusted,
-        unanchored_written: end.saturating_sub(trusted.seq),
-        // Left out by choice with --to: not counted as left behind.
-        unanchored_left: if args.to.is_none() {
-            copy_end.saturating_sub(end.max(trusted.seq))
-        } else {
-            0
-        },
-    };
-    print(args, &outcome, &restored);
-    Ok(OK)
 }
 
-/// Walks the finished file once more, as `verify --head` would: what is
-/// put in place is what was checked, read back from disk.
-fn recheck(db: &NewDatabase, end: u64, trusted: Head) -> Result<(), CliError> {
-    let failed = |why: String| CliError::failed(format!("{}: the restored database {why}", db.temp_path().display()));
-    let opened = EventDb::open(db.temp_path(), &OpenOptions::default()).map_err(|e| failed(e.to_string()))?;
-    let plan = WalkPlan {
-        from: 1,
-        to: Some(end),
-        heads: (trusted.seq <= end).then_some(trusted).into_iter().collect(),
-        roots_at: Vec::new(),
-        ..WalkPlan::default()
-    };
-    let report = walk_chain(opened, &plan, &mut |_| {}).map_err(|e| failed(e.to_string()))?;
-    if !report.ok() || report.checked != end {
-        return Err(failed(format!(
-            "does not walk clean to seq {end} (checked {}): nothing was put at the final name",
-            report.checked
-        )));
+/// A restore error: the data (exit 1), or the `--out` file (exit 2).
+fn out_error(e: chainship_chain::Error) -> CliError {
+    match e.kind {
+        chainship_chain::ErrorKind::Integrity => CliError::from_kind(&e),
+        _ => CliError::usage(format!("--out {e}")),
     }
-    Ok(())
 }
 
 /// The copy cannot be trusted: say why, and that nothing was written.
@@ -222,41 +165,4 @@ fn print(args: &RestoreArgs, o: &CopyOutcome, r: &Restored) {
         );
     }
     outln!("last trusted head: seq {} {}", head.seq, head.hash_str());
-}
-
-/// A restored database is never written where evidence lives: inside a
-/// file anchor store, a file there reads as a bad head to the next
-/// `anchor verify`. (The copy itself exists, so `--out` never replaces it.)
-fn refuse_out_in_evidence(args: &RestoreArgs) -> Result<(), CliError> {
-    let real = |p: &Path| -> Option<PathBuf> {
-        std::fs::canonicalize(p).ok().or_else(|| {
-            let dir = p
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
-            Some(std::fs::canonicalize(dir).ok()?.join(p.file_name()?))
-        })
-    };
-    let Some(out) = real(&args.out) else { return Ok(()) };
-    let mut places: Vec<(PathBuf, &str)> = Vec::new();
-    if let Some(chainship_anchor::AnchorUrl::File(dir)) = &args.copy.anchor.anchor {
-        places.extend(real(dir).map(|d| (d, "the anchor store")));
-    }
-    // By identity too: a bind mount of the store is the store under another path.
-    let identity = |p: &Path| {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
-    };
-    for (place, what) in places {
-        let inside = out.starts_with(&place)
-            || identity(&place).is_some_and(|store| out.ancestors().skip(1).any(|dir| identity(dir) == Some(store)));
-        if inside {
-            return Err(CliError::usage(format!(
-                "--out {}: inside {what} ({}); write the restored database elsewhere",
-                args.out.display(),
-                place.display()
-            )));
-        }
-    }
-    Ok(())
 }

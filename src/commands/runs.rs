@@ -5,17 +5,15 @@
 //! Streaming: a row is printed as each run ends; state is kept only for
 //! runs still open.
 
-use std::collections::BTreeMap;
-
 use chainship_chain::EventDb;
-use chainship_chain::record::Record;
+use chainship_evidence::copy;
 use chainship_runs::payload::Payload;
+use chainship_runs::tally::{FINDINGS_KEPT, RunTally};
 use chainship_runs::{RunCheck, RunEvent, RunFinding, RunSummary};
-use chainship_sinks::{SinkConfig, read_records};
+use chainship_sinks::SinkConfig;
 use clap::Args;
 use serde_json::{Value, json};
 
-use crate::affected::RecordEvent;
 use crate::args::{DbArgs, OriginArg, OutputArgs, RunRulesArgs, SinkConnectArgs};
 use crate::exit::{CliError, CmdResult, verdict};
 use crate::progress::records_spinner;
@@ -57,24 +55,12 @@ pub struct RunsArgs {
     pub output: OutputArgs,
 }
 
-/// Findings kept for printing; all are counted.
-const FINDINGS_KEPT: usize = 10_000;
-
-/// What is printed as the walk goes, and what is kept for the end.
+/// What is printed as the walk goes; the counts and the verdict are the tally's.
 struct Report<'a> {
     args: &'a RunsArgs,
     rows: u64,
     timeline: u64,
-    findings: Vec<RunFinding>,
-    finding_count: u64,
-    by_kind: BTreeMap<&'static str, u64>,
-    by_status: BTreeMap<&'static str, u64>,
-    events: u64,
-    tool_calls: u64,
-    side_effects: u64,
-    the_run: Option<RunSummary>,
-    /// Lines of a copy that are not records, and seq gaps: the first, and how many.
-    not_whole: Option<(String, u64)>,
+    tally: RunTally,
 }
 
 impl<'a> Report<'a> {
@@ -83,15 +69,7 @@ impl<'a> Report<'a> {
             args,
             rows: 0,
             timeline: 0,
-            findings: Vec::new(),
-            finding_count: 0,
-            by_kind: BTreeMap::new(),
-            by_status: BTreeMap::new(),
-            events: 0,
-            tool_calls: 0,
-            side_effects: 0,
-            the_run: None,
-            not_whole: None,
+            tally: RunTally::new(args.run.clone()),
         }
     }
 
@@ -114,12 +92,8 @@ impl<'a> Report<'a> {
         }
     }
 
-    /// A copy that is not whole: the run check saw only part of it.
     fn not_whole(&mut self, what: String) {
-        match &mut self.not_whole {
-            Some((_, n)) => *n += 1,
-            None => self.not_whole = Some((what, 1)),
-        }
+        self.tally.not_whole(what);
     }
 
     /// One event of the run asked for with `--run`.
@@ -162,30 +136,14 @@ impl<'a> Report<'a> {
     }
 
     fn take(&mut self, check: &mut RunCheck) {
-        for f in check.take_findings() {
-            self.finding_count += 1;
-            *self.by_kind.entry(f.kind.as_str()).or_default() += 1;
-            let shown = self.args.run.as_ref().is_none_or(|id| *id == f.run_id);
-            if shown && self.findings.len() < FINDINGS_KEPT {
-                self.findings.push(f);
-            }
-        }
-        for s in check.take_summaries() {
+        for s in self.tally.take(check) {
             self.summary(s);
         }
     }
 
+    /// A run that ended, listed unless one run or only findings are asked for.
     fn summary(&mut self, s: RunSummary) {
-        *self.by_status.entry(s.status.as_str()).or_default() += 1;
-        self.tool_calls += s.tool_calls;
-        self.side_effects += s.side_effects;
-        if let Some(id) = &self.args.run {
-            if *id == s.run_id {
-                self.the_run = Some(s);
-            }
-            return;
-        }
-        if self.args.findings_only {
+        if self.args.run.is_some() || self.args.findings_only {
             return;
         }
         if self.args.output.json {
@@ -209,41 +167,30 @@ impl<'a> Report<'a> {
 
     /// The findings and totals; returns the exit code.
     fn end(&self) -> u8 {
-        let findings: Vec<&RunFinding> = self.findings.iter().collect();
-        let relevant = match &self.args.run {
-            Some(_) => findings.len() as u64,
-            None => self.finding_count,
-        };
-        let nothing = self.events == 0 || (self.args.run.is_some() && self.timeline == 0);
-        let status = if nothing {
-            "nothing checked"
-        } else if self.not_whole.is_some() {
-            "not whole"
-        } else if relevant > 0 {
-            "findings"
-        } else {
-            "ok"
-        };
+        let t = &self.tally;
+        let findings: Vec<&RunFinding> = t.findings.iter().collect();
+        let relevant = t.relevant();
+        let status = t.status(self.timeline).as_str();
         if self.args.output.json {
             let mut tail = json!({
                 "findings": findings.iter().map(|f| finding_json(f)).collect::<Vec<_>>(),
                 "findings_total": relevant,
-                "findings_by_kind": self.by_kind,
-                "events": self.events,
-                "runs_by_status": self.by_status,
-                "tool_calls": self.tool_calls,
-                "side_effects": self.side_effects,
+                "findings_by_kind": t.by_kind,
+                "events": t.events,
+                "runs_by_status": t.by_status,
+                "tool_calls": t.tool_calls,
+                "side_effects": t.side_effects,
                 "status": status,
-                "not_whole": self.not_whole.as_ref().map(|(first, n)| json!({"first": first, "count": n})),
+                "not_whole": t.not_whole.as_ref().map(|(first, n)| json!({"first": first, "count": n})),
             });
             if self.args.run.is_some() {
-                tail["run"] = self.the_run.as_ref().map_or(Value::Null, summary_json);
+                tail["run"] = t.the_run.as_ref().map_or(Value::Null, summary_json);
             }
             // Closes the streamed array and the object around it.
             let tail = tail.to_string();
             outln!("],{}", &tail[1..]);
         } else {
-            if let Some(s) = &self.the_run {
+            if let Some(s) = &t.the_run {
                 outln!(
                     "run {}: {}, seqs {} to {}, {} events, {} tool call(s), {} side effect(s)",
                     s.run_id,
@@ -261,17 +208,17 @@ impl<'a> Report<'a> {
             if findings.len() as u64 > relevant.min(FINDINGS_KEPT as u64) {
                 outln!("... {} more finding(s)", relevant - findings.len() as u64);
             }
-            let statuses: Vec<String> = self.by_status.iter().map(|(k, v)| format!("{v} {k}")).collect();
+            let statuses: Vec<String> = t.by_status.iter().map(|(k, v)| format!("{v} {k}")).collect();
             outln!(
                 "{} event(s), {} run(s) ({}), {} tool call(s), {} side effect(s), {} finding(s)",
-                self.events,
-                self.by_status.values().sum::<u64>(),
+                t.events,
+                t.by_status.values().sum::<u64>(),
                 statuses.join(", "),
-                self.tool_calls,
-                self.side_effects,
+                t.tool_calls,
+                t.side_effects,
                 relevant
             );
-            if let Some((first, n)) = &self.not_whole {
+            if let Some((first, n)) = &t.not_whole {
                 outln!(
                     "not whole ({n} unreadable line(s), seq gap(s) or row(s) no seq reaches, the first: {first}): findings cover only what was read; run verify or verify-export"
                 );
@@ -335,11 +282,11 @@ pub fn run(args: &RunsArgs) -> CmdResult {
             report.event(e);
         }
         check.feed(e);
-        report.events += 1;
-        if report.events.is_multiple_of(SWEEP_EVERY) {
+        report.tally.events += 1;
+        if report.tally.events.is_multiple_of(SWEEP_EVERY) {
             check.sweep();
             report.take(&mut check);
-            bar.set_position(report.events);
+            bar.set_position(report.tally.events);
         }
     };
     match &args.source {
@@ -350,27 +297,10 @@ pub fn run(args: &RunsArgs) -> CmdResult {
                 .map_err(|_| CliError::usage("--origin is needed to read a copy with --from"))?;
             let source = args.sink.apply(source);
             report.begin();
-            let mut last = 0u64;
             report::runtime()?
-                .block_on(read_records(&source, origin, &mut |line, place| {
-                    let r = match Record::parse(line) {
-                        Ok(r) => r,
-                        Err(e) => {
-                            report.not_whole(format!("{}: not a record: {e}", place()));
-                            return;
-                        }
-                    };
-                    // Another origin's records, and seqs already read (duplicates), are skipped.
-                    if r.origin != origin || r.seq <= last {
-                        return;
-                    }
-                    if r.seq != last + 1 {
-                        report.not_whole(format!("{}: seq {} follows seq {last}", place(), r.seq));
-                    }
-                    last = r.seq;
-                    if let Some(e) = RecordEvent::of(&r) {
-                        feed(&e.event(r.seq), &mut report);
-                    }
+                .block_on(copy::read_in_order(&source, origin, &mut |r| match r {
+                    Ok(event) => feed(&event, &mut report),
+                    Err(why) => report.not_whole(why),
                 }))
                 .map_err(|e| CliError::from_kind(&e))?;
         }

@@ -6,10 +6,10 @@ use chainship_chain::{EventDb, Head, HeadCheck, WalkPlan, WalkReport, walk_chain
 use clap::Args;
 use serde_json::json;
 
-use crate::affected::{self, Affected};
 use crate::args::{DbArgs, OutputArgs, RunRulesArgs, WalkArgs};
 use crate::exit::{CliError, CmdResult, verdict};
 use crate::progress::events_bar;
+use chainship_runs::affected::{self, Affected};
 
 /// Check the hash chain of the audit database.
 #[derive(Args, Debug)]
@@ -79,7 +79,7 @@ pub fn run(args: &VerifyArgs) -> CmdResult {
             outln!("{line}");
         }
     }
-    Ok(verdict(passed(&report)))
+    Ok(verdict(report.passed()))
 }
 
 /// The runs and side effects from the first seq the walk could not vouch
@@ -96,14 +96,7 @@ fn affected_range(
         return Ok(None);
     };
     let db = EventDb::open(args.db.path()?, options)?;
-    let to = db.head().ok().flatten().map_or(from, |(s, _)| s);
-    Ok(Some(affected::scan_db(&db, from, to, touched)))
-}
-
-/// Intact, and something was checked: a walk over no event vouches for
-/// nothing (an empty table, `--from` past the head), so it never passes.
-fn passed(r: &WalkReport) -> bool {
-    r.ok() && r.checked > 0
+    Ok(Some(affected::scan_to_head(&db, from, touched)))
 }
 
 fn to_text(r: &WalkReport) -> String {

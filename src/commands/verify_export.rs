@@ -4,12 +4,12 @@
 use chainship_chain::Head;
 use clap::Args;
 
-use crate::affected::{self, Affected};
 use crate::args::{JobMetricsArgs, OutputArgs, RunRulesArgs};
-use crate::exit::{CmdResult, verdict};
+use crate::exit::{CliError, CmdResult, verdict};
 use crate::job_metrics::JobReport;
 use crate::report;
-use crate::trusted_copy::{self, CopyExpectations, CopyOutcome, TrustedCopyArgs};
+use crate::trusted_copy::{self, CopyExpectations, CopyOutcome, TrustedCopyArgs, copy};
+use chainship_runs::affected::{self, Affected};
 
 /// Check an exported copy against the kept heads, without the database.
 #[derive(Args, Debug)]
@@ -64,14 +64,13 @@ fn check(args: &VerifyExportArgs, job: &mut JobReport) -> CmdResult {
     };
     let outcome = trusted_copy::read_checked(&args.copy, expect, &mut |_| {})?;
     // What the invalid range touches: read the copy again from its first bad seq.
-    let touched = match (
-        trusted_copy::invalid_from(&outcome),
-        &outcome.origin,
-        args.rules.touched()?,
-    ) {
+    let touched = match (outcome.invalid_from(), &outcome.origin, args.rules.touched()?) {
         (Some(from), Some(origin), Some(touched)) => {
             let to = outcome.end_seq.unwrap_or(from).max(from);
-            Some(trusted_copy::touched_in_copy(&args.copy, origin, from, to, touched)?)
+            Some(
+                copy::touched_in(&args.copy.sink.apply(&args.copy.source), origin, from, to, touched)
+                    .map_err(|e| CliError::from_kind(&e))?,
+            )
         }
         _ => None,
     };

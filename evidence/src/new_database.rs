@@ -14,7 +14,7 @@ use chainship_chain::record::Record;
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, ToSql};
 
-use crate::exit::CliError;
+use chainship_chain::{Error, integrity, permanent};
 
 /// Rows written per transaction: large enough to be fast, small enough
 /// that memory stays flat.
@@ -41,24 +41,19 @@ pub struct NewDatabase {
 
 impl NewDatabase {
     /// Starts a database that will be `out`; refuses an `out` that exists.
-    pub fn create(out: &Path) -> Result<NewDatabase, CliError> {
+    pub fn create(out: &Path) -> Result<NewDatabase, Error> {
         if std::fs::symlink_metadata(out).is_ok() {
-            return Err(CliError::usage(format!(
-                "--out {}: already exists; restore never replaces a file (choose a new name)",
+            return Err(permanent!(
+                "{}: already exists; restore never replaces a file (choose a new name)",
                 out.display()
-            )));
+            ));
         }
         let name = out
             .file_name()
-            .ok_or_else(|| CliError::usage(format!("--out {}: not a file name", out.display())))?;
+            .ok_or_else(|| permanent!("{}: not a file name", out.display()))?;
         let temp = out.with_file_name(format!(".{}.partial-{}", name.to_string_lossy(), std::process::id()));
-        let err = |e: &dyn std::fmt::Display| {
-            CliError::usage(format!(
-                "--out {}: cannot build it (as {}): {e}",
-                out.display(),
-                temp.display()
-            ))
-        };
+        let err =
+            |e: &dyn std::fmt::Display| permanent!("{}: cannot build it (as {}): {e}", out.display(), temp.display());
         // Created here, exclusively, so a stale file of that name is never reused.
         std::fs::OpenOptions::new()
             .write(true)
@@ -97,16 +92,16 @@ impl NewDatabase {
         self.conn.as_ref().expect("the connection is open until finish")
     }
 
-    fn write_err(&self, e: impl std::fmt::Display) -> CliError {
-        CliError::usage(format!("{}: write failed: {e}", self.temp.display()))
+    fn write_err(&self, e: impl std::fmt::Display) -> Error {
+        permanent!("{}: write failed: {e}", self.temp.display())
     }
 
     /// Appends one record's event: its seq and the seven stored fields,
     /// byte for byte. The caller passes records in seq order.
-    pub fn insert(&mut self, r: &Record<'_>) -> Result<(), CliError> {
+    pub fn insert(&mut self, r: &Record<'_>) -> Result<(), Error> {
         let field = |name: &str| {
             r.field_bytes(name)
-                .ok_or_else(|| CliError::failed(format!("seq {}: {name} cannot be decoded", r.seq)))
+                .ok_or_else(|| integrity!("seq {}: {name} cannot be decoded", r.seq))
         };
         let (run_id, step_id, at, kind, payload) = (
             field("run_id")?,
@@ -115,7 +110,7 @@ impl NewDatabase {
             field("type")?,
             field("payload_json")?,
         );
-        let seq = i64::try_from(r.seq).map_err(|_| CliError::failed(format!("seq {}: too large", r.seq)))?;
+        let seq = i64::try_from(r.seq).map_err(|_| integrity!("seq {}: too large", r.seq))?;
         self.conn()
             .prepare_cached(
                 "INSERT INTO events (seq, run_id, step_id, at, type, payload_json, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -146,8 +141,8 @@ impl NewDatabase {
     /// Keeps the events up to `end`, sets `sqlite_sequence` to it (as
     /// agentrt's own database would have it), and closes the file with
     /// everything on disk. The database is not yet under its final name.
-    pub fn complete(&mut self, end: u64) -> Result<(), CliError> {
-        let end = i64::try_from(end).map_err(|_| CliError::failed(format!("seq {end}: too large")))?;
+    pub fn complete(&mut self, end: u64) -> Result<(), Error> {
+        let end = i64::try_from(end).map_err(|_| integrity!("seq {end}: too large"))?;
         self.conn()
             .execute_batch(&format!(
                 "DELETE FROM events WHERE seq > {end};
@@ -166,13 +161,13 @@ impl NewDatabase {
 
     /// Puts the completed database under its final name, never over a file
     /// that took the name meanwhile.
-    pub fn place(mut self) -> Result<(), CliError> {
+    pub fn place(mut self) -> Result<(), Error> {
         let taken = |out: &Path| {
-            CliError::usage(format!(
-                "--out {}: appeared while restoring; left it alone (the restore is in {})",
+            permanent!(
+                "{}: appeared while restoring; left it alone (the restore is in {})",
                 out.display(),
                 self.temp.display()
-            ))
+            )
         };
         match std::fs::hard_link(&self.temp, &self.out) {
             Ok(()) => {}
@@ -185,13 +180,11 @@ impl NewDatabase {
                 self.placed = true;
                 return Err(taken(&self.out));
             }
-            Err(_) => std::fs::rename(&self.temp, &self.out)
-                .map_err(|e| CliError::usage(format!("--out {}: {e}", self.out.display())))?,
+            Err(_) => std::fs::rename(&self.temp, &self.out).map_err(|e| permanent!("{}: {e}", self.out.display()))?,
         }
         let _ = std::fs::remove_file(&self.temp);
         self.placed = true;
-        chainship_sinks::file::sync_parent(&self.out)
-            .map_err(|e| CliError::usage(format!("--out {}: {e}", self.out.display())))
+        chainship_sinks::file::sync_parent(&self.out).map_err(|e| permanent!("{}: {e}", self.out.display()))
     }
 }
 

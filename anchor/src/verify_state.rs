@@ -1,4 +1,4 @@
-//! `anchor verify --state FILE`: what the last clean run verified (the
+//! The state file of `anchor verify --state FILE`: what the last clean run verified (the
 //! newest head the database matched, the newest checkpoint with the tree's
 //! right edge at its size, the newest cosigned one), so the next run lists
 //! and reads only what was published since. The database is still walked
@@ -11,26 +11,26 @@
 use std::path::Path;
 use std::time::SystemTime;
 
-use chainship_anchor::store::Below;
-use chainship_anchor::stream_audit::Since;
+use crate::store::{AnchorStore, Below, CHECKPOINTS_DIR};
+use crate::stream_audit::{Since, StreamAudit};
 use chainship_chain::Head;
 use chainship_tlog::merkle::{CompactRange, Hash};
 use serde_json::{Value, json};
 
-use crate::exit::CliError;
+use chainship_chain::{Error, permanent};
 
 const FORMAT: &str = "chainship-anchor-verify-state/1";
 
 /// Reads `path` for `origin` and `store`: `None` when there is no such file
 /// yet (the first run is a full one). Anything else that is not a state of
 /// this origin and store is a setup error naming the file.
-pub fn load(path: &Path, origin: &str, store: &str) -> Result<Option<Since>, CliError> {
+pub fn load(path: &Path, origin: &str, store: &str) -> Result<Option<Since>, Error> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(CliError::usage(format!("--state {}: {e}", path.display()))),
+        Err(e) => return Err(permanent!("{}: {e}", path.display())),
     };
-    let bad = |why: &str| CliError::usage(format!("--state {}: {why}", path.display()));
+    let bad = |why: &str| permanent!("{}: {why}", path.display());
     let doc: Value = serde_json::from_str(&text).map_err(|e| bad(&format!("not a state file ({e})")))?;
     if doc["format"] != FORMAT {
         return Err(bad(&format!("not a state file (format is not {FORMAT})")));
@@ -79,7 +79,7 @@ pub fn load(path: &Path, origin: &str, store: &str) -> Result<Option<Since>, Cli
     let newest_cosigned = doc["newest_cosigned"].as_u64();
     // The names below, as a count and a digest (a state file without the
     // digest was written by an older chainship: its names are not judged).
-    let below = |name: &str| -> Result<Option<Below>, CliError> {
+    let below = |name: &str| -> Result<Option<Below>, Error> {
         let count = match &doc[name] {
             Value::Null => return Ok(None),
             v => v.as_u64().ok_or_else(|| bad(&format!("{name} is not a count")))?,
@@ -125,7 +125,7 @@ pub struct Verified<'a> {
 }
 
 /// Replaces the state file atomically.
-pub fn save(path: &Path, v: &Verified<'_>) -> Result<(), CliError> {
+pub fn save(path: &Path, v: &Verified<'_>) -> Result<(), Error> {
     let b64 = chainship_tlog::hash_b64;
     let doc = json!({
         "format": FORMAT,
@@ -148,6 +148,43 @@ pub fn save(path: &Path, v: &Verified<'_>) -> Result<(), CliError> {
         "checkpoints_below_digest": v.checkpoints_below.map(|b| format!("{:016x}", b.digest)),
         "verified_at": humantime::format_rfc3339(SystemTime::now()).to_string(),
     });
-    crate::job_metrics::write_atomically(path, &format!("{doc:#}\n"))
-        .map_err(|e| CliError::usage(format!("--state {}: cannot write it: {e}", path.display())))
+    chainship_chain::atomic_file::replace_per_process(path, format!("{doc:#}\n").as_bytes(), 0o666)
+        .map_err(|e| permanent!("{}: cannot write it: {e}", path.display()))
+}
+
+/// After a run with no finding: saves what it verified, the trusted head
+/// (and when it was published), the checkpoint the next run goes on from
+/// (the newest, when its tree's edge was rebuilt, else the one the state
+/// had) and what lies below them now, so the next run notices a note added
+/// there.
+pub async fn save_after(
+    path: &Path,
+    store: &dyn AnchorStore,
+    origin: &str,
+    (head, head_published): (Head, Option<SystemTime>),
+    audit: &StreamAudit,
+    since: Option<&Since>,
+) -> Result<(), Error> {
+    let checkpoint = match (&audit.largest, &audit.edge) {
+        (Some(cp), Some(edge)) => Some((cp.size, cp.root, edge)),
+        _ => since.and_then(|s| s.checkpoint.as_ref().map(|(size, root, edge)| (*size, *root, edge))),
+    };
+    let notes_below = store.note_keys_counted(origin, head.seq).await?.1;
+    let checkpoints_below = match checkpoint {
+        Some((size, _, _)) => store.log_keys_counted(origin, CHECKPOINTS_DIR, size).await?.1,
+        None => None,
+    };
+    save(
+        path,
+        &Verified {
+            origin,
+            store: &store.describe(),
+            head,
+            head_published,
+            checkpoint,
+            newest_cosigned: audit.cosign.as_ref().and_then(|c| c.newest_cosigned),
+            notes_below,
+            checkpoints_below,
+        },
+    )
 }

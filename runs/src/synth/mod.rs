@@ -5,6 +5,8 @@
 //! driver writes them. Deterministic for a seed, and each fault the run
 //! check names can be injected at a seq (`--inject KIND@SEQ`).
 
+pub mod database;
+
 use std::collections::VecDeque;
 use std::fmt;
 use std::str::FromStr;

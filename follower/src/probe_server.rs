@@ -16,7 +16,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chainship_follower::Health;
+use chainship_chain::{Error, permanent};
+
+use crate::Health;
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{CONTENT_TYPE, HeaderValue};
@@ -38,17 +40,15 @@ const CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(250);
 
 /// Installs the Prometheus recorder and starts serving on `addr`.
-pub async fn start(addr: SocketAddr, health: Arc<Health>) -> Result<SocketAddr, String> {
+pub async fn start(addr: SocketAddr, health: Arc<Health>) -> Result<SocketAddr, Error> {
     let handle = PrometheusBuilder::new()
         .install_recorder()
-        .map_err(|e| format!("--metrics-addr: cannot install the metrics recorder: {e}"))?;
-    chainship_follower::metrics::describe();
+        .map_err(|e| permanent!("cannot install the metrics recorder: {e}"))?;
+    crate::metrics::describe();
     let listener = TcpListener::bind(addr)
         .await
-        .map_err(|e| format!("--metrics-addr {addr}: cannot listen: {e}"))?;
-    let bound = listener
-        .local_addr()
-        .map_err(|e| format!("--metrics-addr {addr}: {e}"))?;
+        .map_err(|e| permanent!("{addr}: cannot listen: {e}"))?;
+    let bound = listener.local_addr().map_err(|e| permanent!("{addr}: {e}"))?;
     tokio::spawn(serve(listener, handle, health));
     tracing::info!(%bound, "serving /metrics, /readyz (/healthz) and /livez");
     Ok(bound)
@@ -106,7 +106,7 @@ fn answer(request: &Request<Incoming>, handle: &PrometheusHandle, health: &Healt
     let (status, content_type, body) = match request.uri().path() {
         "/metrics" => {
             // What /healthz says, as a series: alerts see "up but unhealthy".
-            metrics::gauge!(chainship_follower::metrics::HEALTHY).set(f64::from(u8::from(health.status().is_ok())));
+            metrics::gauge!(crate::metrics::HEALTHY).set(f64::from(u8::from(health.status().is_ok())));
             (StatusCode::OK, "text/plain; version=0.0.4", handle.render())
         }
         // Readiness: the evidence flows (a break or a failing sink says no).
@@ -127,7 +127,7 @@ fn answer(request: &Request<Incoming>, handle: &PrometheusHandle, health: &Healt
     response
 }
 
-fn probe(result: Result<(), chainship_chain::Error>) -> (StatusCode, &'static str, String) {
+fn probe(result: Result<(), Error>) -> (StatusCode, &'static str, String) {
     match result {
         Ok(()) => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
         Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, "text/plain", format!("{reason}\n")),

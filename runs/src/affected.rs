@@ -5,9 +5,9 @@
 
 use std::borrow::Cow;
 
+use crate::{RunEvent, Touched};
 use chainship_chain::record::Record;
 use chainship_chain::{EventDb, InvalidRange};
-use chainship_runs::{RunEvent, Touched};
 use serde_json::{Value, json};
 
 /// A record's five hashed text fields as stored (decoded from base64 where
@@ -69,6 +69,13 @@ pub fn scan_db(db: &EventDb, from: u64, to: u64, mut touched: Touched) -> Affect
         touched,
         note,
     }
+}
+
+/// Reads the database's events from `from` to its head into `touched`.
+pub fn scan_to_head(db: &EventDb, from: u64, touched: Touched) -> Affected {
+    // A head that cannot be read is the walk's to report: scan to `from`.
+    let to = db.head().ok().flatten().map_or(from, |(s, _)| s);
+    scan_db(db, from, to, touched)
 }
 
 /// Reads the database's events in each of `ranges` (the exact invalid

@@ -1,0 +1,69 @@
+//! Replacing a small file so that a reader, or a crash, sees the old
+//! content or the new, never half: the cursor, the follower's sibling
+//! files, an auditor's state file, a metrics textfile.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// Writes `content` to `tmp` (created with `mode`, before the umask),
+/// syncs it, renames it over `path` and syncs the directory. `tmp` must be
+/// in `path`'s directory (a rename does not cross file systems); a failed
+/// write removes it.
+pub fn replace(path: &Path, tmp: &Path, content: &[u8], mode: u32) -> std::io::Result<()> {
+    let written = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(tmp)
+        .and_then(|mut file| {
+            file.write_all(content)?;
+            file.sync_all()
+        })
+        .and_then(|()| std::fs::rename(tmp, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(tmp);
+        return Err(e);
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    File::open(dir)?.sync_all()
+}
+
+/// [`replace`] through a hidden temporary name of this process
+/// (`.NAME.PID.tmp`), for files that overlapping runs may write at once.
+pub fn replace_per_process(path: &Path, content: &[u8], mode: u32) -> std::io::Result<()> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    replace(path, &tmp, content, mode)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn replaces_whole_and_leaves_no_temporary_file() {
+        let dir = std::env::temp_dir().join(format!("chainship-atomic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (path, tmp) = (dir.join("state"), dir.join("state.tmp"));
+        replace(&path, &tmp, b"one\n", 0o600).unwrap();
+        replace(&path, &tmp, b"two\n", 0o600).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"two\n");
+        assert!(!tmp.exists());
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        // A temporary name that cannot be written fails and leaves the file as it was.
+        std::fs::create_dir(&tmp).unwrap();
+        assert!(replace(&path, &tmp, b"three\n", 0o600).is_err());
+        assert_eq!(std::fs::read(&path).unwrap(), b"two\n");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

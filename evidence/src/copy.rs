@@ -1,0 +1,161 @@
+//! The exported copy as evidence: a copy (`file:`, `s3://`, `kafka://`) is
+//! read once, every record checked against the chain and the trusted heads
+//! and checkpoints (the `verify-export` checks), and each checked record is
+//! handed to the caller as it goes, so `verify-export`, `restore` and `diff`
+//! stream the same read and judge the copy alike.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chainship_anchor::AnchorStore;
+use chainship_anchor::copy_audit::{self, CopyCheck};
+use chainship_anchor::cosignature::WitnessPolicy;
+use chainship_anchor::note::VerifierKey;
+use chainship_anchor::stream_audit::{self, Against, StreamInput};
+use chainship_chain::record::Record;
+use chainship_chain::{Error, permanent};
+use chainship_runs::Touched;
+use chainship_runs::affected::{Affected, RecordEvent};
+use chainship_sinks::{SinkConfig, read_records};
+
+pub use chainship_anchor::copy_audit::{CopyExpectations, CopyOutcome};
+
+/// A copy and what it is checked against.
+pub struct CopyInput<'a> {
+    /// Where the copy is, with the sink's connection settings applied.
+    pub source: &'a SinkConfig,
+    /// Whose copy: records of other origins are not this copy's.
+    pub origin: &'a str,
+    /// The keys whose signed heads and checkpoints are trusted.
+    pub keys: &'a [VerifierKey],
+    /// Witness cosignatures to hold checkpoints to, with the grace period.
+    pub witness: Option<(&'a WitnessPolicy, Duration)>,
+    /// Opens the anchor store; called once for each thread that reads it.
+    pub open_store: &'a (dyn Fn() -> Arc<dyn AnchorStore> + Sync),
+}
+
+/// Reads the copy once, checking it, and calls `each` with every record of
+/// the origin that parses (in the copy's order, duplicates and all: the
+/// caller keeps what it needs; the outcome says whether the copy can be
+/// trusted, and up to where).
+///
+/// The store is judged by the same pass as `anchor verify`, on a thread of
+/// its own, handing each head and checkpoint it trusts to the copy's check
+/// as the copy reaches its seq ([`chainship_anchor::copy_audit`]).
+pub fn read_checked(
+    input: &CopyInput<'_>,
+    expect: CopyExpectations,
+    each: &mut dyn FnMut(&Record<'_>),
+) -> Result<CopyOutcome, Error> {
+    let origin = input.origin;
+    let runtime = new_runtime()?;
+    let store = (input.open_store)();
+    let (sender, vouchers) = copy_audit::channel();
+    let mut copy = CopyCheck::new(origin, &expect, vouchers);
+    let (read, pass) = std::thread::scope(|scope| {
+        let pass = scope.spawn(|| {
+            let mut sender = sender;
+            let store = (input.open_store)();
+            let audit = StreamInput {
+                store: store.as_ref(),
+                origin,
+                keys: input.keys,
+                witness: input.witness,
+                since: None,
+                every_tile: true,
+            };
+            new_runtime()?.block_on(async {
+                let listing = stream_audit::list(&audit).await?;
+                stream_audit::audit(&audit, listing, Against::Copy(&mut sender)).await
+            })
+        });
+        let read = runtime.block_on(read_records(input.source, origin, &mut |line, place| {
+            copy.feed_line(line, place, each)
+        }));
+        match &read {
+            Ok(_) => copy.end_of_copy(),
+            // The pass must not wait on a reader that stopped.
+            Err(_) => copy.abandon(),
+        }
+        let pass = pass
+            .join()
+            .unwrap_or_else(|_| Err(permanent!("the store audit stopped unexpectedly")));
+        (read, pass)
+    });
+    let read = read?;
+    let audit = pass?;
+    let strays: Vec<(u64, String)> = read.strays.iter().map(|s| (s.records, s.place.clone())).collect();
+    let mut lookup = |seq: u64| {
+        runtime
+            .block_on(stream_audit::trusted_head_at(store.as_ref(), origin, input.keys, seq))
+            .ok()
+            .flatten()
+    };
+    Ok(copy.finish(audit, &expect, &strays, read.narrowed.as_slice(), &mut lookup))
+}
+
+/// Reads the copy again for the runs and side effects of seqs `from..=to`.
+pub fn touched_in(
+    source: &SinkConfig,
+    origin: &str,
+    from: u64,
+    to: u64,
+    mut touched: Touched,
+) -> Result<Affected, Error> {
+    let mut last = from.saturating_sub(1);
+    new_runtime()?.block_on(read_records(source, origin, &mut |line, _| {
+        let Ok(r) = Record::parse(line) else { return };
+        if r.origin != origin || r.seq <= last || r.seq > to {
+            return;
+        }
+        last = r.seq;
+        if let Some(e) = RecordEvent::of(&r) {
+            touched.feed(&e.event(r.seq));
+        }
+    }))?;
+    Ok(Affected {
+        from,
+        to,
+        ranges: Vec::new(),
+        touched,
+        note: None,
+    })
+}
+
+/// Reads a copy's records of `origin` in seq order for the run check,
+/// without checking the chain (that is [`read_checked`]'s): each new seq's
+/// event goes to `each`, and so does, as an `Err`, each line that is not a
+/// record and each seq gap (the run check then saw only part of the
+/// events). Duplicates and other origins' records are passed over.
+pub async fn read_in_order(
+    source: &SinkConfig,
+    origin: &str,
+    each: &mut dyn FnMut(Result<chainship_runs::RunEvent<'_>, String>),
+) -> Result<(), Error> {
+    let mut last = 0u64;
+    read_records(source, origin, &mut |line, place| {
+        let r = match Record::parse(line) {
+            Ok(r) => r,
+            Err(e) => return each(Err(format!("{}: not a record: {e}", place()))),
+        };
+        if r.origin != origin || r.seq <= last {
+            return;
+        }
+        if r.seq != last + 1 {
+            each(Err(format!("{}: seq {} follows seq {last}", place(), r.seq)));
+        }
+        last = r.seq;
+        if let Some(e) = RecordEvent::of(&r) {
+            each(Ok(e.event(r.seq)));
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+fn new_runtime() -> Result<tokio::runtime::Runtime, Error> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| permanent!("cannot start the async runtime: {e}"))
+}

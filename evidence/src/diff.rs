@@ -1,0 +1,296 @@
+//! `diff`: what the database says against what the trusted copy says,
+//! event by event: fields changed, events deleted or cut, events the copy
+//! never had, and where the two chains fork.
+//!
+//! The copy is fed in its order ([`Comparison::feed`], from
+//! [`crate::copy::read_checked`]); the database is read alongside it in
+//! pages, by seq, and every row it passes is checked against the chain.
+//! Memory holds one page and the first `limit` changed events in detail;
+//! everything past that is counted.
+
+use chainship_chain::record::Record;
+use chainship_chain::{ChainBreak, ChainCheck, DbError, EventBatch, EventDb, EventRef};
+use chainship_runs::Touched;
+use chainship_runs::affected::{Affected, RecordEvent};
+
+/// One field that differs.
+pub struct FieldDiff {
+    pub field: &'static str,
+    pub copy: Vec<u8>,
+    pub database: Vec<u8>,
+}
+
+/// An event both hold, with different contents.
+pub struct Changed {
+    pub seq: u64,
+    pub run_id: String,
+    pub fields: Vec<FieldDiff>,
+}
+
+/// Seq ranges, merged as they come in order; at most `cap` kept, all counted.
+pub struct Ranges {
+    pub list: Vec<(u64, u64)>,
+    pub count: u64,
+    pub cap: usize,
+    pub more: bool,
+}
+
+impl Ranges {
+    pub fn new(cap: usize) -> Self {
+        Ranges {
+            list: Vec::new(),
+            count: 0,
+            cap,
+            more: false,
+        }
+    }
+
+    pub fn add(&mut self, seq: u64) {
+        self.count += 1;
+        if let Some((_, end)) = self.list.last_mut()
+            && *end + 1 == seq
+        {
+            *end = seq;
+        } else if self.list.len() < self.cap {
+            self.list.push((seq, seq));
+        } else {
+            self.more = true;
+        }
+    }
+}
+
+/// The database, read by seq in pages, up to the head it had at the start.
+/// Every row it passes is also checked against the chain, so damage the
+/// copy cannot show (past its end) is still named.
+pub struct DbCursor {
+    pub db: EventDb,
+    pub page: EventBatch,
+    pub pos: usize,
+    pub after: u64,
+    pub head: u64,
+    pub chain: ChainCheck,
+    /// The first chain break among the rows passed.
+    pub broken: Option<Box<ChainBreak>>,
+    /// A row that could not be read (a field not text): reading stopped there.
+    pub unreadable: Option<String>,
+}
+
+impl DbCursor {
+    pub fn peek_seq(&mut self) -> Option<u64> {
+        if self.pos >= self.page.len() && self.after < self.head && self.unreadable.is_none() {
+            self.page.clear();
+            self.pos = 0;
+            if let Err(e) = self.db.read_page(self.after, 4096, 8 << 20, &mut self.page) {
+                // Rows read before the bad one are still compared.
+                self.unreadable = Some(e.to_string().replace('\n', ";"));
+            }
+            self.after = self.page.last().map_or(self.head, |e| e.seq);
+        }
+        self.current().map(|e| e.seq).filter(|&s| s <= self.head)
+    }
+
+    pub fn current(&self) -> Option<EventRef<'_>> {
+        self.page.get(self.pos)
+    }
+
+    pub fn advance(&mut self) {
+        if self.broken.is_none()
+            && let Some(e) = self.page.get(self.pos)
+            && let Err(b) = self.chain.check(&e)
+        {
+            self.broken = Some(b);
+        }
+        self.pos += 1;
+    }
+}
+
+/// The side-by-side walk.
+pub struct Comparison {
+    pub db: DbCursor,
+    pub last_copy: u64,
+    pub same: u64,
+    pub changed: Vec<Changed>,
+    pub changed_count: u64,
+    pub limit: usize,
+    pub missing: Ranges,
+    pub database_only: Ranges,
+    pub beyond: Ranges,
+    pub fork: Option<(u64, String, String)>,
+    /// Runs and side effects of the differing events (the copy's version
+    /// where it has one: what really happened).
+    pub touched: Option<chainship_runs::Touched>,
+    /// A row no seq order reaches (seq NULL, 0 or negative), described.
+    pub unreachable: Option<String>,
+    /// Copy records not compared because the database could not be read.
+    pub not_compared: u64,
+}
+
+fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+impl Comparison {
+    /// Takes the copy's next record: database rows before it are the
+    /// database's alone; the row at its seq is compared; none is missing.
+    pub fn feed(&mut self, r: &Record<'_>) {
+        if r.seq <= self.last_copy {
+            return; // a duplicate or a late record: the copy check names it
+        }
+        self.last_copy = r.seq;
+        loop {
+            match self.db.peek_seq() {
+                Some(s) if s < r.seq => {
+                    self.database_only.add(s);
+                    if let (Some(t), Some(e)) = (self.touched.as_mut(), self.db.current()) {
+                        t.feed(&chainship_runs::RunEvent::from(&e));
+                    }
+                    self.db.advance();
+                }
+                Some(s) if s == r.seq => {
+                    self.compare(r);
+                    self.db.advance();
+                    return;
+                }
+                _ if self.db.unreadable.is_some() => {
+                    self.not_compared += 1;
+                    return;
+                }
+                _ => {
+                    self.missing.add(r.seq);
+                    self.touch(r);
+                    return;
+                }
+            }
+        }
+    }
+
+    pub fn touch(&mut self, r: &Record<'_>) {
+        if let (Some(t), Some(e)) = (self.touched.as_mut(), RecordEvent::of(r)) {
+            t.feed(&e.event(r.seq));
+        }
+    }
+
+    pub fn compare(&mut self, r: &Record<'_>) {
+        let Some(e) = self.db.current() else { return };
+        let db_fields: [(&'static str, &[u8]); 6] = [
+            ("run_id", e.run_id),
+            ("step_id", e.step_id),
+            ("at", e.at),
+            ("type", e.kind),
+            ("payload_json", e.payload_json),
+            ("hash", e.hash),
+        ];
+        let mut fields = Vec::new();
+        for (name, stored) in db_fields {
+            let copy = if name == "hash" {
+                Some(std::borrow::Cow::Borrowed(r.hash.as_bytes()))
+            } else {
+                r.field_bytes(name)
+            };
+            let copy = copy.as_deref().unwrap_or(b"");
+            if copy != stored {
+                fields.push(FieldDiff {
+                    field: name,
+                    copy: copy.to_vec(),
+                    database: stored.to_vec(),
+                });
+            }
+        }
+        if fields.is_empty() {
+            self.same += 1;
+            return;
+        }
+        let (seq, hash_differs, db_hash) = (e.seq, e.hash != r.hash.as_bytes(), lossy(e.hash));
+        if self.fork.is_none() && hash_differs {
+            self.fork = Some((seq, r.hash.to_string(), db_hash));
+        }
+        self.touch(r);
+        self.changed_count += 1;
+        if self.changed.len() < self.limit {
+            self.changed.push(Changed {
+                seq,
+                run_id: readable(&r.field_bytes("run_id").unwrap_or_default()),
+                fields,
+            });
+        }
+    }
+
+    /// The database's rows after the copy's last record.
+    pub fn finish(&mut self) {
+        while let Some(s) = self.db.peek_seq() {
+            self.beyond.add(s);
+            self.db.advance();
+        }
+    }
+
+    pub fn differs(&self) -> bool {
+        self.changed_count > 0
+            || self.missing.count > 0
+            || self.database_only.count > 0
+            || self.unreachable.is_some()
+            || self.db.broken.is_some()
+            || self.db.unreadable.is_some()
+    }
+}
+
+impl Comparison {
+    /// A comparison of the copy with `db`, up to the head it has now
+    /// (`head`), keeping at most `limit` changed events in detail, and
+    /// collecting the runs of differing events when `touched` is given.
+    pub fn new(db: EventDb, head: u64, limit: usize, touched: Option<Touched>) -> Result<Comparison, DbError> {
+        let unreachable = db.first_unreachable_seq()?;
+        Ok(Comparison {
+            db: DbCursor {
+                db,
+                page: EventBatch::new(),
+                pos: 0,
+                after: 0,
+                head,
+                chain: ChainCheck::from_start(),
+                broken: None,
+                unreadable: None,
+            },
+            last_copy: 0,
+            same: 0,
+            changed: Vec::new(),
+            changed_count: 0,
+            limit,
+            missing: Ranges::new(1000),
+            database_only: Ranges::new(1000),
+            beyond: Ranges::new(1),
+            fork: None,
+            touched,
+            unreachable,
+            not_compared: 0,
+        })
+    }
+}
+
+/// The runs and side effects of the differing events, when any differ.
+pub fn affected(c: &Comparison) -> Option<Affected> {
+    let t = c.touched.as_ref().filter(|t| t.events > 0)?;
+    let seqs = c
+        .changed
+        .iter()
+        .map(|ch| ch.seq)
+        .chain(c.missing.list.iter().flat_map(|&(a, b)| [a, b]))
+        .chain(c.database_only.list.iter().flat_map(|&(a, b)| [a, b]));
+    let (from, to) = seqs.fold((u64::MAX, 0), |(lo, hi), s| (lo.min(s), hi.max(s)));
+    Some(Affected {
+        from,
+        to,
+        ranges: Vec::new(),
+        touched: t.clone(),
+        note: None,
+    })
+}
+
+/// A value's readable form: text escaped as Rust escapes it, or, when the
+/// bytes are not UTF-8, each byte that is not printable ASCII as `\xNN`
+/// (two different invalid byte strings never look alike).
+pub fn readable(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => text.escape_debug().collect(),
+        Err(_) => bytes.escape_ascii().to_string(),
+    }
+}

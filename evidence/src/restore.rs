@@ -1,0 +1,158 @@
+//! `restore`: a new events database rebuilt from the exported copy, fed
+//! the checked records of one read ([`crate::copy::read_checked`]) and
+//! written only when the copy can be trusted, up to its last trusted head
+//! (or past it, when asked, to the end of the checked records).
+//!
+//! What is put in place has been walked once more from disk, as `verify
+//! --head` would walk it: what is restored is what was checked.
+
+use std::path::{Path, PathBuf};
+
+use chainship_chain::record::Record;
+use chainship_chain::{Error, EventDb, Head, OpenOptions, WalkPlan, integrity, permanent, walk_chain};
+use chainship_runs::affected::RecordEvent;
+
+use crate::copy::CopyOutcome;
+use crate::new_database::NewDatabase;
+
+/// A restore in progress: fed the copy's records as they are checked.
+pub struct Restore {
+    db: NewDatabase,
+    to: Option<u64>,
+    write_error: Option<Error>,
+}
+
+/// What was restored.
+#[derive(Debug, Clone, Copy)]
+pub struct Restored {
+    /// The last seq written (events 1 to it).
+    pub end: u64,
+    pub last_trusted: Head,
+    /// Checked records after the last trusted head that were written.
+    pub unanchored_written: u64,
+    /// Checked records after the last trusted head that were not.
+    pub unanchored_left: u64,
+}
+
+impl Restore {
+    /// Starts a database that will be `out` (refused if it exists), ending at `to` when given.
+    pub fn create(out: &Path, to: Option<u64>) -> Result<Restore, Error> {
+        Ok(Restore {
+            db: NewDatabase::create(out)?,
+            to,
+            write_error: None,
+        })
+    }
+
+    /// Takes one checked record of the copy; true when it was written.
+    /// Only the next seq is written: duplicates, late and out-of-order
+    /// records are the check's to name, and a gap stops the writing. A
+    /// record whose fields cannot be decoded is the check's to name too (as
+    /// altered, with its place in the copy); it is never written.
+    pub fn take(&mut self, record: &Record<'_>) -> bool {
+        if self.write_error.is_some()
+            || record.seq != self.db.last() + 1
+            || self.to.is_some_and(|to| record.seq > to)
+            || RecordEvent::of(record).is_none()
+        {
+            return false;
+        }
+        match self.db.insert(record) {
+            Ok(()) => true,
+            Err(e) => {
+                self.write_error = Some(e);
+                false
+            }
+        }
+    }
+
+    /// Ends the restore after the copy was read: `None` when the copy
+    /// cannot be trusted (the outcome says why; nothing is left at the
+    /// final name), else the database is put in place and what it holds
+    /// returned.
+    pub fn finish(mut self, outcome: &CopyOutcome, include_unanchored: bool) -> Result<Option<Restored>, Error> {
+        if let Some(e) = self.write_error.take() {
+            return Err(e);
+        }
+        let trusted = match (outcome.findings.is_empty(), outcome.last_trusted) {
+            (true, Some(head)) => head,
+            _ => return Ok(None),
+        };
+        let copy_end = outcome.end_seq.unwrap_or(0);
+        let limit = self.to.unwrap_or(u64::MAX);
+        let end = if include_unanchored {
+            self.db.last().min(limit)
+        } else {
+            trusted.seq.min(limit)
+        };
+        self.db.complete(end)?;
+        recheck(&self.db, end, trusted)?;
+        self.db.place()?;
+        Ok(Some(Restored {
+            end,
+            last_trusted: trusted,
+            unanchored_written: end.saturating_sub(trusted.seq),
+            // Left out by choice with `to`: not counted as left behind.
+            unanchored_left: if self.to.is_none() {
+                copy_end.saturating_sub(end.max(trusted.seq))
+            } else {
+                0
+            },
+        }))
+    }
+}
+
+/// Walks the finished file once more, as `verify --head` would: what is
+/// put in place is what was checked, read back from disk.
+fn recheck(db: &NewDatabase, end: u64, trusted: Head) -> Result<(), Error> {
+    let failed = |why: String| integrity!("{}: the restored database {why}", db.temp_path().display());
+    let opened = EventDb::open(db.temp_path(), &OpenOptions::default()).map_err(|e| failed(e.to_string()))?;
+    let plan = WalkPlan {
+        from: 1,
+        to: Some(end),
+        heads: (trusted.seq <= end).then_some(trusted).into_iter().collect(),
+        roots_at: Vec::new(),
+        ..WalkPlan::default()
+    };
+    let report = walk_chain(opened, &plan, &mut |_| {}).map_err(|e| failed(e.to_string()))?;
+    if !report.ok() || report.checked != end {
+        return Err(failed(format!(
+            "does not walk clean to seq {end} (checked {}): nothing was put at the final name",
+            report.checked
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses an `out` inside a file anchor store (`store_dir`), by path or by
+/// identity (a bind mount of the store is the store under another path): a
+/// file there reads as a bad head to the next `anchor verify`. The message
+/// names the store.
+pub fn refuse_inside_store(out: &Path, store_dir: &Path) -> Result<(), Error> {
+    let real = |p: &Path| -> Option<PathBuf> {
+        std::fs::canonicalize(p).ok().or_else(|| {
+            let dir = p
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            Some(std::fs::canonicalize(dir).ok()?.join(p.file_name()?))
+        })
+    };
+    let (Some(real_out), Some(place)) = (real(out), real(store_dir)) else {
+        return Ok(());
+    };
+    let identity = |p: &Path| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+    };
+    let inside = real_out.starts_with(&place)
+        || identity(&place).is_some_and(|store| real_out.ancestors().skip(1).any(|dir| identity(dir) == Some(store)));
+    if inside {
+        return Err(permanent!(
+            "{}: inside the anchor store ({}); write the restored database elsewhere",
+            out.display(),
+            place.display()
+        ));
+    }
+    Ok(())
+}
