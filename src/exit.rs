@@ -81,6 +81,9 @@ pub fn flag_for(setting: Setting) -> &'static str {
         Setting::AnchorS3Profile => "--anchor-s3-profile",
         Setting::ProofSeq => "--seq",
         Setting::ProofCheckpoint => "--checkpoint",
+        Setting::SigningKeyName => "--signing-key-name",
+        Setting::RunProfile => "--profile",
+        Setting::Append => "--append",
     }
 }
 

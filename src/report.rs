@@ -13,6 +13,7 @@ use crate::exit::CliError;
 fn hint(kind: Kind) -> Option<&'static str> {
     match kind {
         Kind::Stale => Some("--max-age"),
+        Kind::Unvouched => Some("--max-unvouched"),
         Kind::NoTrustedHead => Some("check --origin and --trusted-key; on a first run pass --allow-no-heads"),
         _ => None,
     }

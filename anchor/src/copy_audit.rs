@@ -309,10 +309,10 @@ impl CopyCheck {
         // A copy compared with no trusted head proved nothing against one.
         let what = expect
             .after
-            .map_or(String::new(), |a| format!("above --after seq {}", a.seq));
+            .map_or(String::new(), |a| format!("above the starting head at seq {}", a.seq));
         match audit::no_trusted_head(&origin, check.heads_covered(), &what) {
             Some(_) if expect.allow_no_heads => warnings.push(format!(
-                "{}: no head was checked, only the copy's own chain (--allow-no-heads)",
+                "{}: no head was checked, only the copy's own chain (as allowed)",
                 audit::no_head_text(&origin, &what)
             )),
             Some(f) => findings.push(f),
@@ -339,7 +339,7 @@ impl CopyCheck {
                 findings.push(plain(
                     Kind::Unvouched,
                     Some(first),
-                    format!("{text} (more than --max-unvouched {})", expect.max_unvouched),
+                    format!("{text} (more than the {} allowed)", expect.max_unvouched),
                     None,
                 ));
             } else {

@@ -80,7 +80,7 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
         && audit::break_position(report).is_some_and(|b| b <= since.head.seq)
     {
         warnings.push(format!(
-            "the chain breaks below the state's head (seq {}): run anchor verify without --state to name the exact invalid ranges",
+            "the chain breaks below the state's head (seq {}): verify once without the state file to name the exact invalid ranges",
             since.head.seq
         ));
     }
@@ -118,7 +118,7 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
     };
     match audit::no_trusted_head(input.origin, checked, "") {
         Some(_) if a.allow_no_heads => warnings.push(format!(
-            "{}: no head was checked, only the chain itself (--allow-no-heads)",
+            "{}: no head was checked, only the chain itself (as allowed)",
             audit::no_head_text(input.origin, "")
         )),
         Some(f) => findings.push(f),
@@ -199,7 +199,7 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
             findings.push(Finding {
                 kind: Kind::Unvouched,
                 seq: Some(first),
-                message: format!("{text} (more than --max-unvouched {})", a.max_unvouched),
+                message: format!("{text} (more than the {} allowed)", a.max_unvouched),
                 expected: None,
                 found: None,
                 source: None,

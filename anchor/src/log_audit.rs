@@ -246,7 +246,7 @@ pub fn judge_uncosigned(
             Kind::Uncosigned,
             Some(a),
             format!(
-                "{which}: {}, past --witness-grace; newest cosigned: checkpoint {newest}",
+                "{which}: {}, past the witness grace; newest cosigned: checkpoint {newest}",
                 policy.shortfall()
             ),
             Some(first.source.clone()),

@@ -20,7 +20,7 @@
 //! failure, so heads wait and are retried, and the session is opened again
 //! on the next try.
 
-use chainship_chain::{Error, permanent};
+use chainship_chain::{Error, Setting, permanent};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
@@ -218,12 +218,17 @@ impl Pkcs11Signer {
         let name = match (name, &uri.object) {
             (Some(n), _) => n.to_owned(),
             (None, Some(label)) => label.clone(),
-            (None, None) => return Err(err(permanent!("a key named by id= needs --signing-key-name"))),
+            (None, None) => {
+                return Err(
+                    err(permanent!("a key named by id= needs a key name")).with_setting(Setting::SigningKeyName)
+                );
+            }
         };
         if !valid_key_name(&name) {
             return Err(err(permanent!(
-                "key name {name:?}: a key name must be non-empty, without spaces or '+' (give --signing-key-name)"
-            )));
+                "key name {name:?}: a key name must be non-empty, without spaces or '+'"
+            ))
+            .with_setting(Setting::SigningKeyName));
         }
         Ok(Pkcs11Signer {
             uri,

@@ -7,7 +7,7 @@
 //! token removed, an agent gone): the failure is transient, so the
 //! follower retries the publication, as it does for a store that is down.
 
-use chainship_chain::{Error, permanent};
+use chainship_chain::{Error, Setting, permanent};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -47,9 +47,10 @@ pub fn open(spec: &Path, name: Option<&str>) -> Result<Arc<dyn Signer>, Error> {
     }
     if name.is_some() {
         return Err(permanent!(
-            "{}: a key file names its own key; --signing-key-name is for ssh-agent keys",
+            "{}: a key file names its own key; a key name is for ssh-agent and PKCS#11 keys",
             spec.display()
-        ));
+        )
+        .with_setting(Setting::SigningKeyName));
     }
     crate::keys::SignerKey::load_signer(spec)
 }

@@ -14,7 +14,7 @@
 //! simply reached again. A missing or refusing agent is a transient error
 //! (the head waits and is retried; nothing is signed by another key).
 
-use chainship_chain::{Error, permanent};
+use chainship_chain::{Error, Setting, permanent};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -74,14 +74,16 @@ impl AgentSigner {
             None if comment.len() == 1 => comment[0].to_owned(),
             None => {
                 return Err(err(
-                    "the key's comment is not one word usable as the note's key name; give --signing-key-name".into(),
-                ));
+                    "the key's comment is not one word usable as the note's key name; give it a name".into(),
+                )
+                .with_setting(Setting::SigningKeyName));
             }
         };
         if !valid_key_name(&name) {
             return Err(err(format!(
-                "key name {name:?}: a key name must be non-empty, without spaces or '+' (give --signing-key-name)"
-            )));
+                "key name {name:?}: a key name must be non-empty, without spaces or '+'"
+            ))
+            .with_setting(Setting::SigningKeyName));
         }
         let socket = match socket.or_else(|| std::env::var_os("SSH_AUTH_SOCK").map(PathBuf::from)) {
             Some(s) if !s.as_os_str().is_empty() => s,

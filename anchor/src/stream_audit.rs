@@ -550,7 +550,7 @@ impl Pass<'_> {
                 Kind::HeadsDisagree,
                 Some(since.head.seq),
                 format!(
-                    "the notes kept below head {} are not those the previous run verified ({state}): {}; run anchor verify without --state to judge them",
+                    "the notes kept below head {} are not those the previous run verified ({state}): {}; verify once without the state file to judge them",
                     since.head,
                     changed_names(then, now)
                 ),
@@ -576,7 +576,7 @@ impl Pass<'_> {
                     kind,
                     Some(*size),
                     format!(
-                        "the checkpoints kept below size {size} are not those the previous run verified ({state}): {}; run anchor verify without --state to judge them",
+                        "the checkpoints kept below size {size} are not those the previous run verified ({state}): {}; verify once without the state file to judge them",
                         changed_names(then, now)
                     ),
                     Some(state.clone()),
@@ -688,7 +688,7 @@ impl Pass<'_> {
                         "though it was signed saying it was published after that checkpoint: deleted".to_owned()
                     }
                     Some(first) => {
-                        format!("(checkpoints start at {first}): deleted, or published with --no-checkpoints")
+                        format!("(checkpoints start at {first}): deleted, or published without checkpoints")
                     }
                     None => "(deleted)".to_owned(),
                 };
@@ -1122,7 +1122,7 @@ impl StreamAudit {
         let mut warnings: Vec<String> = self.cosign.iter().flat_map(|c| c.waiting.iter().cloned()).collect();
         if let Some(first) = self.partial_above.first() {
             warnings.push(format!(
-                "partial tiles of a tree of size {first}{} are kept with no checkpoint of that size: a publication in flight, or the newest checkpoint deleted with its head (a verifier without memory cannot tell; --state can)",
+                "partial tiles of a tree of size {first}{} are kept with no checkpoint of that size: a publication in flight, or the newest checkpoint deleted with its head (a verifier without memory cannot tell; one with a state file can)",
                 match self.partial_above.len() {
                     1 => String::new(),
                     n => format!(" (and {} larger)", n - 1),

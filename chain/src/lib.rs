@@ -9,7 +9,8 @@
 //! the JSON record every sink ships, in chainship's own shape or a SIEM's
 //! (OCSF, ECS) carrying it whole, read back in any of them ([`record`]), the
 //! payload fields and event times the run rules and the SIEM mapping read
-//! ([`payload`], [`time`]), and the error vocabulary
+//! ([`payload`], [`time`]), the one table of a runtime's event types and the
+//! part each plays, shared by the run check and the SIEM mapping ([`profile`]), and the error vocabulary
 //! every crate speaks ([`error`]), and replacing a small file whole
 //! ([`atomic_file`]). It never writes a database.
 
@@ -22,6 +23,7 @@ pub mod hash;
 pub mod head;
 pub mod held;
 pub mod payload;
+pub mod profile;
 pub mod ranges;
 pub mod read_ahead;
 pub mod record;

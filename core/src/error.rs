@@ -52,6 +52,12 @@ pub enum Setting {
     ProofSeq,
     /// The checkpoint an inclusion proof is asked in.
     ProofCheckpoint,
+    /// The name a signing key signs notes with.
+    SigningKeyName,
+    /// The runtime profile of the run check (`none` turns it off).
+    RunProfile,
+    /// Adding events to an existing generated database.
+    Append,
 }
 
 impl Setting {
@@ -68,6 +74,9 @@ impl Setting {
             Setting::AnchorS3Profile => "the anchor store's profile setting",
             Setting::ProofSeq => "the seq to prove",
             Setting::ProofCheckpoint => "the checkpoint to prove in",
+            Setting::SigningKeyName => "the signing key name setting",
+            Setting::RunProfile => "the run check's profile setting",
+            Setting::Append => "the append setting",
         }
     }
 }

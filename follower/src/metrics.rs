@@ -79,7 +79,7 @@ pub fn describe() {
     describe_gauge!(RUNS_OPEN, "Runs with no run.finished yet, as of the last event read.");
     describe_gauge!(
         RUNS_LEFT_RUNNING,
-        "Open runs silent longer than --open-after by the events' own time (not waiting for an approval)."
+        "Open runs silent longer than the open-after setting by the events' own time (not waiting for an approval)."
     );
     describe_gauge!(
         UNKNOWN_OUTCOMES,

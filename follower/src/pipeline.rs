@@ -250,7 +250,7 @@ impl Pipeline {
                 return Ending::WitnessingFailed(failure);
             }
             let message = format!(
-                "checkpoint {} has no quorum of witness cosignatures within --shutdown-grace; the next run asks again",
+                "checkpoint {} has no quorum of witness cosignatures within the shutdown grace; the next run asks again",
                 last.seq
             );
             // A cron job must not read success while the quorum was not met.

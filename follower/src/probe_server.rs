@@ -67,7 +67,7 @@ async fn serve(listener: TcpListener, handle: PrometheusHandle, health: Arc<Heal
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
             Err(e) => {
-                tracing::warn!(error = %e, "--metrics-addr: cannot accept a connection; pausing");
+                tracing::warn!(error = %e, "metrics port: cannot accept a connection; pausing");
                 tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
                 continue;
             }

@@ -11,7 +11,7 @@
 //! cursor were logged by the life that shipped them: they are counted
 //! again (the counters restart with the process) but not logged again.
 
-use chainship_chain::{ChainCheck, Error, EventBatch, EventDb, Head, PrevHash, Recycler};
+use chainship_chain::{ChainCheck, Error, EventBatch, EventDb, Head, PrevHash, Recycler, Setting};
 use chainship_runs::{Profile, RunCheck, RunCheckConfig, RunEvent};
 use crossbeam_channel::{Sender, bounded};
 
@@ -121,7 +121,7 @@ impl FindingLog {
             tracing::warn!(
                 events = self.events,
                 unknown_types = self.unknown_types,
-                "run check: {} of the first {} events have types the {} profile does not know: this database does not look like {}'s (--profile none turns the run check off)",
+                "run check: {} of the first {} events have types the {} profile does not know: this database does not look like {}'s (the profile none turns the run check off)",
                 self.unknown_types,
                 self.events,
                 profile.name,
@@ -140,10 +140,13 @@ impl FollowerRunCheck {
         let mut chain = ChainCheck::from_start();
         let mut findings = 0u64;
         let refuse = |why: String| {
-            FollowError::Stop(Error::integrity(format!(
-                "{}: {why}; the run check cannot rebuild the open runs from it (run `chainship verify`; --profile none turns the run check off)",
-                db.path().display()
-            )))
+            FollowError::Stop(
+                Error::integrity(format!(
+                    "{}: {why}; the run check cannot rebuild the open runs from it (verify the database; the profile none turns the run check off)",
+                    db.path().display()
+                ))
+                .with_setting(Setting::RunProfile),
+            )
         };
         let mut broken = None;
         let mut fed = 0u64;

@@ -151,7 +151,7 @@ pub fn lines(a: &Affected) -> Vec<String> {
         if shown.is_empty() { "" } else { ": " },
         shown.join(", "),
         if more > 0 {
-            format!(" and {more} more (--json lists them)")
+            format!(" and {more} more (the JSON output lists them)")
         } else {
             String::new()
         }
@@ -174,7 +174,7 @@ pub fn lines(a: &Affected) -> Vec<String> {
         }
         if t.side_effect_count > SHOWN as u64 {
             out.push(format!(
-                "  ... and {} more (--json lists them)",
+                "  ... and {} more (the JSON output lists them)",
                 t.side_effect_count - SHOWN as u64
             ));
         }

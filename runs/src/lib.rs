@@ -15,15 +15,15 @@
 pub mod affected;
 pub mod check;
 pub mod finding;
-pub mod profile;
 pub mod synth;
 pub mod tally;
 pub mod touched;
 
+/// A runtime's event roles live with the chain: the SIEM mapping reads them too.
+pub use chainship_chain::profile::{self, AGENTRT, Profile, Role};
 /// The payload fields and event times the rules read live with the chain,
 /// which the SIEM record formats also map from.
 pub use chainship_chain::{payload, time};
 pub use check::{RunCheck, RunCheckConfig, RunEvent};
 pub use finding::{RunFinding, RunFindingKind, RunStatus, RunSummary};
-pub use profile::{AGENTRT, Profile, Role};
 pub use touched::{SideEffect, Touched};

@@ -689,7 +689,8 @@ fn a_database_that_is_not_the_profiles_does_not_flood_the_log() {
         );
         if foreign {
             assert!(
-                log.contains("does not look like agentrt's") && log.contains("--profile none"),
+                log.contains("does not look like agentrt's")
+                    && log.contains("the profile none turns the run check off"),
                 "{log}"
             );
         } else {

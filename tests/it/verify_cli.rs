@@ -320,7 +320,7 @@ fn generate_refuses_to_touch_an_existing_file_without_append() {
     let before = std::fs::read(&db).unwrap();
     let out = run(&["generate", "--db", path_str(&db), "--events", "5"]);
     assert_eq!(code(&out), 2);
-    assert!(stderr(&out).contains("already exists; pass --append"));
+    assert!(stderr(&out).contains("already exists; append to it to add events (--append)"));
     assert_eq!(std::fs::read(&db).unwrap(), before);
     let out = run(&["generate", "--db", path_str(&db), "--events", "5", "--append"]);
     assert_eq!(code(&out), 0);

@@ -330,7 +330,7 @@ fn a_witness_down_delays_cosigning_never_the_export() {
     );
     assert!(!cosigned(&a, 500).exists(), "no quorum while a witness is down");
     assert!(
-        stderr(&out).contains("no quorum of witness cosignatures within --shutdown-grace"),
+        stderr(&out).contains("no quorum of witness cosignatures within the shutdown grace"),
         "{}",
         stderr(&out)
     );

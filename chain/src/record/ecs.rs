@@ -8,15 +8,18 @@
 //! README; a reader checks every mapped field against `event.original`
 //! ([`super::format`]).
 
+use serde_json::Value;
+
 use super::Record;
 use super::facts::{Facts, MAPPING_VERSION, Outcome, Phase, UNREADABLE_AT, bounded, mappable};
 use super::json::Object;
+use super::mapping::Mapping;
 
 pub const ECS_VERSION: &str = "9.4.0";
 
 /// Appends `record` as an ECS document; `original` is the record's own
 /// JSON line, carried as a string.
-pub fn write(out: &mut Vec<u8>, record: &Record<'_>, facts: &Facts<'_>, original: &str) {
+fn write(out: &mut Vec<u8>, record: &Record<'_>, facts: &Facts<'_>, original: &str) {
     let phase = match facts.phase {
         Phase::Start => "start",
         Phase::End => "end",
@@ -80,14 +83,48 @@ pub fn write(out: &mut Vec<u8>, record: &Record<'_>, facts: &Facts<'_>, original
     o.close();
 }
 
-/// Whether a parsed JSON object is an ECS document.
-pub fn detect(value: &serde_json::Value) -> bool {
-    value.get("ecs").is_some()
-        || value.get("@timestamp").is_some()
-        || value.get("event").is_some_and(|e| e.get("original").is_some())
-}
+/// Elastic Common Schema, the record's line in `event.original`.
+pub struct Ecs;
 
-/// The chainship record line a parsed ECS document carries.
-pub fn carried(value: &serde_json::Value) -> Option<&str> {
-    value.get("event")?.get("original")?.as_str()
+impl Mapping for Ecs {
+    fn line_start(&self) -> &'static [u8] {
+        b"{\"@timestamp\":"
+    }
+
+    fn write(&self, out: &mut Vec<u8>, record: &Record<'_>, facts: &Facts<'_>, canonical: &[u8]) {
+        let original = std::str::from_utf8(canonical).expect("a record's JSON is UTF-8");
+        write(out, record, facts, original);
+    }
+
+    fn detect(&self, value: &Value) -> bool {
+        value.get("ecs").is_some()
+            || value.get("@timestamp").is_some()
+            || value.get("event").is_some_and(|e| e.get("original").is_some())
+    }
+
+    fn carried(&self, value: &Value) -> Result<Record<'static>, String> {
+        let line = value
+            .get("event")
+            .and_then(|e| e.get("original"))
+            .and_then(Value::as_str)
+            .ok_or("it has no event.original string")?;
+        Record::parse_own(line.as_bytes())
+            .map(Record::into_owned)
+            .map_err(|e| format!("event.original is no record: {e}"))
+    }
+
+    fn carried_quickly(&self, json: &[u8]) -> Option<Record<'static>> {
+        #[derive(serde::Deserialize)]
+        struct Envelope<'a> {
+            #[serde(borrow)]
+            event: Event<'a>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Event<'a> {
+            #[serde(borrow)]
+            original: std::borrow::Cow<'a, str>,
+        }
+        let envelope: Envelope<'_> = serde_json::from_slice(json).ok()?;
+        Some(Record::parse_own(envelope.event.original.as_bytes()).ok()?.into_owned())
+    }
 }

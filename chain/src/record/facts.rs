@@ -2,8 +2,8 @@
 //! time as a number, what it did (started, ended, was allowed or denied),
 //! how it turned out, and the tool, call and approval it names.
 //!
-//! Read from the event type and a few payload fields (agentrt's types, as in
-//! `chainship_runs::profile`), the same way every time: a reader derives the
+//! Read from the part the event's type plays ([`crate::profile`], the table
+//! the run check judges by) and a few payload fields, the same way every time: a reader derives the
 //! facts again from the chainship record a profile carries and compares, so
 //! a changed mapped field is found. A change to these rules is a new
 //! mapping version (`MAPPING_VERSION`), never an edit of this one.
@@ -12,6 +12,7 @@ use std::borrow::Cow;
 
 use super::Record;
 use crate::payload::{Payload, Text};
+use crate::profile::{AGENTRT, Profile, Role};
 
 /// The version of the mapping every profile record names; bump it (and keep
 /// the old rules readable) to change what any mapped field says.
@@ -102,8 +103,14 @@ impl<'r> Facts<'r> {
             Payload::default()
         };
         let text = |t: Text<'r>| t.0.and_then(bounded_cow);
-        let (phase, outcome, detail) = classify(kind.unwrap_or(""), &payload);
-        let is_decision = matches!(kind, Some("step.policy" | "approval.decided"));
+        // Version 1 of the mapping reads agentrt's types (MAPPING_VERSION):
+        // another runtime's profile would be another version.
+        let profile = &AGENTRT;
+        let (phase, outcome, detail) = classify(profile, kind.unwrap_or(""), &payload);
+        let is_decision = matches!(
+            profile.role(kind.unwrap_or("").as_bytes()),
+            Role::StepPolicy | Role::ApprovalDecided
+        );
         Facts {
             time_ms,
             kind,
@@ -118,37 +125,43 @@ impl<'r> Facts<'r> {
     }
 }
 
-/// agentrt's event types: what each did and how it turned out.
-fn classify<'p>(kind: &str, payload: &'p Payload<'_>) -> (Phase, Option<Outcome>, Option<&'p str>) {
+/// What each event did and how it turned out, by the part its type plays
+/// in `profile` (one table with the run check's).
+fn classify<'p>(profile: &Profile, kind: &str, payload: &'p Payload<'_>) -> (Phase, Option<Outcome>, Option<&'p str>) {
     use Outcome::{Failure, Success};
     use Phase::*;
-    match kind {
-        "run.created" | "run.started" | "run.resumed" | "step.started" | "step.tool_started" | "approval.requested"
-        | "model.dispatched" => (Start, None, None),
-        "run.finished" => {
+    match profile.role(kind.as_bytes()) {
+        Role::RunCreated
+        | Role::RunStarted
+        | Role::RunResumed
+        | Role::StepStarted
+        | Role::ToolStarted
+        | Role::ApprovalRequested
+        | Role::ModelDispatched => (Start, None, None),
+        Role::RunFinished => {
             let status = payload.status.get();
             let outcome = match status {
-                Some("COMPLETED") => Some(Success),
-                Some("FAILED" | "CANCELLED") => Some(Failure),
+                Some(s) if s == profile.completed_status => Some(Success),
+                Some(s) if profile.failed_statuses.contains(&s) => Some(Failure),
                 _ => None,
             };
             (End, outcome, status)
         }
-        "step.tool_finished" | "model.completed" => (End, Some(Success), None),
-        "step.failed" | "model.failed" => (End, Some(Failure), None),
-        "run.interrupted" | "step.interrupted" => (End, None, None),
-        "step.policy" => match payload.outcome.get() {
-            Some(o @ "allow") => (Allowed, Some(Success), Some(o)),
-            Some(o @ "deny") => (Denied, Some(Failure), Some(o)),
+        Role::ToolFinished | Role::ModelCompleted => (End, Some(Success), None),
+        Role::StepFailed | Role::ModelFailed => (End, Some(Failure), None),
+        Role::RunInterrupted | Role::StepInterrupted => (End, None, None),
+        Role::StepPolicy => match payload.outcome.get() {
+            Some(o) if o == profile.allow_outcome => (Allowed, Some(Success), Some(o)),
+            Some(o) if o == profile.deny_outcome => (Denied, Some(Failure), Some(o)),
             other => (Info, None, other),
         },
-        // agentrt's decisions; any other status is not judged (it stays the detail).
-        "approval.decided" => match payload.status.get() {
-            Some(s @ "approved") => (Allowed, Some(Success), Some(s)),
-            Some(s @ "rejected") => (Denied, Some(Failure), Some(s)),
+        // The runtime's decisions; any other status is not judged (it stays the detail).
+        Role::ApprovalDecided => match payload.status.get() {
+            Some(s) if s == profile.approved_status => (Allowed, Some(Success), Some(s)),
+            Some(s) if s == profile.rejected_status => (Denied, Some(Failure), Some(s)),
             other => (Info, None, other),
         },
-        "limit.exceeded" | "loop.detected" => (Info, Some(Failure), None),
-        _ => (Info, None, None),
+        Role::LimitExceeded | Role::LoopDetected => (Info, Some(Failure), None),
+        Role::LeaseTakenOver | Role::StepDecided | Role::Other => (Info, None, None),
     }
 }

@@ -17,6 +17,7 @@ use std::str::FromStr;
 use serde_json::Value;
 
 use super::facts::Facts;
+use super::mapping::Mapping;
 use super::{Record, ecs, ocsf};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -41,34 +42,37 @@ impl RecordFormat {
         }
     }
 
+    /// The SIEM mapping of this format; `None` for chainship's own record.
+    /// The one place the formats are listed (each arm is checked by the compiler).
+    pub fn mapping(self) -> Option<&'static dyn Mapping> {
+        match self {
+            RecordFormat::Chainship => None,
+            RecordFormat::Ocsf => Some(&ocsf::Ocsf),
+            RecordFormat::Ecs => Some(&ecs::Ecs),
+        }
+    }
+
     /// How every line this format writes begins (its first member, which
     /// the writer always puts first), for telling a torn record from a file
     /// that is not a sink's.
     pub fn line_start(self) -> &'static [u8] {
-        match self {
-            RecordFormat::Chainship => b"{\"origin\":",
-            RecordFormat::Ocsf => b"{\"activity_id\":",
-            RecordFormat::Ecs => b"{\"@timestamp\":",
+        match self.mapping() {
+            Some(m) => m.line_start(),
+            None => b"{\"origin\":",
         }
     }
 
     /// Appends `record` in this format (one JSON object, no newline) to
-    /// `out`; `scratch` is reused between calls (ECS writes the chainship
-    /// line there first, to carry it as a string).
+    /// `out`; `scratch` is reused between calls (a mapping writes the
+    /// chainship line there first, to carry it).
     pub fn write(self, record: &Record<'_>, out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
-        if self == RecordFormat::Chainship {
+        let Some(mapping) = self.mapping() else {
             return record.write_json(out);
-        }
+        };
         let facts = Facts::of(record);
         scratch.clear();
         record.write_json(scratch);
-        match self {
-            RecordFormat::Ocsf => ocsf::write(out, record, &facts, scratch),
-            _ => {
-                let original = std::str::from_utf8(scratch).expect("a record's JSON is UTF-8");
-                ecs::write(out, record, &facts, original);
-            }
-        }
+        mapping.write(out, record, &facts, scratch);
     }
 }
 
@@ -153,33 +157,20 @@ pub(super) fn parse_profile(json: &[u8]) -> Option<Result<Record<'static>, Recor
         Ok(value) => value,
         Err(e) => return Some(Err(RecordError::Json(e))),
     };
-    let format = if ocsf::detect(&value) {
-        RecordFormat::Ocsf
-    } else if ecs::detect(&value) {
-        RecordFormat::Ecs
-    } else {
+    let Some(format) = RecordFormat::ALL
+        .into_iter()
+        .find(|f| f.mapping().is_some_and(|m| m.detect(&value)))
+    else {
         return None;
     };
+    let mapping = format.mapping().expect("found by its mapping");
     let malformed = |why: String| RecordError::Malformed { format, why };
     // A repeated key would be read one way here (the last wins) and maybe
     // another by a SIEM (the first): such a record proves nothing.
     if let Err(e) = serde_json::from_slice::<NoRepeatedKeys>(json) {
         return Some(Err(malformed(e.to_string())));
     }
-    let record = match format {
-        RecordFormat::Ocsf => match ocsf::carried(&value) {
-            Some(carried) => {
-                Record::from_value(carried).map_err(|e| malformed(format!("unmapped.chainship is no record: {e}")))
-            }
-            None => Err(malformed("it has no unmapped.chainship".into())),
-        },
-        _ => match ecs::carried(&value) {
-            Some(line) => Record::parse_own(line.as_bytes())
-                .map(Record::into_owned)
-                .map_err(|e| malformed(format!("event.original is no record: {e}"))),
-            None => Err(malformed("it has no event.original string".into())),
-        },
-    };
+    let record = mapping.carried(&value).map_err(malformed);
     let record = match record {
         Ok(r) => r,
         Err(e) => return Some(Err(e)),
@@ -203,39 +194,10 @@ pub(super) fn parse_profile(json: &[u8]) -> Option<Result<Record<'static>, Recor
 /// what the record maps to, and no key repeats. `None` sends the line the
 /// long way (re-serialized, changed, or no profile record).
 fn as_written(json: &[u8]) -> Option<Record<'static>> {
-    use serde::Deserialize;
-    use std::borrow::Cow;
-    #[derive(Deserialize)]
-    struct Ocsf<'a> {
-        #[serde(borrow)]
-        unmapped: Unmapped<'a>,
-    }
-    #[derive(Deserialize)]
-    struct Unmapped<'a> {
-        #[serde(borrow)]
-        chainship: &'a serde_json::value::RawValue,
-    }
-    #[derive(Deserialize)]
-    struct Ecs<'a> {
-        #[serde(borrow)]
-        event: Event<'a>,
-    }
-    #[derive(Deserialize)]
-    struct Event<'a> {
-        #[serde(borrow)]
-        original: Cow<'a, str>,
-    }
-    let (format, record) = if json.starts_with(RecordFormat::Ocsf.line_start()) {
-        let envelope: Ocsf<'_> = serde_json::from_slice(json).ok()?;
-        let carried = envelope.unmapped.chainship.get().as_bytes();
-        (RecordFormat::Ocsf, Record::parse_own(carried).ok()?.into_owned())
-    } else if json.starts_with(RecordFormat::Ecs.line_start()) {
-        let envelope: Ecs<'_> = serde_json::from_slice(json).ok()?;
-        let carried = envelope.event.original.as_bytes();
-        (RecordFormat::Ecs, Record::parse_own(carried).ok()?.into_owned())
-    } else {
-        return None;
-    };
+    let format = RecordFormat::ALL
+        .into_iter()
+        .find(|f| f.mapping().is_some() && json.starts_with(f.line_start()))?;
+    let record = format.mapping()?.carried_quickly(json)?;
     let mut line = Vec::with_capacity(json.len());
     format.write(&record, &mut line, &mut Vec::new());
     (line == json).then_some(record)

@@ -15,6 +15,7 @@ pub mod ecs;
 pub mod facts;
 pub mod format;
 pub mod json;
+pub mod mapping;
 pub mod ocsf;
 
 pub use format::{RecordError, RecordFormat};

@@ -9,9 +9,12 @@
 //! in the README; a reader checks every mapped field against the carried
 //! record ([`super::format`]).
 
+use serde_json::Value;
+
 use super::Record;
 use super::facts::{Facts, MAPPING_VERSION, Outcome, UNREADABLE_AT, bounded, mappable};
 use super::json::Object;
+use super::mapping::Mapping;
 
 pub const OCSF_VERSION: &str = "1.1.0";
 const CLASS_UID: u32 = 6003;
@@ -20,7 +23,7 @@ const ACTIVITY_OTHER: u32 = 99;
 
 /// Appends `record` as an OCSF API Activity; `canonical` is the record's
 /// own JSON (written once, carried as it is).
-pub fn write(out: &mut Vec<u8>, record: &Record<'_>, facts: &Facts<'_>, canonical: &[u8]) {
+fn write(out: &mut Vec<u8>, record: &Record<'_>, facts: &Facts<'_>, canonical: &[u8]) {
     let run = mappable(record, "run_id");
     let step = mappable(record, "step_id").filter(|s| !s.is_empty());
     let origin = bounded(&record.origin);
@@ -100,13 +103,46 @@ pub fn write(out: &mut Vec<u8>, record: &Record<'_>, facts: &Facts<'_>, canonica
     o.close();
 }
 
-/// Whether a parsed JSON object is an OCSF record (of any class: one of
-/// another class is then found not to be ours by the comparison).
-pub fn detect(value: &serde_json::Value) -> bool {
-    value.get("class_uid").is_some()
-}
+/// OCSF 1.1.0 API Activity (6003), the record in `unmapped.chainship`.
+pub struct Ocsf;
 
-/// The chainship record a parsed OCSF record carries.
-pub fn carried(value: &serde_json::Value) -> Option<&serde_json::Value> {
-    value.get("unmapped")?.get("chainship")
+impl Mapping for Ocsf {
+    fn line_start(&self) -> &'static [u8] {
+        b"{\"activity_id\":"
+    }
+
+    fn write(&self, out: &mut Vec<u8>, record: &Record<'_>, facts: &Facts<'_>, canonical: &[u8]) {
+        write(out, record, facts, canonical);
+    }
+
+    fn detect(&self, value: &Value) -> bool {
+        value.get("class_uid").is_some()
+    }
+
+    fn carried(&self, value: &Value) -> Result<Record<'static>, String> {
+        let carried = value
+            .get("unmapped")
+            .and_then(|u| u.get("chainship"))
+            .ok_or("it has no unmapped.chainship")?;
+        Record::from_value(carried).map_err(|e| format!("unmapped.chainship is no record: {e}"))
+    }
+
+    fn carried_quickly(&self, json: &[u8]) -> Option<Record<'static>> {
+        #[derive(serde::Deserialize)]
+        struct Envelope<'a> {
+            #[serde(borrow)]
+            unmapped: Unmapped<'a>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Unmapped<'a> {
+            #[serde(borrow)]
+            chainship: &'a serde_json::value::RawValue,
+        }
+        let envelope: Envelope<'_> = serde_json::from_slice(json).ok()?;
+        Some(
+            Record::parse_own(envelope.unmapped.chainship.get().as_bytes())
+                .ok()?
+                .into_owned(),
+        )
+    }
 }

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use chainship_chain::{AGENTRT_EVENTS_TABLE, Error, event_hash, permanent};
+use chainship_chain::{AGENTRT_EVENTS_TABLE, Error, Setting, event_hash, permanent};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
 use super::{Inject, RunGenerator};
@@ -211,10 +211,9 @@ fn open(path: &Path, append: bool) -> Result<Connection, Error> {
     let exists = std::fs::symlink_metadata(path).is_ok();
     let err = |e: rusqlite::Error| permanent!("{}: {e}", path.display());
     match (exists, append) {
-        (true, false) => Err(permanent!(
-            "{}: already exists; pass --append to add events to it",
-            path.display()
-        )),
+        (true, false) => Err(
+            permanent!("{}: already exists; append to it to add events", path.display()).with_setting(Setting::Append),
+        ),
         (false, true) => Err(permanent!("{}: no such file to append to", path.display())),
         (true, true) => {
             let conn = Connection::open(path).map_err(err)?;

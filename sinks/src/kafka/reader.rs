@@ -39,7 +39,7 @@ pub fn read_records(cfg: &KafkaConfig, origin: &str, each: &mut OnRecord<'_>) ->
         Some(_) => {
             if count > 1 {
                 report.narrowed = Some(format!(
-                    "read partition {own} only (--kafka-partition): the topic's {} other partition(s), which a SIEM reading the topic also ingests, were not checked",
+                    "read only the pinned partition {own}: the topic's {} other partition(s), which a SIEM reading the topic also ingests, were not checked",
                     count - 1
                 ));
             }

@@ -1,6 +1,8 @@
 //! A runtime's rules as data: which event type plays which part in a run,
-//! and which payload values mean "allowed" and "approved". Adding another
-//! runtime is adding another `Profile`.
+//! and which payload values mean "allowed" and "approved". The one table
+//! of a runtime's event types: the run check (`chainship_runs`) judges runs
+//! by it, and the SIEM mapping ([`crate::record`]) says what each event did
+//! by it. Adding another runtime is adding another `Profile`.
 
 /// The part an event type plays in a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,6 +80,13 @@ pub struct Profile {
     pub allow_outcome: &'static str,
     /// The `approval.decided` status that grants the request.
     pub approved_status: &'static str,
+    /// The `step.policy` outcome that refuses a tool.
+    pub deny_outcome: &'static str,
+    /// The `approval.decided` status that refuses the request.
+    pub rejected_status: &'static str,
+    /// The `run.finished` status of a run that succeeded, and those of one that did not.
+    pub completed_status: &'static str,
+    pub failed_statuses: &'static [&'static str],
 }
 
 impl Profile {
@@ -125,6 +134,10 @@ pub const AGENTRT: Profile = Profile {
     ],
     allow_outcome: "allow",
     approved_status: "approved",
+    deny_outcome: "deny",
+    rejected_status: "rejected",
+    completed_status: "COMPLETED",
+    failed_statuses: &["FAILED", "CANCELLED"],
 };
 
 #[cfg(test)]
