@@ -14,3 +14,6 @@ pub mod copy;
 pub mod diff;
 pub mod new_database;
 pub mod restore;
+
+#[cfg(test)]
+mod tests;

@@ -1,12 +1,16 @@
-//! Which sink, and its settings: `--sink` parsed into a typed
-//! [`SinkConfig`], each sink's own settings in its own config.
+//! Which sink, and its settings: a sink URL parsed into a typed
+//! [`SinkConfig`], each sink's own settings in its own config. The one list
+//! of sinks: parsing, showing, opening, reading back and batching are each
+//! one exhaustive match here, an arm per sink naming its module.
 
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
 use crate::kafka::KafkaConfig;
+use crate::policy::BatchPolicy;
 use crate::s3::S3Config;
+use crate::{OnRecord, ReadReport, Sink, SinkError};
 
 /// A sink and everything it is told.
 #[derive(Clone, Debug)]
@@ -69,6 +73,57 @@ impl fmt::Display for SinkConfig {
             SinkConfig::Stdout => f.write_str("stdout:"),
             SinkConfig::S3(c) => c.at.fmt(f),
             SinkConfig::Kafka(c) => f.write_str(&c.url()),
+        }
+    }
+}
+
+impl SinkConfig {
+    /// Builds this sink, for records of `origin`.
+    pub fn open(&self, origin: &str) -> Box<dyn Sink> {
+        match self {
+            SinkConfig::File(path) => Box::new(crate::file::FileSink::new(path, origin)),
+            SinkConfig::Stdout => Box::new(crate::stdout::StdoutSink),
+            SinkConfig::Kafka(c) => Box::new(crate::kafka::KafkaSink::new(c.clone(), origin)),
+            SinkConfig::S3(c) => Box::new(crate::s3::S3Sink::new(c.clone(), origin)),
+        }
+    }
+
+    /// Reads the copy this sink holds back (see [`crate::read_records`]).
+    pub async fn read(&self, origin: &str, each: &mut OnRecord<'_>) -> Result<ReadReport, SinkError> {
+        match self {
+            SinkConfig::File(path) => crate::file::read_records(path, each).map(|()| ReadReport::default()),
+            SinkConfig::Stdout => Err(SinkError::permanent(
+                "stdout: cannot be read back; verify the file or topic it was piped to",
+            )),
+            SinkConfig::Kafka(c) => crate::kafka::reader::read_records(c, origin, each),
+            SinkConfig::S3(c) => crate::s3::reader::read_records(c, origin, each)
+                .await
+                .map(|()| ReadReport::default()),
+        }
+    }
+
+    /// The batches this sink takes: its own policy, or for a stream-like
+    /// sink (file, stdout, Kafka) the follower's `general` limits with group
+    /// commit.
+    pub fn batch_policy(&self, general: BatchPolicy) -> BatchPolicy {
+        let policy = match self {
+            SinkConfig::S3(c) => BatchPolicy {
+                max_events: c.batching.max_events,
+                max_bytes: c.batching.max_bytes,
+                linger: c.batching.max_age,
+                group_commit: false,
+                compression: Some(c.compression),
+            },
+            SinkConfig::File(_) | SinkConfig::Stdout | SinkConfig::Kafka(_) => BatchPolicy {
+                group_commit: true,
+                compression: None,
+                ..general
+            },
+        };
+        BatchPolicy {
+            max_events: policy.max_events.max(1),
+            max_bytes: policy.max_bytes.max(1),
+            ..policy
         }
     }
 }

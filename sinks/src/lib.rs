@@ -8,9 +8,9 @@
 //! never delivers twice) and "deliver this batch" (acknowledged only once it
 //! is durable). Positions, verification and retries live once, in the
 //! follower, above this interface. Each sink declares how it wants its
-//! batches built ([`policy`]). Adding a sink is one module and one arm in
-//! [`SinkConfig`], [`open_sink`], [`read_records`] and
-//! [`SinkConfig::batch_policy`].
+//! batches built ([`policy`]). Adding a sink is one module and its arms in
+//! [`config`], the one list of sinks (parsing, showing, opening, reading
+//! back and batching, each an exhaustive match the compiler checks).
 
 pub mod batch;
 pub mod config;
@@ -73,12 +73,7 @@ pub trait Sink: Send {
 
 /// Builds the sink `cfg` names, for records of `origin`.
 pub fn open_sink(cfg: &SinkConfig, origin: &str) -> Box<dyn Sink> {
-    match cfg {
-        SinkConfig::File(path) => Box::new(file::FileSink::new(path, origin)),
-        SinkConfig::Stdout => Box::new(stdout::StdoutSink),
-        SinkConfig::Kafka(c) => Box::new(kafka::KafkaSink::new(c.clone(), origin)),
-        SinkConfig::S3(c) => Box::new(s3::S3Sink::new(c.clone(), origin)),
-    }
+    cfg.open(origin)
 }
 
 /// What reading a copy found besides its records.
@@ -103,14 +98,5 @@ pub struct Stray {
 /// origin's partition first, then every other): what `chainship
 /// verify-export` checks.
 pub async fn read_records(cfg: &SinkConfig, origin: &str, each: &mut OnRecord<'_>) -> Result<ReadReport, SinkError> {
-    match cfg {
-        SinkConfig::File(path) => file::read_records(path, each).map(|()| ReadReport::default()),
-        SinkConfig::Stdout => Err(SinkError::permanent(
-            "stdout: cannot be read back; verify the file or topic it was piped to",
-        )),
-        SinkConfig::Kafka(c) => kafka::reader::read_records(c, origin, each),
-        SinkConfig::S3(c) => s3::reader::read_records(c, origin, each)
-            .await
-            .map(|()| ReadReport::default()),
-    }
+    cfg.read(origin, each).await
 }

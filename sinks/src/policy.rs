@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use crate::config::SinkConfig;
 use crate::s3::compression::Compression;
 
 /// Limits and timing of the batches a sink takes.
@@ -42,36 +41,10 @@ impl Default for ObjectBatching {
     }
 }
 
-impl SinkConfig {
-    /// The batches this sink takes: its own policy, or for a stream-like
-    /// sink (file, stdout, Kafka) the follower's `general` limits with group
-    /// commit.
-    pub fn batch_policy(&self, general: BatchPolicy) -> BatchPolicy {
-        let policy = match self {
-            SinkConfig::S3(c) => BatchPolicy {
-                max_events: c.batching.max_events,
-                max_bytes: c.batching.max_bytes,
-                linger: c.batching.max_age,
-                group_commit: false,
-                compression: Some(c.compression),
-            },
-            SinkConfig::File(_) | SinkConfig::Stdout | SinkConfig::Kafka(_) => BatchPolicy {
-                group_commit: true,
-                compression: None,
-                ..general
-            },
-        };
-        BatchPolicy {
-            max_events: policy.max_events.max(1),
-            max_bytes: policy.max_bytes.max(1),
-            ..policy
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::SinkConfig;
 
     #[test]
     fn each_sink_declares_its_batches() {

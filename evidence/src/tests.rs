@@ -1,0 +1,151 @@
+//! The diff and restore engines against real SQLite files, fed the
+//! records a copy would hold (built from a generated database), with the
+//! copy's check stood in by its outcome.
+
+use std::path::Path;
+
+use chainship_anchor::Kind;
+use chainship_chain::record::Record;
+use chainship_chain::{EventDb, Head, OpenOptions};
+use chainship_runs::synth::database::{Settings, SynthDb};
+
+use crate::copy::CopyOutcome;
+use crate::diff::Comparison;
+use crate::restore::{self, Restore};
+
+const ORIGIN: &str = "test/evidence";
+
+/// A generated database of `events` events (the same stream for any count).
+fn database(dir: &Path, name: &str, events: u64) -> std::path::PathBuf {
+    let path = dir.join(name);
+    let settings = Settings {
+        large_every: 0,
+        ..Settings::default()
+    };
+    SynthDb::open(&path, false, &settings).unwrap().append(events).unwrap();
+    path
+}
+
+/// The records an exported copy of `path` holds, in seq order.
+fn records(path: &Path) -> Vec<Record<'static>> {
+    let db = EventDb::open(path, &OpenOptions::default()).unwrap();
+    let mut out = Vec::new();
+    let mut prev = Vec::new();
+    db.scan(0, u64::MAX, &mut |e| {
+        out.push(Record::from_event(ORIGIN, e, &prev).unwrap().into_owned());
+        prev = e.hash.to_vec();
+        true
+    })
+    .unwrap();
+    out
+}
+
+fn compare(db: &Path, copy: &[Record<'_>]) -> Comparison {
+    let opened = EventDb::open(db, &OpenOptions::default()).unwrap();
+    let head = opened.head().unwrap().map_or(0, |(s, _)| s);
+    let mut c = Comparison::new(opened, head, 10, None).unwrap();
+    for r in copy {
+        c.feed(r);
+    }
+    c.finish();
+    c
+}
+
+#[test]
+fn a_copy_of_the_database_is_the_same_event_for_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database(dir.path(), "a.db", 40);
+    let c = compare(&db, &records(&db));
+    assert!(!c.differs());
+    assert_eq!((c.same, c.changed_count, c.missing.count), (40, 0, 0));
+}
+
+#[test]
+fn a_changed_payload_a_deleted_row_and_a_cut_end_are_each_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let short = database(dir.path(), "short.db", 30);
+    let long = database(dir.path(), "long.db", 35);
+    let mut copy = records(&long);
+    // The copy says something else at seq 7 (its hash kept): a changed field, no fork.
+    copy[6].payload_json = r#"{"changed":true}"#.into();
+    // The copy lacks seq 12: the database holds it alone.
+    copy.remove(11);
+    let c = compare(&short, &copy);
+    assert!(c.differs());
+    assert_eq!(c.changed_count, 1);
+    assert_eq!(c.changed[0].seq, 7);
+    assert!(c.changed[0].fields.iter().any(|f| f.field == "payload_json"));
+    assert!(c.fork.is_none(), "the hashes agree: no fork");
+    assert_eq!(c.database_only.list, vec![(12, 12)]);
+    // Seqs 31..35 are in the copy, not in the database: cut at its end.
+    assert_eq!((c.missing.list.clone(), c.missing.count), (vec![(31, 35)], 5));
+}
+
+#[test]
+fn a_different_hash_is_the_fork_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database(dir.path(), "a.db", 20);
+    let mut copy = records(&db);
+    copy[9].hash = "0".repeat(64).into();
+    let c = compare(&db, &copy);
+    assert_eq!(c.fork.as_ref().map(|f| f.0), Some(10));
+}
+
+/// The outcome of a copy check that trusts everything up to `head`.
+fn trusted_up_to(head: Option<Head>, end: u64) -> CopyOutcome {
+    let mut o = CopyOutcome::refused(Some(ORIGIN.into()), Kind::NoTrustedHead, String::new());
+    o.findings.clear();
+    o.last_trusted = head;
+    o.end_seq = Some(end);
+    o
+}
+
+fn head_of(r: &Record<'_>) -> Head {
+    format!("{}:{}", r.seq, r.hash).parse().unwrap()
+}
+
+#[test]
+fn a_trusted_copy_is_restored_to_its_last_trusted_head_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database(dir.path(), "a.db", 50);
+    let copy = records(&db);
+    let out = dir.path().join("restored.db");
+    let mut restore = Restore::create(&out, None).unwrap();
+    // Duplicates and out-of-order records are not written twice.
+    for r in copy.iter().chain(&copy[..5]) {
+        restore.take(r);
+    }
+    let trusted = head_of(&copy[39]);
+    let restored = restore.finish(&trusted_up_to(Some(trusted), 50), false).unwrap().unwrap();
+    assert_eq!((restored.end, restored.unanchored_left), (40, 10));
+    assert_eq!(records(&out), copy[..40].to_vec());
+}
+
+#[test]
+fn an_untrusted_copy_leaves_nothing_and_a_gap_stops_the_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database(dir.path(), "a.db", 20);
+    let copy = records(&db);
+    let out = dir.path().join("restored.db");
+    let mut restore = Restore::create(&out, None).unwrap();
+    for r in &copy {
+        restore.take(r);
+    }
+    let mut refused = trusted_up_to(Some(head_of(&copy[19])), 20);
+    refused.findings = CopyOutcome::refused(None, Kind::Gap, "seq 3 is missing".into()).findings;
+    assert!(restore.finish(&refused, false).unwrap().is_none());
+    assert!(!out.exists());
+    // Records after a gap are never written: the restore ends before it.
+    let mut restore = Restore::create(&out, None).unwrap();
+    let written: Vec<bool> = copy.iter().filter(|r| r.seq != 8).map(|r| restore.take(r)).collect();
+    assert_eq!(written.iter().filter(|w| **w).count(), 7);
+}
+
+#[test]
+fn a_restore_is_never_written_into_the_anchor_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("anchors");
+    std::fs::create_dir(&store).unwrap();
+    assert!(restore::refuse_inside_store(&store.join("x.db"), &store).is_err());
+    assert!(restore::refuse_inside_store(&dir.path().join("x.db"), &store).is_ok());
+}
