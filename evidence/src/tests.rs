@@ -116,7 +116,10 @@ fn a_trusted_copy_is_restored_to_its_last_trusted_head_byte_for_byte() {
         restore.take(r);
     }
     let trusted = head_of(&copy[39]);
-    let restored = restore.finish(&trusted_up_to(Some(trusted), 50), false).unwrap().unwrap();
+    let restored = restore
+        .finish(&trusted_up_to(Some(trusted), 50), false)
+        .unwrap()
+        .unwrap();
     assert_eq!((restored.end, restored.unanchored_left), (40, 10));
     assert_eq!(records(&out), copy[..40].to_vec());
 }

@@ -10,6 +10,7 @@ use tempfile::TempDir;
 
 const ORIGIN: &str = "test/agentrt";
 
+/// The `follow` arguments as a list, for the test that breaks them one at a time.
 fn follow_args<'a>(db: &'a Path, out: &'a Path, cursor: &'a Path) -> Vec<String> {
     vec![
         "follow".into(),
@@ -24,10 +25,17 @@ fn follow_args<'a>(db: &'a Path, out: &'a Path, cursor: &'a Path) -> Vec<String>
     ]
 }
 
+/// `follow` of `db` into the file `out` (the cursor given as `file:PATH`).
+fn follow_cmd(db: &Path, out: &Path, cursor: &Path) -> Follow {
+    Follow::new(db, ORIGIN)
+        .file_sink(out)
+        .args(["--cursor", &format!("file:{}", path_str(cursor))])
+}
+
 fn spawn_follow(db: &Path, out: &Path, cursor: &Path, extra: &[&str]) -> Child {
-    bin()
-        .args(follow_args(db, out, cursor))
+    follow_cmd(db, out, cursor)
         .args(extra)
+        .command()
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -35,12 +43,7 @@ fn spawn_follow(db: &Path, out: &Path, cursor: &Path, extra: &[&str]) -> Child {
 }
 
 fn follow_once(db: &Path, out: &Path, cursor: &Path, extra: &[&str]) -> std::process::Output {
-    bin()
-        .args(follow_args(db, out, cursor))
-        .arg("--once")
-        .args(extra)
-        .output()
-        .unwrap()
+    follow_cmd(db, out, cursor).once().args(extra).output()
 }
 
 #[test]

@@ -546,20 +546,12 @@ fn diff_never_calls_an_unvouched_tail_a_cut() {
     // database compared (`before`) does not hold.
     append(&a.db, 5);
     let extra = a.dir.path().join("extra.jsonl");
-    let out = bin()
-        .args([
-            "follow",
-            "--once",
-            "--from-start",
-            "--db",
-            path_str(&a.db),
-            "--origin",
-            ORIGIN,
-        ])
-        .args(["--sink", &format!("file:{}", path_str(&extra))])
-        .args(["--cursor", path_str(&a.dir.path().join("cursor-extra"))])
-        .output()
-        .unwrap();
+    let out = Follow::new(&a.db, ORIGIN)
+        .file_sink(&extra)
+        .cursor(&a.dir.path().join("cursor-extra"))
+        .start_at_seq_1()
+        .once()
+        .output();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let mut lines = a.lines();
     lines.extend(

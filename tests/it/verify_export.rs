@@ -30,35 +30,16 @@ trait Export {
 
 impl Export for Anchored {
     fn follow(&self, sink: &str, cursor: &str, extra: &[&str]) {
-        let mut cmd = bin();
-        s3_env(&mut cmd)
-            .args([
-                "follow",
-                "--once",
-                "--from-start",
-                "--db",
-                path_str(&self.db),
-                "--origin",
-                ORIGIN,
-                "--sink",
-                sink,
-            ])
-            .args([
-                "--cursor",
-                path_str(&self.dir.path().join(cursor)),
-                "--batch-size",
-                "100",
-                "--s3-batch-events",
-                "100",
-            ])
-            .args([
-                "--anchor",
-                &format!("file:{}", path_str(&self.anchors)),
-                "--signing-key",
-                path_str(&self.key),
-            ])
-            .args(extra);
-        let out = cmd.output().unwrap();
+        let mut cmd = Follow::new(&self.db, ORIGIN)
+            .sink(sink)
+            .cursor(&self.dir.path().join(cursor))
+            .start_at_seq_1()
+            .once()
+            .anchored(self)
+            .args(["--batch-size", "100", "--s3-batch-events", "100"])
+            .args(extra)
+            .command();
+        let out = s3_env(&mut cmd).output().unwrap();
         assert_eq!(code(&out), 0, "{}", stderr(&out));
     }
 
@@ -413,20 +394,12 @@ async fn every_partition_of_a_topic_is_read() {
     assert_ne!(altered, lines[4]);
     append(&s.db, 3);
     let extra = s.dir.path().join("extra.jsonl");
-    let out = bin()
-        .args([
-            "follow",
-            "--once",
-            "--from-start",
-            "--db",
-            path_str(&s.db),
-            "--origin",
-            ORIGIN,
-        ])
-        .args(["--sink", &format!("file:{}", path_str(&extra))])
-        .args(["--cursor", path_str(&s.dir.path().join("cursor-extra"))])
-        .output()
-        .unwrap();
+    let out = Follow::new(&s.db, ORIGIN)
+        .file_sink(&extra)
+        .cursor(&s.dir.path().join("cursor-extra"))
+        .start_at_seq_1()
+        .once()
+        .output();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let tail: Vec<String> = std::fs::read_to_string(&extra)
         .unwrap()

@@ -157,12 +157,9 @@ pub(super) fn parse_profile(json: &[u8]) -> Option<Result<Record<'static>, Recor
         Ok(value) => value,
         Err(e) => return Some(Err(RecordError::Json(e))),
     };
-    let Some(format) = RecordFormat::ALL
+    let format = RecordFormat::ALL
         .into_iter()
-        .find(|f| f.mapping().is_some_and(|m| m.detect(&value)))
-    else {
-        return None;
-    };
+        .find(|f| f.mapping().is_some_and(|m| m.detect(&value)))?;
     let mapping = format.mapping().expect("found by its mapping");
     let malformed = |why: String| RecordError::Malformed { format, why };
     // A repeated key would be read one way here (the last wins) and maybe
