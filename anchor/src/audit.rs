@@ -12,6 +12,9 @@ use crate::note::{SignedNote, VerifierKey};
 use crate::signed_head::SignedHead;
 use crate::store::StoredNote;
 
+/// What kind of fault a finding names: the vocabulary every verifier
+/// (`anchor verify`, `verify-export`, `restore`, `diff`, `check-proof`)
+/// reports in, so the same fault gets the same name wherever it is found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Kind {
     /// The chain breaks (an event changed, removed or reordered).
@@ -100,6 +103,7 @@ impl Kind {
         Kind::Unvouched,
     ];
 
+    /// The kind as JSON, metrics and text name it (`heads-disagree`).
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Altered => "altered",
@@ -131,6 +135,9 @@ impl fmt::Display for Kind {
     }
 }
 
+/// One fault a verifier found: its kind, the seq it is at (when it has
+/// one), a one-line message, the expected and found hashes when it is about
+/// a hash, and the head file or object it concerns.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finding {
     pub kind: Kind,

@@ -26,6 +26,8 @@ use crate::note::{SignedNote, VerifierKey};
 use crate::signer::Signers;
 use crate::store::{CHECKPOINTS_DIR, COSIGNED_DIR, StoreError};
 
+/// A checkpoint's body (C2SP tlog-checkpoint): the origin, the tree size
+/// and the root hash, signed as a note.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Checkpoint {
     pub origin: String,
@@ -34,6 +36,7 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
+    /// The body as signed: origin, size and base64 root, one per line.
     pub fn text(&self) -> String {
         format!("{}\n{}\n{}\n", self.origin, self.size, B64.encode(self.root))
     }
@@ -72,6 +75,7 @@ impl Checkpoint {
         ))
     }
 
+    /// The root hash in base64, as the body writes it.
     pub fn root_b64(&self) -> String {
         B64.encode(self.root)
     }

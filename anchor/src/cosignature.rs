@@ -32,6 +32,8 @@ pub struct WitnessKey {
 }
 
 impl WitnessKey {
+    /// Reads a witness's vkey (`NAME+KEYID+BASE64`, type 0x04, C2SP
+    /// tlog-cosignature).
     pub fn parse(text: &str) -> Result<WitnessKey, Error> {
         let (name, id, key) = parse_vkey(text, COSIGNATURE_V1, "witness key (cosignature/v1)")?;
         Ok(WitnessKey {
@@ -42,6 +44,7 @@ impl WitnessKey {
         })
     }
 
+    /// The vkey text, as parsed.
     pub fn to_text(&self) -> String {
         let mut blob = vec![COSIGNATURE_V1];
         blob.extend_from_slice(self.key.as_bytes());
@@ -131,6 +134,8 @@ pub struct Cosigned {
     pub bad: Vec<String>,
 }
 
+/// The cosignatures on `note` by `witnesses`: those that verify, and those
+/// by a known witness key that do not (a forgery or damage).
 pub fn check_cosignatures(note: &SignedNote, witnesses: &[WitnessKey]) -> Cosigned {
     let mut out = Cosigned::default();
     // A key counts once, however often (or under however many names) it is

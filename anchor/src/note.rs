@@ -86,6 +86,7 @@ pub struct SignedNote {
     pub signatures: Vec<NoteSignature>,
 }
 
+/// Why a text is no signed note (C2SP signed-note).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum NoteError {
     #[error("not a signed note: {0}")]
@@ -188,6 +189,7 @@ pub struct VerifierKey {
 }
 
 impl VerifierKey {
+    /// The verifier key of `key` under `name` (its key id computed).
     pub fn new(name: &str, key: VerifyingKey) -> Self {
         VerifierKey {
             name: name.to_owned(),
@@ -208,6 +210,7 @@ impl VerifierKey {
         }
     }
 
+    /// The vkey text (`NAME+KEYID+BASE64`).
     pub fn to_text(&self) -> String {
         let mut blob = vec![ED25519];
         blob.extend_from_slice(self.key.as_bytes());

@@ -26,6 +26,7 @@ use chainship_chain::Head;
 use crate::signer::Signers;
 use crate::store::StoreError;
 
+/// The first line of every signed head's body.
 pub const FORMAT_LINE: &str = "chainship-head/v1";
 
 /// A head as published: origin, seq, hash and publication time.
@@ -40,6 +41,7 @@ pub struct SignedHead {
 }
 
 impl SignedHead {
+    /// The head of `origin` at `head`, published at `published`.
     pub fn new(origin: &str, head: Head, published: SystemTime) -> Self {
         SignedHead {
             origin: origin.to_owned(),
@@ -116,6 +118,7 @@ impl SignedHead {
         })
     }
 
+    /// When the head says it was published, if its time is readable.
     pub fn published_time(&self) -> Option<SystemTime> {
         humantime::parse_rfc3339(&self.published).ok()
     }

@@ -106,6 +106,7 @@ pub struct Error {
 }
 
 impl Error {
+    /// An error of `kind` saying `message` (one line naming what is at fault).
     pub fn new(kind: ErrorKind, message: impl fmt::Display) -> Self {
         Error {
             kind,
@@ -120,18 +121,22 @@ impl Error {
         self
     }
 
+    /// May pass: retried with backoff.
     pub fn transient(message: impl fmt::Display) -> Self {
         Error::new(ErrorKind::Transient, message)
     }
 
+    /// Will not pass as things are: stops, exit 2.
     pub fn permanent(message: impl fmt::Display) -> Self {
         Error::new(ErrorKind::Permanent, message)
     }
 
+    /// The data contradicts the chain: stops, exit 1, never retried.
     pub fn integrity(message: impl fmt::Display) -> Self {
         Error::new(ErrorKind::Integrity, message)
     }
 
+    /// Whether retrying may help.
     pub fn is_transient(&self) -> bool {
         self.kind == ErrorKind::Transient
     }

@@ -36,6 +36,7 @@ pub struct Ranges {
 }
 
 impl Ranges {
+    /// Keeps at most `cap` ranges; counts every seq.
     pub fn new(cap: usize) -> Self {
         Ranges {
             list: Vec::new(),
@@ -45,6 +46,7 @@ impl Ranges {
         }
     }
 
+    /// Adds `seq` (in increasing order), merging it into the last range when adjacent.
     pub fn add(&mut self, seq: u64) {
         self.count += 1;
         if let Some((_, end)) = self.list.last_mut()
@@ -76,6 +78,8 @@ pub struct DbCursor {
 }
 
 impl DbCursor {
+    /// The seq of the database's current row (reading the next page when
+    /// needed), up to the head it had at the start.
     pub fn peek_seq(&mut self) -> Option<u64> {
         if self.pos >= self.page.len() && self.after < self.head && self.unreadable.is_none() {
             self.page.clear();
@@ -89,10 +93,12 @@ impl DbCursor {
         self.current().map(|e| e.seq).filter(|&s| s <= self.head)
     }
 
+    /// The current row.
     pub fn current(&self) -> Option<EventRef<'_>> {
         self.page.get(self.pos)
     }
 
+    /// Moves past the current row, checking it against the chain.
     pub fn advance(&mut self) {
         if self.broken.is_none()
             && let Some(e) = self.page.get(self.pos)
@@ -164,12 +170,14 @@ impl Comparison {
         }
     }
 
+    /// Counts `r`'s run and side effects, when runs are collected.
     pub fn touch(&mut self, r: &Record<'_>) {
         if let (Some(t), Some(e)) = (self.touched.as_mut(), RecordEvent::of(r)) {
             t.feed(&e.event(r.seq));
         }
     }
 
+    /// Compares the database's current row with `r`, field by field.
     pub fn compare(&mut self, r: &Record<'_>) {
         let Some(e) = self.db.current() else { return };
         let db_fields: [(&'static str, &[u8]); 6] = [
@@ -223,6 +231,7 @@ impl Comparison {
         }
     }
 
+    /// Whether the database differs from the copy (or could not be read whole).
     pub fn differs(&self) -> bool {
         self.changed_count > 0
             || self.missing.count > 0

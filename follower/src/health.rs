@@ -38,6 +38,9 @@ struct State {
     witness_failing: Option<(Instant, String)>,
 }
 
+/// What the follower's parts last said about themselves, for the probes:
+/// each part reports success or failure as it goes, and the probes read
+/// [`Health::status`] (readiness) and [`Health::liveness`].
 pub struct Health {
     state: Mutex<State>,
     unhealthy_after: Duration,
@@ -47,6 +50,7 @@ pub struct Health {
 }
 
 impl Health {
+    /// Unready once a part has been failing for longer than `unhealthy_after`.
     pub fn new(unhealthy_after: Duration) -> Self {
         Health {
             state: Mutex::new(State::default()),
@@ -86,11 +90,13 @@ impl Health {
         f(&mut state)
     }
 
+    /// A delivery succeeded.
     pub fn sink_ok(&self) {
         self.turned();
         self.with(|s| s.sink_failing = None);
     }
 
+    /// A delivery failed (and is being retried); `reason` is shown by `/readyz`.
     pub fn sink_failed(&self, reason: &str) {
         self.turned();
         self.with(|s| {
@@ -99,11 +105,13 @@ impl Health {
         });
     }
 
+    /// A head was published.
     pub fn anchor_ok(&self) {
         self.turned();
         self.with(|s| s.anchor_failing = None);
     }
 
+    /// Publishing failed (and is being retried).
     pub fn anchor_failed(&self, reason: &str) {
         self.turned();
         self.with(|s| {
@@ -169,6 +177,7 @@ impl Health {
         self.with(|s| s.broken = Some(format!("stopping: {reason}")));
     }
 
+    /// The chain broke: unready until restarted (an operator must look).
     pub fn chain_broken(&self, reason: &str) {
         self.with(|s| s.broken = Some(format!("chain broken: {reason}")));
     }

@@ -108,10 +108,15 @@ impl Ending {
                 published,
                 error,
             } => {
-                let why = error.map_or(String::new(), |e| format!(": {}", e.message));
-                Err(Error::permanent(format!(
+                let why = error.as_ref().map_or(String::new(), |e| format!(": {}", e.message));
+                let stopped = Error::permanent(format!(
                     "the newest head {newest} was not published to the anchor store within the shutdown grace (last published: seq {published}){why}; it is in the cursor and the next run publishes it"
-                )))
+                ));
+                // The setting the store's error points at is this error's too.
+                Err(match error.and_then(|e| e.setting) {
+                    Some(setting) => stopped.with_setting(setting),
+                    None => stopped,
+                })
             }
             Ending::NoQuorum { message, contradiction } => Err(match contradiction {
                 Some(c) => Error::integrity(format!("{message}; {c}")),

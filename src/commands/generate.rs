@@ -83,7 +83,7 @@ pub fn run(args: &GenerateArgs) -> CmdResult {
         large_every: args.large_every,
         large_bytes: args.large_bytes,
     };
-    let usage = |e: chainship_chain::Error| CliError::usage(e);
+    let usage = |e: chainship_chain::Error| CliError::from_kind(&e);
     let mut db = SynthDb::open(&args.db, args.append, &settings).map_err(usage)?;
     db.append(args.events).map_err(usage)?;
     if let Some(rate) = args.follow_rate {

@@ -452,7 +452,7 @@ async fn every_partition_of_a_topic_is_read() {
     assert!(
         json["warnings"]
             .to_string()
-            .contains(&format!("read partition {own} only (--kafka-partition)")),
+            .contains(&format!("read only the pinned partition {own}")),
         "{json}"
     );
 }

@@ -17,10 +17,14 @@ use chainship_core::{Error, integrity};
 
 use crate::merkle::Hash;
 
+/// The first line of a `tlog-proof` (C2SP).
 pub const HEADER: &str = "c2sp.org/tlog-proof@v1";
 /// No tree this side of 2^64 entries needs more hashes than this.
 const MAX_HASHES: usize = 64;
 
+/// An inclusion proof as C2SP `tlog-proof@v1` writes it: the leaf index,
+/// the proof hashes, and the signed checkpoint they lead to (optionally an
+/// extra line the log adds).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TlogProof {
     /// Opaque, unauthenticated extra data (never trusted).
@@ -32,6 +36,7 @@ pub struct TlogProof {
 }
 
 impl TlogProof {
+    /// The proof as text, ending with the checkpoint note.
     pub fn to_text(&self) -> String {
         let mut out = format!("{HEADER}\n");
         if let Some(extra) = &self.extra {
@@ -47,6 +52,7 @@ impl TlogProof {
         out
     }
 
+    /// Reads a proof's text; a malformed one is an integrity error saying where.
     pub fn parse(text: &str) -> Result<TlogProof, Error> {
         let (head, checkpoint) = text
             .split_once("\n\n")

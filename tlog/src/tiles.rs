@@ -12,6 +12,7 @@ use std::collections::HashMap;
 
 use crate::merkle::{CompactRange, Hash, RangeHashes, leaf_hash, node_hash, root_of};
 
+/// Hashes per full tile (C2SP tlog-tiles).
 pub const WIDTH: usize = 256;
 /// The longest entry a bundle can hold (its length is a big-endian u16).
 pub const MAX_ENTRY: usize = u16::MAX as usize;
@@ -111,6 +112,7 @@ pub struct TileBuilder {
 }
 
 impl TileBuilder {
+    /// The tree size the edge is at.
     pub fn size(&self) -> u64 {
         self.size
     }
@@ -304,6 +306,7 @@ pub struct TileSet {
 }
 
 impl TileSet {
+    /// An empty set for a tree of `size` leaves.
     pub fn new(size: u64) -> Self {
         TileSet {
             size,
@@ -311,6 +314,7 @@ impl TileSet {
         }
     }
 
+    /// The tree size the set answers for.
     pub fn size(&self) -> u64 {
         self.size
     }
