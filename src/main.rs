@@ -69,6 +69,8 @@ enum Command {
     /// Check or list the signed heads kept in an anchor store.
     #[command(subcommand)]
     Anchor(commands::anchor::AnchorCommand),
+    Completions(commands::docs::CompletionsArgs),
+    Man(commands::docs::ManArgs),
 }
 
 /// The command tree, with every flag's environment variable named by rule.
@@ -155,6 +157,8 @@ fn main() -> ExitCode {
             commands::config_cmd::run(args, cli_command(), config.as_ref())
         }
         Command::Anchor(cmd) => commands::anchor::run(cmd),
+        Command::Completions(args) => commands::docs::completions(args, cli_command()),
+        Command::Man(args) => commands::docs::man(args, cli_command()),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -101,6 +101,19 @@ impl WitnessingHandle {
     }
 }
 
+/// The kinds a witness failure is counted under (`kind` of
+/// `chainship_witness_failures_total`).
+pub const FAILURE_KINDS: [&str; 8] = [
+    "misbehaving",
+    "rolled-back",
+    "inconsistent",
+    "refused",
+    "proof",
+    "unavailable",
+    "conflict",
+    "bad-cosignature",
+];
+
 /// How one witness answered for one checkpoint.
 pub enum Outcome {
     /// Its verified cosignature line(s).
@@ -124,6 +137,13 @@ impl Witnessing {
         rt: &tokio::runtime::Handle,
         published: watch::Receiver<Option<PublishedCheckpoint>>,
     ) -> WitnessingHandle {
+        // Every witness's failure counters exist from the start, at 0: one that
+        // appears only at its first increment hides it from `increase()`.
+        for w in &self.witnesses {
+            for kind in FAILURE_KINDS {
+                counter!(m::WITNESS_FAILURES, "witness" => w.key.name.clone(), "kind" => kind).increment(0);
+            }
+        }
         let failure = Arc::new(OnceLock::new());
         let contradiction = Arc::new(std::sync::Mutex::new(None));
         let (done, cosigned) = watch::channel(0);

@@ -6,6 +6,7 @@ pub mod check_proof;
 pub mod config_cmd;
 pub mod demo;
 pub mod diff;
+pub mod docs;
 pub mod follow;
 pub mod generate;
 pub mod keygen;

@@ -666,3 +666,157 @@ fn a_sigsum_policy_decides_trust_and_the_quorum() {
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     assert!(stderr(&out).contains("bad.policy: line 2"), "{}", stderr(&out));
 }
+
+/// The metric names a PromQL text uses (`chainship_…`).
+fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("chainship_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        names.insert(tail[..end].to_owned());
+        rest = &tail[end..];
+    }
+    names
+}
+
+/// The names an exposition declares (`# TYPE NAME KIND`).
+fn exposed(text: &str) -> std::collections::BTreeSet<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The names the dashboard's panel queries use that `known` lacks.
+fn unknown_in_dashboard(dashboard: &str, known: &std::collections::BTreeSet<String>) -> Vec<String> {
+    let doc: Value = serde_json::from_str(dashboard).expect("the dashboard is JSON");
+    let mut exprs = String::new();
+    for panel in doc["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().expect("each panel has targets") {
+            exprs += target["expr"].as_str().expect("each target has an expr");
+            exprs.push('\n');
+        }
+    }
+    metric_names(&exprs)
+        .into_iter()
+        .filter(|n| !known.contains(n))
+        .collect()
+}
+
+/// The Grafana dashboard and the alert rules query only metrics the program
+/// exports: read from a running follower's `/metrics` (anchoring, a witness
+/// and the run check on) and the textfiles of `anchor verify` and
+/// `verify-export`. A metric renamed in the code and not in the dashboard
+/// fails this test; so does one renamed in a copy of the dashboard.
+#[test]
+fn the_dashboard_and_the_alert_rules_use_only_metrics_the_program_exports() {
+    let a = Anchored::new(300, ORIGIN);
+    let w = Witness::new("test.example/metrics", Some(&a.verifier));
+    let port = free_port();
+    let sink = a.dir.path().join("events.jsonl");
+    let mut follower = KillOnDrop(
+        Follow::new(&a.db, ORIGIN)
+            .file_sink(&sink)
+            .cursor(&a.dir.path().join("cursor"))
+            .start_at_seq_1()
+            .anchored(&a)
+            .args(witness_flags(&[&w], 1))
+            .args([
+                "--metrics-addr",
+                &format!("127.0.0.1:{port}"),
+                "--anchor-interval",
+                "0s",
+            ])
+            .command()
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let metrics = loop {
+        if let Some((200, body)) = http_get(port, "/metrics", Duration::from_secs(2))
+            && body.contains("chainship_witness_last_success_timestamp_seconds{")
+        {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "the follower never reported a cosignature");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    signal(&follower, SIGTERM);
+    let _ = follower.wait();
+
+    let verify_file = a.dir.path().join("verify.prom");
+    let out = bin()
+        .args(["anchor", "verify", "--db", path_str(&a.db), "--anchor", &a.anchor_url()])
+        .args(["--origin", ORIGIN, "--trusted-key", &a.verifier])
+        .args(["--metrics-textfile", path_str(&verify_file)])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let export_file = a.dir.path().join("export.prom");
+    let out = bin()
+        .args(["verify-export", "--from", &format!("file:{}", path_str(&sink))])
+        .args([
+            "--anchor",
+            &a.anchor_url(),
+            "--origin",
+            ORIGIN,
+            "--trusted-key",
+            &a.verifier,
+        ])
+        .args(["--metrics-textfile", path_str(&export_file)])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+
+    let mut known = exposed(&metrics);
+    known.extend(exposed(&std::fs::read_to_string(&verify_file).unwrap()));
+    known.extend(exposed(&std::fs::read_to_string(&export_file).unwrap()));
+    assert!(known.len() > 25, "{known:?}");
+
+    let dashboard = std::fs::read_to_string(repo_file("deploy/grafana/chainship.json")).unwrap();
+    let unknown = unknown_in_dashboard(&dashboard, &known);
+    assert!(
+        unknown.is_empty(),
+        "the dashboard queries metrics the program does not export: {unknown:?}"
+    );
+    // Every panel the operator needs is there, each with a query.
+    for needed in [
+        "chainship_export_lag_events",
+        "chainship_anchor_seconds_since_publish",
+        "chainship_witness_last_success_timestamp_seconds",
+        "chainship_run_findings_total",
+        "chainship_unknown_outcomes",
+        "chainship_job_findings",
+        "chainship_job_result",
+    ] {
+        assert!(dashboard.contains(needed), "the dashboard has no panel on {needed}");
+    }
+    let rules = std::fs::read_to_string(repo_file("deploy/prometheus/chainship-rules.yml")).unwrap();
+    let unknown: Vec<String> = metric_names(&rules)
+        .into_iter()
+        .filter(|n| !known.contains(n))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "the alert rules query metrics the program does not export: {unknown:?}"
+    );
+
+    // The check itself catches a rename: a copy of the dashboard with one
+    // metric renamed is refused, naming it.
+    let renamed = dashboard.replace("chainship_export_lag_events", "chainship_export_lag");
+    assert_eq!(
+        unknown_in_dashboard(&renamed, &known),
+        vec!["chainship_export_lag".to_owned()]
+    );
+}
+
+/// A file of the repository.
+fn repo_file(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
