@@ -84,6 +84,7 @@ pub fn flag_for(setting: Setting) -> &'static str {
         Setting::SigningKeyName => "--signing-key-name",
         Setting::RunProfile => "--profile",
         Setting::Append => "--append",
+        Setting::MaxUnvouched => "--max-unvouched",
     }
 }
 

@@ -9,11 +9,14 @@ use serde_json::json;
 
 use crate::exit::CliError;
 
-/// What to look at for a kind of finding, in flags: the library names no flags.
-fn hint(kind: Kind) -> Option<&'static str> {
-    match kind {
+/// What to look at for a finding, in flags: the library names no flags,
+/// only the setting that is a finding's remedy, or its kind.
+fn hint(f: &Finding) -> Option<&'static str> {
+    if let Some(setting) = f.remedy {
+        return Some(crate::exit::flag_for(setting));
+    }
+    match f.kind {
         Kind::Stale => Some("--max-age"),
-        Kind::Unvouched => Some("--max-unvouched"),
         Kind::NoTrustedHead => Some("check --origin and --trusted-key; on a first run pass --allow-no-heads"),
         _ => None,
     }
@@ -21,7 +24,7 @@ fn hint(kind: Kind) -> Option<&'static str> {
 
 /// A finding's message with the flags it concerns.
 fn message(f: &Finding) -> String {
-    match hint(f.kind) {
+    match hint(f) {
         Some(h) => format!("{} ({h})", f.message),
         None => f.message.clone(),
     }

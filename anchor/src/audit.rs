@@ -147,6 +147,9 @@ pub struct Finding {
     pub found: Option<String>,
     /// The head file or object concerned.
     pub source: Option<String>,
+    /// The setting that is this finding's remedy, when one is (a limit it
+    /// went past): the CLI names its flag.
+    pub remedy: Option<chainship_chain::Setting>,
 }
 
 /// A head whose signature a trusted key verified.
@@ -208,6 +211,7 @@ pub fn check_notes(notes: &[StoredNote], origin: &str, keys: &[VerifierKey]) -> 
             expected: None,
             found: None,
             source: Some(stored.name.clone()),
+            remedy: None,
         };
         let note = match SignedNote::parse(&stored.bytes) {
             Ok(n) => n,
@@ -314,6 +318,7 @@ fn disagreements(trusted: &[TrustedHead]) -> Vec<Finding> {
                 expected: Some(other.signed.head.hash_str().to_owned()),
                 found: Some(t.signed.head.hash_str().to_owned()),
                 source: Some(t.source.clone()),
+                remedy: None,
             });
         }
     }
@@ -335,8 +340,7 @@ fn disagreements(trusted: &[TrustedHead]) -> Vec<Finding> {
                     ),
                     expected: None,
                     found: None,
-                    source: Some(t.source.clone()),
-                });
+                    source: Some(t.source.clone()), remedy: None, });
                 continue;
             }
         }
@@ -363,6 +367,7 @@ pub fn published_in_future(t: &TrustedHead) -> Finding {
         expected: None,
         found: None,
         source: Some(t.source.clone()),
+        remedy: None,
     }
 }
 
@@ -392,6 +397,7 @@ pub fn stale_finding(newest: Option<(SystemTime, &Head)>, max_age: Duration, now
         expected: None,
         found: None,
         source: None,
+        remedy: None,
     })
 }
 
@@ -407,6 +413,7 @@ pub fn no_trusted_head(origin: &str, covered: usize, what: &str) -> Option<Findi
         expected: None,
         found: None,
         source: None,
+        remedy: None,
     })
 }
 
@@ -444,6 +451,7 @@ pub fn break_findings(report: &WalkReport, under: usize) -> Vec<Finding> {
             expected: Some(b.expected_str().to_owned()),
             found: Some(b.found.clone()),
             source: None,
+            remedy: None,
         });
     }
     out.extend(damage_findings(report, under));
@@ -499,8 +507,7 @@ pub fn range_findings(ranges: &[InvalidRange], first: Option<&chainship_chain::C
                 message: format!("{seqs} {what}{again}"),
                 expected: first.map(|b| b.expected_str().to_owned()),
                 found: first.map(|b| b.found.clone()),
-                source: None,
-            }
+                source: None, remedy: None, }
         })
         .collect()
 }
@@ -527,6 +534,7 @@ pub fn damage_findings(report: &WalkReport, under: usize) -> Vec<Finding> {
             expected: None,
             found: Some(d.found.clone()),
             source: None,
+            remedy: None,
         });
     }
     if let Some(value) = &report.unreachable_seq {
@@ -537,6 +545,7 @@ pub fn damage_findings(report: &WalkReport, under: usize) -> Vec<Finding> {
             expected: None,
             found: None,
             source: None,
+            remedy: None,
         });
     }
     out
@@ -565,6 +574,7 @@ pub fn head_finding(head: &Head, check: &HeadCheck, source: Option<String>, brea
                     expected: Some(head.hash_str().to_owned()),
                     found: Some(found),
                     source,
+                    remedy: None,
                 })
             }
             HeadCheck::Beyond { db_end } => Some(Finding {
@@ -577,6 +587,7 @@ pub fn head_finding(head: &Head, check: &HeadCheck, source: Option<String>, brea
                 expected: Some(head.hash_str().to_owned()),
                 found: None,
                 source,
+                remedy: None,
             }),
             _ => None,
         }

@@ -138,6 +138,7 @@ fn plain(kind: Kind, seq: Option<u64>, message: String, source: Option<String>) 
         expected: None,
         found: None,
         source,
+        remedy: None,
     }
 }
 
@@ -336,12 +337,15 @@ impl CopyCheck {
         if let Some((first, last)) = unvouched {
             let text = unvouched_text(first, last);
             if last.saturating_sub(first).saturating_add(1) > expect.max_unvouched {
-                findings.push(plain(
-                    Kind::Unvouched,
-                    Some(first),
-                    format!("{text} (more than the {} allowed)", expect.max_unvouched),
-                    None,
-                ));
+                findings.push(Finding {
+                    remedy: Some(chainship_chain::Setting::MaxUnvouched),
+                    ..plain(
+                        Kind::Unvouched,
+                        Some(first),
+                        format!("{text} (more than the {} allowed)", expect.max_unvouched),
+                        None,
+                    )
+                });
             } else {
                 warnings.push(text);
             }

@@ -203,6 +203,7 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
                 expected: None,
                 found: None,
                 source: None,
+                remedy: Some(chainship_chain::Setting::MaxUnvouched),
             });
         } else {
             warnings.push(text);
@@ -326,6 +327,7 @@ fn state_head_finding(
         expected: Some(since.head.hash_str().to_owned()),
         found: None,
         source: Some(since.source.clone()),
+        remedy: None,
     }))
 }
 

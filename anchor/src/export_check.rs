@@ -108,6 +108,7 @@ fn finding(kind: Kind, seq: Option<u64>, message: String) -> Finding {
         expected: None,
         found: None,
         source: None,
+        remedy: None,
     }
 }
 

@@ -26,6 +26,7 @@ fn finding(kind: Kind, size: Option<u64>, message: String, source: Option<String
         expected: None,
         found: None,
         source,
+        remedy: None,
     }
 }
 

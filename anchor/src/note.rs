@@ -35,11 +35,19 @@ pub fn typed_key_id(name: &str, kind: u8, public: &[u8; 32]) -> [u8; 4] {
 /// key)>` of signature type `kind` (Ed25519), checking the id. `what` names
 /// the key in messages.
 pub fn parse_vkey(text: &str, kind: u8, what: &str) -> Result<(String, [u8; 4], VerifyingKey), Error> {
-    let bad = |why: &str| permanent!("{what} {text:?}: {why} (expected NAME+KEYID+BASE64)");
+    // A private key handed over by mistake is never echoed: messages end up in logs and mail.
+    if text.trim_start().starts_with("PRIVATE+KEY") {
+        return Err(permanent!(
+            "{what}: this is a private signing key (PRIVATE+KEY+…), not a verifier key: give the verifier key `chainship keygen` printed, and keep the private key with the follower only"
+        ));
+    }
+    let shown = shown_key(text);
+    let bad = |why: &str| permanent!("{what} {shown}: {why} (expected NAME+KEYID+BASE64)");
     // The shipped examples hold an all-zero placeholder: say what to put there.
     if text.trim().split('+').nth(1) == Some("00000000") && text.trim_end().ends_with("AAAAAAAA") {
         return Err(permanent!(
-            "{what} {text:?} is the example's placeholder: replace it with the verifier key `chainship keygen` printed for the follower's signing key"
+            "{what} {:?} is the example's placeholder: replace it with the verifier key `chainship keygen` printed for the follower's signing key",
+            text.trim()
         ));
     }
     // The name holds no '+', the base64 may: split from the left.
@@ -64,6 +72,17 @@ pub fn parse_vkey(text: &str, kind: u8, what: &str) -> Result<(String, [u8; 4], 
         return Err(bad("key id does not match the name and key"));
     }
     Ok((name.to_owned(), id, key))
+}
+
+/// A key text as messages show it: its name and id, never the key bytes
+/// (a secret pasted in the wrong place must not reach a log), or only its
+/// length when it has no name.
+fn shown_key(text: &str) -> String {
+    let text = text.trim();
+    match text.splitn(3, '+').collect::<Vec<_>>().as_slice() {
+        [name, id, _] => format!("{:?}", format!("{name}+{id}+…")),
+        _ => format!("({} characters, no NAME+KEYID+BASE64 form)", text.chars().count()),
+    }
 }
 
 /// A key name: non-empty, no whitespace, no `+`.
@@ -252,6 +271,23 @@ impl VerifierKey {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_private_key_or_a_bad_key_is_never_echoed() {
+        let secret = "AWFco9pQk3R2b3Vtd2VyZXNlY3JldGtleWJ5dGVzMTIzNDU2Nzg5MDEy";
+        for text in [
+            format!("PRIVATE+KEY+t/o+2474b335+{secret}"),
+            format!("t/o+zzzz+{secret}"),
+            format!("t/o+2474b335+{secret}"),
+            secret.to_owned(),
+        ] {
+            let e = parse_vkey(&text, 0x01, "verifier key").unwrap_err();
+            assert!(!e.message.contains(secret), "{e}");
+            assert!(!e.message.contains(&secret[..12]), "{e}");
+        }
+        let e = parse_vkey(&format!("PRIVATE+KEY+t/o+2474b335+{secret}"), 0x01, "verifier key").unwrap_err();
+        assert!(e.message.contains("private signing key"), "{e}");
+    }
+
     use super::*;
 
     fn key(seed: u8) -> SigningKey {

@@ -504,6 +504,7 @@ fn finding(kind: Kind, seq: Option<u64>, message: String, source: Option<String>
         expected: None,
         found: None,
         source,
+        remedy: None,
     }
 }
 
@@ -632,6 +633,7 @@ impl Pass<'_> {
                         expected: Some(first.hash_str().to_owned()),
                         found: Some(head.hash_str().to_owned()),
                         source: Some(t.source.clone()),
+                        remedy: None,
                     });
                 }
             }
@@ -711,6 +713,7 @@ impl Pass<'_> {
                     expected: Some(head.hash_str().to_owned()),
                     found: None,
                     source,
+                    remedy: None,
                 });
             }
         }
@@ -813,6 +816,7 @@ impl Pass<'_> {
                     expected: Some(hash_b64(&root)),
                     found: Some(hash_b64(&db_root)),
                     source: Some(source.to_owned()),
+                    remedy: None,
                 });
                 false
             }

@@ -62,6 +62,7 @@ impl TileAudit {
             expected: None,
             found: None,
             source: Some(path.to_owned()),
+            remedy: None,
         });
     }
 }

@@ -66,8 +66,7 @@ impl WentBackwards {
                 ),
                 source: Some(k.note_name()),
                 expected: None,
-                found: None,
-            });
+                found: None, remedy: None, });
         }
         if let Some(gone) = self.let_go.filter(|gone| *gone > ms) {
             self.findings.push(Finding {
@@ -81,8 +80,7 @@ impl WentBackwards {
                 ),
                 source: Some(key.note_name()),
                 expected: None,
-                found: None,
-            });
+                found: None, remedy: None, });
             self.let_go = None;
         }
         self.same_seq.push((seq, ms, key));

@@ -58,6 +58,8 @@ pub enum Setting {
     RunProfile,
     /// Adding events to an existing generated database.
     Append,
+    /// How many records after the last trusted head a check lets pass.
+    MaxUnvouched,
 }
 
 impl Setting {
@@ -77,6 +79,7 @@ impl Setting {
             Setting::SigningKeyName => "the signing key name setting",
             Setting::RunProfile => "the run check's profile setting",
             Setting::Append => "the append setting",
+            Setting::MaxUnvouched => "the unvouched limit",
         }
     }
 }

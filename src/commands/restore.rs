@@ -94,6 +94,7 @@ fn refuse(args: &RestoreArgs, o: &CopyOutcome) -> u8 {
             expected: None,
             found: None,
             source: None,
+            remedy: None,
         });
     }
     let nothing = format!("restore refused: nothing was written to {}", args.out.display());

@@ -88,9 +88,38 @@ fn help_examples() -> Vec<(String, Vec<String>)> {
     out
 }
 
-/// The README's shell and cron code blocks, each with its line number.
+/// The documentation's pages: the README, then every page of the book (`docs/src/`), in order.
+fn doc_pages() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = vec!["README.md".to_owned()];
+    let mut dirs = vec![root.join("docs/src")];
+    let mut book = Vec::new();
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                book.push(path.strip_prefix(root).unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    book.sort();
+    pages.extend(book);
+    pages
+}
+
+/// The shell and cron code blocks of the README and the book, each with its page and line number.
 fn readme_examples() -> Vec<(String, Vec<String>)> {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let mut out = Vec::new();
+    for page in doc_pages() {
+        out.extend(page_examples(&page));
+    }
+    out
+}
+
+fn page_examples(page: &str) -> Vec<(String, Vec<String>)> {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(page)).unwrap();
     let mut out = Vec::new();
     let mut block: Option<(usize, bool, Vec<&str>)> = None;
     for (n, line) in text.lines().enumerate() {
@@ -108,7 +137,7 @@ fn readme_examples() -> Vec<(String, Vec<String>)> {
                 }
                 cmds.retain(|c| !c.starts_with("cargo ") && !c.starts_with("./scripts/"));
                 if !cmds.is_empty() {
-                    out.push((format!("README.md line {start}"), cmds));
+                    out.push((format!("{page} line {start}"), cmds));
                 }
                 block = None;
             }
