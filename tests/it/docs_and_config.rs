@@ -316,7 +316,7 @@ fn the_spec_tree_example_recomputes() {
     use base64::Engine;
     let b64 = base64::engine::general_purpose::STANDARD.encode(root);
     assert!(
-        example.contains(&format!("```\nprod-eu1/agentrt\n2\n{b64}\n```")),
+        example.contains(&format!("```text\nprod-eu1/agentrt\n2\n{b64}\n```")),
         "{example}"
     );
 }
