@@ -26,6 +26,7 @@ mod one_verdict;
 mod operator_checks;
 mod operator_paths;
 mod ops;
+mod package;
 mod parallel_walk;
 mod readonly_db;
 mod record_formats;
