@@ -547,3 +547,58 @@ fn anchor_verify_writes_its_result_to_a_textfile_every_time() {
         .collect();
     assert_eq!(left.len(), 1, "{left:?}");
 }
+
+/// The Grafana dashboard is one Grafana's own dashboard model (the Grafana
+/// Foundation SDK, pinned by the test script) reads whole: every field it
+/// writes, at every level, is one the model knows and gives back; every
+/// panel has a Prometheus query. (Which metrics the queries may name is
+/// `witness::the_dashboard_and_the_alert_rules_use_only_metrics_the_program_exports`.)
+#[test]
+fn the_dashboard_is_read_whole_by_grafanas_dashboard_model() {
+    let python = std::env::var("CHAINSHIP_TEST_GRAFANA_PYTHON").unwrap_or_default();
+    assert!(
+        !python.is_empty(),
+        "CHAINSHIP_TEST_GRAFANA_PYTHON is not set: this test needs the Grafana Foundation SDK; run it through ./scripts/test"
+    );
+    let check = r#"
+import json, sys
+from grafana_foundation_sdk.models import dashboard
+doc = json.load(open(sys.argv[1]))
+back = json.loads(json.dumps(dashboard.Dashboard.from_json(doc).to_json(),
+                             default=lambda o: o.to_json() if hasattr(o, "to_json") else str(o)))
+def lost(a, b, path):
+    if isinstance(a, dict):
+        if not isinstance(b, dict):
+            return [path + " (not an object)"]
+        return [p for k, v in a.items() for p in ([path + "." + k] if k not in b else lost(v, b[k], path + "." + k))]
+    if isinstance(a, list):
+        if not isinstance(b, list) or len(a) != len(b):
+            return [path + " (a list of another length)"]
+        return [p for i, (x, y) in enumerate(zip(a, b)) for p in lost(x, y, "%s[%d]" % (path, i))]
+    return []
+dropped = lost(doc, back, "dashboard")
+if dropped:
+    sys.exit("fields Grafana's dashboard model does not know: " + ", ".join(dropped))
+if not doc["panels"] or any(not p.get("targets") or not all(t.get("expr") for t in p["targets"]) for p in doc["panels"]):
+    sys.exit("a panel without a Prometheus query")
+print(len(doc["panels"]))
+"#;
+    let run = |path: &std::path::Path| tool(&python).args(["-c", check]).arg(path).output().unwrap();
+    let dashboard = repo("deploy/grafana/chainship.json");
+    let out = run(&dashboard);
+    ok(&out, "the Grafana dashboard model");
+    assert!(String::from_utf8_lossy(&out.stdout).trim().parse::<usize>().unwrap() >= 10);
+    // A field Grafana does not know is caught, naming it.
+    let dir = tempfile::TempDir::new().unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&dashboard).unwrap()).unwrap();
+    doc["panels"][0]["gridPosition"] = serde_json::json!({"x": 0});
+    let planted = dir.path().join("dashboard.json");
+    std::fs::write(&planted, doc.to_string()).unwrap();
+    let out = run(&planted);
+    assert!(!out.status.success(), "an unknown panel field passed");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("dashboard.panels[0].gridPosition"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
