@@ -4,7 +4,6 @@
 //! caller as it goes, so `verify-export`, `restore` and `diff` stream the
 //! same read and judge the copy alike.
 
-use chainship_anchor::audit::Kind;
 use chainship_chain::record::Record;
 use chainship_sinks::SinkConfig;
 use clap::Args;
@@ -12,7 +11,6 @@ use clap::Args;
 use crate::args::{AnchorStoreArgs, OriginArg, SinkConnectArgs, TrustArgs, WitnessTrustArgs};
 use crate::exit::CliError;
 use crate::report;
-use chainship_chain::origin::parse_origin;
 
 /// Where the copy is, and what it is checked against.
 #[derive(Args, Debug)]
@@ -32,75 +30,21 @@ pub struct TrustedCopyArgs {
     pub witness: WitnessTrustArgs,
 }
 
-pub use chainship_evidence::copy::{self, CopyExpectations, CopyInput, CopyOutcome};
+pub use chainship_evidence::copy::{self, CopyExpectations, CopyInput, CopyOrigin, CopyOutcome};
 
-/// The first record of a file copy: its origin, and where it is (for messages).
-struct FirstRecord {
-    origin: String,
-    place: String,
-}
-
-/// Reads the first non-empty line of a file copy; `None` when there is no
-/// readable record (reading the copy then says why).
-fn first_record(url: &SinkConfig) -> Option<FirstRecord> {
-    use std::io::BufRead;
-    let SinkConfig::File(path) = url else { return None };
-    let mut reader = std::io::BufReader::new(std::fs::File::open(path).ok()?);
-    let mut line = Vec::new();
-    for number in 1.. {
-        line.clear();
-        if reader.read_until(b'\n', &mut line).ok()? == 0 {
-            return None;
-        }
-        let text = line.strip_suffix(b"\n").unwrap_or(&line);
-        if text.is_empty() {
-            continue;
-        }
-        let r = Record::parse(text).ok()?;
-        return Some(FirstRecord {
-            origin: r.origin.into_owned(),
-            place: format!("{} line {number} (seq {})", path.display(), r.seq),
-        });
-    }
-    None
-}
-
-/// The copy's origin: `--origin`, or the first record's for a file. A file's
-/// first record must name `--origin` when given, and its origin (used as a
-/// path in the anchor store) must be a valid one.
+/// The copy's origin: `--origin`, or the first record's for a file
+/// ([`copy::origin_of`]); `Err(outcome)` when the copy is refused as it is.
 fn origin_of(args: &TrustedCopyArgs) -> Result<Result<String, CopyOutcome>, CliError> {
-    let first = first_record(&args.source);
-    Ok(match (&args.origin.origin, first) {
-        (Some(given), Some(first)) if first.origin != *given => Err(CopyOutcome::refused(
-            Some(given.clone()),
-            Kind::Foreign,
-            format!(
-                "{} names origin {:?}, not --origin {given}: this is not {given}'s copy",
-                first.place, first.origin
-            ),
-        )),
-        (Some(given), _) => Ok(given.clone()),
-        (None, Some(first)) => match parse_origin(&first.origin) {
-            Ok(origin) => Ok(origin),
-            Err(why) => Err(CopyOutcome::refused(
-                None,
-                Kind::Foreign,
-                format!("{} names an origin that cannot be used: {why}", first.place),
-            )),
-        },
-        (None, None) if matches!(args.source, SinkConfig::File(_)) => {
-            if let SinkConfig::File(path) = &args.source
-                && let Err(e) = std::fs::File::open(path)
-            {
-                return Err(CliError::usage(format!("--from {}: {e}", args.source)));
-            }
-            return Err(CliError::usage(format!(
-                "--from {}: no record to take the origin from; pass --origin",
-                args.source
-            )));
-        }
-        (None, None) => return Err(CliError::usage("--origin is needed to read an s3:// or kafka:// copy")),
-    })
+    match copy::origin_of(&args.source, args.origin.origin.as_deref()) {
+        CopyOrigin::Known(origin) => Ok(Ok(origin)),
+        CopyOrigin::Refused(outcome) => Ok(Err(*outcome)),
+        CopyOrigin::Needed(Some(e)) => Err(CliError::usage(format!("--from {}: {e}", args.source))),
+        CopyOrigin::Needed(None) if matches!(args.source, SinkConfig::File(_)) => Err(CliError::usage(format!(
+            "--from {}: no record to take the origin from; pass --origin",
+            args.source
+        ))),
+        CopyOrigin::Needed(None) => Err(CliError::usage("--origin is needed to read an s3:// or kafka:// copy")),
+    }
 }
 
 /// Reads the copy once, checking it, and calls `each` with every record of

@@ -8,10 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chainship_anchor::AnchorStore;
+use chainship_anchor::Kind;
 use chainship_anchor::copy_audit::{self, CopyCheck};
 use chainship_anchor::cosignature::WitnessPolicy;
 use chainship_anchor::note::VerifierKey;
 use chainship_anchor::stream_audit::{self, Against, StreamInput};
+use chainship_chain::origin::parse_origin;
 use chainship_chain::record::Record;
 use chainship_chain::{Error, permanent};
 use chainship_runs::Touched;
@@ -32,6 +34,81 @@ pub struct CopyInput<'a> {
     pub witness: Option<(&'a WitnessPolicy, Duration)>,
     /// Opens the anchor store; called once for each thread that reads it.
     pub open_store: &'a (dyn Fn() -> Arc<dyn AnchorStore> + Sync),
+}
+
+/// Whose copy it is.
+pub enum CopyOrigin {
+    /// The origin to judge the copy as: the one given, or a file's first record's.
+    Known(String),
+    /// The copy is refused as it is: its first record names another origin
+    /// than the one given, or one that cannot be used.
+    Refused(Box<CopyOutcome>),
+    /// The origin must be given: the copy is not a file, or a file with no
+    /// record to take it from (with the error, when the file cannot be opened).
+    Needed(Option<Error>),
+}
+
+/// The copy's origin: `given`, or the first record's for a file. A file's
+/// first record must name `given` when there is one, and its origin (a path
+/// in the anchor store) must be a usable one.
+pub fn origin_of(source: &SinkConfig, given: Option<&str>) -> CopyOrigin {
+    let first = first_record(source);
+    match (given, first) {
+        (Some(given), Some(first)) if first.origin != given => CopyOrigin::Refused(Box::new(CopyOutcome::refused(
+            Some(given.to_owned()),
+            Kind::Foreign,
+            format!(
+                "{} names origin {:?}, not the origin given ({given}): this is not {given}'s copy",
+                first.place, first.origin
+            ),
+        ))),
+        (Some(given), _) => CopyOrigin::Known(given.to_owned()),
+        (None, Some(first)) => match parse_origin(&first.origin) {
+            Ok(origin) => CopyOrigin::Known(origin),
+            Err(why) => CopyOrigin::Refused(Box::new(CopyOutcome::refused(
+                None,
+                Kind::Foreign,
+                format!("{} names an origin that cannot be used: {why}", first.place),
+            ))),
+        },
+        (None, None) => CopyOrigin::Needed(match source {
+            SinkConfig::File(path) => std::fs::File::open(path)
+                .err()
+                .map(|e| Error::from_io(path.display(), &e)),
+            _ => None,
+        }),
+    }
+}
+
+/// The first record of a file copy: its origin, and where it is (for messages).
+struct FirstRecord {
+    origin: String,
+    place: String,
+}
+
+/// Reads the first non-empty line of a file copy; `None` when there is no
+/// readable record (reading the copy then says why).
+fn first_record(source: &SinkConfig) -> Option<FirstRecord> {
+    use std::io::BufRead;
+    let SinkConfig::File(path) = source else { return None };
+    let mut reader = std::io::BufReader::new(std::fs::File::open(path).ok()?);
+    let mut line = Vec::new();
+    for number in 1.. {
+        line.clear();
+        if reader.read_until(b'\n', &mut line).ok()? == 0 {
+            return None;
+        }
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        if text.is_empty() {
+            continue;
+        }
+        let r = Record::parse(text).ok()?;
+        return Some(FirstRecord {
+            origin: r.origin.into_owned(),
+            place: format!("{} line {number} (seq {})", path.display(), r.seq),
+        });
+    }
+    None
 }
 
 /// Reads the copy once, checking it, and calls `each` with every record of

@@ -152,3 +152,30 @@ fn a_restore_is_never_written_into_the_anchor_store() {
     assert!(restore::refuse_inside_store(&store.join("x.db"), &store).is_err());
     assert!(restore::refuse_inside_store(&dir.path().join("x.db"), &store).is_ok());
 }
+
+#[test]
+fn a_copys_origin_is_the_one_given_or_its_first_records() {
+    use crate::copy::{CopyOrigin, origin_of};
+    use chainship_sinks::SinkConfig;
+    let dir = tempfile::tempdir().unwrap();
+    let db = database(dir.path(), "a.db", 3);
+    let file = dir.path().join("copy.jsonl");
+    let mut text = String::from("\n");
+    for r in records(&db) {
+        let mut line = Vec::new();
+        r.write_json(&mut line);
+        text += &(String::from_utf8(line).unwrap() + "\n");
+    }
+    std::fs::write(&file, text).unwrap();
+    let source = SinkConfig::File(file.clone());
+    assert!(matches!(origin_of(&source, None), CopyOrigin::Known(o) if o == ORIGIN));
+    assert!(matches!(origin_of(&source, Some(ORIGIN)), CopyOrigin::Known(o) if o == ORIGIN));
+    match origin_of(&source, Some("other/origin")) {
+        CopyOrigin::Refused(o) => assert_eq!(o.findings[0].kind, Kind::Foreign),
+        _ => panic!("another origin's copy must be refused"),
+    }
+    let missing = SinkConfig::File(dir.path().join("none.jsonl"));
+    assert!(matches!(origin_of(&missing, None), CopyOrigin::Needed(Some(_))));
+    let bucket: SinkConfig = "s3://bucket/prefix".parse().unwrap();
+    assert!(matches!(origin_of(&bucket, None), CopyOrigin::Needed(None)));
+}

@@ -4,7 +4,7 @@
 
 use chainship_chain::EventDb;
 use chainship_follower::FileCursor;
-use chainship_follower::witnessing::{self, Witness};
+use chainship_follower::witnessing;
 use chainship_sinks::open_sink;
 use clap::Args;
 use serde_json::json;
@@ -91,7 +91,11 @@ pub fn run(check: &CheckArgs) -> CmdResult {
     }
     let (witnesses, _) = args.witness.load()?;
     if !witnesses.is_empty() {
-        results.extend(runtime.block_on(check_witnesses(args, &witnesses))?);
+        // Each witness asked to cosign the newest kept checkpoint signed by --signing-key.
+        let keys = chainship_anchor::signer::verifiers(&args.signing.load()?);
+        let store = (args.anchor.anchor.as_ref()).map(|url| args.anchor.open(url, Some(args.retain)));
+        let probe = witnessing::probe(store.as_deref(), args.origin.get()?, &keys, &witnesses);
+        results.extend(runtime.block_on(probe).map_err(|e| CliError::from_kind(&e))?);
     }
 
     let ok = results.iter().all(|(_, r)| r.is_ok());
@@ -119,22 +123,4 @@ pub fn run(check: &CheckArgs) -> CmdResult {
         }
     }
     Ok(verdict(ok))
-}
-
-/// Asks each witness to cosign the newest kept checkpoint
-/// ([`witnessing::probe`]), with the keys of `--signing-key`.
-async fn check_witnesses(
-    args: &crate::args::PipelineArgs,
-    witnesses: &[Witness],
-) -> Result<Vec<(String, Result<String, String>)>, CliError> {
-    let keys = chainship_anchor::signer::verifiers(&args.signing.load()?);
-    let origin = args.origin.get()?;
-    let store = args
-        .anchor
-        .anchor
-        .as_ref()
-        .map(|url| args.anchor.open(url, Some(args.retain)));
-    witnessing::probe(store.as_deref(), origin, &keys, witnesses)
-        .await
-        .map_err(|e| CliError::from_kind(&e))
 }
