@@ -164,6 +164,22 @@ impl Error {
             _ => Error::transient(message),
         }
     }
+
+    /// Classifies an I/O error on storage that is often a mount (an anchor
+    /// store in another trust domain): a name not found there, or a
+    /// directory where a file was, may be the mount away and pass; a
+    /// missing permission, a read-only file system, a file where a
+    /// directory belongs or an unsupported operation will not.
+    pub fn from_io_on_mount(context: impl fmt::Display, e: &std::io::Error) -> Self {
+        use std::io::ErrorKind as K;
+        let message = format!("{context}: {e}");
+        match e.kind() {
+            K::PermissionDenied | K::ReadOnlyFilesystem | K::NotADirectory | K::Unsupported => {
+                Error::permanent(message)
+            }
+            _ => Error::transient(message),
+        }
+    }
 }
 
 impl HasKind for Error {
@@ -220,6 +236,9 @@ mod tests {
     fn io_errors_split_into_passing_and_lasting() {
         let full = std::io::Error::from_raw_os_error(28); // ENOSPC
         assert_eq!(Error::from_io("writing x", &full).kind, ErrorKind::Transient);
+        let gone = std::io::Error::from(std::io::ErrorKind::NotFound);
+        assert_eq!(Error::from_io("x", &gone).kind, ErrorKind::Permanent);
+        assert_eq!(Error::from_io_on_mount("x", &gone).kind, ErrorKind::Transient);
         let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
         let e = Error::from_io("writing x", &denied);
         assert_eq!(e.kind, ErrorKind::Permanent);

@@ -74,7 +74,7 @@ pub fn origin_of(source: &SinkConfig, given: Option<&str>) -> CopyOrigin {
         (None, None) => CopyOrigin::Needed(match source {
             SinkConfig::File(path) => std::fs::File::open(path)
                 .err()
-                .map(|e| Error::from_io(path.display(), &e)),
+                .map(|e| Error::from_io("cannot be opened", &e)),
             _ => None,
         }),
     }

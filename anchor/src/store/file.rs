@@ -41,14 +41,10 @@ impl FileStore {
     }
 
     fn io(&self, what: &str, path: &Path, e: std::io::Error) -> StoreError {
-        let message = format!("anchor store {}: {what} {}: {e}", self.location(), path.display());
-        match e.kind() {
-            ErrorKind::PermissionDenied
-            | ErrorKind::ReadOnlyFilesystem
-            | ErrorKind::NotADirectory
-            | ErrorKind::Unsupported => StoreError::permanent(message),
-            _ => StoreError::transient(message),
-        }
+        StoreError::from_io_on_mount(
+            format_args!("anchor store {}: {what} {}", self.location(), path.display()),
+            &e,
+        )
     }
 
     /// Removes temp files a killed writer left, once per origin directory
