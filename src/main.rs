@@ -63,6 +63,8 @@ enum Command {
     Runs(commands::runs::RunsArgs),
     Prove(commands::prove::ProveArgs),
     CheckProof(commands::check_proof::CheckProofArgs),
+    Evidence(commands::evidence::EvidenceArgs),
+    CheckEvidence(commands::evidence::CheckEvidenceArgs),
     /// Work with config files.
     #[command(subcommand)]
     Config(commands::config_cmd::ConfigCommand),
@@ -153,6 +155,8 @@ fn main() -> ExitCode {
         Command::Runs(args) => commands::runs::run(args),
         Command::Prove(args) => commands::prove::run(args),
         Command::CheckProof(args) => commands::check_proof::run(args),
+        Command::Evidence(args) => commands::evidence::run(args),
+        Command::CheckEvidence(args) => commands::evidence::check(args),
         Command::Config(commands::config_cmd::ConfigCommand::Check(args)) => {
             commands::config_cmd::run(args, cli_command(), config.as_ref())
         }

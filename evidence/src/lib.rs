@@ -8,8 +8,10 @@
 //! database, event by event: [`diff`]) and `restore` (a new database built
 //! from the copy up to its last trusted head: [`restore`], written through
 //! [`new_database`], the only place chainship makes an events database from
-//! a copy).
+//! a copy). [`bundle`] is one run's evidence: its records with a proof
+//! each, checked offline (`evidence`, `check-evidence`).
 
+pub mod bundle;
 pub mod copy;
 pub mod diff;
 pub mod new_database;

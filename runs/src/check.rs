@@ -326,6 +326,16 @@ impl RunCheck {
         });
     }
 
+    /// The log has reached time `at` (an RFC 3339 `at`, as stored) with an
+    /// event that is not fed: when only one run's events are fed (a run's
+    /// evidence), the log's newest event still says how long the run has
+    /// been silent. An unreadable time changes nothing.
+    pub fn clock(&mut self, at: &[u8]) {
+        if let Some(t) = millis(at) {
+            self.newest_at = Some(self.newest_at.map_or(t, |n| n.max(t)));
+        }
+    }
+
     pub fn feed(&mut self, e: &RunEvent<'_>) {
         // Borrowed unless not UTF-8: most events allocate nothing here.
         let run_cow = lossy(e.run_id);

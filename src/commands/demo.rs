@@ -370,6 +370,11 @@ fn demo(args: &DemoArgs) -> CmdResult {
         .as_array()
         .and_then(|f| f.iter().find(|f| f["kind"] == "unknown-outcome"))
         .cloned();
+    let unknown_run = unknown
+        .as_ref()
+        .and_then(|f| f["run_id"].as_str())
+        .unwrap_or_default()
+        .to_owned();
     match (out.status.code(), unknown) {
         (Some(1), Some(f)) => say!(
             "6. runs audit.db: unknown-outcome at seq {} (run {}, step {}, tool {}): {}",
@@ -438,6 +443,29 @@ fn demo(args: &DemoArgs) -> CmdResult {
     say!(
         "7. prove seq {proven_seq}: a {}-byte proof (C2SP tlog-proof); check-proof of its record: ok; of the record with its payload changed: not proven",
         proof.stdout.len()
+    );
+    // 8. The evidence for that run, as one bundle an auditor checks offline.
+    let bundle = d.p("evidence.tar");
+    let anchors = format!("file:{}", d.p("anchors"));
+    let db = d.p("audit.db");
+    let store = ["--origin", ORIGIN, "--anchor", &anchors, "--trusted-key", &verifier];
+    let made = ["evidence", "--run", &unknown_run, "--db", &db, "--out", &bundle];
+    d.expect_ok("evidence", &[&made[..], &store[..]].concat())?;
+    let out = d.run(&["check-evidence", &bundle, "--trusted-key", &verifier, "--json"])?;
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let named = json["findings"]
+        .as_array()
+        .is_some_and(|f| f.iter().any(|f| f["kind"] == "unknown-outcome"));
+    if out.status.code() != Some(1) || json["proven"]["all"] != true || !named {
+        return Err(CliError::failed(format!(
+            "demo: the run's evidence did not check out as expected: {json}"
+        )));
+    }
+    say!(
+        "8. evidence for run {unknown_run}: {} events, each proven in checkpoint {} (evidence.tar, {} bytes, with report.html); check-evidence names the unknown-outcome",
+        json["proven"]["records"],
+        json["checkpoint"]["size"],
+        std::fs::metadata(d.path("evidence.tar")).map_or(0, |m| m.len())
     );
     if args.dir.is_some() {
         say!(

@@ -7,6 +7,7 @@ pub mod config_cmd;
 pub mod demo;
 pub mod diff;
 pub mod docs;
+pub mod evidence;
 pub mod follow;
 pub mod generate;
 pub mod keygen;

@@ -20,11 +20,30 @@ fn the_demo_runs_offline_and_catches_both_tamperings() {
         "exits 1: fork at seq",
         "checkpoints (with their Merkle tiles)",
         "check-proof of its record: ok; of the record with its payload changed: not proven",
+        "8. evidence for run run_",
+        "check-evidence names the unknown-outcome",
         "all as expected",
     ] {
         assert!(text.contains(step), "missing {step:?} in:\n{text}");
     }
     assert!(work.join("events.jsonl").exists() && work.join("anchors").is_dir());
+    let checked = common::run(&[
+        "check-evidence",
+        common::path_str(&work.join("evidence.tar")),
+        "--trusted-key",
+        text.split("verifier ").nth(1).unwrap().split(')').next().unwrap(),
+    ]);
+    assert_eq!(
+        common::code(&checked),
+        1,
+        "the run's finding: {}",
+        common::stdout(&checked)
+    );
+    assert!(
+        common::stdout(&checked).contains("unknown-outcome"),
+        "{}",
+        common::stdout(&checked)
+    );
     let again = common::run(&["demo", "--dir", common::path_str(&work)]);
     assert_eq!(
         common::code(&again),

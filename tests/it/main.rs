@@ -17,6 +17,7 @@ mod demo;
 mod deploy;
 mod deploy_run;
 mod docs_and_config;
+mod evidence_bundle;
 mod examples;
 mod follow_file;
 mod hardening_follow;

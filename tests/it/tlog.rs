@@ -44,14 +44,6 @@ fn log_dir(a: &Anchored) -> PathBuf {
     a.anchors.join(ORIGIN)
 }
 
-/// Runs aics-tlog and returns its JSON answer (it prints one object).
-fn aics(cmd: &mut Command) -> Value {
-    let out = cmd.output().unwrap();
-    let text = stdout(&out);
-    serde_json::from_str(text.trim())
-        .unwrap_or_else(|e| panic!("aics-tlog printed no JSON ({e}): {text} {}", stderr(&out)))
-}
-
 /// Every file under `dir`, relative, sorted.
 fn files_under(dir: &Path) -> Vec<String> {
     fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
@@ -153,18 +145,6 @@ fn check_proof(proof: &Path, record: &str, key: &str) -> std::process::Output {
         "--trusted-key",
         key,
     ])
-}
-
-/// Splits a tlog-proof into aics-tlog's proof-file form: the hashes file and the checkpoint note.
-fn split_proof(dir: &Path, proof: &str) -> (PathBuf, PathBuf, u64) {
-    let (head, note) = proof.split_once("\n\n").unwrap();
-    let mut lines = head.lines().skip(1);
-    let index: u64 = lines.next().unwrap().strip_prefix("index ").unwrap().parse().unwrap();
-    let hashes: String = lines.map(|l| format!("{l}\n")).collect();
-    let (h, n) = (dir.join("proof.txt"), dir.join("checkpoint.note"));
-    std::fs::write(&h, hashes).unwrap();
-    std::fs::write(&n, note).unwrap();
-    (h, n, index)
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! as two witnesses; the tests start, stop and roll back their own instances.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
@@ -11,98 +11,6 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 const ORIGIN: &str = "witness/agentrt";
-
-fn aics_witness() -> Command {
-    let path = std::env::var("CHAINSHIP_TEST_AICS_WITNESS").unwrap_or_default();
-    assert!(
-        !path.is_empty(),
-        "CHAINSHIP_TEST_AICS_WITNESS is not set: these tests need aics-witness; run them through ./scripts/test"
-    );
-    Command::new(path)
-}
-
-/// One aics-witness instance: its directory, port and key.
-struct Witness {
-    dir: TempDir,
-    port: u16,
-    vkey: String,
-    child: Option<KillOnDrop>,
-}
-
-impl Witness {
-    /// A witness that knows the log `ORIGIN` with `log_vkey` (or no log at all).
-    fn new(name: &str, log_vkey: Option<&str>) -> Witness {
-        let dir = TempDir::new().unwrap();
-        let port = free_port();
-        let config = dir.path().join("witness.json");
-        let out = aics_witness()
-            .args(["init", "-c", path_str(&config), "--name", name])
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "aics-witness init: {}", stderr(&out));
-        let vkey = stdout(&out).lines().next().unwrap().trim().to_owned();
-        if let Some(log) = log_vkey {
-            let out = aics_witness()
-                .args(["add-log", "-c", path_str(&config), "--origin", ORIGIN, "--vkey", log])
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "aics-witness add-log: {}", stderr(&out));
-        }
-        let mut w = Witness {
-            dir,
-            port,
-            vkey,
-            child: None,
-        };
-        w.start();
-        w
-    }
-
-    fn config(&self) -> PathBuf {
-        self.dir.path().join("witness.json")
-    }
-
-    fn start(&mut self) {
-        let child = aics_witness()
-            .args(["serve", "-c", path_str(&self.config())])
-            .args([
-                "--listen",
-                &format!("127.0.0.1:{}", self.port),
-                "--log-level",
-                "WARNING",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        self.child = Some(KillOnDrop(child));
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "aics-witness did not listen on {}",
-                self.port
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            signal(&child, SIGKILL);
-            let _ = child.wait();
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    fn spec(&self) -> String {
-        format!("{}={}", self.url(), self.vkey)
-    }
-}
 
 fn follow_once(a: &Anchored, cursor: &str, extra: &[String]) -> std::process::Output {
     let sink = format!("file:{}", path_str(&a.dir.path().join(format!("{cursor}.jsonl"))));
@@ -187,8 +95,8 @@ fn wait_for_file(path: &Path, limit: Duration) -> bool {
 #[test]
 fn two_witnesses_cosign_and_auditors_and_aics_tlog_check_the_cosignatures() {
     let a = Anchored::new(1_000, ORIGIN);
-    let mut w1 = Witness::new("test.example/w1", Some(&a.verifier));
-    let w2 = Witness::new("test.example/w2", Some(&a.verifier));
+    let mut w1 = Witness::new("test.example/w1", Some((ORIGIN, &a.verifier)));
+    let w2 = Witness::new("test.example/w2", Some((ORIGIN, &a.verifier)));
     let out = follow_once(&a, "c", &witness_flags(&[&w1, &w2], 2));
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let note = std::fs::read_to_string(cosigned(&a, 1000)).expect("the cosigned checkpoint is kept");
@@ -230,7 +138,7 @@ fn two_witnesses_cosign_and_auditors_and_aics_tlog_check_the_cosignatures() {
         stderr(&checked)
     );
     // A witness the auditor trusts that never cosigned: uncosigned.
-    let stranger = Witness::new("test.example/w3", Some(&a.verifier));
+    let stranger = Witness::new("test.example/w3", Some((ORIGIN, &a.verifier)));
     let (c, v) = verify(&a, &[&w1.vkey, &stranger.vkey], 2);
     assert_eq!(c, 1, "{v}");
     assert!(
@@ -314,8 +222,8 @@ fn two_witnesses_cosign_and_auditors_and_aics_tlog_check_the_cosignatures() {
 #[test]
 fn a_witness_down_delays_cosigning_never_the_export() {
     let a = Anchored::new(500, ORIGIN);
-    let w1 = Witness::new("test.example/w1", Some(&a.verifier));
-    let mut w2 = Witness::new("test.example/w2", Some(&a.verifier));
+    let w1 = Witness::new("test.example/w1", Some((ORIGIN, &a.verifier)));
+    let mut w2 = Witness::new("test.example/w2", Some((ORIGIN, &a.verifier)));
     w2.stop();
     let out = follow_once(&a, "c", &witness_flags(&[&w1, &w2], 2));
     // The export went on; a run that ends without the quorum says so (exit 2,
@@ -396,8 +304,8 @@ fn a_fork_is_refused_by_the_witnesses() {
     let restored = a.dir.path().join("restored.db");
     std::fs::copy(&a.db, &restored).unwrap();
     append(&a.db, 400);
-    let w1 = Witness::new("test.example/w1", Some(&a.verifier));
-    let w2 = Witness::new("test.example/w2", Some(&a.verifier));
+    let w1 = Witness::new("test.example/w1", Some((ORIGIN, &a.verifier)));
+    let w2 = Witness::new("test.example/w2", Some((ORIGIN, &a.verifier)));
     assert_eq!(code(&follow_once(&a, "c", &witness_flags(&[&w1, &w2], 2))), 0);
     assert!(cosigned(&a, 1000).exists());
 
@@ -458,8 +366,8 @@ fn a_fork_is_refused_by_the_witnesses() {
 #[test]
 fn a_witness_counts_once_and_check_verifies_its_key() {
     let a = Anchored::new(300, ORIGIN);
-    let w1 = Witness::new("test.example/w1", Some(&a.verifier));
-    let w2 = Witness::new("test.example/w2", Some(&a.verifier));
+    let w1 = Witness::new("test.example/w1", Some((ORIGIN, &a.verifier)));
+    let w2 = Witness::new("test.example/w2", Some((ORIGIN, &a.verifier)));
     let twice = follow_once(&a, "c", &witness_flags(&[&w1, &w1], 2));
     assert_eq!(code(&twice), 2, "{}", stderr(&twice));
     assert!(stderr(&twice).contains("listed twice"), "{}", stderr(&twice));
@@ -561,8 +469,8 @@ fn verify_policy(a: &Anchored, policy: &str, extra: &[&str]) -> (i32, Value) {
 #[test]
 fn a_sigsum_policy_decides_trust_and_the_quorum() {
     let a = Anchored::new(500, ORIGIN);
-    let w1 = Witness::new("test.example/w1", Some(&a.verifier));
-    let w2 = Witness::new("test.example/w2", Some(&a.verifier));
+    let w1 = Witness::new("test.example/w1", Some((ORIGIN, &a.verifier)));
+    let w2 = Witness::new("test.example/w2", Some((ORIGIN, &a.verifier)));
     let out = follow_once(&a, "c", &witness_flags(&[&w1, &w2], 2));
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let (log, k1, k2) = (policy_hex(&a.verifier), policy_hex(&w1.vkey), policy_hex(&w2.vkey));
@@ -715,7 +623,7 @@ fn unknown_in_dashboard(dashboard: &str, known: &std::collections::BTreeSet<Stri
 #[test]
 fn the_dashboard_and_the_alert_rules_use_only_metrics_the_program_exports() {
     let a = Anchored::new(300, ORIGIN);
-    let w = Witness::new("test.example/metrics", Some(&a.verifier));
+    let w = Witness::new("test.example/metrics", Some((ORIGIN, &a.verifier)));
     let port = free_port();
     let sink = a.dir.path().join("events.jsonl");
     let mut follower = KillOnDrop(

@@ -14,6 +14,7 @@
 
 pub mod merkle;
 pub mod proof;
+pub mod range;
 pub mod tiles;
 
 pub use merkle::{CompactRange, Hash, leaf_hash, node_hash};

@@ -18,8 +18,13 @@ pub struct Anchored {
 impl Anchored {
     /// `events` events, and a key named `key_name`.
     pub fn new(events: u64, key_name: &str) -> Anchored {
+        Anchored::generated(events, key_name, &[])
+    }
+
+    /// [`Anchored::new`], the database generated with `generate`'s `extra` flags (`--inject`).
+    pub fn generated(events: u64, key_name: &str, extra: &[&str]) -> Anchored {
         let dir = tempfile::TempDir::new().unwrap();
-        let db = generate(dir.path(), "audit.db", events);
+        let db = generate_with(dir.path(), "audit.db", events, extra);
         let anchors = dir.path().join("anchors");
         std::fs::create_dir(&anchors).unwrap();
         let (key, verifier) = keygen(dir.path(), key_name, "head.key");

@@ -4,7 +4,7 @@
 //! the independent validators ([`validators`]), processes, signals and the
 //! kill -9 loop ([`process`]), and an anchored setup with its keys
 //! ([`anchored`]), and builders for the invocations tests repeat
-//! ([`commands`]: `Follow`). Everything is re-exported: tests `use crate::common::*`.
+//! ([`commands`]: `Follow`), and real witnesses ([`witnesses`]). Everything is re-exported: tests `use crate::common::*`.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -15,6 +15,7 @@ mod db;
 mod process;
 mod services;
 mod validators;
+mod witnesses;
 
 pub use anchored::*;
 pub use commands::*;
@@ -22,6 +23,7 @@ pub use db::*;
 pub use process::*;
 pub use services::*;
 pub use validators::*;
+pub use witnesses::*;
 
 /// The `chainship` binary under test.
 pub fn bin() -> Command {

@@ -3,7 +3,7 @@
 //! exported copy written apart from ours.
 
 use rusqlite::Connection;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use super::*;
@@ -93,4 +93,25 @@ pub fn reverify_jsonl(path: &Path, origin: &str) -> (u64, String) {
         last_seq = r.seq;
     }
     (last_seq, prev_hash)
+}
+
+/// What aics-tlog printed (it prints one JSON object).
+pub fn aics(cmd: &mut Command) -> serde_json::Value {
+    let out = cmd.output().unwrap();
+    let text = stdout(&out);
+    serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("aics-tlog printed no JSON ({e}): {text} {}", stderr(&out)))
+}
+
+/// A `tlog-proof` split into what aics-tlog reads: the proof hashes file,
+/// the checkpoint note file (both in `dir`), and the index.
+pub fn split_proof(dir: &Path, proof: &str) -> (PathBuf, PathBuf, u64) {
+    let (head, note) = proof.split_once("\n\n").unwrap();
+    let mut lines = head.lines().skip(1);
+    let index: u64 = lines.next().unwrap().strip_prefix("index ").unwrap().parse().unwrap();
+    let hashes: String = lines.map(|l| format!("{l}\n")).collect();
+    let (h, n) = (dir.join("proof.txt"), dir.join("checkpoint.note"));
+    std::fs::write(&h, hashes).unwrap();
+    std::fs::write(&n, note).unwrap();
+    (h, n, index)
 }

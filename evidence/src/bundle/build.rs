@@ -1,0 +1,285 @@
+//! Gathering one run's bundle: the checkpoint to prove against (the newest
+//! the witnesses' quorum cosigned, when witnesses are trusted, else the
+//! newest a trusted key signed), the run's records up to its size from the
+//! database or a checked copy ([`Collector`], fed in seq order), a proof for
+//! each from the store's tiles, then [`super::check`] on what was written:
+//! what is handed out is what the checker accepts.
+
+use std::io::Write;
+use std::path::Path;
+
+use chainship_anchor::AnchorStore;
+use chainship_anchor::checkpoint::{checkpoint_path, cosigned_path, read_checkpoint, size_from_checkpoint_name};
+use chainship_anchor::cosignature::{WitnessPolicy, check_cosignatures};
+use chainship_anchor::note::VerifierKey;
+use chainship_anchor::store::{CHECKPOINTS_DIR, COSIGNED_DIR};
+use chainship_anchor::tile_reader::{TileError, TileReader};
+use chainship_chain::record::{Record, RecordFormat};
+use chainship_chain::{Error, integrity, permanent};
+use chainship_tlog::merkle::{Hash, inclusion_proof};
+use chainship_tlog::proof::TlogProof;
+use chainship_tlog::range::range_proof;
+
+use super::check::{CheckInput, EvidenceReport, check};
+use super::{
+    BundleFiles, CHECKPOINT, GAPS, GAPS_PROOF, HEAD, NEWEST, PROOFS_DIR, RANGE_PROOF_HEADER, README_TXT, RECORDS,
+    REPORT_HTML, RUN_JSON, proof_name,
+};
+
+/// The checkpoint a bundle is proven against, and the signed head at its size.
+#[derive(Debug, Clone)]
+pub struct Chosen {
+    pub size: u64,
+    /// The checkpoint note, with the witnesses' cosignatures when kept.
+    pub note: String,
+    pub head: String,
+}
+
+/// The newest usable checkpoint of `origin` (see the module doc).
+pub async fn choose_checkpoint(
+    store: &dyn AnchorStore,
+    origin: &str,
+    keys: &[VerifierKey],
+    witnesses: Option<&WitnessPolicy>,
+) -> Result<Chosen, Error> {
+    // With witnesses only cosigned checkpoints can do; without, any kept one.
+    let dir = if witnesses.is_some() {
+        COSIGNED_DIR
+    } else {
+        CHECKPOINTS_DIR
+    };
+    let mut sizes: Vec<u64> = store
+        .list_names(origin, dir)
+        .await?
+        .iter()
+        .filter_map(|n| size_from_checkpoint_name(n))
+        .collect();
+    sizes.sort_unstable_by(|a, b| b.cmp(a));
+    for size in sizes {
+        let cosigned = store.get_object(origin, &cosigned_path(size)).await?;
+        let note = match cosigned {
+            Some(note) => note,
+            None => match store.get_object(origin, &checkpoint_path(size)).await? {
+                Some(note) => note,
+                None => continue,
+            },
+        };
+        let Ok(read) = read_checkpoint(&note, keys) else {
+            continue;
+        };
+        if read.signers.is_empty()
+            || read.bad_signature
+            || read.checkpoint.origin != origin
+            || read.checkpoint.size != size
+        {
+            continue;
+        }
+        if let Some(w) = witnesses {
+            let c = check_cosignatures(&read.note, &w.keys);
+            if !c.bad.is_empty() || !w.met(&c.valid) {
+                continue;
+            }
+        }
+        let Some(head) = store.get_head(origin, size).await? else {
+            tracing::warn!(
+                size,
+                "checkpoint {size} has no signed head at its size kept; trying the next smaller one"
+            );
+            continue;
+        };
+        return Ok(Chosen {
+            size,
+            note: read.note.to_text(),
+            head: String::from_utf8_lossy(&head.bytes).into_owned(),
+        });
+    }
+    Err(permanent!(
+        "{} keeps no checkpoint of {origin:?} signed by a trusted key{}",
+        store.describe(),
+        if witnesses.is_some() {
+            " and cosigned by the witnesses' quorum"
+        } else {
+            ""
+        }
+    ))
+}
+
+/// The run's records up to the checkpoint's size, fed every record of the
+/// log in seq order (from the database, or a checked copy).
+pub struct Collector {
+    run_id: Vec<u8>,
+    size: u64,
+    with_gaps: bool,
+    last_seq: u64,
+    records: Vec<Record<'static>>,
+    /// Other events' hashes after the run's first event (trimmed to its last at the end).
+    gaps: Vec<(u64, String)>,
+    newest: Option<Record<'static>>,
+    /// Events of the run past the checkpoint: not provable yet.
+    pub later: u64,
+}
+
+impl Collector {
+    pub fn new(run_id: &str, size: u64, with_gaps: bool) -> Collector {
+        Collector {
+            run_id: run_id.as_bytes().to_vec(),
+            size,
+            with_gaps,
+            last_seq: 0,
+            records: Vec::new(),
+            gaps: Vec::new(),
+            newest: None,
+            later: 0,
+        }
+    }
+
+    /// The next record of the log. A seq seen already is passed over (a
+    /// copy's duplicates are its check's to name).
+    pub fn take(&mut self, r: &Record<'_>) {
+        if r.seq <= self.last_seq {
+            return;
+        }
+        self.last_seq = r.seq;
+        let of_run = r.field_bytes("run_id").is_some_and(|b| *b == self.run_id[..]);
+        if r.seq > self.size {
+            self.later += u64::from(of_run);
+            return;
+        }
+        if r.seq == self.size {
+            self.newest = Some(r.clone().into_owned());
+        }
+        if of_run {
+            self.records.push(r.clone().into_owned());
+        } else if self.with_gaps && !self.records.is_empty() {
+            self.gaps.push((r.seq, r.hash.to_string()));
+        }
+    }
+
+    /// How many events of the run were gathered.
+    pub fn records(&self) -> usize {
+        self.records.len()
+    }
+
+    /// The highest seq seen.
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+}
+
+/// What a bundle is built with.
+pub struct BuildInput<'a> {
+    pub store: &'a dyn AnchorStore,
+    pub origin: &'a str,
+    pub format: RecordFormat,
+    pub check: CheckInput<'a>,
+}
+
+/// Writes the bundle into `dir` (a new directory), then checks it; the
+/// report is [`check`]'s on the files written.
+pub async fn write(
+    dir: &Path,
+    collected: Collector,
+    chosen: &Chosen,
+    input: &BuildInput<'_>,
+) -> Result<EvidenceReport, Error> {
+    let Collector {
+        records,
+        mut gaps,
+        newest,
+        with_gaps,
+        ..
+    } = collected;
+    let Some(newest) = newest else {
+        return Err(integrity!(
+            "seq {} (the checkpoint's size) was not read: the source ends before the checkpoint",
+            chosen.size
+        ));
+    };
+    if records.is_empty() {
+        return Err(permanent!(
+            "no event of the run up to seq {} (is the run id right?)",
+            chosen.size
+        ));
+    }
+    let last = records.last().map_or(0, |r| r.seq);
+    gaps.retain(|(seq, _)| *seq < last);
+    let io = |e: std::io::Error| Error::from_io(format!("{}", dir.display()), &e);
+    std::fs::create_dir(dir).map_err(io)?;
+    std::fs::create_dir(dir.join(PROOFS_DIR)).map_err(io)?;
+    let put = |name: &str, bytes: &[u8]| -> Result<(), Error> {
+        let mut file = std::fs::File::create(dir.join(name)).map_err(io)?;
+        file.write_all(bytes).map_err(io)?;
+        file.sync_all().map_err(io)
+    };
+
+    let mut lines = Vec::new();
+    let mut scratch = Vec::new();
+    for r in &records {
+        input.format.write(r, &mut lines, &mut scratch);
+        lines.push(b'\n');
+    }
+    put(RECORDS, &lines)?;
+    lines.clear();
+    input.format.write(&newest, &mut lines, &mut scratch);
+    lines.push(b'\n');
+    put(NEWEST, &lines)?;
+    put(CHECKPOINT, chosen.note.as_bytes())?;
+    put(HEAD, chosen.head.as_bytes())?;
+
+    // Every proof from one walk over the tiles: they share the upper levels.
+    let mut seqs: Vec<u64> = records.iter().map(|r| r.seq).collect();
+    if last != chosen.size {
+        seqs.push(chosen.size);
+    }
+    let mut reader = TileReader::new(input.store, input.origin);
+    let tiles_fail = |e: TileError| match e {
+        TileError::Store(e) => e,
+        other => integrity!("tiles-disagree: checkpoint {}: {other}", chosen.size),
+    };
+    let mut proofs: Vec<Vec<Hash>> = Vec::with_capacity(seqs.len());
+    reader
+        .run(chosen.size, |set| {
+            while let Some(seq) = seqs.get(proofs.len()) {
+                proofs.push(inclusion_proof(seq - 1, chosen.size, set)?);
+            }
+            Ok(())
+        })
+        .await
+        .map_err(tiles_fail)?;
+    for (seq, hashes) in seqs.iter().zip(proofs) {
+        let proof = TlogProof {
+            extra: None,
+            index: seq - 1,
+            hashes,
+            checkpoint: chosen.note.clone(),
+        };
+        put(&proof_name(*seq), proof.to_text().as_bytes())?;
+    }
+
+    if with_gaps {
+        let first = records[0].seq;
+        let hashes = reader
+            .run(chosen.size, |set| range_proof(first - 1, last, chosen.size, set))
+            .await
+            .map_err(tiles_fail)?;
+        let mut text: String = gaps.iter().map(|(seq, hash)| format!("{seq} {hash}\n")).collect();
+        put(GAPS, text.as_bytes())?;
+        text = format!("{RANGE_PROOF_HEADER}\nstart {}\nend {last}\n", first - 1);
+        for h in &hashes {
+            text.push_str(&chainship_tlog::hash_b64(h));
+            text.push('\n');
+        }
+        put(GAPS_PROOF, text.as_bytes())?;
+    }
+
+    let report = check(&BundleFiles::read(dir)?, &input.check)?;
+    put(
+        RUN_JSON,
+        serde_json::to_string_pretty(&super::run_json::render(&report))
+            .unwrap_or_default()
+            .as_bytes(),
+    )?;
+    put(REPORT_HTML, super::html::render(&report).as_bytes())?;
+    put(README_TXT, super::readme::render(&report).as_bytes())?;
+    Ok(report)
+}

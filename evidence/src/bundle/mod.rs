@@ -1,0 +1,48 @@
+//! One run's evidence as a bundle checked offline: the run's records as
+//! exported, an inclusion proof (C2SP `tlog-proof`) for each against one
+//! signed checkpoint, that checkpoint with its cosignatures, the signed
+//! head at its size, the log's newest event at that size (its time says how
+//! long the run has been silent), and optionally every other entry between
+//! the run's first and last event as a hash, with one range proof.
+//!
+//! [`build`] gathers it from the database or a checked copy and the anchor
+//! store; [`check`] is the one verdict, used by `check-evidence` and by
+//! [`build`] itself before anything is handed out; [`run_json`], [`html`]
+//! and [`readme`] render what [`check`] found. A bundle is a directory of
+//! plain files or one tar file ([`files`]).
+
+pub mod build;
+pub mod check;
+pub mod files;
+pub mod html;
+pub mod readme;
+pub mod run_json;
+
+pub use check::{CheckInput, EvidenceReport};
+pub use files::BundleFiles;
+
+/// The run's records, one per line, in the export's record format, in seq order.
+pub const RECORDS: &str = "records.jsonl";
+/// The checkpoint every proof is against, with the witnesses' cosignatures.
+pub const CHECKPOINT: &str = "checkpoint";
+/// The signed head at the checkpoint's size.
+pub const HEAD: &str = "head";
+/// The log's newest event at the checkpoint's size (seq = its size).
+pub const NEWEST: &str = "newest.json";
+/// Where the proofs are: `proofs/<seq>.proof`.
+pub const PROOFS_DIR: &str = "proofs";
+/// `--with-gaps`: `<seq> <hash>` for every other event between the run's first and last.
+pub const GAPS: &str = "gaps.txt";
+/// `--with-gaps`: the range proof of the entries from the run's first event to its last.
+pub const GAPS_PROOF: &str = "gaps.proof";
+pub const RUN_JSON: &str = "run.json";
+pub const REPORT_HTML: &str = "report.html";
+pub const README_TXT: &str = "README.txt";
+
+/// The first line of [`GAPS_PROOF`].
+pub const RANGE_PROOF_HEADER: &str = "chainship-range-proof/v1";
+
+/// The proof file of `seq`.
+pub fn proof_name(seq: u64) -> String {
+    format!("{PROOFS_DIR}/{seq}.proof")
+}

@@ -1,0 +1,116 @@
+//! `README.txt`: what the bundle proves and what it does not, and how to
+//! check it with chainship and without it.
+
+use super::check::EvidenceReport;
+use super::{CHECKPOINT, GAPS, GAPS_PROOF, HEAD, NEWEST, PROOFS_DIR, RANGE_PROOF_HEADER, RECORDS};
+
+pub fn render(r: &EvidenceReport) -> String {
+    let cp = &r.checkpoint;
+    let gaps = match &r.gaps {
+        Some(g) => format!(
+            "\
+This bundle was written with --with-gaps: {GAPS} gives the stored hash of each of the
+{} other events between the run's first event (seq {}) and its last (seq {}), and
+{GAPS_PROOF} proves, in one proof, that this whole range of entries is in the tree
+of the checkpoint. Every position in between is accounted for: an event of this run
+can be left out only by passing it off as another run's event, and revealing that one
+event refutes it:
+    chainship check-evidence BUNDLE --trusted-key KEY --reveal SEQ --record RECORD.json
+The other runs' events appear in this bundle only as hashes.
+",
+            g.hashes, g.first, g.last
+        ),
+        None => "\
+This bundle was written without --with-gaps: it cannot show that no event of the run
+was left out (write it with --with-gaps for that; see below).
+"
+        .to_owned(),
+    };
+    format!(
+        "\
+Evidence for run {run} of {origin}
+=====================================================================
+
+Files
+  {RECORDS}      the run's events, exactly as exported, one record a line, in seq order
+  {PROOFS_DIR}/SEQ.proof   for each, a C2SP tlog-proof (https://c2sp.org/tlog-proof) against
+                     the checkpoint below
+  {CHECKPOINT}         the checkpoint (C2SP tlog-checkpoint, a signed note), size {size},
+                     signed by {signers}{witnesses}
+  {HEAD}               the signed head at seq {size} (chainship-head/v1, a signed note)
+  {NEWEST}        the log's newest event at the checkpoint (seq {size}), with its own
+                     proof: its time is the clock the run check judges silence by
+  run.json           the run's timeline and the run check's verdict (chainship-run/v1)
+  report.html        the same, as a page to read or print
+{gaps_files}
+What it proves
+  Each included event is in the log at its seq, under a checkpoint the trusted keys
+  signed{cosigned}. The run's transitions among the included events are legal (or the
+  findings name where they are not) and its outcome is what they say.
+
+What it cannot prove
+  That no other event of the run exists: the events of all runs share one chain, so
+  the run's events are not a contiguous range of it.
+{gaps}
+Check it with chainship
+    chainship check-evidence BUNDLE --trusted-key KEY [--witness-key W --witness-quorum N]
+  Exit 0: every record proven and the run without finding; 1: a record not proven or
+  a run finding (each named); 2: not a bundle.
+
+Check it without chainship
+  1. Each line of {RECORDS} is one event. Its hash is the hex SHA-256 of seven
+     netstrings (<byte length>:<bytes>,): prev_hash, seq in decimal, run_id, step_id,
+     at, type and payload_json (spec: docs/chain-format.md). It must equal the
+     record's hash.
+  2. The tree's entry for seq S is at index S-1, and is that hash as 64 lower-case hex
+     characters. Its leaf hash is SHA-256(0x00 || entry) (RFC 6962).
+  3. {PROOFS_DIR}/S.proof lists the index, then the inclusion proof hashes in base64,
+     then the checkpoint. Check inclusion as RFC 9162 2.1.3.2 says, against the root
+     hash on the checkpoint's third line, for the tree size on its second line.
+  4. The checkpoint is a signed note (https://c2sp.org/signed-note): each signature line
+     is '— NAME BASE64', whose bytes are a 4-byte key id then an Ed25519 signature of
+     the note's text (every line before the blank line, with its final newline). Check
+     it with the log's public key; witness cosignatures (https://c2sp.org/tlog-cosignature)
+     sign '{cosig}' then the time and the checkpoint text.
+{gaps_manual}",
+        run = r.run_id,
+        origin = cp.origin,
+        size = cp.size,
+        signers = if cp.signers.is_empty() {
+            "(no trusted key)".to_owned()
+        } else {
+            cp.signers.join(", ")
+        },
+        witnesses = if cp.witnesses.is_empty() {
+            String::new()
+        } else {
+            format!(",\n                     cosigned by {}", cp.witnesses.join(", "))
+        },
+        cosigned = if cp.witnesses.is_empty() {
+            ""
+        } else {
+            " and the witnesses cosigned"
+        },
+        gaps_files = if r.gaps.is_some() {
+            format!(
+                "  {GAPS}           '<seq> <hash>' for every other event between the run's first and last\n  {GAPS_PROOF}         the range proof of those entries ({RANGE_PROOF_HEADER})\n"
+            )
+        } else {
+            String::new()
+        },
+        cosig = "cosignature/v1",
+        gaps_manual = if r.gaps.is_some() {
+            format!(
+                "  5. {GAPS_PROOF} gives 'start A' and 'end B' (entries A..B-1, the run's first seq - 1
+     to its last seq - 1), then base64 hashes: the subtree hashes of the rest of the
+     tree, in the order RFC 6962's MTH recursion meets them. Rebuild MTH of the whole
+     tree by that recursion: a subtree outside A..B takes the next proof hash, a single
+     entry inside takes the leaf hash of the entry (from {RECORDS} or {GAPS}); the
+     result must be the checkpoint's root, with every proof hash used.
+"
+            )
+        } else {
+            String::new()
+        },
+    )
+}

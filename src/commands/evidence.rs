@@ -1,0 +1,355 @@
+//! `chainship evidence` and `check-evidence`: one run's evidence as a
+//! bundle an auditor checks offline (`chainship_evidence::bundle`).
+
+use std::path::{Path, PathBuf};
+
+use chainship_chain::record::{Record, RecordFormat};
+use chainship_chain::{Error, EventDb};
+use chainship_evidence::bundle::{self, BundleFiles, CheckInput, EvidenceReport, build, files};
+use chainship_evidence::copy::{self, CopyExpectations, CopyInput};
+use chainship_sinks::SinkConfig;
+use clap::Args;
+
+use crate::args::{
+    AnchorStoreArgs, DbArgs, OriginArg, OutputArgs, RunRulesArgs, SinkConnectArgs, TrustArgs, WitnessTrustArgs,
+};
+use crate::exit::{CliError, CmdResult, OK, verdict};
+use crate::report;
+
+/// Write one run's evidence: its records, a proof for each, the checkpoint, a report.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:
+  chainship evidence --run run_d56640480004 --db /data/audit.db --origin prod-eu1/agentrt \\
+      --anchor file:/mnt/anchors --trusted-key head.pub --out run_d56640480004/
+  chainship evidence --run run_d56640480004 --from s3://siem-bucket/exports --origin prod-eu1/agentrt \\
+      --anchor s3://audit-anchors/heads --trusted-key head.pub --witness-key witness.pub \\
+      --with-gaps --out run_d56640480004.tar
+  chainship check-evidence run_d56640480004.tar --trusted-key head.pub
+
+The bundle holds records.jsonl (the run's events as exported, --record-format), proofs/SEQ.proof
+(a C2SP tlog-proof each), the checkpoint they share (the newest the witnesses' quorum cosigned
+when --witness-key or --policy is given, else the newest a trusted key signed) with its
+cosignatures, the signed head at its size, run.json, report.html and README.txt. With
+--from the copy is first checked as verify-export checks it. The bundle is checked before it
+is written, by the same check as check-evidence; the run check's findings are in it.
+Exit codes: 0 written, 1 the source or the store does not prove the run's events (nothing is
+written), 2 usage or setup error (no usable checkpoint, the run not yet covered by one).")]
+#[command(mut_arg("anchor", |a| a.required(true)))]
+#[command(mut_arg("origin", |a| a.required(true)))]
+pub struct EvidenceArgs {
+    /// The run.
+    #[arg(long, value_name = "ID")]
+    pub run: String,
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Read an exported copy instead of the database: file:PATH, s3://BUCKET/PREFIX or kafka://HOST:PORT/TOPIC.
+    #[arg(long = "from", value_name = "URL", conflicts_with = "db")]
+    pub source: Option<SinkConfig>,
+    #[command(flatten)]
+    pub origin: OriginArg,
+    #[command(flatten)]
+    pub sink: SinkConnectArgs,
+    #[command(flatten)]
+    pub anchor: AnchorStoreArgs,
+    #[command(flatten)]
+    pub trust: TrustArgs,
+    #[command(flatten)]
+    pub witness: WitnessTrustArgs,
+    #[command(flatten)]
+    pub rules: RunRulesArgs,
+    /// The shape of the records in the bundle: chainship, ocsf or ecs (as the sink exports them).
+    #[arg(long, default_value = "chainship", value_name = "chainship|ocsf|ecs")]
+    pub record_format: RecordFormat,
+    /// Also account for every other event between the run's first and last, by hash, with one range proof.
+    #[arg(long)]
+    pub with_gaps: bool,
+    /// Where to write the bundle: a new directory, or FILE.tar (refused if it exists).
+    #[arg(long, value_name = "DIR|FILE.tar")]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Check one run's evidence bundle offline.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:
+  chainship check-evidence run_d56640480004/ --trusted-key head.pub
+  chainship check-evidence run_d56640480004.tar --trusted-key head.pub --witness-key witness.pub --json
+  chainship check-evidence run_d56640480004.tar --trusted-key head.pub --reveal 1207 --record seq-1207.json
+
+Every record is re-hashed and its proof checked against the bundle's checkpoint, the checkpoint
+and the head against the trusted keys (and the witnesses' quorum), and the run check runs again
+on the records (run.json is not trusted). Proven records and run findings are reported apart.
+--reveal SEQ --record R: a record for a seq the bundle gives only as a hash (--with-gaps); if it
+is the entry there and of this run, the run's event was withheld.
+Exit codes: 0 every record proven and the run without finding, 1 a record not proven or a run
+finding (each named), 2 not a bundle, or usage.")]
+pub struct CheckEvidenceArgs {
+    /// The bundle: a directory or a .tar file.
+    #[arg(value_name = "DIR|FILE.tar")]
+    pub bundle: PathBuf,
+    /// The run the bundle must be of (default: its first record's).
+    #[arg(long, value_name = "ID")]
+    pub run: Option<String>,
+    #[command(flatten)]
+    pub trust: TrustArgs,
+    #[command(flatten)]
+    pub witness: WitnessTrustArgs,
+    #[command(flatten)]
+    pub rules: RunRulesArgs,
+    /// A seq the bundle gives only as a hash, to reveal with --record.
+    #[arg(long, value_name = "SEQ", requires = "record")]
+    pub reveal: Option<u64>,
+    /// The revealed record: a file holding its JSON, or the JSON itself.
+    #[arg(long, value_name = "FILE|JSON", requires = "reveal")]
+    pub record: Option<String>,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+pub fn run(args: &EvidenceArgs) -> CmdResult {
+    let keys = args.trust.load()?;
+    let witnesses = args.trust.witness_policy(&args.witness)?;
+    let profile = args
+        .rules
+        .profile()?
+        .ok_or_else(|| CliError::usage("--profile none: the bundle needs a run check"))?;
+    let origin = args.origin.get()?;
+    let url = args.anchor.url()?;
+    let store = args.anchor.open(url, None);
+    let runtime = report::runtime()?;
+    let chosen = runtime
+        .block_on(build::choose_checkpoint(
+            store.as_ref(),
+            origin,
+            &keys,
+            witnesses.as_ref(),
+        ))
+        .map_err(|e| CliError::from_kind(&e))?;
+    let mut collected = build::Collector::new(&args.run, chosen.size, args.with_gaps);
+    match &args.source {
+        None => read_db(args, origin, &mut collected)?,
+        Some(source) => {
+            let source = args.sink.apply(source);
+            let input = CopyInput {
+                source: &source,
+                origin,
+                keys: &keys,
+                witness: witnesses.as_ref().map(|p| (p, args.witness.witness_grace)),
+                open_store: &|| args.anchor.open(url, None),
+            };
+            let outcome = copy::read_checked(&input, CopyExpectations::default(), &mut |r| collected.take(r))
+                .map_err(|e| CliError::from_kind(&e))?;
+            if let Some(f) = outcome.findings.first() {
+                return Err(CliError::failed(format!(
+                    "--from {source}: the copy is not evidence: {} finding(s), the first: {}",
+                    outcome.findings.len(),
+                    report::finding_text(f)
+                )));
+            }
+        }
+    }
+    if collected.later > 0 {
+        return Err(CliError::usage(format!(
+            "run {}: {} of its events come after checkpoint {}, the newest usable one: write its evidence once a later checkpoint covers them",
+            args.run, collected.later, chosen.size
+        )));
+    }
+    let input = build::BuildInput {
+        store: store.as_ref(),
+        origin,
+        format: args.record_format,
+        check: check_input(&keys, witnesses.as_ref(), Some(&args.run), profile, &args.rules, None),
+    };
+    let tar = args.out.extension().is_some_and(|e| e == "tar");
+    if args.out.exists() {
+        return Err(CliError::usage(format!("--out {}: exists", args.out.display())));
+    }
+    let partial = partial_path(&args.out);
+    let written = runtime.block_on(build::write(&partial, collected, &chosen, &input));
+    let placed = written.and_then(|report| {
+        if !report.all_proven() {
+            return Ok(Err(report));
+        }
+        match tar {
+            true => files::write_tar(&partial, &args.out)?,
+            false => std::fs::rename(&partial, &args.out).map_err(|e| Error::from_io(args.out.display(), &e))?,
+        }
+        Ok(Ok(report))
+    });
+    let _ = std::fs::remove_dir_all(&partial);
+    match placed.map_err(|e| CliError::from_kind(&e))? {
+        Ok(report) => {
+            render(&report, &args.out, args.output.json, true);
+            Ok(OK)
+        }
+        Err(report) => {
+            render(&report, &args.out, args.output.json, false);
+            Ok(verdict(false))
+        }
+    }
+}
+
+/// Reads the database in seq order, each event with the stored hash before it.
+fn read_db(args: &EvidenceArgs, origin: &str, collected: &mut build::Collector) -> Result<(), CliError> {
+    let open = args.db.open_options().map_err(|e| CliError::from_kind(&e))?;
+    let db = EventDb::open(args.db.path()?, &open)?;
+    let mut prev: Vec<u8> = Vec::new();
+    let mut not_text = None;
+    db.scan(0, u64::MAX, &mut |e| {
+        match Record::from_event(origin, e, &prev) {
+            Ok(r) => collected.take(&r),
+            Err(bad) => {
+                not_text = Some(bad);
+                return false;
+            }
+        }
+        prev.clear();
+        prev.extend_from_slice(e.hash);
+        true
+    })?;
+    match not_text {
+        Some(bad) => Err(CliError::failed(format!("--db {}: {bad}", args.db.path()?.display()))),
+        None => Ok(()),
+    }
+}
+
+/// Built beside `out`, under a name no reader takes for a bundle.
+fn partial_path(out: &Path) -> PathBuf {
+    let name = out
+        .file_name()
+        .map_or("bundle".into(), |n| n.to_string_lossy().into_owned());
+    out.with_file_name(format!(".{name}.partial-{}", std::process::id()))
+}
+
+fn check_input<'a>(
+    keys: &'a [chainship_anchor::VerifierKey],
+    witnesses: Option<&'a chainship_anchor::cosignature::WitnessPolicy>,
+    run_id: Option<&'a str>,
+    profile: &'static chainship_runs::Profile,
+    rules: &RunRulesArgs,
+    reveal: Option<&'a Record<'a>>,
+) -> CheckInput<'a> {
+    CheckInput {
+        keys,
+        witnesses,
+        run_id,
+        profile,
+        rules: rules.config(),
+        reveal,
+    }
+}
+
+pub fn check(args: &CheckEvidenceArgs) -> CmdResult {
+    let keys = args.trust.load()?;
+    let witnesses = args.trust.witness_policy(&args.witness)?;
+    let profile = args
+        .rules
+        .profile()?
+        .ok_or_else(|| CliError::usage("--profile none: the bundle needs a run check"))?;
+    let files = BundleFiles::read(&args.bundle)
+        .map_err(|e| CliError::usage(format!("{}: {}", args.bundle.display(), e.message)))?;
+    let record_text = match &args.record {
+        Some(r) if r.trim_start().starts_with('{') => Some(r.as_bytes().to_vec()),
+        Some(path) => Some(std::fs::read(path).map_err(|e| CliError::usage(format!("--record {path}: {e}")))?),
+        None => None,
+    };
+    let revealed = match &record_text {
+        Some(bytes) => Some(
+            Record::parse(bytes.trim_ascii())
+                .map_err(|e| CliError::usage(format!("--record: not a chainship record: {e}")))?,
+        ),
+        None => None,
+    };
+    if let (Some(seq), Some(r)) = (args.reveal, &revealed)
+        && r.seq != seq
+    {
+        return Err(CliError::usage(format!(
+            "--record is seq {}, not the --reveal seq {seq}",
+            r.seq
+        )));
+    }
+    let input = check_input(
+        &keys,
+        witnesses.as_ref(),
+        args.run.as_deref(),
+        profile,
+        &args.rules,
+        revealed.as_ref(),
+    );
+    let report = bundle::check::check(&files, &input)
+        .map_err(|e| CliError::usage(format!("{}: {}", args.bundle.display(), e.message)))?;
+    render(&report, &args.bundle, args.output.json, false);
+    Ok(verdict(report.ok()))
+}
+
+/// The verdict, as text or JSON; `written` when `evidence` wrote it.
+fn render(r: &EvidenceReport, path: &Path, json: bool, written: bool) {
+    if json {
+        let mut doc = bundle::run_json::render(r);
+        doc["status"] = serde_json::json!(if r.ok() { "ok" } else { "failed" });
+        doc["bundle"] = serde_json::json!(path);
+        doc["written"] = serde_json::json!(written);
+        doc.as_object_mut().map(|o| o.remove("timeline"));
+        outln!("{doc}");
+        return;
+    }
+    let cp = &r.checkpoint;
+    if written {
+        outln!("wrote {}", path.display());
+    }
+    outln!(
+        "run {} of {}: checkpoint {} signed by {}{}; head published {}",
+        r.run_id,
+        cp.origin,
+        cp.size,
+        if cp.signers.is_empty() {
+            "no trusted key".into()
+        } else {
+            cp.signers.join(", ")
+        },
+        if cp.witnesses.is_empty() {
+            String::new()
+        } else {
+            format!(", cosigned by {}", cp.witnesses.join(", "))
+        },
+        r.head.published
+    );
+    let not_proven = r.not_proven();
+    let bad_records = r.records.iter().filter(|x| x.problem.is_some()).count();
+    outln!(
+        "proven: {} of {} records",
+        r.records.len() - bad_records,
+        r.records.len()
+    );
+    for (seq, p) in &not_proven {
+        match seq {
+            Some(seq) => outln!("  not proven: seq {seq}: {p}"),
+            None => outln!("  not proven: {p}"),
+        }
+    }
+    if let Some(g) = &r.gaps {
+        outln!(
+            "gaps: seqs {}..={}: {} other event(s) by hash{}",
+            g.first,
+            g.last,
+            g.hashes,
+            if g.problems.is_empty() {
+                ", every position accounted for in the tree"
+            } else {
+                ""
+            }
+        );
+    }
+    if let Some(v) = r.reveal.as_ref().filter(|v| v.problem.is_none()) {
+        outln!(
+            "revealed: seq {} is an event of run {:?}, not of this run",
+            v.seq,
+            v.run_id
+        );
+    }
+    outln!("findings: {}", r.findings.len());
+    for f in &r.findings {
+        outln!("  {f}");
+    }
+}

@@ -1,0 +1,747 @@
+//! One run's evidence (`chainship evidence`, `check-evidence`): bundles from
+//! the database and from file, S3 and Kafka copies, each injected fault
+//! named as the run's finding, every proof checked by an independent
+//! implementation, tampering named, and the report loaded in a real browser.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use crate::common::*;
+use serde_json::Value;
+
+const ORIGIN: &str = "evidence/agentrt";
+
+/// Exports `a`'s database to `events.jsonl`, anchored, once.
+fn export(a: &Anchored, extra: &[&str]) {
+    let out = Follow::new(&a.db, ORIGIN)
+        .file_sink(&a.dir.path().join("events.jsonl"))
+        .cursor(&a.dir.path().join("cursor"))
+        .start_at_seq_1()
+        .once()
+        .anchored(a)
+        .args(["--batch-size", "500"])
+        .args(extra)
+        .output();
+    assert_eq!(code(&out), 0, "follow: {}", stderr(&out));
+}
+
+fn evidence_cmd(a: &Anchored, run_id: &str, source: &[&str], out: &Path, extra: &[&str]) -> Command {
+    evidence_as(a, ORIGIN, run_id, source, out, extra)
+}
+
+fn evidence_as(a: &Anchored, origin: &str, run_id: &str, source: &[&str], out: &Path, extra: &[&str]) -> Command {
+    let mut cmd = bin();
+    s3_env(&mut cmd)
+        .args([
+            "evidence",
+            "--run",
+            run_id,
+            "--origin",
+            origin,
+            "--anchor",
+            &a.anchor_url(),
+        ])
+        .args(["--trusted-key", &a.verifier, "--out", path_str(out), "--json"])
+        .args(source)
+        .args(extra);
+    cmd
+}
+
+/// Writes a bundle; asserts it was written.
+fn evidence(a: &Anchored, run_id: &str, source: &[&str], out: &Path, extra: &[&str]) -> Value {
+    let done = evidence_cmd(a, run_id, source, out, extra).output().unwrap();
+    assert_eq!(
+        code(&done),
+        0,
+        "evidence {source:?}: {}{}",
+        stdout(&done),
+        stderr(&done)
+    );
+    serde_json::from_slice(&done.stdout).unwrap()
+}
+
+fn check(bundle: &Path, verifier: &str, extra: &[&str]) -> (i32, Value, Output) {
+    let out = bin()
+        .args(["check-evidence", path_str(bundle), "--trusted-key", verifier, "--json"])
+        .args(extra)
+        .output()
+        .unwrap();
+    let json = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (code(&out), json, out)
+}
+
+fn kinds(json: &Value, key: &str) -> Vec<String> {
+    let list = match key {
+        "findings" => &json["findings"],
+        _ => &json["proven"]["not_proven"],
+    };
+    list.as_array()
+        .map(|l| l.iter().map(|f| f["kind"].as_str().unwrap_or("-").to_owned()).collect())
+        .unwrap_or_default()
+}
+
+/// The run the run check names for `kind` (over the whole database), and a
+/// finished run with no finding.
+fn runs_of(db: &Path, kind: &str) -> (String, String) {
+    let out = run(&["runs", "--db", path_str(db), "--json"]);
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let faulty = json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} finding: {json}"))["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let clean = json["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["findings"] == 0 && r["status"] == "finished" && r["events"].as_u64().unwrap() > 10)
+        .expect("a clean finished run")["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    (faulty, clean)
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn write_lines(path: &Path, lines: &[String]) {
+    std::fs::write(path, lines.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+}
+
+fn seq_of(line: &str) -> u64 {
+    serde_json::from_str::<Value>(line).unwrap()["seq"].as_u64().unwrap()
+}
+
+#[test]
+fn each_injected_fault_is_the_runs_finding_and_a_clean_run_passes() {
+    for fault in [
+        "unknown-outcome",
+        "executed-twice",
+        "started-without-decision",
+        "left-running",
+        "event-after-finish",
+        "unknown-step",
+        "unrequested-approval",
+    ] {
+        let a = Anchored::generated(3000, ORIGIN, &["--inject", &format!("{fault}@1000")]);
+        export(&a, &[]);
+        let (faulty, clean) = runs_of(&a.db, fault);
+        let copy = format!("file:{}", path_str(&a.dir.path().join("events.jsonl")));
+        for (source, name) in [(vec!["--db", path_str(&a.db)], "db"), (vec!["--from", &copy], "file")] {
+            let bundle = a.dir.path().join(format!("{fault}-{name}"));
+            let written = evidence(&a, &faulty, &source, &bundle, &[]);
+            assert_eq!(written["proven"]["all"], true, "{fault} {name}: {written}");
+            let (c, json, _) = check(&bundle, &a.verifier, &[]);
+            assert_eq!(c, 1, "{fault} {name}: a run finding exits 1: {json}");
+            assert_eq!(
+                json["proven"]["all"], true,
+                "{fault} {name}: every record proven: {json}"
+            );
+            assert!(
+                kinds(&json, "findings").contains(&fault.to_owned()),
+                "{fault} {name}: {json}"
+            );
+            assert_eq!(json["run_id"], faulty.as_str());
+        }
+        let bundle = a.dir.path().join("clean");
+        evidence(&a, &clean, &["--db", path_str(&a.db)], &bundle, &[]);
+        let (c, json, out) = check(&bundle, &a.verifier, &[]);
+        assert_eq!(c, 0, "{fault}: a clean run: {json}");
+        assert_eq!(json["status"], "ok");
+        assert!(json["proven"]["records"].as_u64().unwrap() > 10);
+        let text = run(&["check-evidence", path_str(&bundle), "--trusted-key", &a.verifier]);
+        assert!(
+            stdout(&text).contains("findings: 0"),
+            "{}{}",
+            stdout(&text),
+            stderr(&out)
+        );
+    }
+}
+
+/// Every proof of a bundle checks with aics-tlog (independent C2SP tlog
+/// code), the range proof with an RFC 6962 implementation written apart,
+/// every record re-hashes, and a tar bundle reads as the directory does.
+#[test]
+fn every_proof_checks_with_independent_implementations() {
+    let a = Anchored::generated(3000, ORIGIN, &["--inject", "unknown-outcome@1000"]);
+    export(&a, &[]);
+    let (faulty, _) = runs_of(&a.db, "unknown-outcome");
+    let bundle = a.dir.path().join("b");
+    evidence(&a, &faulty, &["--db", path_str(&a.db)], &bundle, &["--with-gaps"]);
+    let records = lines(&bundle.join("records.jsonl"));
+    let mut seqs: Vec<u64> = records.iter().map(|l| seq_of(l)).collect();
+    seqs.push(seq_of(&lines(&bundle.join("newest.json"))[0]));
+    let scratch = tempfile::TempDir::new().unwrap();
+    for seq in &seqs {
+        let proof = std::fs::read_to_string(bundle.join(format!("proofs/{seq}.proof"))).unwrap();
+        let (hashes, note, index) = split_proof(scratch.path(), &proof);
+        assert_eq!(index, seq - 1);
+        let record = records
+            .iter()
+            .chain(lines(&bundle.join("newest.json")).iter())
+            .find(|l| seq_of(l) == *seq)
+            .cloned()
+            .unwrap();
+        let v: Value = serde_json::from_str(&record).unwrap();
+        let leaf = scratch.path().join("leaf.bin");
+        std::fs::write(&leaf, v["hash"].as_str().unwrap()).unwrap();
+        let theirs = aics(aics_tlog().args([
+            "verify-inclusion",
+            "--index",
+            &index.to_string(),
+            "--proof",
+            path_str(&hashes),
+            "--checkpoint",
+            path_str(&note),
+            "--log-key",
+            &a.verifier,
+            "--leaf",
+            path_str(&leaf),
+        ]));
+        assert_eq!(theirs["ok"], true, "aics-tlog on seq {seq}: {theirs}");
+    }
+    // The records re-hash from their fields alone, each linking to the one before where they are adjacent.
+    for line in &records {
+        let r = chainship_chain::record::Record::parse(line.as_bytes()).unwrap();
+        assert_eq!(r.expected_hash()[..], *r.hash.as_bytes(), "seq {}", r.seq);
+    }
+    let range = range_proof_check(&bundle);
+    assert_eq!(range["ok"], true, "{range}");
+    let gaps = lines(&bundle.join("gaps.txt")).len() as u64;
+    assert_eq!(range["leaves"].as_u64().unwrap(), records.len() as u64 + gaps);
+    // A changed gap hash: the independent check fails too (it can fail).
+    let broken = a.dir.path().join("broken");
+    copy_tree(&bundle, &broken);
+    let mut g = lines(&broken.join("gaps.txt"));
+    g[0] = format!("{} {}", g[0].split(' ').next().unwrap(), "0".repeat(64));
+    write_lines(&broken.join("gaps.txt"), &g);
+    assert_eq!(range_proof_check(&broken)["ok"], false);
+    let (c, json, _) = check(&broken, &a.verifier, &[]);
+    assert_eq!(c, 1, "{json}");
+
+    // The same bundle as one tar file.
+    let tar = a.dir.path().join("b.tar");
+    evidence(&a, &faulty, &["--db", path_str(&a.db)], &tar, &["--with-gaps"]);
+    let (c, json, _) = check(&tar, &a.verifier, &[]);
+    assert_eq!((c, &json["proven"]["all"]), (1, &Value::Bool(true)), "{json}");
+    let listed = Command::new("tar").args(["-tf", path_str(&tar)]).output().unwrap();
+    assert!(stdout(&listed).contains("proofs/"), "{}", stdout(&listed));
+    // --out is never replaced.
+    let again = evidence_cmd(&a, &faulty, &["--db", path_str(&a.db)], &tar, &[])
+        .output()
+        .unwrap();
+    assert_eq!(code(&again), 2, "{}", stderr(&again));
+}
+
+fn range_proof_check(bundle: &Path) -> Value {
+    let python = Path::new(&std::env::var("CHAINSHIP_TEST_AICS_TLOG").expect("CHAINSHIP_TEST_AICS_TLOG"))
+        .with_file_name("python3");
+    let out = Command::new(python)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/validators/range_proof.py"))
+        .arg(bundle)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}{}", stdout(&out), stderr(&out)))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bundles_from_s3_and_kafka_copies_prove_the_run() {
+    let _services = services().await;
+    let a = Anchored::generated(2500, ORIGIN, &["--inject", "unknown-outcome@800"]);
+    let (faulty, _) = runs_of(&a.db, "unknown-outcome");
+    let bucket = bucket("evidence").await;
+    let topic = kafka_topic("evidence", 1).await;
+    let s3 = format!("s3://{bucket}/exports");
+    let kafka = format!("kafka://{}/{topic}", kafka_addr());
+    let s3_flags = ["--s3-endpoint", &s3_endpoint(), "--s3-path-style"];
+    for (sink, cursor) in [(&s3, "s3.cursor"), (&kafka, "kafka.cursor")] {
+        let mut cmd = Follow::new(&a.db, ORIGIN)
+            .sink(sink)
+            .cursor(&a.dir.path().join(cursor))
+            .start_at_seq_1()
+            .once()
+            .anchored(&a)
+            .args(["--batch-size", "500", "--s3-batch-events", "500"])
+            .args(s3_flags)
+            .command();
+        let out = tokio::task::block_in_place(|| s3_env(&mut cmd).output().unwrap());
+        assert_eq!(code(&out), 0, "follow {sink}: {}", stderr(&out));
+        let bundle = a.dir.path().join(format!("{cursor}.bundle"));
+        let source = [&["--from", sink.as_str()][..], &s3_flags[..]].concat();
+        let written = tokio::task::block_in_place(|| evidence(&a, &faulty, &source, &bundle, &[]));
+        assert_eq!(written["proven"]["all"], true, "{sink}: {written}");
+        let (c, json, _) = check(&bundle, &a.verifier, &[]);
+        assert_eq!(c, 1, "{sink}: {json}");
+        assert_eq!(json["proven"]["all"], true, "{sink}: {json}");
+        assert_eq!(kinds(&json, "findings"), vec!["unknown-outcome"], "{sink}: {json}");
+    }
+}
+
+/// A bundle changed on the way to the auditor: each change is named.
+#[test]
+fn tampering_with_a_bundle_is_named() {
+    let a = Anchored::generated(3000, ORIGIN, &["--inject", "unknown-outcome@1000"]);
+    export(&a, &[]);
+    let (faulty, clean) = runs_of(&a.db, "unknown-outcome");
+    let good = a.dir.path().join("good");
+    evidence(&a, &clean, &["--db", path_str(&a.db)], &good, &["--with-gaps"]);
+    assert_eq!(check(&good, &a.verifier, &[]).0, 0);
+    let records = lines(&good.join("records.jsonl"));
+    let tampered = |name: &str, change: &dyn Fn(&Path)| -> (i32, Value) {
+        let dir = a.dir.path().join(name);
+        copy_tree(&good, &dir);
+        change(&dir);
+        let (c, json, out) = check(&dir, &a.verifier, &[]);
+        assert_eq!(c, 1, "{name}: {json} {}", stderr(&out));
+        assert_eq!(json["status"], "failed", "{name}");
+        (c, json)
+    };
+
+    // A record's payload changed: altered, at its seq.
+    let victim = seq_of(&records[3]);
+    let (_, json) = tampered("payload", &|d| {
+        let mut l = lines(&d.join("records.jsonl"));
+        let mut v: Value = serde_json::from_str(&l[3]).unwrap();
+        v["payload_json"] = Value::String(format!("{} ", v["payload_json"].as_str().unwrap()));
+        l[3] = v.to_string();
+        write_lines(&d.join("records.jsonl"), &l);
+    });
+    let not_proven = &json["proven"]["not_proven"][0];
+    assert_eq!(
+        (not_proven["seq"].as_u64(), &not_proven["kind"]),
+        (Some(victim), &Value::from("altered")),
+        "{json}"
+    );
+
+    // A record removed, with its proof: under --with-gaps its seq is unaccounted for.
+    let removed = seq_of(&records[5]);
+    let (_, json) = tampered("removed", &|d| {
+        let mut l = lines(&d.join("records.jsonl"));
+        l.remove(5);
+        write_lines(&d.join("records.jsonl"), &l);
+        std::fs::remove_file(d.join(format!("proofs/{removed}.proof"))).unwrap();
+    });
+    assert!(kinds(&json, "not_proven").contains(&"gap".to_owned()), "{json}");
+    assert!(
+        json.to_string().contains(&format!("seq {removed}..={removed}")),
+        "{json}"
+    );
+
+    // A record of another run added, with its own valid proof: named as another run's.
+    let other_bundle = a.dir.path().join("other");
+    evidence(&a, &faulty, &["--db", path_str(&a.db)], &other_bundle, &[]);
+    let stranger = lines(&other_bundle.join("records.jsonl"))[2].clone();
+    let stranger_seq = seq_of(&stranger);
+    let (_, json) = tampered("another-run", &|d| {
+        let mut l = lines(&d.join("records.jsonl"));
+        l.push(stranger.clone());
+        l.sort_by_key(|x| seq_of(x));
+        write_lines(&d.join("records.jsonl"), &l);
+        std::fs::copy(
+            other_bundle.join(format!("proofs/{stranger_seq}.proof")),
+            d.join(format!("proofs/{stranger_seq}.proof")),
+        )
+        .unwrap();
+    });
+    assert!(kinds(&json, "not_proven").contains(&"foreign".to_owned()), "{json}");
+
+    // The proof of another seq under a record's name.
+    let (_, json) = tampered("other-proof", &|d| {
+        let from = seq_of(&records[1]);
+        std::fs::copy(
+            d.join(format!("proofs/{from}.proof")),
+            d.join(format!("proofs/{victim}.proof")),
+        )
+        .unwrap();
+    });
+    assert_eq!(json["proven"]["not_proven"][0]["seq"].as_u64(), Some(victim), "{json}");
+
+    // A checkpoint (and every proof) from a log signed by another key.
+    let b = Anchored::generated(3000, ORIGIN, &["--inject", "unknown-outcome@1000"]);
+    export(&b, &[]);
+    let forged = a.dir.path().join("forged");
+    evidence(&b, &clean, &["--db", path_str(&b.db)], &forged, &[]);
+    let (_, json) = tampered("other-key", &|d| {
+        for name in ["checkpoint", "head"] {
+            std::fs::copy(forged.join(name), d.join(name)).unwrap();
+        }
+    });
+    assert!(
+        kinds(&json, "not_proven").contains(&"untrusted-key".to_owned()),
+        "{json}"
+    );
+    let whole = a.dir.path().join("forged-whole");
+    copy_tree(&forged, &whole);
+    let (c, json, _) = check(&whole, &a.verifier, &[]);
+    assert_eq!(c, 1, "a bundle signed by another key: {json}");
+    assert!(
+        kinds(&json, "not_proven").contains(&"untrusted-key".to_owned()),
+        "{json}"
+    );
+
+    // A checkpoint of another origin, signed by the trusted key.
+    let other_origin = a.dir.path().join("other-origin");
+    let out = Follow::new(&a.db, "elsewhere/agentrt")
+        .file_sink(&a.dir.path().join("elsewhere.jsonl"))
+        .cursor(&a.dir.path().join("elsewhere.cursor"))
+        .start_at_seq_1()
+        .once()
+        .anchored(&a)
+        .output();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let done = evidence_as(
+        &a,
+        "elsewhere/agentrt",
+        &clean,
+        &["--db", path_str(&a.db)],
+        &other_origin,
+        &[],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(code(&done), 0, "{}", stderr(&done));
+    let (_, json) = tampered("origin", &|d| {
+        for entry in std::fs::read_dir(other_origin.join("proofs")).unwrap() {
+            let e = entry.unwrap();
+            std::fs::copy(e.path(), d.join("proofs").join(e.file_name())).unwrap();
+        }
+        for name in ["checkpoint", "head"] {
+            std::fs::copy(other_origin.join(name), d.join(name)).unwrap();
+        }
+    });
+    assert!(kinds(&json, "not_proven").contains(&"foreign".to_owned()), "{json}");
+
+    // Not a bundle: exit 2.
+    let empty = a.dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    assert_eq!(check(&empty, &a.verifier, &[]).0, 2);
+    let junk = a.dir.path().join("junk.tar");
+    std::fs::write(&junk, b"not a tar file at all").unwrap();
+    let (c, _, out) = check(&junk, &a.verifier, &[]);
+    assert_eq!(c, 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("junk.tar"), "{}", stderr(&out));
+}
+
+/// Under --with-gaps a record left out is caught even when no transition
+/// breaks, and one passed off as another run's hash is refuted by revealing it.
+#[test]
+fn a_withheld_event_is_caught_by_the_gaps_and_refuted_by_revealing_it() {
+    let a = Anchored::generated(3000, ORIGIN, &[]);
+    export(&a, &[]);
+    let (_, clean) = runs_of_clean(&a.db);
+    let good = a.dir.path().join("good");
+    evidence(&a, &clean, &["--db", path_str(&a.db)], &good, &["--with-gaps"]);
+    let records = lines(&good.join("records.jsonl"));
+    // A whole model call (its dispatch and its completion): leaving both out
+    // breaks no transition the run check knows.
+    let (i, line) = records
+        .iter()
+        .enumerate()
+        .find(|(_, l)| l.contains("\"type\":\"model.completed\""))
+        .expect("a model.completed event");
+    let call = |l: &str| -> Option<String> {
+        let v: Value = serde_json::from_str(l).ok()?;
+        let p: Value = serde_json::from_str(v["payload_json"].as_str()?).ok()?;
+        p["call_id"].as_str().map(str::to_owned)
+    };
+    let j = records
+        .iter()
+        .position(|l| l.contains("\"type\":\"model.dispatched\"") && call(l) == call(line))
+        .expect("its dispatch");
+    let seq = seq_of(line);
+    let hash_of = |l: &str| {
+        serde_json::from_str::<Value>(l).unwrap()["hash"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let leave_out = |dir: &Path| {
+        let mut l = lines(&dir.join("records.jsonl"));
+        l.remove(i);
+        l.remove(j);
+        write_lines(&dir.join("records.jsonl"), &l);
+    };
+
+    // Without --with-gaps the removal is invisible: the bundle cannot prove completeness.
+    let plain = a.dir.path().join("plain");
+    evidence(&a, &clean, &["--db", path_str(&a.db)], &plain, &[]);
+    leave_out(&plain);
+    let (c, json, _) = check(&plain, &a.verifier, &[]);
+    assert_eq!(c, 0, "no transition breaks, as the README says: {json}");
+
+    // With the gaps it is named.
+    let cut = a.dir.path().join("cut");
+    copy_tree(&good, &cut);
+    leave_out(&cut);
+    let (c, json, _) = check(&cut, &a.verifier, &[]);
+    assert_eq!(c, 1, "{json}");
+    assert!(json.to_string().contains(&format!("seq {seq}..={seq}")), "{json}");
+
+    // Passed off as another run's event (its hash in gaps.txt): the bundle
+    // checks, until the event is revealed.
+    let passed_off = a.dir.path().join("passed-off");
+    copy_tree(&cut, &passed_off);
+    let mut g = lines(&passed_off.join("gaps.txt"));
+    g.push(format!("{seq} {}", hash_of(line)));
+    g.push(format!("{} {}", seq_of(&records[j]), hash_of(&records[j])));
+    g.sort_by_key(|x| x.split(' ').next().unwrap().parse::<u64>().unwrap());
+    write_lines(&passed_off.join("gaps.txt"), &g);
+    let (c, json, _) = check(&passed_off, &a.verifier, &[]);
+    assert_eq!(c, 0, "the hash stands in for the event: {json}");
+    let (c, json, _) = check(
+        &passed_off,
+        &a.verifier,
+        &["--reveal", &seq.to_string(), "--record", line],
+    );
+    assert_eq!(c, 1, "{json}");
+    let text = run(&[
+        "check-evidence",
+        path_str(&passed_off),
+        "--trusted-key",
+        &a.verifier,
+        "--reveal",
+        &seq.to_string(),
+        "--record",
+        line,
+    ]);
+    assert!(stdout(&text).contains("withheld"), "{}", stdout(&text));
+    // Revealing another run's event at a gap clears it.
+    let other: String = lines(&a.dir.path().join("events.jsonl"))
+        .into_iter()
+        .find(|l| {
+            let s = seq_of(l);
+            g.iter().any(|x| x.starts_with(&format!("{s} "))) && s != seq
+        })
+        .unwrap();
+    let (c, json, _) = check(
+        &good,
+        &a.verifier,
+        &["--reveal", &seq_of(&other).to_string(), "--record", &other],
+    );
+    assert_eq!(c, 0, "{json}");
+    // A record that is not the entry there is refused.
+    let mut fake: Value = serde_json::from_str(&other).unwrap();
+    fake["payload_json"] = Value::String("{}".into());
+    let (c, _, _) = check(
+        &good,
+        &a.verifier,
+        &["--reveal", &seq_of(&other).to_string(), "--record", &fake.to_string()],
+    );
+    assert_eq!(c, 1);
+}
+
+fn runs_of_clean(db: &Path) -> (Value, String) {
+    let out = run(&["runs", "--db", path_str(db), "--json"]);
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let clean = json["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| {
+            r["findings"] == 0
+                && r["status"] == "finished"
+                && r["last_seq"].as_u64().unwrap() - r["first_seq"].as_u64().unwrap()
+                    > 2 * r["events"].as_u64().unwrap()
+        })
+        .expect("a clean run interleaved with others")["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    (json, clean)
+}
+
+/// Witnesses: the bundle uses a checkpoint the quorum cosigned, and
+/// stripping the cosignatures fails it under the quorum.
+#[test]
+fn cosignatures_stripped_under_a_quorum_are_named() {
+    let a = Anchored::generated(1500, ORIGIN, &["--inject", "unknown-outcome@600"]);
+    let w = Witness::new("test.example/ev", Some((ORIGIN, &a.verifier)));
+    export(&a, &["--witness", &w.spec(), "--witness-quorum", "1"]);
+    let (faulty, _) = runs_of(&a.db, "unknown-outcome");
+    let bundle = a.dir.path().join("cosigned");
+    let quorum = ["--witness-key", &w.vkey, "--witness-quorum", "1"];
+    let written = evidence(&a, &faulty, &["--db", path_str(&a.db)], &bundle, &quorum);
+    assert_eq!(written["checkpoint"]["witnesses"][0], "test.example/ev", "{written}");
+    let (c, json, _) = check(&bundle, &a.verifier, &quorum);
+    assert_eq!((c, &json["proven"]["all"]), (1, &Value::Bool(true)), "{json}");
+    let stripped = a.dir.path().join("stripped");
+    copy_tree(&bundle, &stripped);
+    let strip = |text: &str| -> String {
+        text.lines()
+            .filter(|l| !l.starts_with("— test.example/ev "))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
+    for entry in walk(&stripped) {
+        if entry.ends_with("checkpoint") || entry.extension().is_some_and(|e| e == "proof") {
+            let text = std::fs::read_to_string(&entry).unwrap();
+            assert!(text.contains("— test.example/ev "), "{}", entry.display());
+            std::fs::write(&entry, strip(&text)).unwrap();
+        }
+    }
+    let (c, json, _) = check(&stripped, &a.verifier, &quorum);
+    assert_eq!(c, 1, "{json}");
+    assert!(kinds(&json, "not_proven").contains(&"uncosigned".to_owned()), "{json}");
+    // Without the quorum asked for, the same bundle proves its records.
+    let (_, json, _) = check(&stripped, &a.verifier, &[]);
+    assert_eq!(json["proven"]["all"], true, "{json}");
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// The report loaded in a real headless Chromium: no request but the page
+/// itself, every event's seq and proof status on it, a screenshot kept
+/// (target/test-artifacts/), and the page printed to PDF.
+#[test]
+fn the_report_loads_in_a_real_browser_with_no_request_and_prints() {
+    let a = Anchored::generated(3000, ORIGIN, &["--inject", "unknown-outcome@1000"]);
+    export(&a, &[]);
+    let (faulty, _) = runs_of(&a.db, "unknown-outcome");
+    let bundle = a.dir.path().join("b");
+    evidence(&a, &faulty, &["--db", path_str(&a.db)], &bundle, &[]);
+    let artifacts = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let shot = artifacts.join("evidence-report.png");
+    let pdf = a.dir.path().join("report.pdf");
+    let page = browse(&bundle.join("report.html"), &shot, &pdf);
+    let requests: Vec<&str> = page["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        requests,
+        vec![page["url"].as_str().unwrap()],
+        "only the page itself is loaded"
+    );
+    assert_eq!(page["scripts"], 0, "no script");
+    let rows = page["rows"].as_array().unwrap();
+    let records = lines(&bundle.join("records.jsonl"));
+    assert_eq!(rows.len(), records.len(), "a row per event");
+    for (row, line) in rows.iter().zip(&records) {
+        assert_eq!(row["seq"].as_u64(), Some(seq_of(line)));
+        assert_eq!(row["proof"], "proven", "{row}");
+    }
+    let text = page["text"].as_str().unwrap();
+    assert!(text.contains("unknown-outcome") && text.contains("reconcile"), "{text}");
+    assert!(
+        rows.iter()
+            .any(|r| r["classes"].as_str().unwrap().contains("reconcile"))
+    );
+    assert!(std::fs::metadata(&shot).unwrap().len() > 10_000, "a screenshot");
+    let printed = std::fs::read(&pdf).unwrap();
+    assert!(printed.starts_with(b"%PDF") && printed.len() > 10_000, "printed to PDF");
+
+    // The request check can fail: a page with an external image is caught,
+    // and a record whose proof fails shows as not proven.
+    let planted = a.dir.path().join("planted.html");
+    let html = std::fs::read_to_string(bundle.join("report.html")).unwrap();
+    std::fs::write(
+        &planted,
+        html.replace("</body>", "<img src=\"http://127.0.0.1:9/x.png\"></body>"),
+    )
+    .unwrap();
+    let page = browse(&planted, &a.dir.path().join("p.png"), &a.dir.path().join("p.pdf"));
+    assert!(page["requests"].as_array().unwrap().len() > 1, "{}", page["requests"]);
+}
+
+fn browse(html: &Path, shot: &Path, pdf: &Path) -> Value {
+    let var =
+        |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set: run through ./scripts/test"));
+    let out = Command::new(var("CHAINSHIP_TEST_NODE"))
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/browser/report.mjs"))
+        .args([var("CHAINSHIP_TEST_PLAYWRIGHT"), var("CHAINSHIP_TEST_CHROMIUM")])
+        .args([html, shot, pdf])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "the browser: {}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// What cannot be proven yet is refused, with the reason, and nothing is written.
+#[test]
+fn a_run_not_covered_or_not_proven_writes_nothing() {
+    let a = Anchored::generated(1200, ORIGIN, &[]);
+    export(&a, &[]);
+    let (_, clean) = runs_of_clean(&a.db);
+    // Events of every run after the checkpoint: the newest run is not covered yet.
+    append(&a.db, 400);
+    let out = run(&["runs", "--db", path_str(&a.db), "--json"]);
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let newest = json["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["first_seq"].as_u64().unwrap() < 1200 && r["last_seq"].as_u64().unwrap() > 1200)
+        .map(|r| r["run_id"].as_str().unwrap().to_owned())
+        .next()
+        .expect("a run across the checkpoint");
+    let out_dir = a.dir.path().join("later");
+    let done = evidence_cmd(&a, &newest, &["--db", path_str(&a.db)], &out_dir, &[])
+        .output()
+        .unwrap();
+    assert_eq!(code(&done), 2, "{}", stderr(&done));
+    assert!(stderr(&done).contains("after checkpoint 1200"), "{}", stderr(&done));
+    assert!(!out_dir.exists());
+    // An unknown run: nothing to prove.
+    let done = evidence_cmd(&a, "run_nope", &["--db", path_str(&a.db)], &out_dir, &[])
+        .output()
+        .unwrap();
+    assert_eq!(code(&done), 2, "{}", stderr(&done));
+    assert!(!out_dir.exists());
+    // A database altered under the run: its event is not the entry the checkpoint holds.
+    let (victim,): (i64,) = tamper(&a.db)
+        .query_row("SELECT MIN(seq) FROM events WHERE run_id = ?1", [&clean], |r| {
+            Ok((r.get(0)?,))
+        })
+        .unwrap();
+    tamper(&a.db)
+        .execute(
+            "UPDATE events SET payload_json = payload_json || ' ' WHERE seq = ?1",
+            [victim],
+        )
+        .unwrap();
+    let done = evidence_cmd(&a, &clean, &["--db", path_str(&a.db)], &out_dir, &[])
+        .output()
+        .unwrap();
+    assert_eq!(code(&done), 1, "{}{}", stdout(&done), stderr(&done));
+    let json: Value = serde_json::from_slice(&done.stdout).unwrap();
+    assert_eq!(
+        json["proven"]["not_proven"][0]["seq"].as_u64(),
+        Some(victim as u64),
+        "{json}"
+    );
+    assert_eq!(json["proven"]["not_proven"][0]["kind"], "altered", "{json}");
+    assert!(!out_dir.exists(), "nothing written");
+    assert!(
+        std::fs::read_dir(a.dir.path()).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .contains(".partial")),
+        "no partial left"
+    );
+}
