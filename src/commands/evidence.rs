@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
+use chainship_chain::EventDb;
 use chainship_chain::record::{Record, RecordFormat};
-use chainship_chain::{Error, EventDb};
-use chainship_evidence::bundle::{self, BundleFiles, CheckInput, EvidenceReport, build, files};
+use chainship_evidence::bundle::{self, BundleFiles, CheckInput, EvidenceReport, build};
 use chainship_evidence::copy::{self, CopyExpectations, CopyInput};
 use chainship_sinks::SinkConfig;
 use clap::Args;
@@ -20,12 +20,12 @@ use crate::report;
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
   chainship evidence --run run_d56640480004 --db /data/audit.db --origin prod-eu1/agentrt \\
-      --anchor file:/mnt/anchors --trusted-key head.pub --out run_d56640480004/
+      --anchor file:/mnt/anchors --trusted-key /etc/chainship/head.pub --out /tmp/run_d56640480004
   chainship evidence --run run_d56640480004 --from s3://siem-bucket/exports --origin prod-eu1/agentrt \\
-      --anchor s3://audit-anchors/heads --trusted-key head.pub --witness-key witness.pub \\
-      --with-gaps --out run_d56640480004.tar
-  chainship check-evidence run_d56640480004.tar --trusted-key head.pub
+      --anchor s3://audit-anchors/heads --trusted-key /etc/chainship/head.pub --with-gaps --out /tmp/run.tar
+  chainship check-evidence /tmp/run.tar --trusted-key /etc/chainship/head.pub
 
+With witnesses, add --witness-key FILE --witness-quorum N (or --policy FILE).
 The bundle holds records.jsonl (the run's events as exported, --record-format), proofs/SEQ.proof
 (a C2SP tlog-proof each), the checkpoint they share (the newest the witnesses' quorum cosigned
 when --witness-key or --policy is given, else the newest a trusted key signed) with its
@@ -73,9 +73,10 @@ pub struct EvidenceArgs {
 /// Check one run's evidence bundle offline.
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
-  chainship check-evidence run_d56640480004/ --trusted-key head.pub
-  chainship check-evidence run_d56640480004.tar --trusted-key head.pub --witness-key witness.pub --json
-  chainship check-evidence run_d56640480004.tar --trusted-key head.pub --reveal 1207 --record seq-1207.json
+  chainship evidence --run run_d56640480004 --db /data/audit.db --origin prod-eu1/agentrt \\
+      --anchor file:/mnt/anchors --trusted-key /etc/chainship/head.pub --with-gaps --out /tmp/evidence.tar
+  chainship check-evidence /tmp/evidence.tar --trusted-key /etc/chainship/head.pub
+  chainship check-evidence /tmp/evidence.tar --trusted-key /etc/chainship/head.pub --run run_d56640480004 --json
 
 Every record is re-hashed and its proof checked against the bundle's checkpoint, the checkpoint
 and the head against the trusted keys (and the witnesses' quorum), and the run check runs again
@@ -128,7 +129,11 @@ pub fn run(args: &EvidenceArgs) -> CmdResult {
         .map_err(|e| CliError::from_kind(&e))?;
     let mut collected = build::Collector::new(&args.run, chosen.size, args.with_gaps);
     match &args.source {
-        None => read_db(args, origin, &mut collected)?,
+        None => {
+            let open = args.db.open_options().map_err(|e| CliError::from_kind(&e))?;
+            let db = EventDb::open(args.db.path()?, &open)?;
+            build::read_database(&db, origin, &mut collected).map_err(|e| CliError::from_kind(&e))?;
+        }
         Some(source) => {
             let source = args.sink.apply(source);
             let input = CopyInput {
@@ -159,85 +164,33 @@ pub fn run(args: &EvidenceArgs) -> CmdResult {
         store: store.as_ref(),
         origin,
         format: args.record_format,
-        check: check_input(&keys, witnesses.as_ref(), Some(&args.run), profile, &args.rules, None),
+        check: CheckInput {
+            keys: &keys,
+            witnesses: witnesses.as_ref(),
+            run_id: Some(&args.run),
+            profile,
+            rules: args.rules.config(),
+            reveal: None,
+        },
     };
-    let tar = args.out.extension().is_some_and(|e| e == "tar");
     if args.out.exists() {
         return Err(CliError::usage(format!("--out {}: exists", args.out.display())));
     }
-    let partial = partial_path(&args.out);
+    let partial = build::partial_path(&args.out);
     let written = runtime.block_on(build::write(&partial, collected, &chosen, &input));
-    let placed = written.and_then(|report| {
-        if !report.all_proven() {
-            return Ok(Err(report));
-        }
-        match tar {
-            true => files::write_tar(&partial, &args.out)?,
-            false => std::fs::rename(&partial, &args.out).map_err(|e| Error::from_io(args.out.display(), &e))?,
-        }
-        Ok(Ok(report))
-    });
-    let _ = std::fs::remove_dir_all(&partial);
-    match placed.map_err(|e| CliError::from_kind(&e))? {
-        Ok(report) => {
-            render(&report, &args.out, args.output.json, true);
-            Ok(OK)
-        }
-        Err(report) => {
+    let report = match written {
+        Ok(report) if report.all_proven() => report,
+        other => {
+            let _ = std::fs::remove_dir_all(&partial);
+            let report = other.map_err(|e| CliError::from_kind(&e))?;
             render(&report, &args.out, args.output.json, false);
-            Ok(verdict(false))
+            return Ok(verdict(false));
         }
-    }
-}
-
-/// Reads the database in seq order, each event with the stored hash before it.
-fn read_db(args: &EvidenceArgs, origin: &str, collected: &mut build::Collector) -> Result<(), CliError> {
-    let open = args.db.open_options().map_err(|e| CliError::from_kind(&e))?;
-    let db = EventDb::open(args.db.path()?, &open)?;
-    let mut prev: Vec<u8> = Vec::new();
-    let mut not_text = None;
-    db.scan(0, u64::MAX, &mut |e| {
-        match Record::from_event(origin, e, &prev) {
-            Ok(r) => collected.take(&r),
-            Err(bad) => {
-                not_text = Some(bad);
-                return false;
-            }
-        }
-        prev.clear();
-        prev.extend_from_slice(e.hash);
-        true
-    })?;
-    match not_text {
-        Some(bad) => Err(CliError::failed(format!("--db {}: {bad}", args.db.path()?.display()))),
-        None => Ok(()),
-    }
-}
-
-/// Built beside `out`, under a name no reader takes for a bundle.
-fn partial_path(out: &Path) -> PathBuf {
-    let name = out
-        .file_name()
-        .map_or("bundle".into(), |n| n.to_string_lossy().into_owned());
-    out.with_file_name(format!(".{name}.partial-{}", std::process::id()))
-}
-
-fn check_input<'a>(
-    keys: &'a [chainship_anchor::VerifierKey],
-    witnesses: Option<&'a chainship_anchor::cosignature::WitnessPolicy>,
-    run_id: Option<&'a str>,
-    profile: &'static chainship_runs::Profile,
-    rules: &RunRulesArgs,
-    reveal: Option<&'a Record<'a>>,
-) -> CheckInput<'a> {
-    CheckInput {
-        keys,
-        witnesses,
-        run_id,
-        profile,
-        rules: rules.config(),
-        reveal,
-    }
+    };
+    build::place(&partial, &args.out)
+        .map_err(|e| CliError::usage(format!("--out {}: {}", args.out.display(), e.message)))?;
+    render(&report, &args.out, args.output.json, true);
+    Ok(OK)
 }
 
 pub fn check(args: &CheckEvidenceArgs) -> CmdResult {
@@ -269,14 +222,14 @@ pub fn check(args: &CheckEvidenceArgs) -> CmdResult {
             r.seq
         )));
     }
-    let input = check_input(
-        &keys,
-        witnesses.as_ref(),
-        args.run.as_deref(),
+    let input = CheckInput {
+        keys: &keys,
+        witnesses: witnesses.as_ref(),
+        run_id: args.run.as_deref(),
         profile,
-        &args.rules,
-        revealed.as_ref(),
-    );
+        rules: args.rules.config(),
+        reveal: revealed.as_ref(),
+    };
     let report = bundle::check::check(&files, &input)
         .map_err(|e| CliError::usage(format!("{}: {}", args.bundle.display(), e.message)))?;
     render(&report, &args.bundle, args.output.json, false);

@@ -15,7 +15,7 @@ use chainship_anchor::note::VerifierKey;
 use chainship_anchor::store::{CHECKPOINTS_DIR, COSIGNED_DIR};
 use chainship_anchor::tile_reader::{TileError, TileReader};
 use chainship_chain::record::{Record, RecordFormat};
-use chainship_chain::{Error, integrity, permanent};
+use chainship_chain::{Error, EventDb, integrity, permanent};
 use chainship_tlog::merkle::{Hash, inclusion_proof};
 use chainship_tlog::proof::TlogProof;
 use chainship_tlog::range::range_proof;
@@ -282,4 +282,52 @@ pub async fn write(
     put(REPORT_HTML, super::html::render(&report).as_bytes())?;
     put(README_TXT, super::readme::render(&report).as_bytes())?;
     Ok(report)
+}
+
+/// Feeds `collected` every event of `db` in seq order, each as the record
+/// the sinks export (with the stored hash of the row before it).
+pub fn read_database(db: &EventDb, origin: &str, collected: &mut Collector) -> Result<(), Error> {
+    let mut prev: Vec<u8> = Vec::new();
+    let mut not_text = None;
+    db.scan(0, u64::MAX, &mut |e| {
+        match Record::from_event(origin, e, &prev) {
+            Ok(r) => collected.take(&r),
+            Err(bad) => {
+                not_text = Some(bad);
+                return false;
+            }
+        }
+        prev.clear();
+        prev.extend_from_slice(e.hash);
+        true
+    })
+    .map_err(|e| {
+        use chainship_chain::HasKind;
+        Error::new(e.kind(), &e)
+    })?;
+    match not_text {
+        Some(bad) => Err(integrity!("{bad}")),
+        None => Ok(()),
+    }
+}
+
+/// Puts the bundle built in `partial` at `out`: renamed (a directory), or
+/// written as one tar file (`out` ends in `.tar`); `partial` is removed
+/// either way.
+pub fn place(partial: &Path, out: &Path) -> Result<(), Error> {
+    let placed = if out.extension().is_some_and(|e| e == "tar") {
+        super::files::write_tar(partial, out)
+    } else {
+        std::fs::rename(partial, out).map_err(|e| Error::from_io(out.display(), &e))
+    };
+    let _ = std::fs::remove_dir_all(partial);
+    placed
+}
+
+/// Where a bundle for `out` is built: beside it, under a name no reader takes for a bundle.
+pub fn partial_path(out: &Path) -> std::path::PathBuf {
+    let name = out
+        .file_name()
+        .map_or("bundle".into(), |n| n.to_string_lossy().into_owned());
+    out.with_file_name(format!(".{name}.partial-{}", std::process::id()))
 }

@@ -46,3 +46,6 @@ pub const RANGE_PROOF_HEADER: &str = "chainship-range-proof/v1";
 pub fn proof_name(seq: u64) -> String {
     format!("{PROOFS_DIR}/{seq}.proof")
 }
+
+#[cfg(test)]
+mod tests;
