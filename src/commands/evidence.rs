@@ -104,6 +104,12 @@ pub struct CheckEvidenceArgs {
     /// The revealed record: a file holding its JSON, or the JSON itself.
     #[arg(long, value_name = "FILE|JSON", requires = "reveal")]
     pub record: Option<String>,
+    /// Insist that the bundle accounts for every position (written with --with-gaps).
+    #[arg(long)]
+    pub with_gaps: bool,
+    /// Write run.json, report.html and README.txt, as this check renders them, into this new directory.
+    #[arg(long, value_name = "DIR")]
+    pub render: Option<PathBuf>,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -171,12 +177,14 @@ pub fn run(args: &EvidenceArgs) -> CmdResult {
             profile,
             rules: args.rules.config(),
             reveal: None,
+            require_gaps: args.with_gaps,
         },
     };
     if args.out.exists() {
         return Err(CliError::usage(format!("--out {}: exists", args.out.display())));
     }
     let partial = build::partial_path(&args.out);
+    remove_when_interrupted([partial.clone(), bundle::files::tar_temp_path(&args.out)]);
     let written = runtime.block_on(build::write(&partial, collected, &chosen, &input));
     let report = match written {
         Ok(report) if report.all_proven() => report,
@@ -193,6 +201,20 @@ pub fn run(args: &EvidenceArgs) -> CmdResult {
     Ok(OK)
 }
 
+/// Ctrl-C or SIGTERM while the bundle is built removes what was written, then exits 130.
+fn remove_when_interrupted(partial: [PathBuf; 2]) {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    if let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) {
+        std::thread::spawn(move || {
+            if signals.forever().next().is_some() {
+                let _ = std::fs::remove_dir_all(&partial[0]);
+                let _ = std::fs::remove_file(&partial[1]);
+                std::process::exit(130);
+            }
+        });
+    }
+}
+
 pub fn check(args: &CheckEvidenceArgs) -> CmdResult {
     let keys = args.trust.load()?;
     let witnesses = args.trust.witness_policy(&args.witness)?;
@@ -200,8 +222,7 @@ pub fn check(args: &CheckEvidenceArgs) -> CmdResult {
         .rules
         .profile()?
         .ok_or_else(|| CliError::usage("--profile none: the bundle needs a run check"))?;
-    let files = BundleFiles::read(&args.bundle)
-        .map_err(|e| CliError::usage(format!("{}: {}", args.bundle.display(), e.message)))?;
+    let files = BundleFiles::read(&args.bundle).map_err(|e| CliError::usage(e.message))?;
     let record_text = match &args.record {
         Some(r) if r.trim_start().starts_with('{') => Some(r.as_bytes().to_vec()),
         Some(path) => Some(std::fs::read(path).map_err(|e| CliError::usage(format!("--record {path}: {e}")))?),
@@ -229,9 +250,17 @@ pub fn check(args: &CheckEvidenceArgs) -> CmdResult {
         profile,
         rules: args.rules.config(),
         reveal: revealed.as_ref(),
+        require_gaps: args.with_gaps,
     };
-    let report = bundle::check::check(&files, &input)
-        .map_err(|e| CliError::usage(format!("{}: {}", args.bundle.display(), e.message)))?;
+    let mut report = bundle::check::check(&files, &input).map_err(|e| CliError::usage(e.message))?;
+    bundle::check::check_renderings(&files, &mut report);
+    if let Some(dir) = &args.render {
+        std::fs::create_dir(dir).map_err(|e| CliError::usage(format!("--render {}: {e}", dir.display())))?;
+        for (name, bytes) in bundle::renderings(&report) {
+            std::fs::write(dir.join(name), bytes)
+                .map_err(|e| CliError::usage(format!("--render {}: {e}", dir.display())))?;
+        }
+    }
     render(&report, &args.bundle, args.output.json, false);
     Ok(verdict(report.ok()))
 }
@@ -243,6 +272,11 @@ fn render(r: &EvidenceReport, path: &Path, json: bool, written: bool) {
         doc["status"] = serde_json::json!(if r.ok() { "ok" } else { "failed" });
         doc["bundle"] = serde_json::json!(path);
         doc["written"] = serde_json::json!(written);
+        let reveal = r.reveal.as_ref();
+        doc["reveal"] = serde_json::json!(
+            reveal.map(|v| serde_json::json!({"seq": v.seq, "run_id": v.run_id, "withheld": v.problem.is_some()}))
+        );
+        doc["renderings"] = serde_json::json!(r.renderings.iter().map(|p| &p.reason).collect::<Vec<_>>());
         doc.as_object_mut().map(|o| o.remove("timeline"));
         outln!("{doc}");
         return;
@@ -251,10 +285,11 @@ fn render(r: &EvidenceReport, path: &Path, json: bool, written: bool) {
     if written {
         outln!("wrote {}", path.display());
     }
+    let p = |t: &str| bundle::printable(t).into_owned();
     outln!(
         "run {} of {}: checkpoint {} signed by {}{}; head published {}",
-        r.run_id,
-        cp.origin,
+        p(&r.run_id),
+        p(&cp.origin),
         cp.size,
         if cp.signers.is_empty() {
             "no trusted key".into()
@@ -266,7 +301,7 @@ fn render(r: &EvidenceReport, path: &Path, json: bool, written: bool) {
         } else {
             format!(", cosigned by {}", cp.witnesses.join(", "))
         },
-        r.head.published
+        p(&r.head.published)
     );
     let not_proven = r.not_proven();
     let bad_records = r.records.iter().filter(|x| x.problem.is_some()).count();
@@ -275,14 +310,14 @@ fn render(r: &EvidenceReport, path: &Path, json: bool, written: bool) {
         r.records.len() - bad_records,
         r.records.len()
     );
-    for (seq, p) in &not_proven {
+    for (seq, np) in &not_proven {
         match seq {
-            Some(seq) => outln!("  not proven: seq {seq}: {p}"),
-            None => outln!("  not proven: {p}"),
+            Some(seq) => outln!("  not proven: seq {seq}: {}", p(&np.to_string())),
+            None => outln!("  not proven: {}", p(&np.to_string())),
         }
     }
-    if let Some(g) = &r.gaps {
-        outln!(
+    match &r.gaps {
+        Some(g) => outln!(
             "gaps: seqs {}..={}: {} other event(s) by hash{}",
             g.first,
             g.last,
@@ -292,17 +327,21 @@ fn render(r: &EvidenceReport, path: &Path, json: bool, written: bool) {
             } else {
                 ""
             }
-        );
+        ),
+        None => outln!("gaps: not in the bundle: it cannot show that no event of the run was left out"),
     }
     if let Some(v) = r.reveal.as_ref().filter(|v| v.problem.is_none()) {
         outln!(
             "revealed: seq {} is an event of run {:?}, not of this run",
             v.seq,
-            v.run_id
+            p(&v.run_id)
         );
+    }
+    for problem in &r.renderings {
+        outln!("renderings: {}", problem.reason);
     }
     outln!("findings: {}", r.findings.len());
     for f in &r.findings {
-        outln!("  {f}");
+        outln!("  {}", p(&f.to_string()));
     }
 }

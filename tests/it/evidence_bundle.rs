@@ -70,6 +70,28 @@ fn check(bundle: &Path, verifier: &str, extra: &[&str]) -> (i32, Value, Output) 
     (code(&out), json, out)
 }
 
+/// What someone who changed a bundle's records would do next: render its
+/// run.json, report.html and README.txt again from the changed records.
+fn rerender(bundle: &Path, verifier: &str) {
+    let fresh = bundle.with_extension("rendered");
+    let out = bin()
+        .args([
+            "check-evidence",
+            path_str(bundle),
+            "--trusted-key",
+            verifier,
+            "--render",
+            path_str(&fresh),
+        ])
+        .output()
+        .unwrap();
+    assert_ne!(code(&out), 2, "{}", stderr(&out));
+    for name in ["run.json", "report.html", "README.txt"] {
+        std::fs::copy(fresh.join(name), bundle.join(name)).unwrap();
+    }
+    std::fs::remove_dir_all(&fresh).unwrap();
+}
+
 fn kinds(json: &Value, key: &str) -> Vec<String> {
     let list = match key {
         "findings" => &json["findings"],
@@ -478,7 +500,21 @@ fn a_withheld_event_is_caught_by_the_gaps_and_refuted_by_revealing_it() {
     evidence(&a, &clean, &["--db", path_str(&a.db)], &plain, &[]);
     leave_out(&plain);
     let (c, json, _) = check(&plain, &a.verifier, &[]);
+    assert_eq!(c, 1, "the page no longer matches the records: {json}");
+    assert_eq!(json["proven"]["all"], true, "{json}");
+    assert!(
+        json["renderings"][0]
+            .as_str()
+            .unwrap()
+            .contains("not what these records render"),
+        "{json}"
+    );
+    rerender(&plain, &a.verifier);
+    let (c, json, _) = check(&plain, &a.verifier, &[]);
     assert_eq!(c, 0, "no transition breaks, as the README says: {json}");
+    // Unless the gaps are insisted on.
+    let (c, json, _) = check(&plain, &a.verifier, &["--with-gaps"]);
+    assert_eq!(c, 1, "{json}");
 
     // With the gaps it is named.
     let cut = a.dir.path().join("cut");
@@ -497,7 +533,8 @@ fn a_withheld_event_is_caught_by_the_gaps_and_refuted_by_revealing_it() {
     g.push(format!("{} {}", seq_of(&records[j]), hash_of(&records[j])));
     g.sort_by_key(|x| x.split(' ').next().unwrap().parse::<u64>().unwrap());
     write_lines(&passed_off.join("gaps.txt"), &g);
-    let (c, json, _) = check(&passed_off, &a.verifier, &[]);
+    rerender(&passed_off, &a.verifier);
+    let (c, json, _) = check(&passed_off, &a.verifier, &["--with-gaps"]);
     assert_eq!(c, 0, "the hash stands in for the event: {json}");
     let (c, json, _) = check(
         &passed_off,
@@ -505,6 +542,7 @@ fn a_withheld_event_is_caught_by_the_gaps_and_refuted_by_revealing_it() {
         &["--reveal", &seq.to_string(), "--record", line],
     );
     assert_eq!(c, 1, "{json}");
+    assert_eq!(json["reveal"]["withheld"], true, "{json}");
     let text = run(&[
         "check-evidence",
         path_str(&passed_off),
@@ -530,15 +568,30 @@ fn a_withheld_event_is_caught_by_the_gaps_and_refuted_by_revealing_it() {
         &["--reveal", &seq_of(&other).to_string(), "--record", &other],
     );
     assert_eq!(c, 0, "{json}");
+    assert_eq!(json["reveal"]["withheld"], false, "{json}");
     // A record that is not the entry there is refused.
     let mut fake: Value = serde_json::from_str(&other).unwrap();
     fake["payload_json"] = Value::String("{}".into());
-    let (c, _, _) = check(
+    let (c, _, out) = check(
         &good,
         &a.verifier,
         &["--reveal", &seq_of(&other).to_string(), "--record", &fake.to_string()],
     );
-    assert_eq!(c, 1);
+    assert_eq!(c, 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("is not the event at seq"), "{}", stderr(&out));
+
+    // The run cut at either end (its creation, or its last event): the range
+    // runs from the run's creation to the checkpoint, so both are missed.
+    for (name, cut) in [("head", 0usize), ("tail", records.len() - 1)] {
+        let dir = a.dir.path().join(format!("cut-{name}"));
+        copy_tree(&good, &dir);
+        let mut l = lines(&dir.join("records.jsonl"));
+        l.remove(cut);
+        write_lines(&dir.join("records.jsonl"), &l);
+        let (c, json, _) = check(&dir, &a.verifier, &["--with-gaps"]);
+        assert_eq!(c, 1, "{name}: {json}");
+        assert!(kinds(&json, "not_proven").contains(&"gap".to_owned()), "{name}: {json}");
+    }
 }
 
 fn runs_of_clean(db: &Path) -> (Value, String) {
@@ -712,29 +765,45 @@ fn a_run_not_covered_or_not_proven_writes_nothing() {
         .unwrap();
     assert_eq!(code(&done), 2, "{}", stderr(&done));
     assert!(!out_dir.exists());
-    // A database altered under the run: its event is not the entry the checkpoint holds.
-    let (victim,): (i64,) = tamper(&a.db)
+    // A database altered since it was anchored, in the run or beside it (an
+    // event moved to another run would be handed out as that run's hash):
+    // refused, naming the seq, nothing written.
+    let (first,): (i64,) = tamper(&a.db)
         .query_row("SELECT MIN(seq) FROM events WHERE run_id = ?1", [&clean], |r| {
             Ok((r.get(0)?,))
         })
         .unwrap();
-    tamper(&a.db)
-        .execute(
-            "UPDATE events SET payload_json = payload_json || ' ' WHERE seq = ?1",
-            [victim],
+    let (other,): (i64,) = tamper(&a.db)
+        .query_row(
+            "SELECT MIN(seq) FROM events WHERE run_id <> ?1 AND seq > ?2",
+            rusqlite::params![&clean, first],
+            |r| Ok((r.get(0)?,)),
         )
+        .unwrap();
+    tamper(&a.db)
+        .execute("UPDATE events SET run_id = 'run_elsewhere' WHERE seq = ?1", [other])
+        .unwrap();
+    let done = evidence_cmd(&a, &clean, &["--db", path_str(&a.db)], &out_dir, &["--with-gaps"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&done), 1, "{}{}", stdout(&done), stderr(&done));
+    assert!(
+        stderr(&done).contains(&format!("seq {other}: its fields do not hash")),
+        "{}",
+        stderr(&done)
+    );
+    tamper(&a.db)
+        .execute("DELETE FROM events WHERE seq = ?1", [other])
         .unwrap();
     let done = evidence_cmd(&a, &clean, &["--db", path_str(&a.db)], &out_dir, &[])
         .output()
         .unwrap();
     assert_eq!(code(&done), 1, "{}{}", stdout(&done), stderr(&done));
-    let json: Value = serde_json::from_slice(&done.stdout).unwrap();
-    assert_eq!(
-        json["proven"]["not_proven"][0]["seq"].as_u64(),
-        Some(victim as u64),
-        "{json}"
+    assert!(
+        stderr(&done).contains(&format!("seqs {other}..={other} are missing")),
+        "{}",
+        stderr(&done)
     );
-    assert_eq!(json["proven"]["not_proven"][0]["kind"], "altered", "{json}");
     assert!(!out_dir.exists(), "nothing written");
     assert!(
         std::fs::read_dir(a.dir.path()).unwrap().all(|e| !e

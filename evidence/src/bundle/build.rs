@@ -22,8 +22,7 @@ use chainship_tlog::range::range_proof;
 
 use super::check::{CheckInput, EvidenceReport, check};
 use super::{
-    BundleFiles, CHECKPOINT, GAPS, GAPS_PROOF, HEAD, NEWEST, PROOFS_DIR, RANGE_PROOF_HEADER, README_TXT, RECORDS,
-    REPORT_HTML, RUN_JSON, proof_name,
+    BundleFiles, CHECKPOINT, GAPS, GAPS_PROOF, HEAD, NEWEST, PROOFS_DIR, RANGE_PROOF_HEADER, RECORDS, proof_name,
 };
 
 /// The checkpoint a bundle is proven against, and the signed head at its size.
@@ -117,6 +116,10 @@ pub struct Collector {
     newest: Option<Record<'static>>,
     /// Events of the run past the checkpoint: not provable yet.
     pub later: u64,
+    /// The first event that is not the log the checkpoint holds: a seq left
+    /// out, or fields that do not hash to the stored hash or do not link.
+    problem: Option<(u64, String)>,
+    prev_hash: String,
 }
 
 impl Collector {
@@ -130,6 +133,8 @@ impl Collector {
             gaps: Vec::new(),
             newest: None,
             later: 0,
+            problem: None,
+            prev_hash: String::new(),
         }
     }
 
@@ -138,6 +143,22 @@ impl Collector {
     pub fn take(&mut self, r: &Record<'_>) {
         if r.seq <= self.last_seq {
             return;
+        }
+        // Every event up to the checkpoint is checked as it passes, whoever's
+        // it is: a hash handed out for another run's event must be its own.
+        if self.problem.is_none() && r.seq <= self.size {
+            let why = if self.last_seq > 0 && r.seq != self.last_seq + 1 {
+                Some(format!("seqs {}..={} are missing", self.last_seq + 1, r.seq - 1))
+            } else if r.expected_hash()[..] != *r.hash.as_bytes() {
+                Some("its fields do not hash to its stored hash (altered)".to_owned())
+            } else if self.last_seq > 0 && r.prev_hash != self.prev_hash {
+                Some("it does not link to the event before it".to_owned())
+            } else {
+                None
+            };
+            self.problem = why.map(|w| (r.seq, w));
+            self.prev_hash.clear();
+            self.prev_hash.push_str(&r.hash);
         }
         self.last_seq = r.seq;
         let of_run = r.field_bytes("run_id").is_some_and(|b| *b == self.run_id[..]);
@@ -184,11 +205,18 @@ pub async fn write(
 ) -> Result<EvidenceReport, Error> {
     let Collector {
         records,
-        mut gaps,
+        gaps,
         newest,
         with_gaps,
+        problem,
         ..
     } = collected;
+    if let Some((seq, why)) = problem {
+        return Err(integrity!(
+            "seq {seq}: {why}: the source is not the log checkpoint {} holds (anchor verify or verify-export names the damage)",
+            chosen.size
+        ));
+    }
     let Some(newest) = newest else {
         return Err(integrity!(
             "seq {} (the checkpoint's size) was not read: the source ends before the checkpoint",
@@ -202,7 +230,6 @@ pub async fn write(
         ));
     }
     let last = records.last().map_or(0, |r| r.seq);
-    gaps.retain(|(seq, _)| *seq < last);
     let io = |e: std::io::Error| Error::from_io(format!("{}", dir.display()), &e);
     std::fs::create_dir(dir).map_err(io)?;
     std::fs::create_dir(dir.join(PROOFS_DIR)).map_err(io)?;
@@ -258,13 +285,14 @@ pub async fn write(
 
     if with_gaps {
         let first = records[0].seq;
+        // From the run's first event to the checkpoint: nothing cut off at either end.
         let hashes = reader
-            .run(chosen.size, |set| range_proof(first - 1, last, chosen.size, set))
+            .run(chosen.size, |set| range_proof(first - 1, chosen.size, chosen.size, set))
             .await
             .map_err(tiles_fail)?;
         let mut text: String = gaps.iter().map(|(seq, hash)| format!("{seq} {hash}\n")).collect();
         put(GAPS, text.as_bytes())?;
-        text = format!("{RANGE_PROOF_HEADER}\nstart {}\nend {last}\n", first - 1);
+        text = format!("{RANGE_PROOF_HEADER}\nstart {}\nend {}\n", first - 1, chosen.size);
         for h in &hashes {
             text.push_str(&chainship_tlog::hash_b64(h));
             text.push('\n');
@@ -273,14 +301,9 @@ pub async fn write(
     }
 
     let report = check(&BundleFiles::read(dir)?, &input.check)?;
-    put(
-        RUN_JSON,
-        serde_json::to_string_pretty(&super::run_json::render(&report))
-            .unwrap_or_default()
-            .as_bytes(),
-    )?;
-    put(REPORT_HTML, super::html::render(&report).as_bytes())?;
-    put(README_TXT, super::readme::render(&report).as_bytes())?;
+    for (name, bytes) in super::renderings(&report) {
+        put(name, &bytes)?;
+    }
     Ok(report)
 }
 

@@ -35,6 +35,8 @@ pub struct CheckInput<'a> {
     pub rules: RunCheckConfig,
     /// A record revealed for a seq the bundle gives only as a hash.
     pub reveal: Option<&'a Record<'a>>,
+    /// The bundle must account for every position (`--with-gaps`).
+    pub require_gaps: bool,
 }
 
 /// The checkpoint every proof is against.
@@ -80,10 +82,12 @@ pub struct TimelineEvent {
     pub proven: bool,
 }
 
-/// `--with-gaps`: every position between the run's first and last event.
+/// `--with-gaps`: every position from the run's first event (its
+/// `run.created`) to the checkpoint's size.
 #[derive(Debug)]
 pub struct GapsStatus {
     pub first: u64,
+    /// The checkpoint's size: the positions after the run's last event are accounted for too.
     pub last: u64,
     /// Other events accounted for by hash.
     pub hashes: u64,
@@ -115,6 +119,9 @@ pub struct EvidenceReport {
     pub rules: RunCheckConfig,
     pub gaps: Option<GapsStatus>,
     pub reveal: Option<RevealStatus>,
+    /// `run.json`, `report.html` or `README.txt` not what the checked
+    /// records render (set by [`check_renderings`]).
+    pub renderings: Vec<NotProven>,
 }
 
 impl EvidenceReport {
@@ -127,7 +134,7 @@ impl EvidenceReport {
         out.extend(
             self.records
                 .iter()
-                .filter_map(|r| r.problem.as_ref().map(|p| (Some(r.seq), p))),
+                .filter_map(|r| r.problem.as_ref().map(|p| ((r.seq > 0).then_some(r.seq), p))),
         );
         if let Some(g) = &self.gaps {
             out.extend(g.problems.iter().map(|p| (None, p)));
@@ -143,9 +150,10 @@ impl EvidenceReport {
         !self.records.is_empty() && self.not_proven().is_empty()
     }
 
-    /// Every record proven and the run without finding.
+    /// Every record proven, the run without finding, and the page and
+    /// `run.json` what the records render.
     pub fn ok(&self) -> bool {
-        self.all_proven() && self.findings.is_empty()
+        self.all_proven() && self.findings.is_empty() && self.renderings.is_empty()
     }
 
     /// Findings of side effects whose outcome is unknown: to reconcile with the outside world.
@@ -207,11 +215,12 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
             .map_err(|_| ())
             .and_then(|t| TlogProof::parse(t).map_err(|_| ()))
             .map_err(|()| not_proven(None, format!("{name} is not a tlog-proof")))?;
-        let same = SignedNote::parse(proof.checkpoint.as_bytes()).is_ok_and(|n| n.text == cp_note.text);
+        // The very note, signatures and all: one checkpoint, judged once.
+        let same = SignedNote::parse(proof.checkpoint.as_bytes()).is_ok_and(|n| n == cp_note);
         if !same {
             return Err(not_proven(
                 None,
-                format!("{name} is a proof against another checkpoint than the bundle's"),
+                format!("{name} is a proof against another checkpoint (or other signatures on it) than the bundle's"),
             ));
         }
         proof_check::check(&proof, record, input.keys, input.witnesses).map(|_| ())
@@ -242,7 +251,7 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
 
     let mut records: Vec<RecordStatus> = Vec::new();
     let mut run: Vec<Record<'static>> = Vec::new();
-    let mut run_id: Option<String> = input.run_id.map(str::to_owned);
+    let mut run_id: Option<Vec<u8>> = input.run_id.map(|r| r.as_bytes().to_vec());
     let mut last_seq = 0u64;
     for (i, line) in records_text.split(|&b| b == b'\n').enumerate() {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -250,32 +259,26 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
             continue;
         }
         let (record, mut problem) = parse_record(line);
-        let Some(record) = record else {
+        let Some(record) = record.filter(|r| r.seq > 0) else {
+            let why = problem.map_or_else(|| "seq 0 is not an event".to_owned(), |p| p.reason);
             records.push(RecordStatus {
                 seq: 0,
                 line: i + 1,
-                problem: Some(not_proven(
-                    problem.as_ref().and_then(|p| p.kind),
-                    format!(
-                        "{RECORDS} line {}: {}",
-                        i + 1,
-                        problem.map(|p| p.reason).unwrap_or_default()
-                    ),
-                )),
+                problem: Some(not_proven(None, format!("{RECORDS} line {}: {why}", i + 1))),
             });
             continue;
         };
-        let this_run = record
-            .field_bytes("run_id")
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default();
+        // Compared as stored bytes: ids that differ only in bytes that are not UTF-8 are two runs.
+        let this_run = record.field_bytes("run_id").map(|b| b.into_owned()).unwrap_or_default();
         let expected = run_id.get_or_insert_with(|| this_run.clone());
         if problem.is_none() && this_run != *expected {
             problem = Some(not_proven(
                 Some(Kind::Foreign),
                 format!(
-                    "seq {} is an event of run {this_run:?}, not of run {expected:?}",
-                    record.seq
+                    "seq {} is an event of run {:?}, not of run {:?}",
+                    record.seq,
+                    String::from_utf8_lossy(&this_run),
+                    String::from_utf8_lossy(expected)
                 ),
             ));
         }
@@ -310,7 +313,7 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
             run.push(record);
         }
     }
-    let run_id = run_id.unwrap_or_default();
+    let run_id = String::from_utf8_lossy(&run_id.unwrap_or_default()).into_owned();
     if records.is_empty() {
         records.push(RecordStatus {
             seq: 0,
@@ -329,13 +332,24 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
         .iter()
         .map(|r| timeline_event(r, input.profile, proven.contains(&r.seq)))
         .collect();
-    let gaps = match files.get(GAPS) {
-        Some(_) => Some(check_gaps(files, &run, &checkpoint)?),
-        None => None,
+    let gaps = match (files.get(GAPS), files.get(GAPS_PROOF)) {
+        (Some(_), Some(_)) => Some(check_gaps(files, &run, &checkpoint, input.profile)?),
+        (None, None) if input.require_gaps => Some(GapsStatus {
+            first: 0,
+            last: 0,
+            hashes: 0,
+            problems: vec![not_proven(
+                Some(Kind::Gap),
+                "the bundle has no gaps.txt: it cannot show that no event of the run was left out (write it with --with-gaps)",
+            )],
+        }),
+        (None, None) => None,
+        (Some(_), None) => return Err(permanent!("{}: {GAPS} without {GAPS_PROOF}", files.place)),
+        (None, Some(_)) => return Err(permanent!("{}: {GAPS_PROOF} without {GAPS}", files.place)),
     };
     let reveal = input
         .reveal
-        .map(|r| check_reveal(r, files, &run_id, &run, gaps.as_ref()))
+        .map(|r| check_reveal(r, files, &run_id, &run, gaps.is_some()))
         .transpose()?;
     Ok(EvidenceReport {
         run_id,
@@ -351,7 +365,24 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
         rules: input.rules.clone(),
         gaps,
         reveal,
+        renderings: Vec::new(),
     })
+}
+
+/// Compares the bundle's `run.json`, `report.html` and `README.txt` with
+/// what the checked report renders: a page a person reads must be the one
+/// these records give (with these trust flags and run rules).
+pub fn check_renderings(files: &BundleFiles, report: &mut EvidenceReport) {
+    for (name, bytes) in super::renderings(report) {
+        let problem = match files.get(name) {
+            None => format!("{name} is missing"),
+            Some(held) if held != bytes.as_slice() => format!(
+                "{name} is not what these records render (edited, or written with other trust flags or run rules): do not read it; --render DIR writes it from this check"
+            ),
+            Some(_) => continue,
+        };
+        report.renderings.push(not_proven(None, problem));
+    }
 }
 
 /// Reads the checkpoint and checks its signatures and cosignatures; `Err`
@@ -560,27 +591,43 @@ fn read_range_proof(text: &str) -> Result<(u64, u64, Vec<chainship_tlog::Hash>),
     Ok((start, end, hashes))
 }
 
-/// Checks that every position from the run's first event to its last is
-/// accounted for (a record of the run, or another event's hash), that the
-/// whole range of entries is in the checkpoint's tree, and that each
-/// record's `prev_hash` is the entry before it.
-fn check_gaps(files: &BundleFiles, run: &[Record<'_>], cp: &CheckpointStatus) -> Result<GapsStatus, Error> {
+/// Checks that every position from the run's first event (its creation) to
+/// the checkpoint's size is accounted for (a record of the run, or another
+/// event's hash), that the whole range of entries is in the checkpoint's
+/// tree, and that each record's `prev_hash` is the entry before it.
+fn check_gaps(
+    files: &BundleFiles,
+    run: &[Record<'_>],
+    cp: &CheckpointStatus,
+    profile: &Profile,
+) -> Result<GapsStatus, Error> {
     let gaps = read_gaps(text(files, GAPS)?)?;
     let (start, end, proof) = read_range_proof(text(files, GAPS_PROOF)?)?;
-    let (Some(first), Some(last)) = (run.first().map(|r| r.seq), run.last().map(|r| r.seq)) else {
-        return Ok(GapsStatus {
-            first: 0,
-            last: 0,
-            hashes: gaps.len() as u64,
-            problems: vec![not_proven(None, "no record of the run to account for")],
-        });
-    };
+    let last = cp.size;
     let mut status = GapsStatus {
-        first,
+        first: run.first().map_or(0, |r| r.seq),
         last,
         hashes: gaps.len() as u64,
         problems: Vec::new(),
     };
+    let Some(head) = run.first() else {
+        status
+            .problems
+            .push(not_proven(None, "no record of the run to account for"));
+        return Ok(status);
+    };
+    let first = head.seq;
+    // The run's start is its creation, and the range runs on to the
+    // checkpoint: no event can be cut off at either end.
+    if profile.role(head.kind.as_bytes()) != Role::RunCreated {
+        status.problems.push(not_proven(
+            Some(Kind::Gap),
+            format!(
+                "the run's first event in the bundle, seq {first}, is {:?}, not its creation: the events before it are not accounted for",
+                head.kind
+            ),
+        ));
+    }
     let mut at: BTreeMap<u64, &str> = gaps.iter().map(|(s, h)| (*s, h.as_str())).collect();
     for r in run {
         if at.insert(r.seq, &r.hash).is_some() {
@@ -594,18 +641,22 @@ fn check_gaps(files: &BundleFiles, run: &[Record<'_>], cp: &CheckpointStatus) ->
     if let Some(s) = outside.first() {
         status.problems.push(not_proven(
             None,
-            format!("{GAPS} names seq {s}, outside the run's seqs {first}..={last}"),
+            format!("{GAPS} names seq {s}, outside seqs {first}..={last} (the run's first event to the checkpoint)"),
         ));
     }
     // Unaccounted positions, as ranges.
     let mut missing: Vec<(u64, u64)> = Vec::new();
-    for seq in first..=last {
-        if !at.contains_key(&seq) {
-            match missing.last_mut() {
-                Some((_, to)) if *to + 1 == seq => *to = seq,
-                _ => missing.push((seq, seq)),
-            }
+    let mut expect = first;
+    for seq in at
+        .keys()
+        .copied()
+        .filter(|s| (first..=last).contains(s))
+        .chain([last + 1])
+    {
+        if seq > expect {
+            missing.push((expect, seq - 1));
         }
+        expect = seq + 1;
     }
     for (from, to) in &missing {
         status.problems.push(not_proven(
@@ -635,7 +686,7 @@ fn check_gaps(files: &BundleFiles, run: &[Record<'_>], cp: &CheckpointStatus) ->
         status.problems.push(not_proven(
             None,
             format!(
-                "{GAPS_PROOF} covers entries {start}..{end}, not the run's {}..{last}",
+                "{GAPS_PROOF} covers entries {start}..{end}, not {}..{last} (the run's first event to the checkpoint)",
                 first - 1
             ),
         ));
@@ -663,25 +714,21 @@ fn check_gaps(files: &BundleFiles, run: &[Record<'_>], cp: &CheckpointStatus) ->
 }
 
 /// A record revealed for a seq given only as a hash: when it is the entry
-/// there and of this run, the run's event was withheld.
+/// there and of this run, the run's event was withheld. A record that is not
+/// the entry there reveals nothing (`Err`, a usage error).
 fn check_reveal(
     revealed: &Record<'_>,
     files: &BundleFiles,
     run_id: &str,
     run: &[Record<'_>],
-    gaps: Option<&GapsStatus>,
+    has_gaps: bool,
 ) -> Result<RevealStatus, Error> {
     let seq = revealed.seq;
     let of_run = revealed
         .field_bytes("run_id")
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
-    let mut status = RevealStatus {
-        seq,
-        run_id: of_run.clone(),
-        problem: None,
-    };
-    if gaps.is_none() {
+    if !has_gaps || files.get(GAPS).is_none() {
         return Err(permanent!(
             "{}: the bundle has no {GAPS}: there is no hash to reveal a record for (write it with --with-gaps)",
             files.place
@@ -696,19 +743,20 @@ fn check_reveal(
     let Some(hash) = gaps.get(&seq) else {
         return Err(permanent!("the bundle gives no hash for seq {seq}"));
     };
-    let expected = revealed.expected_hash();
-    status.problem = if expected[..] != *revealed.hash.as_bytes() || revealed.hash != hash.as_str() {
-        Some(not_proven(
-            None,
-            format!("the revealed record is not the event at seq {seq}: it does not hash to the bundle's entry there"),
-        ))
-    } else if of_run == run_id {
-        Some(not_proven(
+    if revealed.expected_hash()[..] != *revealed.hash.as_bytes() || revealed.hash != hash.as_str() {
+        return Err(permanent!(
+            "--record is not the event at seq {seq}: it does not hash to the bundle's entry there"
+        ));
+    }
+    let problem = (of_run == run_id).then(|| {
+        not_proven(
             Some(Kind::Gap),
             format!("seq {seq} is an event of run {run_id:?} that the bundle gives only as a hash: it was withheld"),
-        ))
-    } else {
-        None
-    };
-    Ok(status)
+        )
+    });
+    Ok(RevealStatus {
+        seq,
+        run_id: of_run,
+        problem,
+    })
 }

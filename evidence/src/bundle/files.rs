@@ -12,12 +12,16 @@ use super::PROOFS_DIR;
 
 /// A bundle larger than this is refused (a run of 10,000 events with every
 /// gap is a few MiB).
-const MAX_BYTES: u64 = 1 << 30;
+const MAX_BYTES: u64 = 256 << 20;
+/// A bundle of more files than this is refused (a proof per event).
+const MAX_FILES: usize = 1 << 20;
 
 /// The files of a bundle, by their name in it (`proofs/12.proof`).
 #[derive(Debug, Default)]
 pub struct BundleFiles {
     files: BTreeMap<String, Vec<u8>>,
+    /// Bytes held, summed as files are added.
+    bytes: u64,
     /// Where it was read from, for messages.
     pub place: String,
 }
@@ -25,23 +29,28 @@ pub struct BundleFiles {
 impl BundleFiles {
     /// Reads a bundle: a directory, or a tar file.
     pub fn read(path: &Path) -> Result<BundleFiles, Error> {
-        let meta = std::fs::metadata(path).map_err(|e| Error::from_io("cannot be read", &e))?;
+        let meta =
+            std::fs::metadata(path).map_err(|e| Error::from_io(format!("{}: cannot be read", path.display()), &e))?;
         let mut bundle = BundleFiles {
             files: BTreeMap::new(),
+            bytes: 0,
             place: path.display().to_string(),
         };
-        if meta.is_dir() {
-            bundle.read_dir(path)?;
+        let read = if meta.is_dir() {
+            bundle.read_dir(path)
         } else {
-            bundle.read_tar(path)?;
-        }
+            bundle.read_tar(path)
+        };
+        read.map_err(|e| e.context(path.display()))?;
         Ok(bundle)
     }
 
     /// A bundle held in memory (tests, and a bundle being built).
     pub fn from_files(files: impl IntoIterator<Item = (String, Vec<u8>)>) -> BundleFiles {
+        let files: BTreeMap<String, Vec<u8>> = files.into_iter().collect();
         BundleFiles {
-            files: files.into_iter().collect(),
+            bytes: files.values().map(|v| v.len() as u64).sum(),
+            files,
             place: "(memory)".into(),
         }
     }
@@ -56,11 +65,17 @@ impl BundleFiles {
     }
 
     fn add(&mut self, name: String, bytes: Vec<u8>) -> Result<(), Error> {
-        let total: u64 = self.files.values().map(|v| v.len() as u64).sum::<u64>() + bytes.len() as u64;
-        if total > MAX_BYTES {
-            return Err(permanent!("larger than {MAX_BYTES} bytes: not a bundle"));
+        self.bytes += bytes.len() as u64;
+        if self.bytes > MAX_BYTES || self.files.len() >= MAX_FILES {
+            return Err(permanent!(
+                "more than {MAX_BYTES} bytes or {MAX_FILES} files: not a bundle"
+            ));
         }
-        self.files.insert(name, bytes);
+        // A name twice (a tar can hold it): the bundle is ambiguous, refused.
+        if let Some(old) = self.files.insert(name.clone(), bytes) {
+            self.bytes -= old.len() as u64;
+            return Err(permanent!("holds {name} twice"));
+        }
         Ok(())
     }
 
@@ -126,25 +141,36 @@ fn read_capped(path: &Path) -> Result<Vec<u8>, Error> {
 
 /// Writes the files of directory `dir` (top level and `proofs/`) into a new
 /// tar file at `out`, in name order, with fixed times and modes (the same
-/// bundle gives the same bytes).
+/// bundle gives the same bytes). Written beside it under a temporary name and
+/// linked into place whole, never over an existing file.
 pub fn write_tar(dir: &Path, out: &Path) -> Result<(), Error> {
     let bundle = BundleFiles::read(dir)?;
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(out)
-        .map_err(|e| Error::from_io("cannot be created", &e))?;
-    let mut tar = tar::Builder::new(std::io::BufWriter::new(file));
-    let io = |e: std::io::Error| Error::from_io("cannot be written", &e);
-    for (name, bytes) in &bundle.files {
-        let mut header = tar::Header::new_ustar();
-        header.set_size(bytes.len() as u64);
-        header.set_mode(0o644);
-        header.set_mtime(0);
-        header.set_entry_type(tar::EntryType::Regular);
-        tar.append_data(&mut header, name, bytes.as_slice()).map_err(io)?;
-    }
-    let writer = tar.into_inner().map_err(io)?;
-    let file = writer.into_inner().map_err(|e| io(e.into_error()))?;
-    file.sync_all().map_err(io)
+    let temp = tar_temp_path(out);
+    let io = |e: std::io::Error| Error::from_io(format!("{}: cannot be written", out.display()), &e);
+    let written = (|| {
+        let file = std::fs::File::create(&temp).map_err(io)?;
+        let mut tar = tar::Builder::new(std::io::BufWriter::new(file));
+        for (name, bytes) in &bundle.files {
+            let mut header = tar::Header::new_ustar();
+            header.set_size(bytes.len() as u64);
+            header.set_mode(0o644);
+            header.set_mtime(0);
+            header.set_entry_type(tar::EntryType::Regular);
+            tar.append_data(&mut header, name, bytes.as_slice()).map_err(io)?;
+        }
+        let writer = tar.into_inner().map_err(io)?;
+        let file = writer.into_inner().map_err(|e| io(e.into_error()))?;
+        file.sync_all().map_err(io)?;
+        std::fs::hard_link(&temp, out).map_err(|e| Error::from_io(format!("{}: cannot be created", out.display()), &e))
+    })();
+    let _ = std::fs::remove_file(&temp);
+    written
+}
+
+/// Where [`write_tar`] writes before the file takes its name.
+pub fn tar_temp_path(out: &Path) -> std::path::PathBuf {
+    let name = out
+        .file_name()
+        .map_or("bundle".into(), |n| n.to_string_lossy().into_owned());
+    out.with_file_name(format!(".{name}.writing-{}", std::process::id()))
 }

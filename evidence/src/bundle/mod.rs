@@ -47,5 +47,38 @@ pub fn proof_name(seq: u64) -> String {
     format!("{PROOFS_DIR}/{seq}.proof")
 }
 
+/// The files rendered from a checked report, as a bundle holds them: what
+/// `evidence` writes and `check-evidence` compares (and `--render` writes).
+pub fn renderings(report: &EvidenceReport) -> [(&'static str, Vec<u8>); 3] {
+    let json = serde_json::to_string_pretty(&run_json::render(report)).unwrap_or_default() + "\n";
+    [
+        (RUN_JSON, json.into_bytes()),
+        (REPORT_HTML, html::render(report).into_bytes()),
+        (README_TXT, readme::render(report).into_bytes()),
+    ]
+}
+
+/// Text from a bundle made safe for a terminal or a plain-text file: control
+/// characters and bidirectional overrides are shown escaped, never obeyed
+/// (a record's fields are chosen by whoever wrote the log, or the model).
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| {
+        c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    text.chars()
+        .map(|c| {
+            if unsafe_char(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
+}
+
 #[cfg(test)]
 mod tests;

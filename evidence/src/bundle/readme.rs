@@ -10,12 +10,13 @@ pub fn render(r: &EvidenceReport) -> String {
         Some(g) => format!(
             "\
 This bundle was written with --with-gaps: {GAPS} gives the stored hash of each of the
-{} other events between the run's first event (seq {}) and its last (seq {}), and
-{GAPS_PROOF} proves, in one proof, that this whole range of entries is in the tree
-of the checkpoint. Every position in between is accounted for: an event of this run
-can be left out only by passing it off as another run's event, and revealing that one
-event refutes it:
-    chainship check-evidence BUNDLE --trusted-key KEY --reveal SEQ --record RECORD.json
+{} other events from the run's creation (its first event, seq {}) to the checkpoint's
+size (seq {}), and {GAPS_PROOF} proves, in one proof, that this whole range of entries
+is in the tree of the checkpoint. Every position in it is accounted for, so no event
+of the run can be cut off at either end or in between: it can be left out only by
+passing it off as another run's event, and revealing that one event refutes it:
+    chainship check-evidence BUNDLE --trusted-key KEY --with-gaps --reveal SEQ --record RECORD.json
+(--with-gaps makes check-evidence insist on these files, so they cannot be removed.)
 The other runs' events appear in this bundle only as hashes.
 ",
             g.hashes, g.first, g.last
@@ -55,26 +56,29 @@ What it cannot prove
 Check it with chainship
     chainship check-evidence BUNDLE --trusted-key KEY [--witness-key W --witness-quorum N]
   Exit 0: every record proven and the run without finding; 1: a record not proven or
-  a run finding (each named); 2: not a bundle.
+  a run finding (each named); 2: not a bundle, or a usage error.
 
 Check it without chainship
   1. Each line of {RECORDS} is one event. Its hash is the hex SHA-256 of seven
      netstrings (<byte length>:<bytes>,): prev_hash, seq in decimal, run_id, step_id,
-     at, type and payload_json (spec: docs/chain-format.md). It must equal the
-     record's hash.
+     at, type and payload_json (spec: docs/chain-format.md), each field as stored: a
+     field named in the record's \"b64\" list is base64 of the stored bytes, decoded
+     first. It must equal the record's hash.
   2. The tree's entry for seq S is at index S-1, and is that hash as 64 lower-case hex
      characters. Its leaf hash is SHA-256(0x00 || entry) (RFC 6962).
-  3. {PROOFS_DIR}/S.proof lists the index, then the inclusion proof hashes in base64,
-     then the checkpoint. Check inclusion as RFC 9162 2.1.3.2 says, against the root
+  3. {PROOFS_DIR}/S.proof is a C2SP tlog-proof: the line c2sp.org/tlog-proof@v1, the
+     line 'index S-1', the inclusion proof hashes in base64 (one a line), a blank
+     line, then the checkpoint. Check inclusion as RFC 9162 2.1.3.2 says, against the root
      hash on the checkpoint's third line, for the tree size on its second line.
   4. The checkpoint is a signed note (https://c2sp.org/signed-note): each signature line
-     is '— NAME BASE64', whose bytes are a 4-byte key id then an Ed25519 signature of
-     the note's text (every line before the blank line, with its final newline). Check
-     it with the log's public key; witness cosignatures (https://c2sp.org/tlog-cosignature)
+     is '— NAME BASE64', whose bytes are a 4-byte key id (the first 4 bytes of
+     SHA-256(NAME || 0x0A || 0x01 || the 32-byte public key)) then an Ed25519
+     signature of the note's text (every line before the blank line, with its final
+     newline). Check it with the log's public key; witness cosignatures (https://c2sp.org/tlog-cosignature)
      sign '{cosig}' then the time and the checkpoint text.
 {gaps_manual}",
-        run = r.run_id,
-        origin = cp.origin,
+        run = super::printable(&r.run_id),
+        origin = super::printable(&cp.origin),
         size = cp.size,
         signers = if cp.signers.is_empty() {
             "(no trusted key)".to_owned()
@@ -101,8 +105,8 @@ Check it without chainship
         cosig = "cosignature/v1",
         gaps_manual = if r.gaps.is_some() {
             format!(
-                "  5. {GAPS_PROOF} gives 'start A' and 'end B' (entries A..B-1, the run's first seq - 1
-     to its last seq - 1), then base64 hashes: the subtree hashes of the rest of the
+                "  5. {GAPS_PROOF} gives 'start A' and 'end B' (entries A..B-1: the run's first seq - 1
+     to the checkpoint's size - 1), then base64 hashes: the subtree hashes of the rest of the
      tree, in the order RFC 6962's MTH recursion meets them. Rebuild MTH of the whole
      tree by that recursion: a subtree outside A..B takes the next proof hash, a single
      entry inside takes the leaf hash of the entry (from {RECORDS} or {GAPS}); the

@@ -86,6 +86,6 @@ pub fn render(r: &EvidenceReport) -> Value {
             })).collect::<Vec<_>>(),
         },
         "gaps": r.gaps.as_ref().map(|g| json!({"first": g.first, "last": g.last, "hashes": g.hashes})),
-        "verdict": if r.ok() { "ok" } else if r.all_proven() { "findings" } else { "not proven" },
+        "verdict": if !r.all_proven() { "not proven" } else if r.findings.is_empty() { "ok" } else { "findings" },
     })
 }

@@ -113,7 +113,7 @@ fn bundle() -> Vec<(String, Vec<u8>)> {
         .filter(|e| e["run_id"] == "a")
         .map(|e| e["seq"].as_u64().unwrap())
         .collect();
-    let (first, last) = (of_a[0], *of_a.last().unwrap());
+    let first = of_a[0];
     for e in &log {
         let seq = e["seq"].as_u64().unwrap();
         if e["run_id"] == "a" || seq == size {
@@ -128,12 +128,12 @@ fn bundle() -> Vec<(String, Vec<u8>)> {
         }
         if e["run_id"] == "a" {
             records.push_str(&format!("{e}\n"));
-        } else if seq > first && seq < last {
+        } else if seq > first {
             gaps.push_str(&format!("{seq} {}\n", e["hash"].as_str().unwrap()));
         }
     }
-    let range = range_proof(first - 1, last, size, &mut Leaves(leaves.clone())).unwrap();
-    let mut proof = format!("{RANGE_PROOF_HEADER}\nstart {}\nend {last}\n", first - 1);
+    let range = range_proof(first - 1, size, size, &mut Leaves(leaves.clone())).unwrap();
+    let mut proof = format!("{RANGE_PROOF_HEADER}\nstart {}\nend {size}\n", first - 1);
     for h in range {
         proof.push_str(&chainship_tlog::hash_b64(&h));
         proof.push('\n');
@@ -154,6 +154,7 @@ fn checked(files: Vec<(String, Vec<u8>)>) -> EvidenceReport {
         profile: &AGENTRT,
         rules: RunCheckConfig::default(),
         reveal: None,
+        require_gaps: false,
     };
     check(&BundleFiles::from_files(files), &input).expect("a bundle")
 }
@@ -175,7 +176,7 @@ fn an_untouched_bundle_is_proven_and_the_run_checked() {
     assert!(r.ok(), "{:?} {:?}", r.not_proven(), r.findings);
     assert_eq!(r.run_id, "a");
     assert_eq!(r.records.len(), 8);
-    assert_eq!(r.gaps.as_ref().map(|g| g.hashes), Some(3));
+    assert_eq!(r.gaps.as_ref().map(|g| g.hashes), Some(4));
     assert_eq!(r.summary.as_ref().map(|s| s.tool_calls), Some(1));
 }
 
@@ -247,9 +248,52 @@ fn a_bundle_with_nothing_in_it_never_passes_and_a_missing_file_is_malformed() {
         profile: &AGENTRT,
         rules: RunCheckConfig::default(),
         reveal: None,
+        require_gaps: false,
     };
     for missing in [RECORDS, CHECKPOINT, HEAD, NEWEST] {
         let files = bundle().into_iter().filter(|(n, _)| n != missing);
         assert!(check(&BundleFiles::from_files(files), &input).is_err(), "{missing}");
     }
+}
+
+#[test]
+fn a_bundle_cut_at_either_end_is_named() {
+    // The run's creation left out (with its proof): its start is not accounted for.
+    let mut files = with(bundle(), RECORDS, |t| {
+        t.lines().skip(1).map(|l| format!("{l}\n")).collect()
+    });
+    files.retain(|(n, _)| n != &proof_name(1));
+    let r = checked(files);
+    assert!(kinds(&r).contains(&Some(Kind::Gap)), "{:?}", r.not_proven());
+    // The run's last events left out: the positions after them up to the checkpoint are unaccounted for.
+    let r = checked(with(bundle(), RECORDS, |t| {
+        t.lines()
+            .filter(|l| !l.contains("\"seq\":11,"))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    }));
+    assert!(
+        r.not_proven().iter().any(|(_, p)| p.reason.contains("seq 11..=11")),
+        "{:?}",
+        r.not_proven()
+    );
+    // The gap files removed: passes only when they are not asked for.
+    let files: Vec<_> = bundle()
+        .into_iter()
+        .filter(|(n, _)| n != GAPS && n != GAPS_PROOF)
+        .collect();
+    assert!(checked(files.clone()).all_proven());
+    let (_, v) = key();
+    let keys = [v];
+    let input = CheckInput {
+        keys: &keys,
+        witnesses: None,
+        run_id: None,
+        profile: &AGENTRT,
+        rules: RunCheckConfig::default(),
+        reveal: None,
+        require_gaps: true,
+    };
+    let r = check(&BundleFiles::from_files(files), &input).unwrap();
+    assert!(!r.all_proven());
 }
