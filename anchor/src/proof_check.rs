@@ -105,6 +105,12 @@ pub fn check(
         ));
     }
     let expected = record.expected_hash();
+    if expected == [0; 64] {
+        return Err(NotProven::new(
+            Some(Kind::Altered),
+            "the record's b64 list names a field it has not, or holds bad base64",
+        ));
+    }
     if expected[..] != *record.hash.as_bytes() {
         return Err(NotProven::new(
             Some(Kind::Altered),

@@ -201,11 +201,51 @@ pub struct StreamAudit {
     trusted_seqs: Vec<u64>,
 }
 
+/// What a note's own signatures and contents say, judged on every core as
+/// its chunk arrives: Ed25519 is most of a pass's time, and the notes are
+/// independent. The pass itself still takes them one by one, in seq order,
+/// so its findings come in the same order whatever the cores.
+enum Prejudged {
+    Head(audit::HeadSet),
+    Checkpoint(Result<crate::checkpoint::ReadCheckpoint, Box<Finding>>),
+    Nothing,
+}
+
+/// Judges each note of `chunk` on its own ([`Prejudged`]), on up to every core.
+fn prejudge(
+    chunk: &[(NameKey, Option<StoredNote>)],
+    dir: Option<&str>,
+    origin: &str,
+    keys: &[VerifierKey],
+) -> Vec<Prejudged> {
+    let judge = |(key, note): &(NameKey, Option<StoredNote>)| match (note, dir) {
+        (None, _) => Prejudged::Nothing,
+        (Some(n), None) => Prejudged::Head(audit::check_notes(std::slice::from_ref(n), origin, keys)),
+        (Some(n), Some(_)) => Prejudged::Checkpoint(trusted_checkpoint(&n.bytes, keys, origin, key.seq, &n.name)),
+    };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores < 2 || chunk.len() < 16 {
+        return chunk.iter().map(judge).collect();
+    }
+    let part = chunk.len().div_ceil(cores);
+    std::thread::scope(|scope| {
+        let parts: Vec<_> = chunk
+            .chunks(part)
+            .map(|notes| scope.spawn(move || notes.iter().map(judge).collect::<Vec<_>>()))
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|p| p.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
+}
+
 /// One source of notes in seq order: the names listed, and a chunk read ahead.
 struct Feed {
     keys: Vec<NameKey>,
     next: usize,
     fetched: VecDeque<(NameKey, Option<StoredNote>)>,
+    judged: VecDeque<Prejudged>,
     /// `None`: head notes; `Some(dir)`: checkpoints in `dir`.
     dir: Option<&'static str>,
 }
@@ -216,6 +256,7 @@ impl Feed {
             keys,
             next: 0,
             fetched: VecDeque::new(),
+            judged: VecDeque::new(),
             dir,
         }
     }
@@ -229,6 +270,16 @@ impl Feed {
         store: &dyn AnchorStore,
         origin: &str,
     ) -> Result<Option<(NameKey, Option<StoredNote>)>, StoreError> {
+        Ok(self.pop_judged(store, origin, None).await?.map(|(k, n, _)| (k, n)))
+    }
+
+    /// The next note, judged on its own already when `keys` are given (a chunk at a time, on every core).
+    async fn pop_judged(
+        &mut self,
+        store: &dyn AnchorStore,
+        origin: &str,
+        keys: Option<&[VerifierKey]>,
+    ) -> Result<Option<(NameKey, Option<StoredNote>, Prejudged)>, StoreError> {
         if self.next >= self.keys.len() {
             return Ok(None);
         }
@@ -246,10 +297,14 @@ impl Feed {
                 .buffered(FETCHES_IN_FLIGHT)
                 .try_collect()
                 .await?;
+            if let Some(keys) = keys {
+                self.judged.extend(prejudge(&chunk, dir, origin, keys));
+            }
             self.fetched.extend(chunk);
         }
         self.next += 1;
-        Ok(self.fetched.pop_front())
+        let judged = self.judged.pop_front().unwrap_or(Prejudged::Nothing);
+        Ok(self.fetched.pop_front().map(|(k, n)| (k, n, judged)))
     }
 }
 
@@ -462,15 +517,15 @@ pub async fn audit<'a>(
             (h, c) => c.is_some_and(|c| h.is_none_or(|h| c <= h)),
         };
         if take_checkpoint {
-            match checkpoints.pop(store, origin).await? {
-                Some((key, Some(note))) => pass.checkpoint(key, note).await?,
-                Some((key, None)) => pass.unreadable(&format!("{CHECKPOINTS_DIR}/{}", key.log_name()), key.seq),
+            match checkpoints.pop_judged(store, origin, Some(input.keys)).await? {
+                Some((key, Some(note), Prejudged::Checkpoint(read))) => pass.checkpoint(key, note, read).await?,
+                Some((key, _, _)) => pass.unreadable(&format!("{CHECKPOINTS_DIR}/{}", key.log_name()), key.seq),
                 None => {}
             }
         } else {
-            match heads.pop(store, origin).await? {
-                Some((_, Some(note))) => pass.head_note(note)?,
-                Some((key, None)) => pass.unreadable(&key.note_name(), key.seq),
+            match heads.pop_judged(store, origin, Some(input.keys)).await? {
+                Some((_, Some(note), Prejudged::Head(set))) => pass.head_note(note, set)?,
+                Some((key, _, _)) => pass.unreadable(&key.note_name(), key.seq),
                 None => {}
             }
         }
@@ -598,7 +653,8 @@ impl Pass<'_> {
         }
     }
 
-    fn head_note(&mut self, note: StoredNote) -> Result<(), StoreError> {
+    /// A kept note, with what its own signatures and contents said (`set`, from [`prejudge`]).
+    fn head_note(&mut self, note: StoredNote, set: audit::HeadSet) -> Result<(), StoreError> {
         self.out.heads_kept += 1;
         // Any note at the seq (a forged one is named on its own) is not a deleted head.
         if let Some(seq) = note.seq_in_name {
@@ -610,7 +666,6 @@ impl Pass<'_> {
             .next()
             .and_then(NameKey::from_note_name)
             .unwrap_or(NameKey { seq: 0, beside: 0 });
-        let set = audit::check_notes(std::slice::from_ref(&note), self.input.origin, self.input.keys);
         for f in set.findings {
             self.out.note(f);
         }
@@ -720,12 +775,17 @@ impl Pass<'_> {
         Ok(())
     }
 
-    async fn checkpoint(&mut self, key: NameKey, note: StoredNote) -> Result<(), StoreError> {
-        let (origin, source) = (self.input.origin, note.name.clone());
-        let size_in_name = key.seq;
+    /// A kept checkpoint, with what its signatures said (`read`, from [`prejudge`]).
+    async fn checkpoint(
+        &mut self,
+        key: NameKey,
+        note: StoredNote,
+        read: Result<crate::checkpoint::ReadCheckpoint, Box<Finding>>,
+    ) -> Result<(), StoreError> {
+        let source = note.name.clone();
         self.out.checkpoints_kept += 1;
         self.partial_tiles_up_to(key.seq);
-        let read = match trusted_checkpoint(&note.bytes, self.input.keys, origin, size_in_name, &source) {
+        let read = match read {
             Ok(read) => read,
             Err(f) => {
                 self.out.note(*f);
@@ -1229,4 +1289,62 @@ pub async fn trusted_head_at(
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::note::SignedNote;
+    use crate::signed_head::SignedHead;
+    use ed25519_dalek::SigningKey;
+
+    /// Judged on every core, each note gets the verdict it gets alone, in the same order.
+    #[test]
+    fn prejudging_on_every_core_gives_each_note_its_own_verdict_in_order() {
+        let origin = "test/agentrt";
+        let (good, forger) = (SigningKey::from_bytes(&[3; 32]), SigningKey::from_bytes(&[4; 32]));
+        let keys = [VerifierKey::new(origin, good.verifying_key())];
+        let chunk: Vec<(NameKey, Option<StoredNote>)> = (1..=300u64)
+            .map(|seq| {
+                let head = SignedHead::new(origin, Head::new(seq, [b'a'; 64]), SystemTime::UNIX_EPOCH);
+                let signer = if seq % 7 == 0 { &forger } else { &good };
+                let mut bytes = SignedNote::sign(&head.text(), &[(origin, signer)])
+                    .to_text()
+                    .into_bytes();
+                if seq % 11 == 0 {
+                    bytes = b"not a note".to_vec();
+                }
+                let name = format!("store/{seq}");
+                let key = NameKey { seq, beside: 0 };
+                (
+                    key,
+                    (seq % 13 != 0).then_some(StoredNote {
+                        name,
+                        seq_in_name: Some(seq),
+                        bytes,
+                    }),
+                )
+            })
+            .collect();
+        let alone: Vec<String> = chunk
+            .iter()
+            .map(|(_, n)| match n {
+                Some(n) => format!("{:?}", audit::check_notes(std::slice::from_ref(n), origin, &keys)),
+                None => "nothing".into(),
+            })
+            .collect();
+        let together: Vec<String> = prejudge(&chunk, None, origin, &keys)
+            .into_iter()
+            .map(|p| match p {
+                Prejudged::Head(set) => format!("{set:?}"),
+                _ => "nothing".into(),
+            })
+            .collect();
+        assert_eq!(alone, together);
+        assert!(
+            alone
+                .iter()
+                .any(|v| v.contains("BadSignature") || v.contains("UntrustedKey"))
+        );
+    }
 }

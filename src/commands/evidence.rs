@@ -80,11 +80,12 @@ pub struct EvidenceArgs {
 
 Every record is re-hashed and its proof checked against the bundle's checkpoint, the checkpoint
 and the head against the trusted keys (and the witnesses' quorum), and the run check runs again
-on the records (run.json is not trusted). Proven records and run findings are reported apart.
+on the records (run.json is not trusted); run.json, report.html and README.txt must be what the
+checked records render. Proven records, run findings and renderings are reported apart.
 --reveal SEQ --record R: a record for a seq the bundle gives only as a hash (--with-gaps); if it
 is the entry there and of this run, the run's event was withheld.
-Exit codes: 0 every record proven and the run without finding, 1 a record not proven or a run
-finding (each named), 2 not a bundle, or usage.")]
+Exit codes: 0 every record proven, the run without finding and the page as rendered, 1 otherwise
+(each named), 2 not a bundle, or usage.")]
 pub struct CheckEvidenceArgs {
     /// The bundle: a directory or a .tar file.
     #[arg(value_name = "DIR|FILE.tar")]
@@ -92,6 +93,8 @@ pub struct CheckEvidenceArgs {
     /// The run the bundle must be of (default: its first record's).
     #[arg(long, value_name = "ID")]
     pub run: Option<String>,
+    #[command(flatten)]
+    pub origin: OriginArg,
     #[command(flatten)]
     pub trust: TrustArgs,
     #[command(flatten)]
@@ -174,6 +177,7 @@ pub fn run(args: &EvidenceArgs) -> CmdResult {
             keys: &keys,
             witnesses: witnesses.as_ref(),
             run_id: Some(&args.run),
+            origin: Some(origin),
             profile,
             rules: args.rules.config(),
             reveal: None,
@@ -222,7 +226,7 @@ pub fn check(args: &CheckEvidenceArgs) -> CmdResult {
         .rules
         .profile()?
         .ok_or_else(|| CliError::usage("--profile none: the bundle needs a run check"))?;
-    let files = BundleFiles::read(&args.bundle).map_err(|e| CliError::usage(e.message))?;
+    let files = BundleFiles::read(&args.bundle).map_err(|e| CliError::usage(bundle::printable(&e.message)))?;
     let record_text = match &args.record {
         Some(r) if r.trim_start().starts_with('{') => Some(r.as_bytes().to_vec()),
         Some(path) => Some(std::fs::read(path).map_err(|e| CliError::usage(format!("--record {path}: {e}")))?),
@@ -247,12 +251,14 @@ pub fn check(args: &CheckEvidenceArgs) -> CmdResult {
         keys: &keys,
         witnesses: witnesses.as_ref(),
         run_id: args.run.as_deref(),
+        origin: args.origin.origin.as_deref(),
         profile,
         rules: args.rules.config(),
         reveal: revealed.as_ref(),
         require_gaps: args.with_gaps,
     };
-    let mut report = bundle::check::check(&files, &input).map_err(|e| CliError::usage(e.message))?;
+    let mut report =
+        bundle::check::check(&files, &input).map_err(|e| CliError::usage(bundle::printable(&e.message)))?;
     bundle::check::check_renderings(&files, &mut report);
     if let Some(dir) = &args.render {
         std::fs::create_dir(dir).map_err(|e| CliError::usage(format!("--render {}: {e}", dir.display())))?;
@@ -303,6 +309,20 @@ fn render(r: &EvidenceReport, path: &Path, json: bool, written: bool) {
         },
         p(&r.head.published)
     );
+    if let Some(s) = &r.summary {
+        outln!(
+            "the run at the checkpoint: {}, seqs {}..={}, {} events{}",
+            s.status.as_str(),
+            s.first_seq,
+            s.last_seq,
+            s.events,
+            if s.status.as_str() == "finished" {
+                ""
+            } else {
+                " (events of the run after the checkpoint are not in the bundle)"
+            }
+        );
+    }
     let not_proven = r.not_proven();
     let bad_records = r.records.iter().filter(|x| x.problem.is_some()).count();
     outln!(
@@ -317,6 +337,7 @@ fn render(r: &EvidenceReport, path: &Path, json: bool, written: bool) {
         }
     }
     match &r.gaps {
+        Some(g) if g.first == 0 => {}
         Some(g) => outln!(
             "gaps: seqs {}..={}: {} other event(s) by hash{}",
             g.first,

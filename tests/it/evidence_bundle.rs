@@ -444,6 +444,39 @@ fn tampering_with_a_bundle_is_named() {
     });
     assert!(kinds(&json, "not_proven").contains(&"foreign".to_owned()), "{json}");
 
+    // Another log's bundle when the auditor names the log.
+    let (c, json, _) = check(&good, &a.verifier, &["--origin", "elsewhere/agentrt"]);
+    assert_eq!(c, 1, "{json}");
+    assert!(kinds(&json, "not_proven").contains(&"foreign".to_owned()), "{json}");
+
+    // A checkpoint whose size is near u64::MAX: named, never a panic.
+    let huge = a.dir.path().join("huge");
+    copy_tree(&good, &huge);
+    let text = std::fs::read_to_string(huge.join("checkpoint")).unwrap();
+    let mut l: Vec<&str> = text.split('\n').collect();
+    l[1] = "18446744073709551615";
+    std::fs::write(huge.join("checkpoint"), l.join("\n")).unwrap();
+    let (c, _, out) = check(&huge, &a.verifier, &["--with-gaps"]);
+    assert!(c == 1 || c == 2, "{c}: {}", stderr(&out));
+
+    // A file no bundle has, or a name twice in a tar under another spelling: refused.
+    let extra = a.dir.path().join("extra");
+    copy_tree(&good, &extra);
+    std::fs::write(extra.join("report2.html"), "<script>alert(1)</script>").unwrap();
+    let (c, _, out) = check(&extra, &a.verifier, &[]);
+    assert_eq!(c, 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("report2.html"), "{}", stderr(&out));
+    let tar = a.dir.path().join("twice.tar");
+    let made = Command::new("python3")
+        .args(["-c", "import sys, tarfile, io\nwith tarfile.open(sys.argv[1], 'w') as t:\n  t.add(sys.argv[2], arcname='.')\n  data = b'ALL CLEAR'\n  i = tarfile.TarInfo('././report.html'); i.size = len(data); t.addfile(i, io.BytesIO(data))"])
+        .args([path_str(&tar), path_str(&good)])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", stderr(&made));
+    let (c, _, out) = check(&tar, &a.verifier, &[]);
+    assert_eq!(c, 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("report.html twice"), "{}", stderr(&out));
+
     // Not a bundle: exit 2.
     let empty = a.dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();

@@ -31,6 +31,8 @@ pub struct CheckInput<'a> {
     pub witnesses: Option<&'a WitnessPolicy>,
     /// The run the bundle must be of (default: its first record's).
     pub run_id: Option<&'a str>,
+    /// The log the bundle must be of (default: its checkpoint's origin).
+    pub origin: Option<&'a str>,
     pub profile: &'static Profile,
     pub rules: RunCheckConfig,
     /// A record revealed for a seq the bundle gives only as a hash.
@@ -202,8 +204,14 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
         .ok_or_else(|| permanent!("{}: no {RECORDS}: not an evidence bundle", files.place))?;
     let head_text = text(files, HEAD)?;
     let newest_text = text(files, NEWEST)?;
-    let (checkpoint, cp_note) =
+    let (mut checkpoint, cp_note) =
         check_checkpoint(checkpoint_text, input).map_err(|e| permanent!("{}: {e}", files.place))?;
+    if let Some(origin) = input.origin.filter(|o| *o != checkpoint.origin) {
+        checkpoint.problem = Some(not_proven(
+            Some(Kind::Foreign),
+            format!("the bundle is of log {:?}, not of {origin:?}", checkpoint.origin),
+        ));
+    }
 
     // Each proof must be a proof of the bundle's checkpoint: one tree for all.
     let prove = |record: &Record<'_>| -> Result<(), NotProven> {
@@ -647,16 +655,13 @@ fn check_gaps(
     // Unaccounted positions, as ranges.
     let mut missing: Vec<(u64, u64)> = Vec::new();
     let mut expect = first;
-    for seq in at
-        .keys()
-        .copied()
-        .filter(|s| (first..=last).contains(s))
-        .chain([last + 1])
-    {
+    // Past the last position: a size near u64::MAX must not overflow.
+    let past = [last.checked_add(1)].into_iter().flatten();
+    for seq in at.keys().copied().filter(|s| (first..=last).contains(s)).chain(past) {
         if seq > expect {
             missing.push((expect, seq - 1));
         }
-        expect = seq + 1;
+        expect = seq.saturating_add(1);
     }
     for (from, to) in &missing {
         status.problems.push(not_proven(

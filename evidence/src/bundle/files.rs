@@ -8,7 +8,31 @@ use std::path::Path;
 
 use chainship_chain::{Error, permanent};
 
-use super::PROOFS_DIR;
+use super::{
+    CHECKPOINT, GAPS, GAPS_PROOF, HEAD, NEWEST, PROOFS_DIR, README_TXT, RECORDS, REPORT_HTML, RUN_JSON, printable,
+};
+
+/// Whether `name` is a file a bundle has: anything else is refused, so
+/// nothing unchecked travels inside a bundle (a second page, a script).
+fn known(name: &str) -> bool {
+    [
+        RECORDS,
+        CHECKPOINT,
+        HEAD,
+        NEWEST,
+        GAPS,
+        GAPS_PROOF,
+        RUN_JSON,
+        REPORT_HTML,
+        README_TXT,
+    ]
+    .contains(&name)
+        || name
+            .strip_prefix(PROOFS_DIR)
+            .and_then(|n| n.strip_prefix('/'))
+            .and_then(|n| n.strip_suffix(".proof"))
+            .is_some_and(|seq| !seq.is_empty() && seq.bytes().all(|b| b.is_ascii_digit()))
+}
 
 /// A bundle larger than this is refused (a run of 10,000 events with every
 /// gap is a few MiB).
@@ -65,6 +89,12 @@ impl BundleFiles {
     }
 
     fn add(&mut self, name: String, bytes: Vec<u8>) -> Result<(), Error> {
+        if !known(&name) {
+            return Err(permanent!(
+                "holds {:?}, which is no file of an evidence bundle",
+                printable(&name)
+            ));
+        }
         self.bytes += bytes.len() as u64;
         if self.bytes > MAX_BYTES || self.files.len() >= MAX_FILES {
             return Err(permanent!(
@@ -74,7 +104,7 @@ impl BundleFiles {
         // A name twice (a tar can hold it): the bundle is ambiguous, refused.
         if let Some(old) = self.files.insert(name.clone(), bytes) {
             self.bytes -= old.len() as u64;
-            return Err(permanent!("holds {name} twice"));
+            return Err(permanent!("holds {} twice", printable(&name)));
         }
         Ok(())
     }
@@ -85,18 +115,21 @@ impl BundleFiles {
             let entry = entry.map_err(io)?;
             let name = entry.file_name().to_string_lossy().into_owned();
             let kind = entry.file_type().map_err(io)?;
-            if kind.is_file() {
-                let bytes = read_capped(&entry.path())?;
-                self.add(name, bytes)?;
-            } else if kind.is_dir() && name == PROOFS_DIR {
+            if kind.is_dir() && name == PROOFS_DIR {
                 for proof in std::fs::read_dir(entry.path()).map_err(io)? {
                     let proof = proof.map_err(io)?;
-                    if proof.file_type().map_err(io)?.is_file() {
-                        let name = format!("{PROOFS_DIR}/{}", proof.file_name().to_string_lossy());
-                        let bytes = read_capped(&proof.path())?;
-                        self.add(name, bytes)?;
+                    let name = format!("{PROOFS_DIR}/{}", proof.file_name().to_string_lossy());
+                    if !proof.file_type().map_err(io)?.is_file() {
+                        return Err(permanent!("{} is not a regular file", printable(&name)));
                     }
+                    let bytes = read_capped(&proof.path())?;
+                    self.add(name, bytes)?;
                 }
+            } else if kind.is_file() {
+                let bytes = read_capped(&entry.path())?;
+                self.add(name, bytes)?;
+            } else {
+                return Err(permanent!("{} is not a regular file", printable(&name)));
             }
         }
         Ok(())
@@ -105,16 +138,30 @@ impl BundleFiles {
     fn read_tar(&mut self, path: &Path) -> Result<(), Error> {
         let file = std::fs::File::open(path).map_err(|e| Error::from_io("cannot be read", &e))?;
         let mut archive = tar::Archive::new(file);
-        let bad = |e: std::io::Error| permanent!("not a tar file: {e}");
+        let bad = |e: std::io::Error| permanent!("not a tar file: {}", printable(&e.to_string()));
         for entry in archive.entries().map_err(bad)? {
             let mut entry = entry.map_err(bad)?;
-            if !entry.header().entry_type().is_file() {
+            if entry.header().entry_type().is_dir() {
                 continue;
             }
-            let name = entry.path().map_err(bad)?.to_string_lossy().into_owned();
-            let name = name.strip_prefix("./").unwrap_or(&name).to_owned();
-            if name.starts_with('/') || name.split('/').any(|p| p == "..") {
-                return Err(permanent!("holds {name:?}, a path outside the bundle"));
+            let path = entry.path().map_err(bad)?.into_owned();
+            // One spelling per name (`./a`, `././a` and `a` are one file), so a second copy is seen.
+            let mut parts = Vec::new();
+            for part in path.components() {
+                match part {
+                    std::path::Component::Normal(p) => parts.push(p.to_string_lossy().into_owned()),
+                    std::path::Component::CurDir => {}
+                    _ => {
+                        return Err(permanent!(
+                            "holds {:?}, a path outside the bundle",
+                            printable(&path.to_string_lossy())
+                        ));
+                    }
+                }
+            }
+            let name = parts.join("/");
+            if !entry.header().entry_type().is_file() {
+                return Err(permanent!("{} is not a regular file", printable(&name)));
             }
             if entry.size() > MAX_BYTES {
                 return Err(permanent!("{name}: larger than {MAX_BYTES} bytes"));

@@ -19,7 +19,11 @@ fn esc(text: &str) -> String {
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
             // Bidirectional overrides could reorder what the page shows: shown as code points.
-            c @ ('\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') => {
+            // Control characters, and bidirectional overrides that could reorder what
+            // the page shows, are shown as code points.
+            c if (c.is_control() && c != '\n')
+                || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') =>
+            {
                 out.push_str(&c.escape_unicode().to_string())
             }
             c => out.push(c),

@@ -43,6 +43,8 @@ Files
                      proof: its time is the clock the run check judges silence by
   run.json           the run's timeline and the run check's verdict (chainship-run/v1)
   report.html        the same, as a page to read or print
+                     (both are renderings, not signed: check-evidence derives the verdict
+                     again and fails when they are not what the records render)
 {gaps_files}
 What it proves
   Each included event is in the log at its seq, under a checkpoint the trusted keys
@@ -54,7 +56,8 @@ What it cannot prove
   the run's events are not a contiguous range of it.
 {gaps}
 Check it with chainship
-    chainship check-evidence BUNDLE --trusted-key KEY [--witness-key W --witness-quorum N]
+    chainship check-evidence BUNDLE --trusted-key KEY --origin {origin} --run {run}{with_gaps}
+        [--witness-key W --witness-quorum N]
   Exit 0: every record proven and the run without finding; 1: a record not proven or
   a run finding (each named); 2: not a bundle, or a usage error.
 
@@ -70,12 +73,17 @@ Check it without chainship
      line 'index S-1', the inclusion proof hashes in base64 (one a line), a blank
      line, then the checkpoint. Check inclusion as RFC 9162 2.1.3.2 says, against the root
      hash on the checkpoint's third line, for the tree size on its second line.
-  4. The checkpoint is a signed note (https://c2sp.org/signed-note): each signature line
+  4. The log's key is given as NAME+KEYID+BASE64: BASE64 decodes to the byte 0x01 then
+     the 32-byte Ed25519 public key. The checkpoint is a signed note (https://c2sp.org/signed-note): each signature line
      is '— NAME BASE64', whose bytes are a 4-byte key id (the first 4 bytes of
      SHA-256(NAME || 0x0A || 0x01 || the 32-byte public key)) then an Ed25519
      signature of the note's text (every line before the blank line, with its final
      newline). Check it with the log's public key; witness cosignatures (https://c2sp.org/tlog-cosignature)
-     sign '{cosig}' then the time and the checkpoint text.
+     sign '{cosig}' then the time and the checkpoint text. Check {HEAD} the same way:
+     it must name the checkpoint's origin and size, and the hash of {NEWEST}, itself
+     proven at that size like any record.
+  5. Every record must be of the run named above and of the checkpoint's origin, in
+     seq order; apply the run's rules to them again rather than trusting run.json.
 {gaps_manual}",
         run = super::printable(&r.run_id),
         origin = super::printable(&cp.origin),
@@ -97,20 +105,22 @@ Check it without chainship
         },
         gaps_files = if r.gaps.is_some() {
             format!(
-                "  {GAPS}           '<seq> <hash>' for every other event between the run's first and last\n  {GAPS_PROOF}         the range proof of those entries ({RANGE_PROOF_HEADER})\n"
+                "  {GAPS}           '<seq> <hash>' for every other event from the run's creation to the checkpoint\n  {GAPS_PROOF}         the range proof of those entries ({RANGE_PROOF_HEADER})\n"
             )
         } else {
             String::new()
         },
         cosig = "cosignature/v1",
+        with_gaps = if r.gaps.is_some() { " --with-gaps" } else { "" },
         gaps_manual = if r.gaps.is_some() {
             format!(
-                "  5. {GAPS_PROOF} gives 'start A' and 'end B' (entries A..B-1: the run's first seq - 1
+                "  6. {GAPS_PROOF} gives 'start A' and 'end B' (entries A..B-1: the run's first seq - 1
      to the checkpoint's size - 1), then base64 hashes: the subtree hashes of the rest of the
      tree, in the order RFC 6962's MTH recursion meets them. Rebuild MTH of the whole
      tree by that recursion: a subtree outside A..B takes the next proof hash, a single
      entry inside takes the leaf hash of the entry (from {RECORDS} or {GAPS}); the
-     result must be the checkpoint's root, with every proof hash used.
+     result must be the checkpoint's root, with every proof hash used. The run's first
+     record must be its run.created.
 "
             )
         } else {
