@@ -3,10 +3,13 @@
 
 use std::path::{Path, PathBuf};
 
+use chainship_anchor::VerifierKey;
+use chainship_anchor::cosignature::WitnessPolicy;
 use chainship_chain::EventDb;
 use chainship_chain::record::{Record, RecordFormat};
 use chainship_evidence::bundle::{self, BundleFiles, CheckInput, EvidenceReport, build};
 use chainship_evidence::copy::{self, CopyExpectations, CopyInput};
+use chainship_runs::Profile;
 use chainship_sinks::SinkConfig;
 use clap::Args;
 
@@ -117,13 +120,17 @@ pub struct CheckEvidenceArgs {
     pub output: OutputArgs,
 }
 
+/// The trusted keys, the witnesses' policy and the run rules' profile.
+type Trust = (Vec<VerifierKey>, Option<WitnessPolicy>, &'static Profile);
+
+fn trust(keys: &TrustArgs, witness: &WitnessTrustArgs, rules: &RunRulesArgs) -> Result<Trust, CliError> {
+    let profile = rules.profile()?;
+    let profile = profile.ok_or_else(|| CliError::usage("--profile none: the bundle needs a run check"))?;
+    Ok((keys.load()?, keys.witness_policy(witness)?, profile))
+}
+
 pub fn run(args: &EvidenceArgs) -> CmdResult {
-    let keys = args.trust.load()?;
-    let witnesses = args.trust.witness_policy(&args.witness)?;
-    let profile = args
-        .rules
-        .profile()?
-        .ok_or_else(|| CliError::usage("--profile none: the bundle needs a run check"))?;
+    let (keys, witnesses, profile) = trust(&args.trust, &args.witness, &args.rules)?;
     let origin = args.origin.get()?;
     let url = args.anchor.url()?;
     let store = args.anchor.open(url, None);
@@ -220,12 +227,7 @@ fn remove_when_interrupted(partial: [PathBuf; 2]) {
 }
 
 pub fn check(args: &CheckEvidenceArgs) -> CmdResult {
-    let keys = args.trust.load()?;
-    let witnesses = args.trust.witness_policy(&args.witness)?;
-    let profile = args
-        .rules
-        .profile()?
-        .ok_or_else(|| CliError::usage("--profile none: the bundle needs a run check"))?;
+    let (keys, witnesses, profile) = trust(&args.trust, &args.witness, &args.rules)?;
     let files = BundleFiles::read(&args.bundle).map_err(|e| CliError::usage(bundle::printable(&e.message)))?;
     let record_text = match &args.record {
         Some(r) if r.trim_start().starts_with('{') => Some(r.as_bytes().to_vec()),

@@ -576,6 +576,10 @@ fn a_withheld_event_is_caught_by_the_gaps_and_refuted_by_revealing_it() {
     );
     assert_eq!(c, 1, "{json}");
     assert_eq!(json["reveal"]["withheld"], true, "{json}");
+    // The revealed event is the run's again: the run check counts it.
+    let events = |j: &Value| j["summary"]["events"].as_u64().unwrap();
+    let (_, hidden, _) = check(&passed_off, &a.verifier, &["--with-gaps"]);
+    assert_eq!(events(&json), events(&hidden) + 1, "{json}");
     let text = run(&[
         "check-evidence",
         path_str(&passed_off),

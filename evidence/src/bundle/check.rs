@@ -333,13 +333,6 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
         });
     }
 
-    let (summary, findings) = run_check(&run, newest.as_ref(), input);
-    let proven: std::collections::HashSet<u64> =
-        records.iter().filter(|r| r.problem.is_none()).map(|r| r.seq).collect();
-    let timeline = run
-        .iter()
-        .map(|r| timeline_event(r, input.profile, proven.contains(&r.seq)))
-        .collect();
     let gaps = match (files.get(GAPS), files.get(GAPS_PROOF)) {
         (Some(_), Some(_)) => Some(check_gaps(files, &run, &checkpoint, input.profile)?),
         (None, None) if input.require_gaps => Some(GapsStatus {
@@ -359,6 +352,24 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
         .reveal
         .map(|r| check_reveal(r, files, &run_id, &run, gaps.is_some()))
         .transpose()?;
+    let mut proven: std::collections::HashSet<u64> =
+        records.iter().filter(|r| r.problem.is_none()).map(|r| r.seq).collect();
+    // A withheld event, once revealed, is the run's again: the run check sees
+    // it, so what it hid (an unknown outcome, a bypass) is named too.
+    if let (Some(status), Some(r)) = (&reveal, input.reveal)
+        && status.problem.is_some()
+    {
+        let at = run.partition_point(|x| x.seq < r.seq);
+        run.insert(at, r.clone().into_owned());
+        if gaps.as_ref().is_some_and(|g| g.problems.is_empty()) {
+            proven.insert(r.seq);
+        }
+    }
+    let (summary, findings) = run_check(&run, newest.as_ref(), input);
+    let timeline = run
+        .iter()
+        .map(|r| timeline_event(r, input.profile, proven.contains(&r.seq)))
+        .collect();
     Ok(EvidenceReport {
         run_id,
         checkpoint,
@@ -556,10 +567,19 @@ fn timeline_event(r: &Record<'_>, profile: &Profile, proven: bool) -> TimelineEv
 /// The hash at each seq the bundle gives only as a hash, from `gaps.txt`.
 fn read_gaps(text: &str) -> Result<BTreeMap<u64, String>, Error> {
     let mut gaps = BTreeMap::new();
+    // One spelling: lines of "<seq> <hash>\n", the seq in plain decimal.
+    if !text.is_empty() && !text.ends_with('\n') || text.contains('\r') {
+        return Err(permanent!(
+            "{GAPS}: not lines of \"<seq> <hash>\" each ending in a newline"
+        ));
+    }
     for (i, line) in text.lines().enumerate() {
         let bad = || permanent!("{GAPS} line {}: not \"<seq> <hash>\"", i + 1);
-        let (seq, hash) = line.split_once(' ').ok_or_else(bad)?;
-        let seq: u64 = seq.parse().map_err(|_| bad())?;
+        let (seq_text, hash) = line.split_once(' ').ok_or_else(bad)?;
+        let seq: u64 = seq_text.parse().map_err(|_| bad())?;
+        if seq.to_string() != seq_text {
+            return Err(bad());
+        }
         if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
             return Err(bad());
         }

@@ -144,19 +144,23 @@ fn bundle() -> Vec<(String, Vec<u8>)> {
     files
 }
 
-fn checked(files: Vec<(String, Vec<u8>)>) -> EvidenceReport {
-    let (_, v) = key();
-    let keys = [v];
-    let input = CheckInput {
-        keys: &keys,
+fn input(keys: &[VerifierKey], require_gaps: bool) -> CheckInput<'_> {
+    CheckInput {
+        keys,
         witnesses: None,
         run_id: None,
         origin: None,
         profile: &AGENTRT,
         rules: RunCheckConfig::default(),
         reveal: None,
-        require_gaps: false,
-    };
+        require_gaps,
+    }
+}
+
+fn checked(files: Vec<(String, Vec<u8>)>) -> EvidenceReport {
+    let (_, v) = key();
+    let keys = [v];
+    let input = input(&keys, false);
     check(&BundleFiles::from_files(files), &input).expect("a bundle")
 }
 
@@ -242,16 +246,7 @@ fn a_bundle_with_nothing_in_it_never_passes_and_a_missing_file_is_malformed() {
     assert!(!r.ok() && !r.all_proven());
     let (_, v) = key();
     let keys = [v];
-    let input = CheckInput {
-        keys: &keys,
-        witnesses: None,
-        run_id: None,
-        origin: None,
-        profile: &AGENTRT,
-        rules: RunCheckConfig::default(),
-        reveal: None,
-        require_gaps: false,
-    };
+    let input = input(&keys, false);
     for missing in [RECORDS, CHECKPOINT, HEAD, NEWEST] {
         let files = bundle().into_iter().filter(|(n, _)| n != missing);
         assert!(check(&BundleFiles::from_files(files), &input).is_err(), "{missing}");
@@ -287,16 +282,7 @@ fn a_bundle_cut_at_either_end_is_named() {
     assert!(checked(files.clone()).all_proven());
     let (_, v) = key();
     let keys = [v];
-    let input = CheckInput {
-        keys: &keys,
-        witnesses: None,
-        run_id: None,
-        origin: None,
-        profile: &AGENTRT,
-        rules: RunCheckConfig::default(),
-        reveal: None,
-        require_gaps: true,
-    };
+    let input = input(&keys, true);
     let r = check(&BundleFiles::from_files(files), &input).unwrap();
     assert!(!r.all_proven());
 }
