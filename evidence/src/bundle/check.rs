@@ -7,8 +7,6 @@
 //! What is proven and what the run check found are kept apart: a record is
 //! proven or not ([`RecordStatus`]); the run has findings or not.
 
-use std::collections::BTreeMap;
-
 use chainship_anchor::Kind;
 use chainship_anchor::checkpoint::{Checkpoint, read_checkpoint};
 use chainship_anchor::cosignature::{WitnessPolicy, check_cosignatures};
@@ -20,9 +18,9 @@ use chainship_chain::{Error, permanent};
 use chainship_runs::payload::Payload;
 use chainship_runs::{Profile, Role, RunCheck, RunCheckConfig, RunEvent, RunFinding, RunFindingKind, RunSummary};
 use chainship_tlog::proof::TlogProof;
-use chainship_tlog::range::verify_range;
 
-use super::{BundleFiles, CHECKPOINT, GAPS, GAPS_PROOF, HEAD, NEWEST, RANGE_PROOF_HEADER, RECORDS, proof_name};
+use super::gaps::{GapsStatus, RevealStatus, check_gaps, check_reveal};
+use super::{BundleFiles, CHECKPOINT, GAPS, GAPS_PROOF, HEAD, NEWEST, RECORDS, proof_name};
 
 /// What the bundle is checked against.
 pub struct CheckInput<'a> {
@@ -82,26 +80,6 @@ pub struct TimelineEvent {
     /// `tool`, `outcome`, `status`, `approval_id`, `call_id` from the payload, when present.
     pub details: Vec<(&'static str, String)>,
     pub proven: bool,
-}
-
-/// `--with-gaps`: every position from the run's first event (its
-/// `run.created`) to the checkpoint's size.
-#[derive(Debug)]
-pub struct GapsStatus {
-    pub first: u64,
-    /// The checkpoint's size: the positions after the run's last event are accounted for too.
-    pub last: u64,
-    /// Other events accounted for by hash.
-    pub hashes: u64,
-    pub problems: Vec<NotProven>,
-}
-
-/// What a revealed record showed.
-#[derive(Debug)]
-pub struct RevealStatus {
-    pub seq: u64,
-    pub run_id: String,
-    pub problem: Option<NotProven>,
 }
 
 /// Everything [`check`] found.
@@ -169,11 +147,11 @@ impl EvidenceReport {
     }
 }
 
-fn not_proven(kind: Option<Kind>, reason: impl std::fmt::Display) -> NotProven {
+pub(super) fn not_proven(kind: Option<Kind>, reason: impl std::fmt::Display) -> NotProven {
     NotProven::new(kind, reason)
 }
 
-fn text<'a>(files: &'a BundleFiles, name: &str) -> Result<&'a str, Error> {
+pub(super) fn text<'a>(files: &'a BundleFiles, name: &str) -> Result<&'a str, Error> {
     let bytes = files
         .get(name)
         .ok_or_else(|| permanent!("{}: no {name}: not an evidence bundle", files.place))?;
@@ -562,226 +540,4 @@ fn timeline_event(r: &Record<'_>, profile: &Profile, proven: bool) -> TimelineEv
         details,
         proven,
     }
-}
-
-/// The hash at each seq the bundle gives only as a hash, from `gaps.txt`.
-fn read_gaps(text: &str) -> Result<BTreeMap<u64, String>, Error> {
-    let mut gaps = BTreeMap::new();
-    // One spelling: lines of "<seq> <hash>\n", the seq in plain decimal.
-    if !text.is_empty() && !text.ends_with('\n') || text.contains('\r') {
-        return Err(permanent!(
-            "{GAPS}: not lines of \"<seq> <hash>\" each ending in a newline"
-        ));
-    }
-    for (i, line) in text.lines().enumerate() {
-        let bad = || permanent!("{GAPS} line {}: not \"<seq> <hash>\"", i + 1);
-        let (seq_text, hash) = line.split_once(' ').ok_or_else(bad)?;
-        let seq: u64 = seq_text.parse().map_err(|_| bad())?;
-        if seq.to_string() != seq_text {
-            return Err(bad());
-        }
-        if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
-            return Err(bad());
-        }
-        if gaps.insert(seq, hash.to_owned()).is_some() {
-            return Err(permanent!("{GAPS} line {}: seq {seq} a second time", i + 1));
-        }
-    }
-    Ok(gaps)
-}
-
-/// Parses `gaps.proof`: its start and end index and hashes.
-fn read_range_proof(text: &str) -> Result<(u64, u64, Vec<chainship_tlog::Hash>), Error> {
-    let mut lines = text.lines();
-    let bad = |what: &str| permanent!("{GAPS_PROOF}: {what}");
-    if lines.next() != Some(RANGE_PROOF_HEADER) {
-        return Err(bad(&format!("the first line is not {RANGE_PROOF_HEADER}")));
-    }
-    let mut number = |name: &str| -> Result<u64, Error> {
-        lines
-            .next()
-            .and_then(|l| l.strip_prefix(name))
-            .and_then(|v| v.strip_prefix(' '))
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| bad(&format!("no {name} line")))
-    };
-    let (start, end) = (number("start")?, number("end")?);
-    let hashes = lines
-        .map(|l| {
-            use base64::Engine;
-            base64::engine::general_purpose::STANDARD
-                .decode(l)
-                .ok()
-                .and_then(|b| <[u8; 32]>::try_from(b).ok())
-                .ok_or_else(|| bad(&format!("{l:?} is not a base64 SHA-256 hash")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok((start, end, hashes))
-}
-
-/// Checks that every position from the run's first event (its creation) to
-/// the checkpoint's size is accounted for (a record of the run, or another
-/// event's hash), that the whole range of entries is in the checkpoint's
-/// tree, and that each record's `prev_hash` is the entry before it.
-fn check_gaps(
-    files: &BundleFiles,
-    run: &[Record<'_>],
-    cp: &CheckpointStatus,
-    profile: &Profile,
-) -> Result<GapsStatus, Error> {
-    let gaps = read_gaps(text(files, GAPS)?)?;
-    let (start, end, proof) = read_range_proof(text(files, GAPS_PROOF)?)?;
-    let last = cp.size;
-    let mut status = GapsStatus {
-        first: run.first().map_or(0, |r| r.seq),
-        last,
-        hashes: gaps.len() as u64,
-        problems: Vec::new(),
-    };
-    let Some(head) = run.first() else {
-        status
-            .problems
-            .push(not_proven(None, "no record of the run to account for"));
-        return Ok(status);
-    };
-    let first = head.seq;
-    // The run's start is its creation, and the range runs on to the
-    // checkpoint: no event can be cut off at either end.
-    if profile.role(head.kind.as_bytes()) != Role::RunCreated {
-        status.problems.push(not_proven(
-            Some(Kind::Gap),
-            format!(
-                "the run's first event in the bundle, seq {first}, is {:?}, not its creation: the events before it are not accounted for",
-                head.kind
-            ),
-        ));
-    }
-    let mut at: BTreeMap<u64, &str> = gaps.iter().map(|(s, h)| (*s, h.as_str())).collect();
-    for r in run {
-        if at.insert(r.seq, &r.hash).is_some() {
-            status.problems.push(not_proven(
-                Some(Kind::Duplicate),
-                format!("seq {} is both a record of the run and a hash in {GAPS}", r.seq),
-            ));
-        }
-    }
-    let outside: Vec<u64> = at.keys().copied().filter(|s| *s < first || *s > last).collect();
-    if let Some(s) = outside.first() {
-        status.problems.push(not_proven(
-            None,
-            format!("{GAPS} names seq {s}, outside seqs {first}..={last} (the run's first event to the checkpoint)"),
-        ));
-    }
-    // Unaccounted positions, as ranges.
-    let mut missing: Vec<(u64, u64)> = Vec::new();
-    let mut expect = first;
-    // Past the last position: a size near u64::MAX must not overflow.
-    let past = [last.checked_add(1)].into_iter().flatten();
-    for seq in at.keys().copied().filter(|s| (first..=last).contains(s)).chain(past) {
-        if seq > expect {
-            missing.push((expect, seq - 1));
-        }
-        expect = seq.saturating_add(1);
-    }
-    for (from, to) in &missing {
-        status.problems.push(not_proven(
-            Some(Kind::Gap),
-            format!("seq {from}..={to}: neither a record of the run nor a hash in {GAPS}: an event left out"),
-        ));
-    }
-    // Each record follows the entry before it.
-    for r in run.iter().filter(|r| r.seq > first) {
-        if let Some(prev) = at.get(&(r.seq - 1))
-            && *prev != r.prev_hash
-        {
-            status.problems.push(not_proven(
-                Some(Kind::Altered),
-                format!(
-                    "seq {}: its prev_hash is not the hash the bundle gives for seq {}",
-                    r.seq,
-                    r.seq - 1
-                ),
-            ));
-        }
-    }
-    if !missing.is_empty() || !outside.is_empty() {
-        return Ok(status);
-    }
-    if start != first - 1 || end != last {
-        status.problems.push(not_proven(
-            None,
-            format!(
-                "{GAPS_PROOF} covers entries {start}..{end}, not {}..{last} (the run's first event to the checkpoint)",
-                first - 1
-            ),
-        ));
-        return Ok(status);
-    }
-    let leaves: Vec<chainship_tlog::Hash> = at.values().map(|h| chainship_tlog::leaf_hash(h.as_bytes())).collect();
-    let root = {
-        use base64::Engine;
-        base64::engine::general_purpose::STANDARD
-            .decode(&cp.root_b64)
-            .ok()
-            .and_then(|b| <[u8; 32]>::try_from(b).ok())
-            .unwrap_or_default()
-    };
-    if !verify_range(start, cp.size, &leaves, &proof, &root) {
-        status.problems.push(not_proven(
-            None,
-            format!(
-                "{GAPS_PROOF}: the entries of seqs {first}..={last} do not lead to the root of checkpoint {}",
-                cp.size
-            ),
-        ));
-    }
-    Ok(status)
-}
-
-/// A record revealed for a seq given only as a hash: when it is the entry
-/// there and of this run, the run's event was withheld. A record that is not
-/// the entry there reveals nothing (`Err`, a usage error).
-fn check_reveal(
-    revealed: &Record<'_>,
-    files: &BundleFiles,
-    run_id: &str,
-    run: &[Record<'_>],
-    has_gaps: bool,
-) -> Result<RevealStatus, Error> {
-    let seq = revealed.seq;
-    let of_run = revealed
-        .field_bytes("run_id")
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default();
-    if !has_gaps || files.get(GAPS).is_none() {
-        return Err(permanent!(
-            "{}: the bundle has no {GAPS}: there is no hash to reveal a record for (write it with --with-gaps)",
-            files.place
-        ));
-    }
-    if run.iter().any(|r| r.seq == seq) {
-        return Err(permanent!(
-            "seq {seq} is a record of the bundle, not a hash: nothing to reveal"
-        ));
-    }
-    let gaps = read_gaps(text(files, GAPS)?)?;
-    let Some(hash) = gaps.get(&seq) else {
-        return Err(permanent!("the bundle gives no hash for seq {seq}"));
-    };
-    if revealed.expected_hash()[..] != *revealed.hash.as_bytes() || revealed.hash != hash.as_str() {
-        return Err(permanent!(
-            "--record is not the event at seq {seq}: it does not hash to the bundle's entry there"
-        ));
-    }
-    let problem = (of_run == run_id).then(|| {
-        not_proven(
-            Some(Kind::Gap),
-            format!("seq {seq} is an event of run {run_id:?} that the bundle gives only as a hash: it was withheld"),
-        )
-    });
-    Ok(RevealStatus {
-        seq,
-        run_id: of_run,
-        problem,
-    })
 }

@@ -6,7 +6,7 @@
 //! the run's first and last event as a hash, with one range proof.
 //!
 //! [`build`] gathers it from the database or a checked copy and the anchor
-//! store; [`check`] is the one verdict, used by `check-evidence` and by
+//! store; [`check`] is the one verdict (the gaps and reveals in [`gaps`]), used by `check-evidence` and by
 //! [`build`] itself before anything is handed out; [`run_json`], [`html`]
 //! and [`readme`] render what [`check`] found. A bundle is a directory of
 //! plain files or one tar file ([`files`]).
@@ -14,12 +14,14 @@
 pub mod build;
 pub mod check;
 pub mod files;
+pub mod gaps;
 pub mod html;
 pub mod readme;
 pub mod run_json;
 
 pub use check::{CheckInput, EvidenceReport};
 pub use files::BundleFiles;
+pub use gaps::{GapsStatus, RevealStatus};
 
 /// The run's records, one per line, in the export's record format, in seq order.
 pub const RECORDS: &str = "records.jsonl";
@@ -31,9 +33,9 @@ pub const HEAD: &str = "head";
 pub const NEWEST: &str = "newest.json";
 /// Where the proofs are: `proofs/<seq>.proof`.
 pub const PROOFS_DIR: &str = "proofs";
-/// `--with-gaps`: `<seq> <hash>` for every other event between the run's first and last.
+/// `--with-gaps`: `<seq> <hash>` for every other event from the run's creation to the checkpoint.
 pub const GAPS: &str = "gaps.txt";
-/// `--with-gaps`: the range proof of the entries from the run's first event to its last.
+/// `--with-gaps`: the range proof of the entries from the run's creation to the checkpoint.
 pub const GAPS_PROOF: &str = "gaps.proof";
 pub const RUN_JSON: &str = "run.json";
 pub const REPORT_HTML: &str = "report.html";
