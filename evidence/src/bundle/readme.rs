@@ -58,8 +58,9 @@ What it cannot prove
 Check it with chainship
     chainship check-evidence BUNDLE --trusted-key KEY --origin {origin} --run {run}{with_gaps}
         [--witness-key W --witness-quorum N]
-  Exit 0: every record proven and the run without finding; 1: a record not proven or
-  a run finding (each named); 2: not a bundle, or a usage error.
+  Exit 0: every record proven, the run without finding, and run.json, report.html and
+  this file what the records render; 1: otherwise, each named; 2: not a bundle, or a
+  usage error.
 
 Check it without chainship
   1. Each line of {RECORDS} is one event. Its hash is the hex SHA-256 of seven
