@@ -11,7 +11,7 @@ use chainship_tlog::merkle::verify_inclusion;
 use chainship_tlog::proof::TlogProof;
 
 use crate::audit::Kind;
-use crate::checkpoint::read_checkpoint;
+use crate::checkpoint::{Checkpoint, read_checkpoint};
 use crate::cosignature::{WitnessPolicy, check_cosignatures};
 use crate::note::VerifierKey;
 
@@ -95,6 +95,18 @@ pub fn check(
             ));
         }
     }
+    prove_record(proof, record, cp)?;
+    Ok(Proven {
+        size: cp.size,
+        signers: read.signers.clone(),
+    })
+}
+
+/// The record half of [`check`]: the record is of `cp`'s origin, hashes to
+/// its own hash, and the proof leads from it, at its index, to `cp`'s root.
+/// For a checkpoint whose signatures were judged already (one bundle's
+/// checkpoint, shared by every proof in it).
+pub fn prove_record(proof: &TlogProof, record: &Record<'_>, cp: &Checkpoint) -> Result<(), NotProven> {
     if cp.origin != record.origin {
         return Err(NotProven::new(
             Some(Kind::Foreign),
@@ -142,8 +154,5 @@ pub fn check(
             ),
         ));
     }
-    Ok(Proven {
-        size: cp.size,
-        signers: read.signers.clone(),
-    })
+    Ok(())
 }

@@ -63,7 +63,7 @@ pub struct EvidenceArgs {
     /// The shape of the records in the bundle: chainship, ocsf or ecs (as the sink exports them).
     #[arg(long, default_value = "chainship", value_name = "chainship|ocsf|ecs")]
     pub record_format: RecordFormat,
-    /// Also account for every other event between the run's first and last, by hash, with one range proof.
+    /// Also account for every other event from the run's creation to the checkpoint, by hash, with one range proof.
     #[arg(long)]
     pub with_gaps: bool,
     /// Where to write the bundle: a new directory, or FILE.tar (refused if it exists).

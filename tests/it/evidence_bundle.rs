@@ -851,3 +851,75 @@ fn a_run_not_covered_or_not_proven_writes_nothing() {
         "no partial left"
     );
 }
+
+/// Ctrl-C or SIGTERM while a bundle is being written leaves nothing behind:
+/// not the partial directory, not a partial tar, not `--out`. The signal is
+/// sent at growing delays until one lands mid-write (exit 130), so the
+/// test fails if none ever does.
+#[test]
+fn an_interrupted_evidence_leaves_nothing_behind() {
+    let a = Anchored::generated(0, ORIGIN, &[]);
+    // One run of 6,000 events: thousands of proofs to write.
+    {
+        let conn = tamper(&a.db);
+        let mut prev = String::new();
+        let tx = conn.unchecked_transaction().unwrap();
+        for seq in 1..=6000u64 {
+            let (run, kind) = match seq {
+                1 => ("run_long", "run.created"),
+                6000 => ("run_after", "run.created"),
+                _ => ("run_long", "agent.note"),
+            };
+            let at = format!("2026-12-02T10:{:02}:{:02}.000Z", (seq / 60) % 60, seq % 60);
+            let hash = chainship_chain::event_hash(
+                prev.as_bytes(),
+                seq,
+                run.as_bytes(),
+                b"",
+                at.as_bytes(),
+                kind.as_bytes(),
+                b"{}",
+            );
+            let hash = String::from_utf8(hash.to_vec()).unwrap();
+            tx.execute(
+                "INSERT INTO events (seq, run_id, step_id, at, type, payload_json, hash) VALUES (?1, ?2, '', ?3, ?4, '{}', ?5)",
+                rusqlite::params![seq as i64, run, at, kind, hash],
+            )
+            .unwrap();
+            prev = hash;
+        }
+        tx.commit().unwrap();
+    }
+    export(&a, &[]);
+    let mut interrupted = 0;
+    for (i, delay_ms) in [50u64, 150, 300, 500, 800, 1200, 1800, 2500].into_iter().enumerate() {
+        let out = a.dir.path().join(format!("b{i}.tar"));
+        let mut child = KillOnDrop(
+            evidence_cmd(&a, "run_long", &["--db", path_str(&a.db)], &out, &["--with-gaps"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        signal(&child, SIGTERM);
+        let status = wait_with_limit(&mut child, std::time::Duration::from_secs(60));
+        let left: Vec<String> = std::fs::read_dir(a.dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".partial") || n.contains(".writing"))
+            .collect();
+        assert!(left.is_empty(), "after {delay_ms} ms: {left:?}");
+        match status.code() {
+            Some(130) => {
+                interrupted += 1;
+                assert!(!out.exists(), "an interrupted bundle is not placed");
+            }
+            Some(0) => assert!(out.exists()),
+            // Killed by the signal before the bundle was begun: nothing was written.
+            None => assert!(!out.exists()),
+            other => panic!("after {delay_ms} ms: exit {other:?}"),
+        }
+    }
+    assert!(interrupted > 0, "no signal landed while the bundle was written");
+}

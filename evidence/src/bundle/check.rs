@@ -191,7 +191,11 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
         ));
     }
 
-    // Each proof must be a proof of the bundle's checkpoint: one tree for all.
+    // Its signatures were judged once, above; each proof is then only checked
+    // for its record (its proof must carry this very note).
+    let (cp, _) =
+        Checkpoint::parse_text(&cp_note.text).map_err(|e| permanent!("{}: {CHECKPOINT}: {e}", files.place))?;
+    let untrusted = checkpoint.problem.is_some();
     let prove = |record: &Record<'_>| -> Result<(), NotProven> {
         let name = proof_name(record.seq);
         let proof_text = files
@@ -209,7 +213,14 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
                 format!("{name} is a proof against another checkpoint (or other signatures on it) than the bundle's"),
             ));
         }
-        proof_check::check(&proof, record, input.keys, input.witnesses).map(|_| ())
+        proof_check::prove_record(&proof, record, &cp)?;
+        if untrusted {
+            return Err(not_proven(
+                None,
+                format!("checkpoint {} is not trusted (above)", cp.size),
+            ));
+        }
+        Ok(())
     };
 
     // The log's newest event at the checkpoint: its time is the run check's clock.
