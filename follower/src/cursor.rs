@@ -93,15 +93,24 @@ impl FileCursor {
     }
 
     /// Every file the follower writes for this cursor: the cursor and its
-    /// temp file, the writability probe, the lock, and the last anchored head
-    /// (`.anchored`) with its temp file. None of them may be another file
-    /// that matters (the audit database: the CLI refuses that).
+    /// temp file, the writability probe, the lock, the last anchored head
+    /// (`.anchored`) and the run check's state (`.runs`) with their temp
+    /// files. None of them may be another file that matters (the audit
+    /// database: the CLI refuses that).
     pub fn files(&self) -> Vec<PathBuf> {
-        [".tmp", ".probe", ".lock", ".anchored", ".anchored.tmp"]
-            .into_iter()
-            .map(|suffix| self.sibling(suffix))
-            .chain(std::iter::once(self.path.clone()))
-            .collect()
+        [
+            ".tmp",
+            ".probe",
+            ".lock",
+            ".anchored",
+            ".anchored.tmp",
+            ".runs",
+            ".runs.tmp",
+        ]
+        .into_iter()
+        .map(|suffix| self.sibling(suffix))
+        .chain(std::iter::once(self.path.clone()))
+        .collect()
     }
 
     /// Takes the cursor for this process: a second follower of the same

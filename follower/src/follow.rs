@@ -24,6 +24,7 @@ use crate::health::Health;
 use crate::metrics;
 use crate::resume;
 use crate::run_check::FollowerRunCheck;
+use crate::run_state::RunStateFile;
 
 /// How a follow ended without an error.
 #[derive(Debug)]
@@ -116,7 +117,16 @@ impl Follower {
             ..ReadPlan::new(after_seq, cfg.once.then_some(db_head))
         };
         let runs = match &cfg.runs {
-            Some(rules) => Some(FollowerRunCheck::rebuild(rules, &db, point.after)?),
+            Some(rules) => {
+                let state = RunStateFile::new(delivery.cursor().sibling(".runs"), &cfg.origin);
+                let delivered = delivery.subscribe();
+                Some(FollowerRunCheck::rebuild(
+                    rules,
+                    &db,
+                    point.after,
+                    Some((state, delivered)),
+                )?)
+            }
             None => None,
         };
         drop(db);

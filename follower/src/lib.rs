@@ -7,7 +7,7 @@
 //! shipped: [`resume`]), the tailing and batching loop ([`follow`]),
 //! delivering and recording each batch ([`delivery`], retried by
 //! [`retry`]), the run check applied to every event it ships
-//! ([`run_check`]), the cursor file ([`cursor`]), publishing signed heads
+//! ([`run_check`], its state saved beside the cursor by [`run_state`]), the cursor file ([`cursor`]), publishing signed heads
 //! ([`anchoring`]), and the metrics and health it reports ([`metrics`],
 //! [`health`]); and the whole sidecar wired once, with its shutdown order
 //! ([`pipeline`]).
@@ -26,6 +26,7 @@ pub mod probe_server;
 pub mod resume;
 pub mod retry;
 pub mod run_check;
+pub mod run_state;
 #[cfg(test)]
 mod testing;
 pub mod tree_log;

@@ -171,6 +171,11 @@ pub fn run_finding(kind: &'static str) {
     counter!(RUN_FINDINGS, "kind" => kind).increment(1);
 }
 
+/// `n` run findings of one kind at once (those before the resume point).
+pub fn run_findings(kind: &'static str, n: u64) {
+    counter!(RUN_FINDINGS, "kind" => kind).increment(n);
+}
+
 /// Open runs, those silent now, and unknown outcomes (final, and of silent runs).
 pub fn runs(open: usize, left_running: u64, unknown_outcomes: u64) {
     gauge!(RUNS_OPEN).set(open as f64);

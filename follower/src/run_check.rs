@@ -4,32 +4,68 @@
 //! stop: the log is what it is, and the export must carry it.
 //!
 //! On start the state of the runs still open at the resume point is
-//! rebuilt from the database, events 1 to the cursor, each checked against
-//! the chain on the way (a row rewritten under the cursor must not steer
-//! the rules), so a restart neither forgets an open tool start nor raises
-//! a finding a continuous run would not have. Findings from before the
+//! restored, so a restart neither forgets an open tool start nor raises a
+//! finding a continuous run would not have: from the state saved beside
+//! the cursor ([`crate::run_state`]) and the events after it, or, without a
+//! usable one, from the database, events 1 to the cursor. Either way the
+//! events read are checked against the chain on the way (a row rewritten
+//! under the cursor must not steer the rules). Findings from before the
 //! cursor were logged by the life that shipped them: they are counted
 //! again (the counters restart with the process) but not logged again.
+//!
+//! The thread saves the state now and then (every few seconds at most,
+//! never more than a tenth of its time), and once more on the way out,
+//! each time only after the sink acknowledged the event it describes.
+
+use std::time::{Duration, Instant};
 
 use chainship_chain::{ChainCheck, Error, EventBatch, EventDb, Head, PrevHash, Recycler, Setting};
 use chainship_runs::{Profile, RunCheck, RunCheckConfig, RunEvent};
-use crossbeam_channel::{Sender, bounded};
+use crossbeam_channel::{RecvTimeoutError, Sender, bounded};
+use tokio::sync::watch;
 
 use crate::error::FollowError;
 use crate::metrics;
+use crate::run_state::{MAX_BYTES, RunStateFile};
 
 /// Which rules, and how they are applied.
 #[derive(Clone, Debug)]
 pub struct RunRules {
     pub profile: &'static Profile,
     pub config: RunCheckConfig,
+    /// How often the state is saved (at most: never more than a tenth of
+    /// the thread's time), when there is a file to save it in.
+    pub save_interval: Duration,
 }
 
 pub struct FollowerRunCheck {
     check: RunCheck,
     profile: &'static Profile,
     log: FindingLog,
+    /// The last event fed.
+    fed: Option<Head>,
+    saver: Option<Saver>,
 }
+
+/// Saves the check's state beside the cursor, once delivered.
+struct Saver {
+    file: RunStateFile,
+    delivered: watch::Receiver<Option<Head>>,
+    /// The head of the state on disk.
+    saved: Option<Head>,
+    /// A state taken, waiting for the sink to acknowledge its head.
+    waiting: Option<(Head, Vec<u8>)>,
+    interval: Duration,
+    since: Instant,
+    events_since: u64,
+    /// How long the last save took: saves stay under a tenth of the time.
+    cost: Duration,
+    said_too_large: bool,
+    said_failed: bool,
+}
+
+/// Saved after this many events even before the interval is over.
+const SAVE_EVENTS: u64 = 1 << 18;
 
 /// How many findings are logged one by one in each [`LOG_INTERVAL`]; past
 /// that they are counted by kind and summed up in one line.
@@ -53,6 +89,7 @@ struct FindingLog {
     events: u64,
     unknown_types: u64,
     said_not_the_profile: bool,
+    said_given_up_active: bool,
 }
 
 impl FindingLog {
@@ -134,10 +171,29 @@ impl FindingLog {
 impl FollowerRunCheck {
     /// The check, with the runs open at `after` rebuilt from `db`, whose
     /// chain up to `after` must hold (and end at `after`'s hash).
-    pub fn rebuild(rules: &RunRules, db: &EventDb, after: Option<Head>) -> Result<FollowerRunCheck, FollowError> {
-        let mut check = RunCheck::new(rules.profile, rules.config.clone());
+    /// With `state`, the runs are restored from it when it can be used
+    /// (see [`crate::run_state`]), and it is kept up to date from then on;
+    /// `delivered` says what the sink has acknowledged.
+    pub fn rebuild(
+        rules: &RunRules,
+        db: &EventDb,
+        after: Option<Head>,
+        state: Option<(RunStateFile, watch::Receiver<Option<Head>>)>,
+    ) -> Result<FollowerRunCheck, FollowError> {
         let end = after.map_or(0, |h| h.seq);
-        let mut chain = ChainCheck::from_start();
+        let restored = match (&state, after) {
+            (Some((file, _)), Some(after)) => restore(rules, db, file, after),
+            _ => None,
+        };
+        let saved = restored.as_ref().map(|(_, head)| *head);
+        let (mut check, mut chain) = match restored {
+            Some((check, head)) => (check, ChainCheck::after(head)),
+            None => (
+                RunCheck::new(rules.profile, rules.config.clone()),
+                ChainCheck::from_start(),
+            ),
+        };
+        let start = saved.map_or(0, |h| h.seq);
         let mut findings = 0u64;
         let refuse = |why: String| {
             FollowError::Stop(
@@ -150,7 +206,7 @@ impl FollowerRunCheck {
         };
         let mut broken = None;
         let mut fed = 0u64;
-        db.scan(0, end, &mut |e| {
+        db.scan(start, end, &mut |e| {
             if let Err(b) = chain.check(e) {
                 broken = Some(b);
                 return false;
@@ -158,8 +214,11 @@ impl FollowerRunCheck {
             check.feed(&RunEvent::from(e));
             fed += 1;
             if fed.is_multiple_of(4096) {
-                // Keeps the open runs bounded while rebuilding, as while following.
+                // Keeps the open runs bounded while rebuilding, as while following;
+                // the findings were logged by the life that shipped them (their
+                // totals stay counted): what is queued is let go.
                 check.sweep();
+                let _ = (check.take_findings(), check.take_newly_silent(), check.take_summaries());
             }
             true
         })?;
@@ -171,9 +230,11 @@ impl FollowerRunCheck {
             )));
         }
         check.sweep();
-        for f in check.take_findings() {
-            metrics::run_finding(f.kind.as_str());
-            findings += 1;
+        // Every finding before the resume point, those restored included.
+        let _ = check.take_findings();
+        for (kind, n) in check.totals() {
+            metrics::run_findings(kind.as_str(), n);
+            findings += n;
         }
         if let Some(head) = after {
             let last = chain.last_good();
@@ -184,16 +245,40 @@ impl FollowerRunCheck {
             }
             tracing::info!(
                 after = head.seq,
+                saved_state = saved.map_or(0, |h| h.seq),
+                events_read = head.seq - start,
                 open_runs = check.open_runs(),
                 findings,
-                "run check: the open runs rebuilt from the database (findings before the cursor are counted, not logged again; `chainship runs` lists them)"
+                "run check: the open runs rebuilt {} (findings before the cursor are counted, not logged again; `chainship runs` lists them)",
+                match saved {
+                    Some(s) => format!(
+                        "from the state saved at seq {} and the {} event(s) after it",
+                        s.seq,
+                        head.seq - s.seq
+                    ),
+                    None => format!("from the database, events 1 to {}", head.seq),
+                }
             );
         }
         let _ = check.take_newly_silent();
+        let _ = check.take_summaries();
         let mut me = FollowerRunCheck {
             check,
             profile: rules.profile,
             log: FindingLog::default(),
+            fed: after,
+            saver: state.map(|(file, delivered)| Saver {
+                file,
+                delivered,
+                saved,
+                waiting: None,
+                interval: rules.save_interval,
+                since: Instant::now(),
+                events_since: 0,
+                cost: Duration::ZERO,
+                said_too_large: false,
+                said_failed: false,
+            }),
         };
         me.publish();
         Ok(me)
@@ -208,17 +293,36 @@ impl FollowerRunCheck {
         let thread = std::thread::Builder::new()
             .name("run-check".into())
             .spawn(move || {
-                for (page, checked) in rx {
-                    for e in page.iter().take(checked) {
-                        self.log.saw(self.profile, e.kind);
-                        self.check.feed(&RunEvent::from(&e));
+                loop {
+                    let wait = self.saver.as_ref().map_or(Duration::from_secs(1), |s| {
+                        s.interval.clamp(Duration::from_millis(10), Duration::from_secs(1))
+                    });
+                    match rx.recv_timeout(wait) {
+                        Ok((page, checked)) => {
+                            for e in page.iter().take(checked) {
+                                self.log.saw(self.profile, e.kind);
+                                self.check.feed(&RunEvent::from(&e));
+                                self.fed = Head::from_stored(e.seq, e.hash);
+                            }
+                            recycler.give_back(page);
+                            self.check.sweep();
+                            self.publish();
+                            if let Some(saver) = &mut self.saver {
+                                saver.events_since += checked as u64;
+                            }
+                        }
+                        Err(RecvTimeoutError::Timeout) => {}
+                        Err(RecvTimeoutError::Disconnected) => break,
                     }
-                    recycler.give_back(page);
-                    self.check.sweep();
-                    self.publish();
+                    if let Some(saver) = &mut self.saver {
+                        saver.now_and_then(&mut self.check, self.fed);
+                    }
                 }
                 // The follower is stopping: what was held back is said now.
                 self.log.summarize();
+                if let Some(saver) = &mut self.saver {
+                    saver.on_exit(&mut self.check, self.fed);
+                }
             })
             .expect("spawning the run check thread");
         RunCheckThread {
@@ -256,6 +360,13 @@ impl FollowerRunCheck {
                 f.message
             );
         }
+        if self.check.given_up_active() > 0 && !self.log.said_given_up_active {
+            self.log.said_given_up_active = true;
+            tracing::warn!(
+                open_runs = self.check.open_runs(),
+                "run check: more runs are active at once than it keeps; the least recently active are given up (their later events are checked as new runs): this log does not look like one runtime's"
+            );
+        }
         self.log.tick();
         let _ = self.check.take_summaries();
         metrics::runs(
@@ -263,6 +374,118 @@ impl FollowerRunCheck {
             self.check.silent_runs(),
             self.check.unknown_outcomes(),
         );
+    }
+}
+
+/// The saved state usable at `after`, with the head it describes; `None`
+/// (said, unless there is simply none) when there is none that can be used.
+fn restore(rules: &RunRules, db: &EventDb, file: &RunStateFile, after: Head) -> Option<(RunCheck, Head)> {
+    let usable = || -> Result<Option<(RunCheck, Head)>, String> {
+        let Some(saved) = file.load()? else { return Ok(None) };
+        let head = saved.head;
+        if head.seq > after.seq {
+            return Err(format!(
+                "it describes seq {}, past the resume point {} (the cursor was moved back)",
+                head.seq, after.seq
+            ));
+        }
+        let stored = db.hash_at(head.seq).map_err(|e| e.to_string())?;
+        if Head::from_stored(head.seq, &stored.unwrap_or_default()) != Some(head) {
+            return Err(format!(
+                "the database no longer holds {head} (rewritten, restored, or another database)"
+            ));
+        }
+        let check = RunCheck::restore(rules.profile, rules.config.clone(), &saved.check).map_err(|e| e.to_string())?;
+        Ok(Some((check, head)))
+    };
+    match usable() {
+        Ok(found) => found,
+        Err(why) => {
+            tracing::warn!(
+                file = %file.path().display(),
+                "run check: the saved state cannot be used: {why}; rebuilding the open runs from the start of the log"
+            );
+            None
+        }
+    }
+}
+
+impl Saver {
+    fn delivered(&self, head: Head) -> bool {
+        self.delivered.borrow().is_some_and(|d| d.seq >= head.seq)
+    }
+
+    /// Takes the state when it is due, and writes the one waiting once the
+    /// sink holds its head.
+    fn now_and_then(&mut self, check: &mut RunCheck, fed: Option<Head>) {
+        let due = self.since.elapsed() >= self.interval.max(self.cost * 10) || self.events_since >= SAVE_EVENTS;
+        if self.waiting.is_none()
+            && due
+            && let Some(head) = fed.filter(|h| Some(*h) != self.saved)
+        {
+            self.take(check, head);
+        }
+        if let Some((head, _)) = &self.waiting
+            && self.delivered(*head)
+            && let Some((head, bytes)) = self.waiting.take()
+        {
+            self.write(head, &bytes);
+        }
+    }
+
+    /// The follower is stopping: the state as of the last event fed, if
+    /// the sink holds it (else the one waiting, if it does).
+    fn on_exit(&mut self, check: &mut RunCheck, fed: Option<Head>) {
+        if let Some(head) = fed.filter(|h| Some(*h) != self.saved && self.delivered(*h)) {
+            self.waiting = None;
+            self.take(check, head);
+        }
+        if let Some((head, bytes)) = self.waiting.take()
+            && self.delivered(head)
+        {
+            self.write(head, &bytes);
+        }
+    }
+
+    fn take(&mut self, check: &mut RunCheck, head: Head) {
+        let started = Instant::now();
+        let bytes = check.save();
+        self.cost = started.elapsed();
+        self.since = Instant::now();
+        self.events_since = 0;
+        if bytes.len() > MAX_BYTES {
+            if !self.said_too_large {
+                self.said_too_large = true;
+                tracing::warn!(
+                    bytes = bytes.len(),
+                    open_runs = check.open_runs(),
+                    "run check: the state is larger than {} MiB and is not saved; a restart rebuilds the open runs from the state saved before, or the start of the log",
+                    MAX_BYTES >> 20
+                );
+            }
+            return;
+        }
+        self.waiting = Some((head, bytes));
+    }
+
+    fn write(&mut self, head: Head, bytes: &[u8]) {
+        let started = Instant::now();
+        match self.file.store(head, bytes) {
+            Ok(()) => {
+                self.saved = Some(head);
+                self.said_failed = false;
+                self.cost += started.elapsed();
+            }
+            Err(e) if !self.said_failed => {
+                self.said_failed = true;
+                tracing::warn!(
+                    file = %self.file.path().display(),
+                    error = %e,
+                    "run check: cannot save the state (a restart reads the log from the state saved before)"
+                );
+            }
+            Err(_) => {}
+        }
     }
 }
 

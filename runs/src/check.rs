@@ -2,9 +2,10 @@
 //!
 //! State is kept for runs not yet finished (their steps, open tool starts,
 //! model calls and approvals), plus the ids of recently finished runs; past
-//! 50,000 open runs the longest-silent ones not waiting for an approval are
-//! given up and their state dropped, so memory stays bounded however many
-//! runs a crashing runtime abandons.
+//! 20,000 open runs the longest-silent ones are given up and their state
+//! dropped (those waiting for an approval after the others, active ones
+//! only when that is not enough), so memory stays bounded however many
+//! runs a crashing runtime abandons or a hostile log opens.
 //!
 //! Time is the events' own `at`, never the wall clock. Silence is a state,
 //! not an event: a run whose last event is older than the open limit (by
@@ -15,11 +16,13 @@
 //! findings. So the same log always gives the same findings, and a long
 //! tool call that does finish is never reported.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::hash::BuildHasher;
 use std::time::Duration;
 
 use chainship_chain::EventRef;
+use serde::{Deserialize, Serialize};
 
 use crate::finding::{RunFinding, RunFindingKind, RunStatus, RunSummary};
 use crate::payload::Payload;
@@ -34,8 +37,10 @@ type Set<K> = HashSet<K, foldhash::fast::RandomState>;
 /// Finished runs remembered to catch events after their finish.
 const FINISHED_REMEMBERED: usize = 200_000;
 
-/// Open runs kept in memory; past this, the longest-silent are given up.
-const MAX_OPEN_RUNS: usize = 50_000;
+/// Open runs kept in memory; past this, runs are given up (see
+/// `give_up_past_the_cap`). About 1.3 KB each on hostile data (three small
+/// maps per run): 20,000 keep the check near 26 MB whatever the log holds.
+const MAX_OPEN_RUNS: usize = 20_000;
 
 /// What the check is told.
 #[derive(Clone, Debug)]
@@ -80,8 +85,28 @@ impl<'a> From<&EventRef<'a>> for RunEvent<'a> {
     }
 }
 
+/// A decided call's arguments as kept: their length and a keyed 128-bit
+/// hash, not the bytes (arguments can be large; only equality is asked).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Args {
+    len: usize,
+    hash: [u64; 2],
+}
+
+impl Args {
+    fn of(key: [u64; 2], args: &str) -> Args {
+        let mut h = siphasher::sip128::SipHasher13::new_with_keys(key[0], key[1]);
+        std::hash::Hasher::write(&mut h, args.as_bytes());
+        let hash = siphasher::sip128::Hasher128::finish128(&h);
+        Args {
+            len: args.len(),
+            hash: [hash.h1, hash.h2],
+        }
+    }
+}
+
 /// A tool start or model dispatch with no outcome yet.
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 struct Pending {
     seq: u64,
     step_id: String,
@@ -90,7 +115,7 @@ struct Pending {
     reported: bool,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 struct Step {
     started: bool,
     reported_unknown: bool,
@@ -104,7 +129,7 @@ struct Step {
     /// any other decision; a tool start must be the decided tool.
     decided_tool: Option<String>,
     /// The decided call's arguments as stored; a tool start must carry the same.
-    decided_args: Option<String>,
+    decided_args: Option<Args>,
     /// A tool start of this step was interrupted (its outcome unknown).
     interrupted: bool,
     /// Approvals of this step granted and not yet used by a tool start.
@@ -112,10 +137,11 @@ struct Step {
     /// Approvals granted after an interruption: each allows one re-run.
     granted: u32,
     starts: u32,
-    tool: Option<Pending>,
+    /// Boxed: most steps have none, and a step is kept per open step.
+    tool: Option<Box<Pending>>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 struct Approval {
     step_id: String,
     /// Requested after the step's tool start was interrupted: a re-run.
@@ -125,7 +151,7 @@ struct Approval {
     used: bool,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 struct Run {
     first_seq: u64,
     last_seq: u64,
@@ -141,6 +167,13 @@ struct Run {
     taken_over: Option<u64>,
     /// Silent past the open limit as of the last sweep.
     silent: bool,
+    /// The time it waits under in `by_activity`; none while silent or
+    /// before its first readable time. Never later than `last_at`.
+    queued: Option<i64>,
+    /// Fed since the last sweep while silent (listed in `touched`).
+    touched: bool,
+    /// What it adds to `silent_runs` and `silent_calls` while silent.
+    counted: (u64, u64),
     steps: Map<String, Step>,
     approvals: Map<String, Approval>,
     /// Open model calls by call id.
@@ -160,6 +193,9 @@ impl Run {
             findings: 0,
             taken_over: None,
             silent: false,
+            queued: None,
+            touched: false,
+            counted: (0, 0),
             steps: Map::default(),
             approvals: Map::default(),
             model_calls: Map::default(),
@@ -174,7 +210,7 @@ impl Run {
     fn unreported_open(&self) -> usize {
         self.steps
             .values()
-            .filter(|s| s.tool.as_ref().is_some_and(|p| !p.reported))
+            .filter(|s| s.tool.as_deref().is_some_and(|p| !p.reported))
             .count()
             + self.model_calls.values().filter(|c| !c.reported).count()
     }
@@ -193,10 +229,17 @@ pub struct RunCheck {
     /// Open runs kept before silent ones are given up.
     max_open: usize,
     runs: Map<String, Run>,
+    /// Runs not silent, by the time they were last active, oldest first,
+    /// so a sweep looks only at those that may have fallen silent. Lazy: an
+    /// entry whose time is not its run's `queued` is stale and skipped.
+    by_activity: BinaryHeap<Reverse<(i64, String)>>,
+    /// Silent runs fed since the last sweep, to look at again.
+    touched: Vec<String>,
     /// Finished runs, by a keyed hash of their id (8 bytes each, not the id:
     /// the set is large; the key is random, so ids cannot be made to collide).
     finished: Set<u64>,
-    finished_ids: std::collections::hash_map::RandomState,
+    /// The SipHash key of `finished` (saved with it, see [`RunCheck::save`]).
+    finished_key: [u64; 2],
     /// The profile's event types, for a lookup per event.
     roles: Map<&'static [u8], Role>,
     finished_order: VecDeque<u64>,
@@ -208,6 +251,7 @@ pub struct RunCheck {
     totals: HashMap<RunFindingKind, u64>,
     silent_runs: u64,
     silent_calls: u64,
+    given_up_active: u64,
 }
 
 /// Text as stored, borrowed when it is UTF-8 (the validating fast path;
@@ -223,6 +267,12 @@ fn text(bytes: &[u8]) -> String {
     lossy(bytes).into_owned()
 }
 
+/// 128 random bits, from the standard library's per-process random keys.
+fn random_key() -> [u64; 2] {
+    let state = std::collections::hash_map::RandomState::new();
+    [state.hash_one(1u8), state.hash_one(2u8)]
+}
+
 fn saturating_ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
@@ -236,8 +286,10 @@ impl RunCheck {
             max_open: MAX_OPEN_RUNS,
             cfg,
             runs: Map::default(),
+            by_activity: BinaryHeap::new(),
+            touched: Vec::new(),
             finished: Set::default(),
-            finished_ids: std::collections::hash_map::RandomState::new(),
+            finished_key: random_key(),
             roles: profile
                 .types
                 .iter()
@@ -251,6 +303,7 @@ impl RunCheck {
             totals: HashMap::new(),
             silent_runs: 0,
             silent_calls: 0,
+            given_up_active: 0,
         }
     }
 
@@ -293,6 +346,17 @@ impl RunCheck {
     /// Unknown outcomes: those final, and those of runs silent now.
     pub fn unknown_outcomes(&self) -> u64 {
         self.total(RunFindingKind::UnknownOutcome) + self.silent_calls
+    }
+
+    fn args(&self, args: &str) -> Args {
+        Args::of(self.finished_key, args)
+    }
+
+    /// A finished run's id as kept: a keyed hash, so ids cannot be chosen to collide.
+    fn finished_id(&self, run_id: &str) -> u64 {
+        let mut h = siphasher::sip::SipHasher13::new_with_keys(self.finished_key[0], self.finished_key[1]);
+        std::hash::Hasher::write(&mut h, run_id.as_bytes());
+        std::hash::Hasher::finish(&h)
     }
 
     fn is_side_effect(&self, tool: &str) -> bool {
@@ -345,7 +409,7 @@ impl RunCheck {
         if let Some(t) = at {
             self.newest_at = Some(self.newest_at.map_or(t, |n| n.max(t)));
         }
-        if self.finished.remove(&self.finished_ids.hash_one(run_id)) {
+        if self.finished.remove(&self.finished_id(run_id)) {
             // Named once; what follows is checked as a run of its own, so a
             // reused run id hides nothing.
             let kind = text(e.kind);
@@ -369,6 +433,17 @@ impl RunCheck {
             run.events += 1;
             if at.is_some() {
                 run.last_at = at;
+            }
+            if run.silent {
+                if !run.touched {
+                    run.touched = true;
+                    self.touched.push(run_id.to_owned());
+                }
+            } else if let Some(t) = at
+                && run.queued.is_none_or(|k| t < k)
+            {
+                run.queued = Some(t);
+                self.by_activity.push(Reverse((t, run_id.to_owned())));
             }
         }
         if at.is_none() {
@@ -413,7 +488,7 @@ impl RunCheck {
                     Some("tool_call") => payload.tool.get().unwrap_or("").to_owned(),
                     _ => String::new(),
                 };
-                let args = payload.args.map(|a| a.get().to_owned());
+                let args = payload.args.map(|a| self.args(a.get()));
                 let step = self.step(run_id, step_id);
                 step.decided_tool = Some(tool);
                 step.decided_args = args;
@@ -564,6 +639,7 @@ impl RunCheck {
     fn tool_started(&mut self, run_id: &str, step_id: &str, seq: u64, payload: &Payload<'_>) {
         let tool = payload.tool.get().unwrap_or("(unnamed tool)").to_owned();
         let side_effect = self.is_side_effect(&tool);
+        let started_args = payload.args.map(|a| self.args(a.get()));
         let mut found: Vec<(RunFindingKind, String)> = Vec::new();
         let run = self.runs.get_mut(run_id).expect("inserted above");
         run.tool_calls += 1;
@@ -635,13 +711,13 @@ impl RunCheck {
             )),
             _ => {}
         }
-        if let (Some(decided), Some(started)) = (step.decided_args.as_deref(), payload.args.map(|a| a.get()))
+        if let (Some(decided), Some(started)) = (step.decided_args, started_args)
             && decided != started
             && !found.iter().any(|(k, _)| *k == RunFindingKind::StartedWithoutDecision)
         {
             found.push((
                 RunFindingKind::StartedWithoutDecision,
-                format!("started with other arguments than the step decided and its approval covered ({} bytes, decided {} bytes)", started.len(), decided.len()),
+                format!("started with other arguments than the step decided and its approval covered ({} bytes, decided {} bytes)", started.len, decided.len),
             ));
         }
         if step.denied && !found.iter().any(|(k, _)| *k == RunFindingKind::StartedWithoutDecision) {
@@ -661,12 +737,12 @@ impl RunCheck {
                 ),
             ));
         }
-        let previous = step.tool.replace(Pending {
+        let previous = step.tool.replace(Box::new(Pending {
             seq,
             step_id: step_id.to_owned(),
             what: tool.clone(),
             reported: false,
-        });
+        }));
         if let Some(p) = previous.filter(|p| !p.reported) {
             self.report(
                 RunFindingKind::UnknownOutcome,
@@ -711,9 +787,9 @@ impl RunCheck {
             run_id,
             "the run finished with no outcome recorded: it may or may not have acted",
         );
-        let Some(run) = self.runs.remove(run_id) else { return };
+        let Some(run) = self.remove_run(run_id) else { return };
         self.summaries.push(summary(run_id, &run, RunStatus::Finished));
-        let id = self.finished_ids.hash_one(run_id);
+        let id = self.finished_id(run_id);
         self.finished.insert(id);
         self.finished_order.push_back(id);
         if self.finished_order.len() > FINISHED_REMEMBERED
@@ -735,7 +811,7 @@ impl RunCheck {
         let pending = run
             .steps
             .values_mut()
-            .filter_map(|s| s.tool.as_mut())
+            .filter_map(|s| s.tool.as_deref_mut())
             .chain(run.model_calls.values_mut());
         for p in pending.filter(|p| !p.reported && which(p)) {
             p.reported = true;
@@ -779,35 +855,91 @@ impl RunCheck {
         );
     }
 
+    /// Removes a run, and what it added to the silent counts.
+    fn remove_run(&mut self, run_id: &str) -> Option<Run> {
+        let run = self.runs.remove(run_id)?;
+        if run.silent {
+            self.silent_runs -= run.counted.0;
+            self.silent_calls -= run.counted.1;
+        }
+        Some(run)
+    }
+
     /// Updates which runs are silent now, against the newest event time
     /// seen; gives up runs silent far longer (their silence becomes final).
+    /// Looks only at runs that may have changed: those whose last activity
+    /// is older than the limit, and silent ones fed since.
     pub fn sweep(&mut self) {
         let Some(newest) = self.newest_at else { return };
         let limit = self.limit_ms;
-        let silent_for = |r: &Run| r.last_at.map_or(0, |t| newest.saturating_sub(t));
-        let (mut runs, mut calls) = (0, 0);
-        let mut newly = Vec::new();
-        for (id, r) in self.runs.iter_mut() {
-            let silent = silent_for(r) > limit;
-            if silent && !r.silent {
-                let open: Vec<(String, u64, String)> = r
-                    .steps
-                    .values()
-                    .filter_map(|s| s.tool.as_ref())
-                    .chain(r.model_calls.values())
-                    .filter(|p| !p.reported)
-                    .map(|p| (p.step_id.clone(), p.seq, p.what.clone()))
-                    .collect();
-                newly.push((id.clone(), r.last_seq, r.waiting(), open));
+        let silent_at = |t: Option<i64>| t.is_some_and(|t| newest.saturating_sub(t) > limit);
+        for id in std::mem::take(&mut self.touched) {
+            let Some(r) = self.runs.get_mut(&id).filter(|r| r.touched) else {
+                continue;
+            };
+            r.touched = false;
+            if !r.silent {
+                continue;
             }
-            r.silent = silent;
-            if silent {
-                runs += u64::from(!r.waiting());
-                calls += r.unreported_open() as u64;
+            self.silent_runs -= r.counted.0;
+            self.silent_calls -= r.counted.1;
+            if silent_at(r.last_at) {
+                r.counted = (u64::from(!r.waiting()), r.unreported_open() as u64);
+                self.silent_runs += r.counted.0;
+                self.silent_calls += r.counted.1;
+            } else {
+                r.silent = false;
+                r.counted = (0, 0);
+                if let Some(t) = r.last_at {
+                    r.queued = Some(t);
+                    self.by_activity.push(Reverse((t, id)));
+                }
             }
         }
-        self.silent_runs = runs;
-        self.silent_calls = calls;
+        let mut newly = Vec::new();
+        while self
+            .by_activity
+            .peek()
+            .is_some_and(|Reverse((t, _))| newest.saturating_sub(*t) > limit)
+        {
+            let Some(Reverse((t, id))) = self.by_activity.pop() else {
+                break;
+            };
+            let Some(r) = self.runs.get_mut(&id).filter(|r| r.queued == Some(t)) else {
+                continue;
+            };
+            r.queued = None;
+            if !silent_at(r.last_at) {
+                // Active since it was queued: queued again under its last time.
+                if let Some(last) = r.last_at {
+                    r.queued = Some(last);
+                    self.by_activity.push(Reverse((last, id)));
+                }
+                continue;
+            }
+            let open: Vec<(String, u64, String)> = r
+                .steps
+                .values()
+                .filter_map(|s| s.tool.as_deref())
+                .chain(r.model_calls.values())
+                .filter(|p| !p.reported)
+                .map(|p| (p.step_id.clone(), p.seq, p.what.clone()))
+                .collect();
+            r.silent = true;
+            r.counted = (u64::from(!r.waiting()), r.unreported_open() as u64);
+            self.silent_runs += r.counted.0;
+            self.silent_calls += r.counted.1;
+            newly.push((id, r.last_seq, r.waiting(), open));
+        }
+        // Stale entries (a run whose time went back, or that ended) are
+        // dropped once they outnumber the runs.
+        if self.by_activity.len() > 2 * self.runs.len() + 1024 {
+            self.by_activity = self
+                .runs
+                .iter()
+                .filter_map(|(id, r)| r.queued.map(|t| Reverse((t, id.clone()))))
+                .collect();
+        }
         let limit_text = self.minutes();
         for (id, seq, waiting, open) in newly {
             for (step_id, start, what) in open {
@@ -831,28 +963,66 @@ impl RunCheck {
                 });
             }
         }
-        // Memory stays bounded however many runs are abandoned: past the cap,
-        // the longest-silent runs that wait for no approval are given up (their
-        // silence becomes final). Below it, nothing is given up, so a follower
-        // and `runs` over the same log agree.
-        let mut given_up = Vec::new();
-        if self.runs.len() > self.max_open {
-            let mut silent: Vec<(i64, String)> = self
-                .runs
-                .iter()
-                .filter(|(_, r)| r.silent && !r.waiting())
-                .map(|(id, r)| (r.last_at.unwrap_or(i64::MIN), id.clone()))
-                .collect();
-            silent.sort();
-            let excess = self.runs.len() - self.max_open;
-            given_up.extend(silent.into_iter().take(excess).map(|(_, id)| id));
+        self.give_up_past_the_cap();
+    }
+
+    /// Memory stays bounded whatever the log holds: past the cap, runs are
+    /// given up, those silent and waiting for nothing first (their silence
+    /// becomes final: left running), then those silent while waiting for an
+    /// approval (final as waiting), then, only on a log where more runs than
+    /// the cap are all active at once, the least recently active (counted in
+    /// [`RunCheck::given_up_active`]). Below the cap nothing is given up, so
+    /// a follower and `runs` over the same log agree.
+    fn give_up_past_the_cap(&mut self) {
+        if self.runs.len() <= self.max_open {
+            return;
         }
-        for id in given_up {
-            self.judge_silent(&id);
-            if let Some(run) = self.runs.remove(&id) {
-                self.summaries.push(summary(&id, &run, RunStatus::LeftRunning));
+        // Down to a tenth below the cap, so the runs are ranked once per
+        // many new ones, not on every sweep.
+        let excess = self.runs.len() - (self.max_open - self.max_open / 10);
+        let mut order: Vec<(u8, i64, &str)> = self
+            .runs
+            .iter()
+            .map(|(id, r)| {
+                let rank = match (r.silent, r.waiting()) {
+                    (true, false) => 0,
+                    (true, true) => 1,
+                    (false, _) => 2,
+                };
+                (rank, r.last_at.unwrap_or(i64::MIN), id.as_str())
+            })
+            .collect();
+        // The `excess` first by (rank, time, id), a total order: the same log
+        // gives up the same runs, without sorting every open run.
+        if excess < order.len() {
+            order.select_nth_unstable(excess);
+            order.truncate(excess);
+        }
+        order.sort_unstable();
+        let chosen: Vec<(u8, String)> = order.into_iter().map(|(rank, _, id)| (rank, id.to_owned())).collect();
+        for (rank, id) in chosen {
+            let status = match rank {
+                0 => RunStatus::LeftRunning,
+                1 => RunStatus::Waiting,
+                _ => {
+                    self.given_up_active += 1;
+                    RunStatus::Open
+                }
+            };
+            if rank < 2 {
+                self.judge_silent(&id);
+            }
+            if let Some(run) = self.remove_run(&id) {
+                self.summaries.push(summary(&id, &run, status));
             }
         }
+    }
+
+    /// Runs given up while still active, because more than the cap were open
+    /// at once (a log that is not the profile's, or hostile): their later
+    /// events are checked as runs of their own.
+    pub fn given_up_active(&self) -> u64 {
+        self.given_up_active
     }
 
     /// The end of a finite log: the runs silent now are judged, then every
@@ -910,6 +1080,9 @@ fn summary(run_id: &str, run: &Run, status: RunStatus) -> RunSummary {
         findings: run.findings,
     }
 }
+
+mod saved;
+pub use saved::RestoreError;
 
 #[cfg(test)]
 mod tests;

@@ -24,6 +24,6 @@ pub use chainship_chain::profile::{self, AGENTRT, Profile, Role};
 /// The payload fields and event times the rules read live with the chain,
 /// which the SIEM record formats also map from.
 pub use chainship_chain::{payload, time};
-pub use check::{RunCheck, RunCheckConfig, RunEvent};
+pub use check::{RestoreError, RunCheck, RunCheckConfig, RunEvent};
 pub use finding::{RunFinding, RunFindingKind, RunStatus, RunSummary};
 pub use touched::{SideEffect, Touched};

@@ -102,6 +102,17 @@ impl SinkConfig {
         }
     }
 
+    /// Events per batch when `--batch-size` is not given. Kafka's is large:
+    /// each batch is a transaction (begin, produce, commit with its
+    /// round trips), so small ones leave the broker idle between them;
+    /// with group commit a trickle still goes at once, in small batches.
+    pub fn default_batch_events(&self) -> usize {
+        match self {
+            SinkConfig::Kafka(_) => 10_000,
+            SinkConfig::File(_) | SinkConfig::Stdout | SinkConfig::S3(_) => 500,
+        }
+    }
+
     /// The batches this sink takes: its own policy, or for a stream-like
     /// sink (file, stdout, Kafka) the follower's `general` limits with group
     /// commit.
@@ -134,6 +145,13 @@ mod tests {
 
     fn parse(url: &str) -> Result<SinkConfig, SinkUrlError> {
         url.parse()
+    }
+
+    #[test]
+    fn kafka_batches_are_transactions_so_its_default_batch_is_large() {
+        assert_eq!(parse("kafka://a:9092/t").unwrap().default_batch_events(), 10_000);
+        assert_eq!(parse("file:/a/b.jsonl").unwrap().default_batch_events(), 500);
+        assert_eq!(parse("stdout:").unwrap().default_batch_events(), 500);
     }
 
     #[test]

@@ -42,9 +42,10 @@ pub struct FollowArgs {
     /// Deliver what is there now, then exit 0 (for cron).
     #[arg(long)]
     pub once: bool,
-    /// Events per batch.
-    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    pub batch_size: u64,
+    /// Events per batch, at most [default: the sink's: 10000 for Kafka, where each batch is one
+    /// transaction; 500 for a file or stdout; S3 batches by object, see --s3-batch-events].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub batch_size: Option<u64>,
     /// Bytes of records per batch, at most (a single larger event still goes alone).
     #[arg(long, default_value_t = 8 << 20)]
     pub batch_bytes: usize,
@@ -55,6 +56,10 @@ pub struct FollowArgs {
     /// How often an idle follower looks for new events.
     #[arg(long, default_value = "250ms", value_parser = humantime::parse_duration)]
     pub poll_interval: Duration,
+    /// How often the run check's state is saved beside the cursor (`<cursor>.runs`), so a
+    /// restart reads only the events after it (each save waits for the sink to hold its event).
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration, help_heading = "Run check")]
+    pub runs_save_interval: Duration,
     /// On a chain break: exit (1), or wait for an operator while serving metrics.
     #[arg(long, value_enum, default_value_t = OnBreakArg::Exit)]
     pub on_break: OnBreakArg,
@@ -106,7 +111,9 @@ pub fn run(args: &FollowArgs) -> CmdResult {
     };
     let sink = args.pipeline.sink.config().map_err(CliError::usage)?;
     let batch = sink.batch_policy(BatchPolicy {
-        max_events: args.batch_size.try_into().unwrap_or(usize::MAX),
+        max_events: args
+            .batch_size
+            .map_or(sink.default_batch_events(), |n| n.try_into().unwrap_or(usize::MAX)),
         max_bytes: args.batch_bytes,
         linger: args.batch_linger,
         group_commit: true,
@@ -134,6 +141,7 @@ pub fn run(args: &FollowArgs) -> CmdResult {
         runs: args.rules.profile()?.map(|profile| RunRules {
             profile,
             config: args.rules.config(),
+            save_interval: args.runs_save_interval,
         }),
         start_warnings: args
             .pipeline

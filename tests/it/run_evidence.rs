@@ -320,6 +320,150 @@ fn a_follower_killed_among_open_runs_raises_no_false_finding_and_its_metrics_mat
     assert!(logged.is_subset(&named), "logged {logged:?}, runs names {named:?}");
 }
 
+/// Each life's account of how it rebuilt the open runs, from its log.
+fn rebuilds(log: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| {
+            v["message"].as_str().is_some_and(|m| {
+                m.starts_with("run check: the open runs rebuilt") || m.contains("saved state cannot be used")
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn a_follower_killed_20_times_under_a_live_writer_restarts_from_its_saved_runs_and_finds_what_a_full_rebuild_finds() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let db = generate_with(
+        dir.path(),
+        "live.db",
+        3000,
+        &["--runs", "30", "--inject", "unknown-outcome@1500"],
+    );
+    // The runtime keeps writing (faults among what it writes) while the follower is killed.
+    let mut writer = KillOnDrop(
+        bin()
+            .args(["generate", "--db", path_str(&db), "--append", "--events", "0"])
+            .args(["--follow-rate", "400", "--large-every", "0"])
+            .args([
+                "--inject",
+                "executed-twice@4000",
+                "--inject",
+                "started-without-decision@6000",
+            ])
+            .args([
+                "--inject",
+                "unrequested-approval@8000",
+                "--inject",
+                "event-after-finish@10000",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let (sink, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
+    let logs = dir.path().join("logs");
+    std::fs::create_dir(&logs).unwrap();
+    let follower = |log: &Path, extra: &[&str]| {
+        let log = std::fs::File::create(log).unwrap();
+        bin()
+            .args(["follow", "--from-start", "--db", path_str(&db), "--origin", ORIGIN])
+            .args([
+                "--sink",
+                &format!("file:{}", path_str(&sink)),
+                "--cursor",
+                path_str(&cursor),
+            ])
+            .env("RUST_LOG", "info")
+            .args(["--batch-size", "300", "--poll-interval", "20ms", "--log-format", "json"])
+            .args(["--runs-save-interval", "100ms"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap()
+    };
+    let life = std::cell::Cell::new(0);
+    let start = || {
+        life.set(life.get() + 1);
+        follower(&logs.join(format!("{:02}.log", life.get())), &[])
+    };
+    let mut rng = XorShift::from_clock();
+    kill_9_loop(20, &mut rng, 300..1500, start, || {
+        std::fs::read_to_string(&cursor).unwrap_or_default()
+    });
+    signal(&writer, 15);
+    wait_with_limit(&mut writer, Duration::from_secs(10));
+
+    // Every restart read only what came after a saved state, and no state was ever found damaged.
+    let mut from_state = 0;
+    for n in 2..=20 {
+        let said = rebuilds(&logs.join(format!("{n:02}.log")));
+        assert!(
+            said.iter()
+                .all(|v| !v["message"].as_str().unwrap().contains("cannot be used")),
+            "life {n}: {said:?}"
+        );
+        from_state += said
+            .iter()
+            .filter(|v| v["saved_state"].as_u64().is_some_and(|s| s > 0))
+            .count();
+    }
+    assert!(from_state >= 15, "only {from_state} of 19 restarts used a saved state");
+
+    // The last life, from the saved state, runs to the head; then one with the state removed
+    // rebuilds from the whole log. Both must find the same, counted the same.
+    let caught_up = |name: &str, extra: &[&str]| {
+        let port = free_port();
+        let log = logs.join(name);
+        let mut child = KillOnDrop(follower(
+            &log,
+            &[&["--metrics-addr", &format!("127.0.0.1:{port}")], extra].concat(),
+        ));
+        wait_for_cursor(&cursor, &db_head(&db), Duration::from_secs(60));
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let metrics = loop {
+            if !rebuilds(&log).is_empty()
+                && let Some(m) = run_metrics(port)
+            {
+                break m;
+            }
+            assert!(std::time::Instant::now() < deadline, "no metrics from {name}");
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        signal(&child, 15);
+        wait_with_limit(&mut child, Duration::from_secs(10));
+        (metrics, rebuilds(&log))
+    };
+    let (restored, how) = caught_up("restored.log", &[]);
+    assert!(how[0]["saved_state"].as_u64().unwrap() > 0, "{how:?}");
+    std::fs::remove_file(dir.path().join("cursor.runs")).unwrap();
+    let (rebuilt, how) = caught_up("rebuilt.log", &[]);
+    assert_eq!(how[0]["saved_state"].as_u64(), Some(0), "{how:?}");
+    assert_eq!(
+        restored, rebuilt,
+        "(open runs, unknown outcomes, findings by kind, left running)"
+    );
+    let total: f64 = rebuilt.2.iter().map(|(_, n)| n).sum();
+    assert!(total >= 5.0, "the injected faults are found: {rebuilt:?}");
+    // The kinds no silence decides are the ones `runs` names over the same log.
+    let (_, runs) = runs_json(&["--db", path_str(&db), "--findings-only"]);
+    for kind in [
+        "executed-twice",
+        "started-without-decision",
+        "unrequested-approval",
+        "event-after-finish",
+    ] {
+        let expected = runs["findings_by_kind"][kind].as_f64().unwrap_or(0.0);
+        let found = rebuilt.2.iter().find(|(k, _)| k == kind).unwrap().1;
+        assert_eq!(found, expected, "{kind}: {runs}");
+    }
+}
+
 /// An anchored export of a generated log, for the break tests.
 fn anchored(events: u64) -> Anchored {
     let s = Anchored::new(events, "runs/chainship");
@@ -515,6 +659,7 @@ fn a_follower_never_rebuilds_its_runs_from_rows_rewritten_under_its_cursor() {
     let (sink, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
     let follow = |extra: &[&str]| {
         bin()
+            .env("RUST_LOG", "info")
             .args(["follow", "--once", "--db", path_str(&db), "--origin", ORIGIN])
             .args([
                 "--sink",
@@ -543,6 +688,17 @@ fn a_follower_never_rebuilds_its_runs_from_rows_rewritten_under_its_cursor() {
             [seq],
         )
         .unwrap();
+    append(&db, 20);
+    // A restart carries on from the state saved beside the cursor: the rewritten row is not read.
+    let out = follow(&[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("from the state saved at seq 500"),
+        "{}",
+        stderr(&out)
+    );
+    // Without that state the open runs are rebuilt from the log, along the chain: refused.
+    std::fs::remove_file(dir.path().join("cursor.runs")).unwrap();
     append(&db, 20);
     let out = follow(&[]);
     assert_eq!(code(&out), 1, "{}", stderr(&out));

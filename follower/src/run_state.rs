@@ -1,0 +1,162 @@
+//! The run check's saved state, kept beside the cursor (`<cursor>.runs`),
+//! so a restart reads only what came after it instead of the whole log.
+//!
+//! The file says which log and which event it describes (the origin and
+//! the `seq:hash` of the last event fed) and ends with the SHA-256 of all
+//! before it. It is written like the cursor (temp file, fsync, rename,
+//! fsync of the directory), and only once the sink has acknowledged the
+//! event it describes, so it never runs ahead of what was delivered. A
+//! start uses it only when its checksum holds, it is this origin's, and the
+//! database still holds its `seq:hash` at or below the resume point;
+//! anything else is said and the open runs are rebuilt from the start.
+//!
+//! Layout: `chainship-run-state/1\n`, then the origin, the head (`SEQ:HASH`)
+//! and the check's own bytes, each as a big-endian u32 length and the bytes,
+//! then the 32-byte digest.
+
+use std::path::{Path, PathBuf};
+
+use chainship_chain::Head;
+use sha2::{Digest, Sha256};
+
+const MAGIC: &[u8] = b"chainship-run-state/1\n";
+
+/// Larger saved states are not written (nor read): the check's own caps
+/// keep real ones far below this; a restart then rebuilds from the log.
+pub const MAX_BYTES: usize = 64 << 20;
+
+/// The run state file of one cursor, for one origin.
+#[derive(Clone, Debug)]
+pub struct RunStateFile {
+    path: PathBuf,
+    origin: String,
+}
+
+/// A state that was read and holds together (checksum, origin).
+#[derive(Debug)]
+pub struct SavedState {
+    /// The last event the state has seen.
+    pub head: Head,
+    /// [`chainship_runs::RunCheck::save`]'s bytes.
+    pub check: Vec<u8>,
+}
+
+impl RunStateFile {
+    pub fn new(path: PathBuf, origin: &str) -> Self {
+        RunStateFile {
+            path,
+            origin: origin.to_owned(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The saved state; `Ok(None)` when there is none, `Err` saying why a
+    /// file that is there cannot be used.
+    pub fn load(&self) -> Result<Option<SavedState>, String> {
+        use std::io::Read;
+        let file = match std::fs::File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e.to_string()),
+        };
+        let mut bytes = Vec::new();
+        file.take(MAX_BYTES as u64 + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| e.to_string())?;
+        if bytes.len() > MAX_BYTES {
+            return Err(format!("larger than {} MiB", MAX_BYTES >> 20));
+        }
+        self.decode(&bytes).map(Some)
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<SavedState, String> {
+        let body = bytes
+            .strip_prefix(MAGIC)
+            .ok_or("not a chainship run state (or another version of one)")?;
+        let (fields, digest) = body
+            .split_at_checked(body.len().saturating_sub(32))
+            .filter(|(_, d)| d.len() == 32)
+            .ok_or("cut short")?;
+        if Sha256::digest(&bytes[..bytes.len() - 32]).as_slice() != digest {
+            return Err("its checksum does not hold (damaged or cut short)".into());
+        }
+        let mut rest = fields;
+        let mut field = || -> Result<&[u8], String> {
+            let (len, tail) = rest.split_at_checked(4).ok_or("cut short")?;
+            let len = u32::from_be_bytes(len.try_into().expect("4 bytes")) as usize;
+            let (value, tail) = tail.split_at_checked(len).ok_or("cut short")?;
+            rest = tail;
+            Ok(value)
+        };
+        let origin = field()?;
+        if origin != self.origin.as_bytes() {
+            return Err(format!(
+                "saved for origin {:?}, not this follower's",
+                String::from_utf8_lossy(origin).escape_debug().to_string()
+            ));
+        }
+        let head = std::str::from_utf8(field()?)
+            .ok()
+            .and_then(|h| h.parse::<Head>().ok())
+            .ok_or("its head is not SEQ:HASH")?;
+        let check = field()?.to_vec();
+        Ok(SavedState { head, check })
+    }
+
+    /// Replaces the file with `check` as of `head`, atomically and durably.
+    pub fn store(&self, head: Head, check: &[u8]) -> std::io::Result<()> {
+        let head = head.to_string();
+        let mut bytes = Vec::with_capacity(MAGIC.len() + 12 + self.origin.len() + head.len() + check.len() + 32);
+        bytes.extend_from_slice(MAGIC);
+        for value in [self.origin.as_bytes(), head.as_bytes(), check] {
+            let len = u32::try_from(value.len()).map_err(|_| std::io::Error::other("too large"))?;
+            bytes.extend_from_slice(&len.to_be_bytes());
+            bytes.extend_from_slice(value);
+        }
+        let digest = Sha256::digest(&bytes);
+        bytes.extend_from_slice(&digest);
+        crate::cursor::write_atomically(&self.path, &bytes)
+    }
+
+    /// Removes the file (a state that cannot be used is not read again).
+    pub fn remove(&self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: &str = "2d17715bc635406807722f1764c509105f5ac15ad430729545bc4d87055da291";
+
+    #[test]
+    fn a_state_reads_back_only_whole_and_for_its_own_origin() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = RunStateFile::new(dir.path().join("cursor.runs"), "example.com/log");
+        assert!(file.load().unwrap().is_none());
+        let head: Head = format!("42:{H}").parse().unwrap();
+        file.store(head, b"the check's bytes").unwrap();
+        let saved = file.load().unwrap().unwrap();
+        assert_eq!(saved.head, head);
+        assert_eq!(saved.check, b"the check's bytes");
+
+        let other = RunStateFile::new(file.path().to_owned(), "example.com/other");
+        assert!(other.load().unwrap_err().contains("not this follower's"));
+
+        let bytes = std::fs::read(file.path()).unwrap();
+        for cut in [0, 5, MAGIC.len(), MAGIC.len() + 3, bytes.len() - 33, bytes.len() - 1] {
+            std::fs::write(file.path(), &bytes[..cut]).unwrap();
+            assert!(file.load().is_err(), "cut at {cut}");
+        }
+        for flip in [MAGIC.len() + 2, MAGIC.len() + 20, bytes.len() - 40, bytes.len() - 3] {
+            let mut damaged = bytes.clone();
+            damaged[flip] ^= 1;
+            std::fs::write(file.path(), &damaged).unwrap();
+            assert!(file.load().is_err(), "bit flipped at {flip}");
+        }
+    }
+}

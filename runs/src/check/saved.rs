@@ -1,0 +1,444 @@
+//! The check's state as bytes, so a follower that restarts carries on from
+//! where it saved instead of reading the whole log again.
+//!
+//! What is saved is everything the rules remember: the open runs, the
+//! finished runs' keyed hashes (with their key), the newest time seen and
+//! the findings counted by kind. Queued findings and summaries are not: the
+//! caller saves right after taking them. The rules it was made under are
+//! saved too; under other rules the bytes are refused, not reinterpreted.
+//! Layout: a version byte (changed whenever the layout does); the finished
+//! runs' hashes, oldest first, as a u32 count and 8 bytes each, then a bit
+//! per hash saying whether it is still in the set (the bulk of a large
+//! state, written and read as plain bytes); then the rest in postcard
+//! (compact, no field names).
+
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Map, Run, RunCheck, RunCheckConfig, Set, saturating_ms};
+use crate::finding::RunFindingKind;
+use crate::profile::Profile;
+
+/// Bumped whenever [`Saved`] (or anything it holds) changes shape.
+const VERSION: u8 = 1;
+
+/// Why saved bytes cannot be used (the caller rebuilds from the log).
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    #[error("saved by another version of the run check (layout {found}, this one reads {VERSION})")]
+    Version { found: u8 },
+    #[error("saved under other rules ({0})")]
+    OtherRules(String),
+    #[error("unreadable: {0}")]
+    Unreadable(String),
+}
+
+#[derive(Serialize, Deserialize)]
+struct Rules {
+    profile: String,
+    open_after_ms: i64,
+    read_only_tools: Vec<String>,
+}
+
+impl Rules {
+    fn of(profile: &Profile, cfg: &RunCheckConfig) -> Rules {
+        Rules {
+            profile: profile.name.to_owned(),
+            open_after_ms: saturating_ms(cfg.open_after),
+            read_only_tools: cfg.read_only_tools.clone(),
+        }
+    }
+
+    /// What differs from `other`, said for the operator.
+    fn differs_from(&self, other: &Rules) -> Option<String> {
+        if self.profile != other.profile {
+            return Some(format!("profile {} here, {} saved", self.profile, other.profile));
+        }
+        if self.open_after_ms != other.open_after_ms {
+            return Some(format!(
+                "open limit {} ms here, {} ms saved",
+                self.open_after_ms, other.open_after_ms
+            ));
+        }
+        if self.read_only_tools != other.read_only_tools {
+            return Some("another list of read-only tools".into());
+        }
+        None
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Saved {
+    rules: Rules,
+    finished_key: [u64; 2],
+    newest_at: Option<i64>,
+    totals: Vec<(String, u64)>,
+    silent_runs: u64,
+    silent_calls: u64,
+    given_up_active: u64,
+    runs: Map<String, Run>,
+}
+
+impl RunCheck {
+    /// The check's state as bytes, for [`RunCheck::restore`]. Take the
+    /// findings, provisional findings and summaries first: they are not saved.
+    pub fn save(&mut self) -> Vec<u8> {
+        // Moved out and back rather than cloned: the state may be large.
+        let saved = Saved {
+            rules: Rules::of(self.profile, &self.cfg),
+            finished_key: self.finished_key,
+            newest_at: self.newest_at,
+            totals: RunFindingKind::ALL
+                .iter()
+                .map(|k| (k.as_str().to_owned(), self.total(*k)))
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+            silent_runs: self.silent_runs,
+            silent_calls: self.silent_calls,
+            given_up_active: self.given_up_active,
+            runs: std::mem::take(&mut self.runs),
+        };
+        let n = self.finished_order.len();
+        let mut bytes = Vec::with_capacity(5 + n * 8 + n.div_ceil(8) + 64 * self.runs.len());
+        bytes.push(VERSION);
+        // At most FINISHED_REMEMBERED (+1) hashes: the count fits a u32.
+        bytes.extend_from_slice(&(n as u32).to_le_bytes());
+        let mut kept = vec![0u8; n.div_ceil(8)];
+        for (i, id) in self.finished_order.iter().enumerate() {
+            bytes.extend_from_slice(&id.to_le_bytes());
+            if self.finished.contains(id) {
+                kept[i / 8] |= 1 << (i % 8);
+            }
+        }
+        bytes.extend_from_slice(&kept);
+        let encoded = postcard::to_extend(&saved, bytes);
+        self.runs = saved.runs;
+        // Maps with known lengths, strings and integers into a Vec: nothing here can fail.
+        encoded.expect("postcard encodes these types into a Vec")
+    }
+
+    /// A check that carries on from `bytes` (made by [`RunCheck::save`])
+    /// under the same rules; anything else is refused, never guessed at.
+    pub fn restore(profile: &'static Profile, cfg: RunCheckConfig, bytes: &[u8]) -> Result<RunCheck, RestoreError> {
+        let (&version, body) = bytes
+            .split_first()
+            .ok_or_else(|| RestoreError::Unreadable("empty".into()))?;
+        if version != VERSION {
+            return Err(RestoreError::Version { found: version });
+        }
+        let cut = || RestoreError::Unreadable("cut short".into());
+        let (n, body) = body.split_first_chunk::<4>().ok_or_else(cut)?;
+        let n = u32::from_le_bytes(*n) as usize;
+        if n > super::FINISHED_REMEMBERED + 1 {
+            return Err(RestoreError::Unreadable(format!(
+                "{n} finished runs, more than are kept"
+            )));
+        }
+        let (ids, body) = body.split_at_checked(n * 8).ok_or_else(cut)?;
+        let (kept, body) = body.split_at_checked(n.div_ceil(8)).ok_or_else(cut)?;
+        let mut finished = Set::with_capacity_and_hasher(n, Default::default());
+        let mut finished_order = VecDeque::with_capacity(n);
+        for (i, id) in ids.chunks_exact(8).enumerate() {
+            let id = u64::from_le_bytes(id.try_into().expect("8 bytes"));
+            finished_order.push_back(id);
+            if kept[i / 8] & (1 << (i % 8)) != 0 {
+                finished.insert(id);
+            }
+        }
+        let saved: Saved = postcard::from_bytes(body).map_err(|e| RestoreError::Unreadable(e.to_string()))?;
+        if let Some(why) = Rules::of(profile, &cfg).differs_from(&saved.rules) {
+            return Err(RestoreError::OtherRules(why));
+        }
+        let mut check = RunCheck::new(profile, cfg);
+        for (name, n) in saved.totals {
+            let kind = RunFindingKind::ALL
+                .into_iter()
+                .find(|k| k.as_str() == name)
+                .ok_or_else(|| {
+                    RestoreError::Unreadable(format!("a finding kind this version does not know: {name:?}"))
+                })?;
+            check.totals.insert(kind, n);
+        }
+        check.finished_key = saved.finished_key;
+        check.finished = finished;
+        check.finished_order = finished_order;
+        check.newest_at = saved.newest_at;
+        check.silent_runs = saved.silent_runs;
+        check.silent_calls = saved.silent_calls;
+        check.given_up_active = saved.given_up_active;
+        check.runs = saved.runs;
+        // The sweep's indexes are derived from the runs, not saved.
+        for (id, run) in &check.runs {
+            if let Some(t) = run.queued {
+                check.by_activity.push(std::cmp::Reverse((t, id.clone())));
+            }
+            if run.touched {
+                check.touched.push(id.clone());
+            }
+        }
+        Ok(check)
+    }
+
+    /// Findings so far, by kind (for counters that restart with the process).
+    pub fn totals(&self) -> impl Iterator<Item = (RunFindingKind, u64)> + '_ {
+        RunFindingKind::ALL
+            .into_iter()
+            .map(|k| (k, self.total(k)))
+            .filter(|(_, n)| *n > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RunEvent;
+    use crate::finding::{RunFinding, RunSummary};
+    use crate::profile::AGENTRT;
+    use crate::synth::{Inject, RunGenerator};
+    use std::time::Duration;
+
+    /// agentrt's sequences with every fault injected, times that jump
+    /// (silences), go back, and are sometimes unreadable.
+    fn log(events: u64) -> Vec<(u64, String, String, String, String, String)> {
+        let injects: Vec<Inject> = [
+            "unknown-outcome@50",
+            "executed-twice@120",
+            "started-without-decision@300",
+            "left-running@400",
+            "event-after-finish@700",
+            "unknown-step@900",
+            "unrequested-approval@1100",
+            "left-running@1500",
+        ]
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
+        let mut g = RunGenerator::new(7, 12, injects);
+        let mut secs: u64 = 0;
+        (1..=events)
+            .map(|seq| {
+                let e = g.next_event(seq);
+                secs += if seq % 600 == 0 { 3600 } else { 1 };
+                let t = if seq % 97 == 0 { secs - 30 } else { secs };
+                let at = if seq % 331 == 0 {
+                    "yesterday".to_owned()
+                } else {
+                    humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_secs(1_786_953_600 + t))
+                        .to_string()
+                };
+                (seq, e.run_id, e.step_id, at, e.kind.to_owned(), e.payload)
+            })
+            .collect()
+    }
+
+    fn feed(c: &mut RunCheck, e: &(u64, String, String, String, String, String)) {
+        c.feed(&RunEvent {
+            seq: e.0,
+            run_id: e.1.as_bytes(),
+            step_id: e.2.as_bytes(),
+            at: e.3.as_bytes(),
+            kind: e.4.as_bytes(),
+            payload: e.5.as_bytes(),
+        });
+    }
+
+    type Seen = (Vec<RunFinding>, Vec<RunFinding>, Vec<RunSummary>);
+
+    fn take(c: &mut RunCheck, seen: &mut Seen) {
+        seen.0.extend(c.take_findings());
+        seen.1.extend(c.take_newly_silent());
+        seen.2.extend(c.take_summaries());
+    }
+
+    /// Everything the check says over `events`, saved and restored after
+    /// every event whose index `restart_at` picks.
+    fn run(events: &[(u64, String, String, String, String, String)], restart_at: impl Fn(usize) -> bool) -> Seen {
+        let mut c = RunCheck::new(&AGENTRT, RunCheckConfig::default());
+        let mut seen = Seen::default();
+        for (i, e) in events.iter().enumerate() {
+            feed(&mut c, e);
+            if i % 64 == 63 {
+                c.sweep();
+            }
+            if restart_at(i) {
+                take(&mut c, &mut seen);
+                let bytes = c.save();
+                c = RunCheck::restore(&AGENTRT, RunCheckConfig::default(), &bytes).unwrap();
+            }
+        }
+        c.finish();
+        take(&mut c, &mut seen);
+        seen
+    }
+
+    #[test]
+    fn a_check_restored_from_its_saved_state_says_exactly_what_one_never_stopped_says() {
+        let events = log(4000);
+        let whole = run(&events, |_| false);
+        assert!(
+            RunFindingKind::ALL
+                .iter()
+                .filter(|k| whole.0.iter().any(|f| f.kind == **k))
+                .count()
+                >= 6,
+            "the log exercises most rules: {:?}",
+            whole
+                .0
+                .iter()
+                .map(|f| f.kind)
+                .collect::<std::collections::BTreeSet<_>>()
+        );
+        assert!(!whole.1.is_empty(), "and silences");
+        for every in [1, 7, 64, 333, 1000] {
+            let restarted = run(&events, |i| i % every == every - 1);
+            assert_eq!(
+                format!("{:?}", restarted.0),
+                format!("{:?}", whole.0),
+                "findings, restarted every {every}"
+            );
+            // Runs that fall silent in one sweep come in the map's order, which is random.
+            let sorted = |v: &[RunFinding]| {
+                let mut v: Vec<String> = v.iter().map(|f| format!("{f:?}")).collect();
+                v.sort();
+                v
+            };
+            assert_eq!(sorted(&restarted.1), sorted(&whole.1), "provisional, every {every}");
+            assert_eq!(
+                format!("{:?}", restarted.2),
+                format!("{:?}", whole.2),
+                "summaries, every {every}"
+            );
+        }
+    }
+
+    /// The sweep looks only at runs that may have changed; what it finds
+    /// must be what looking at every run finds.
+    #[test]
+    fn the_sweep_by_last_activity_finds_what_looking_at_every_run_finds() {
+        let events = log(6000);
+        for limit in [Duration::from_secs(60), Duration::from_secs(15 * 60), Duration::ZERO] {
+            let cfg = RunCheckConfig {
+                open_after: limit,
+                ..RunCheckConfig::default()
+            };
+            let mut c = RunCheck::new(&AGENTRT, cfg);
+            let mut silences = 0;
+            for (i, e) in events.iter().enumerate() {
+                feed(&mut c, e);
+                if i % 50 != 49 {
+                    continue;
+                }
+                c.sweep();
+                silences += c.take_newly_silent().len();
+                let newest = c.newest_at.unwrap();
+                let (mut runs, mut calls) = (0, 0);
+                for (id, r) in &c.runs {
+                    let silent = r.last_at.is_some_and(|t| newest.saturating_sub(t) > c.limit_ms);
+                    assert_eq!(r.silent, silent, "run {id} after event {i}");
+                    if silent {
+                        runs += u64::from(!r.waiting());
+                        calls += r.unreported_open() as u64;
+                    }
+                }
+                assert_eq!((c.silent_runs(), c.silent_calls()), (runs, calls), "after event {i}");
+            }
+            assert!(silences > 0, "{limit:?}: the log has silences");
+        }
+    }
+
+    /// Runs that wait for an approval, or are all active at once, are held
+    /// to the cap too: silent waiting ones go first, then the least recently active.
+    #[test]
+    fn the_cap_on_open_runs_holds_for_runs_that_wait_or_never_go_quiet() {
+        let mut c = RunCheck::new(&AGENTRT, RunCheckConfig::default());
+        c.max_open = 100;
+        let mut seq = 0;
+        let mut waiting_given_up = 0;
+        for (hour, at) in ["2026-08-17T08:00:00Z", "2026-08-17T09:00:00Z"].iter().enumerate() {
+            for i in 0..2000 {
+                let run = format!("r{hour}-{i}");
+                for (step, kind, payload) in [
+                    ("", "run.created", "{}"),
+                    ("s", "approval.requested", r#"{"approval_id":"a"}"#),
+                ] {
+                    seq += 1;
+                    let event = (
+                        seq,
+                        run.clone(),
+                        step.to_owned(),
+                        at.to_string(),
+                        kind.to_owned(),
+                        payload.to_owned(),
+                    );
+                    feed(&mut c, &event);
+                }
+                if i % 64 == 63 {
+                    c.sweep();
+                    assert!(c.open_runs() <= 100, "{} open", c.open_runs());
+                    waiting_given_up += c
+                        .take_summaries()
+                        .iter()
+                        .filter(|s| s.status == crate::RunStatus::Waiting)
+                        .count();
+                }
+            }
+        }
+        assert!(
+            c.given_up_active() > 0,
+            "runs all active at once are given up past the cap"
+        );
+        assert!(
+            waiting_given_up >= 100,
+            "silent runs waiting for an approval are given up first"
+        );
+        assert_eq!(
+            c.total(RunFindingKind::LeftRunning),
+            0,
+            "a run waiting for an approval is not left running"
+        );
+    }
+
+    #[test]
+    fn saved_state_is_refused_under_other_rules_another_layout_or_damaged() {
+        let events = log(500);
+        let mut c = RunCheck::new(&AGENTRT, RunCheckConfig::default());
+        for e in &events {
+            feed(&mut c, e);
+        }
+        let bytes = c.save();
+        let other_limit = RunCheckConfig {
+            open_after: Duration::from_secs(60),
+            ..RunCheckConfig::default()
+        };
+        let err = RunCheck::restore(&AGENTRT, other_limit, &bytes).unwrap_err();
+        assert!(matches!(err, RestoreError::OtherRules(_)), "{err}");
+        let read_only = RunCheckConfig {
+            read_only_tools: vec!["fs.read_file".into()],
+            ..RunCheckConfig::default()
+        };
+        assert!(matches!(
+            RunCheck::restore(&AGENTRT, read_only, &bytes),
+            Err(RestoreError::OtherRules(_))
+        ));
+        let mut other_version = bytes.clone();
+        other_version[0] = VERSION + 1;
+        assert!(matches!(
+            RunCheck::restore(&AGENTRT, RunCheckConfig::default(), &other_version),
+            Err(RestoreError::Version { .. })
+        ));
+        // Cut anywhere: an error, never a panic, never a check.
+        for len in (0..bytes.len()).step_by(7) {
+            assert!(
+                RunCheck::restore(&AGENTRT, RunCheckConfig::default(), &bytes[..len]).is_err(),
+                "{len}"
+            );
+        }
+        assert_eq!(
+            RunCheck::restore(&AGENTRT, RunCheckConfig::default(), &bytes)
+                .unwrap()
+                .open_runs(),
+            c.open_runs()
+        );
+    }
+}
