@@ -10,12 +10,18 @@ use std::path::Path;
 /// Writes `content` to `tmp` (created with `mode`, before the umask),
 /// syncs it, renames it over `path` and syncs the directory. `tmp` must be
 /// in `path`'s directory (a rename does not cross file systems); a failed
-/// write removes it.
+/// write removes it. Whatever is at `tmp` beforehand is unlinked and a new
+/// file created in its place (`O_EXCL`): a symbolic or hard link planted
+/// there is never written through (it could name the audit database).
 pub fn replace(path: &Path, tmp: &Path, content: &[u8], mode: u32) -> std::io::Result<()> {
+    match std::fs::remove_file(tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
     let written = OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .mode(mode)
         .open(tmp)
         .and_then(|mut file| {
@@ -49,6 +55,21 @@ pub fn replace_per_process(path: &Path, content: &[u8], mode: u32) -> std::io::R
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_link_planted_at_the_temporary_name_is_never_written_through() {
+        let dir = std::env::temp_dir().join(format!("chainship-atomic-link-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (path, tmp, victim) = (dir.join("state"), dir.join("state.tmp"), dir.join("audit.db"));
+        std::fs::write(&victim, b"the audit database").unwrap();
+        std::os::unix::fs::symlink(&victim, &tmp).unwrap();
+        replace(&path, &tmp, b"state\n", 0o600).unwrap();
+        std::fs::hard_link(&victim, &tmp).unwrap();
+        replace(&path, &tmp, b"state again\n", 0o600).unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"the audit database");
+        assert_eq!(std::fs::read(&path).unwrap(), b"state again\n");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn replaces_whole_and_leaves_no_temporary_file() {

@@ -85,7 +85,9 @@ struct FindingLog {
     window: Option<std::time::Instant>,
     logged: u32,
     held_back: std::collections::BTreeMap<&'static str, u64>,
-    provisional_seen: std::collections::HashSet<(&'static str, String, u64)>,
+    /// Keyed hashes of (kind, run, seq): 8 bytes each, whatever the ids.
+    provisional_seen: std::collections::HashSet<u64>,
+    provisional_ids: std::collections::hash_map::RandomState,
     events: u64,
     unknown_types: u64,
     said_not_the_profile: bool,
@@ -136,11 +138,12 @@ impl FindingLog {
     }
 
     /// Whether a provisional finding is new (each is logged once).
-    fn first_time(&mut self, key: (&'static str, String, u64)) -> bool {
+    fn first_time(&mut self, key: (&'static str, &str, u64)) -> bool {
+        use std::hash::BuildHasher;
         if self.provisional_seen.len() >= REMEMBERED_PROVISIONAL {
             self.provisional_seen.clear();
         }
-        self.provisional_seen.insert(key)
+        self.provisional_seen.insert(self.provisional_ids.hash_one(key))
     }
 
     /// Counts events the profile does not know, and says once when most
@@ -348,7 +351,7 @@ impl FollowerRunCheck {
             );
         }
         for f in self.check.take_newly_silent() {
-            if !self.log.first_time((f.kind.as_str(), f.run_id.clone(), f.seq)) || !self.log.admit(f.kind.as_str()) {
+            if !self.log.first_time((f.kind.as_str(), &f.run_id, f.seq)) || !self.log.admit(f.kind.as_str()) {
                 continue;
             }
             tracing::warn!(

@@ -57,15 +57,33 @@ impl RunStateFile {
     /// file that is there cannot be used.
     pub fn load(&self) -> Result<Option<SavedState>, String> {
         use std::io::Read;
-        let file = match std::fs::File::open(&self.path) {
+        use std::os::unix::fs::OpenOptionsExt;
+        // Non-blocking: a FIFO planted here must not hang the start.
+        let file = match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&self.path)
+        {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e.to_string()),
         };
-        let mut bytes = Vec::new();
-        file.take(MAX_BYTES as u64 + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| e.to_string())?;
+        let meta = file.metadata().map_err(|e| e.to_string())?;
+        if !meta.is_file() {
+            return Err("not a regular file".into());
+        }
+        if meta.len() > MAX_BYTES as u64 {
+            return Err(format!("larger than {} MiB", MAX_BYTES >> 20));
+        }
+        // The magic first: a large file that is something else is not read whole.
+        let mut bytes = vec![0; MAGIC.len()];
+        let mut file = file.take(MAX_BYTES as u64 + 1);
+        file.read_exact(&mut bytes)
+            .map_err(|_| "not a chainship run state (or another version of one)".to_owned())?;
+        if bytes != MAGIC {
+            return Err("not a chainship run state (or another version of one)".into());
+        }
+        file.read_to_end(&mut bytes).map_err(|e| e.to_string())?;
         if bytes.len() > MAX_BYTES {
             return Err(format!("larger than {} MiB", MAX_BYTES >> 20));
         }
@@ -152,6 +170,14 @@ mod tests {
             std::fs::write(file.path(), &bytes[..cut]).unwrap();
             assert!(file.load().is_err(), "cut at {cut}");
         }
+        // Not a regular file, or something else that is large: refused at once, not read whole.
+        std::fs::remove_file(file.path()).unwrap();
+        let path = std::ffi::CString::new(file.path().as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+        assert!(file.load().unwrap_err().contains("not a regular file"));
+        std::fs::remove_file(file.path()).unwrap();
+        std::fs::write(file.path(), vec![0u8; 1 << 20]).unwrap();
+        assert!(file.load().unwrap_err().contains("not a chainship run state"));
         for flip in [MAGIC.len() + 2, MAGIC.len() + 20, bytes.len() - 40, bytes.len() - 3] {
             let mut damaged = bytes.clone();
             damaged[flip] ^= 1;

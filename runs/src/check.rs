@@ -2,10 +2,12 @@
 //!
 //! State is kept for runs not yet finished (their steps, open tool starts,
 //! model calls and approvals), plus the ids of recently finished runs; past
-//! 20,000 open runs the longest-silent ones are given up and their state
-//! dropped (those waiting for an approval after the others, active ones
-//! only when that is not enough), so memory stays bounded however many
-//! runs a crashing runtime abandons or a hostile log opens.
+//! 20,000 open runs (or 60,000 steps, approvals and open calls across
+//! them) the longest-silent ones are given up and their state dropped
+//! (those waiting for an approval after the others, active ones only when
+//! that is not enough), and ids longer than 128 bytes are kept short, so
+//! memory stays bounded however many runs a crashing runtime abandons or
+//! a hostile log opens.
 //!
 //! Time is the events' own `at`, never the wall clock. Silence is a state,
 //! not an event: a run whose last event is older than the open limit (by
@@ -23,6 +25,7 @@ use std::time::Duration;
 
 use chainship_chain::EventRef;
 use serde::{Deserialize, Serialize};
+use sha2::Digest;
 
 use crate::finding::{RunFinding, RunFindingKind, RunStatus, RunSummary};
 use crate::payload::Payload;
@@ -41,6 +44,16 @@ const FINISHED_REMEMBERED: usize = 200_000;
 /// `give_up_past_the_cap`). About 1.3 KB each on hostile data (three small
 /// maps per run): 20,000 keep the check near 26 MB whatever the log holds.
 const MAX_OPEN_RUNS: usize = 20_000;
+
+/// Steps, approvals and open calls kept across the open runs; past this,
+/// runs are given up as past `MAX_OPEN_RUNS`. With ids and tool names held
+/// to `MAX_ID` bytes, an entry costs at most ~600 bytes.
+const MAX_ENTRIES: usize = 60_000;
+
+/// Ids and tool names longer than this are kept as a prefix and a keyed
+/// hash (still one id per id), so a hostile log cannot grow the state by
+/// making them long.
+const MAX_ID: usize = 128;
 
 /// What the check is told.
 #[derive(Clone, Debug)]
@@ -174,6 +187,8 @@ struct Run {
     touched: bool,
     /// What it adds to `silent_runs` and `silent_calls` while silent.
     counted: (u64, u64),
+    /// Its steps, approvals and open calls as counted in `RunCheck::entries`.
+    accounted: usize,
     steps: Map<String, Step>,
     approvals: Map<String, Approval>,
     /// Open model calls by call id.
@@ -196,10 +211,15 @@ impl Run {
             queued: None,
             touched: false,
             counted: (0, 0),
+            accounted: 0,
             steps: Map::default(),
             approvals: Map::default(),
             model_calls: Map::default(),
         }
+    }
+
+    fn entries(&self) -> usize {
+        self.steps.len() + self.approvals.len() + self.model_calls.len()
     }
 
     fn waiting(&self) -> bool {
@@ -226,8 +246,12 @@ pub struct RunCheck {
     cfg: RunCheckConfig,
     /// The open limit, in milliseconds.
     limit_ms: i64,
-    /// Open runs kept before silent ones are given up.
+    /// Open runs kept before some are given up.
     max_open: usize,
+    /// Steps, approvals and open calls kept before runs are given up.
+    max_entries: usize,
+    /// Steps, approvals and open calls held now (each run's `accounted`).
+    entries: usize,
     runs: Map<String, Run>,
     /// Runs not silent, by the time they were last active, oldest first,
     /// so a sweep looks only at those that may have fallen silent. Lazy: an
@@ -284,6 +308,8 @@ impl RunCheck {
             profile,
             limit_ms,
             max_open: MAX_OPEN_RUNS,
+            max_entries: MAX_ENTRIES,
+            entries: 0,
             cfg,
             runs: Map::default(),
             by_activity: BinaryHeap::new(),
@@ -401,10 +427,44 @@ impl RunCheck {
     }
 
     pub fn feed(&mut self, e: &RunEvent<'_>) {
-        // Borrowed unless not UTF-8: most events allocate nothing here.
-        let run_cow = lossy(e.run_id);
-        let step_cow = lossy(e.step_id);
-        let (run_id, step_id): (&str, &str) = (&run_cow, &step_cow);
+        let run_cow = self.short(lossy(e.run_id));
+        self.feed_one(e, &run_cow);
+        if let Some(run) = self.runs.get_mut(run_cow.as_ref()) {
+            let now = run.entries();
+            self.entries = self.entries + now - run.accounted;
+            run.accounted = now;
+        }
+        // Checked per event, not per sweep: the same log gives up the same
+        // runs however it is paged.
+        if self.runs.len() > self.max_open || self.entries > self.max_entries {
+            self.give_up_past_the_cap();
+        }
+    }
+
+    /// An id or tool name as kept: itself, or when longer than `MAX_ID` a
+    /// prefix and 128 bits of its SHA-256 (unkeyed, so every verifier names
+    /// it the same; collisions out of reach).
+    fn short<'a>(&self, text: std::borrow::Cow<'a, str>) -> std::borrow::Cow<'a, str> {
+        if text.len() <= MAX_ID {
+            return text;
+        }
+        let mut cut = 64;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let digest = sha2::Sha256::digest(text.as_bytes());
+        let hash: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+        std::borrow::Cow::Owned(format!("{}…({} bytes, sha256 {hash}…)", &text[..cut], text.len()))
+    }
+
+    fn short_str<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        self.short(std::borrow::Cow::Borrowed(text))
+    }
+
+    fn feed_one(&mut self, e: &RunEvent<'_>, run_id: &str) {
+        // Borrowed unless not UTF-8 or long: most events allocate nothing here.
+        let step_cow = self.short(lossy(e.step_id));
+        let step_id: &str = &step_cow;
         let at = millis(e.at);
         if let Some(t) = at {
             self.newest_at = Some(self.newest_at.map_or(t, |n| n.max(t)));
@@ -485,7 +545,7 @@ impl RunCheck {
             Role::StepStarted => self.step_started(run_id, step_id, e.seq),
             Role::StepDecided => {
                 let tool = match payload.kind.get() {
-                    Some("tool_call") => payload.tool.get().unwrap_or("").to_owned(),
+                    Some("tool_call") => self.short_str(payload.tool.get().unwrap_or("")).into_owned(),
                     _ => String::new(),
                 };
                 let args = payload.args.map(|a| self.args(a.get()));
@@ -496,10 +556,11 @@ impl RunCheck {
             Role::StepPolicy => self.policy(run_id, step_id, payload.outcome.get()),
             Role::ApprovalRequested => {
                 if let Some(id) = payload.approval_id.get() {
+                    let id = self.short_str(id).into_owned();
                     let for_rerun = self.step(run_id, step_id).interrupted;
                     let run = self.runs.get_mut(run_id).expect("inserted above");
                     run.approvals.insert(
-                        id.to_owned(),
+                        id,
                         Approval {
                             step_id: step_id.to_owned(),
                             for_rerun,
@@ -527,7 +588,7 @@ impl RunCheck {
             }
             Role::ModelDispatched => self.model_dispatched(run_id, step_id, e.seq, &payload),
             Role::ModelCompleted | Role::ModelFailed => {
-                let id = call_key(&payload, step_id);
+                let id = self.short_str(&call_key(&payload, step_id)).into_owned();
                 if let Some(run) = self.runs.get_mut(run_id) {
                     run.model_calls.remove(&id);
                 }
@@ -587,7 +648,7 @@ impl RunCheck {
 
     fn approval_decided(&mut self, run_id: &str, step_id: &str, seq: u64, payload: &Payload<'_>) {
         let approved = payload.status.get() == Some(self.profile.approved_status);
-        let Some(id) = payload.approval_id.get() else {
+        let Some(id) = payload.approval_id.get().map(|id| self.short_str(id).into_owned()) else {
             self.report(
                 RunFindingKind::UnrequestedApproval,
                 run_id,
@@ -599,7 +660,7 @@ impl RunCheck {
             return;
         };
         let run = self.runs.get_mut(run_id).expect("inserted above");
-        let Some(approval) = run.approvals.get_mut(id) else {
+        let Some(approval) = run.approvals.get_mut(&id) else {
             self.report(
                 RunFindingKind::UnrequestedApproval,
                 run_id,
@@ -637,9 +698,12 @@ impl RunCheck {
     }
 
     fn tool_started(&mut self, run_id: &str, step_id: &str, seq: u64, payload: &Payload<'_>) {
-        let tool = payload.tool.get().unwrap_or("(unnamed tool)").to_owned();
+        let tool = self
+            .short_str(payload.tool.get().unwrap_or("(unnamed tool)"))
+            .into_owned();
         let side_effect = self.is_side_effect(&tool);
         let started_args = payload.args.map(|a| self.args(a.get()));
+        let named = payload.approval_id.get().map(|id| self.short_str(id).into_owned());
         let mut found: Vec<(RunFindingKind, String)> = Vec::new();
         let run = self.runs.get_mut(run_id).expect("inserted above");
         run.tool_calls += 1;
@@ -647,7 +711,6 @@ impl RunCheck {
             run.side_effects += 1;
         }
         // The grant it names, if any: this run's, this step's, approved, unused.
-        let named = payload.approval_id.get().map(str::to_owned);
         let mut decided = false;
         if let Some(id) = &named {
             match run.approvals.get_mut(id) {
@@ -759,7 +822,7 @@ impl RunCheck {
     }
 
     fn model_dispatched(&mut self, run_id: &str, step_id: &str, seq: u64, payload: &Payload<'_>) {
-        let id = call_key(payload, step_id);
+        let id = self.short_str(&call_key(payload, step_id)).into_owned();
         let run = self.runs.get_mut(run_id).expect("inserted above");
         let previous = run.model_calls.insert(
             id.clone(),
@@ -858,6 +921,7 @@ impl RunCheck {
     /// Removes a run, and what it added to the silent counts.
     fn remove_run(&mut self, run_id: &str) -> Option<Run> {
         let run = self.runs.remove(run_id)?;
+        self.entries -= run.accounted;
         if run.silent {
             self.silent_runs -= run.counted.0;
             self.silent_calls -= run.counted.1;
@@ -963,7 +1027,6 @@ impl RunCheck {
                 });
             }
         }
-        self.give_up_past_the_cap();
     }
 
     /// Memory stays bounded whatever the log holds: past the cap, runs are
@@ -974,32 +1037,38 @@ impl RunCheck {
     /// [`RunCheck::given_up_active`]). Below the cap nothing is given up, so
     /// a follower and `runs` over the same log agree.
     fn give_up_past_the_cap(&mut self) {
-        if self.runs.len() <= self.max_open {
-            return;
-        }
-        // Down to a tenth below the cap, so the runs are ranked once per
-        // many new ones, not on every sweep.
-        let excess = self.runs.len() - (self.max_open - self.max_open / 10);
+        // Down to a tenth below the caps, so the runs are ranked once per
+        // many new ones, not on every event.
+        let runs_target = self.max_open - self.max_open / 10;
+        let entries_target = self.max_entries - self.max_entries / 10;
+        // Silence is judged here from the events' own times, not from the
+        // last sweep, so the same log gives up the same runs however it is paged.
+        let (newest, limit) = (self.newest_at, self.limit_ms);
         let mut order: Vec<(u8, i64, &str)> = self
             .runs
             .iter()
             .map(|(id, r)| {
-                let rank = match (r.silent, r.waiting()) {
-                    (true, false) => 0,
-                    (true, true) => 1,
-                    (false, _) => 2,
-                };
-                (rank, r.last_at.unwrap_or(i64::MIN), id.as_str())
+                let silent = newest.zip(r.last_at).is_some_and(|(n, t)| n.saturating_sub(t) > limit);
+                match (silent, r.waiting()) {
+                    (true, false) => (0, r.last_at.unwrap_or(i64::MIN), id.as_str()),
+                    (true, true) => (1, r.last_at.unwrap_or(i64::MIN), id.as_str()),
+                    // Least recently active first, by the log's own order.
+                    (false, _) => (2, r.last_seq as i64, id.as_str()),
+                }
             })
             .collect();
-        // The `excess` first by (rank, time, id), a total order: the same log
-        // gives up the same runs, without sorting every open run.
-        if excess < order.len() {
-            order.select_nth_unstable(excess);
-            order.truncate(excess);
-        }
+        // A total order: the same log gives up the same runs.
         order.sort_unstable();
-        let chosen: Vec<(u8, String)> = order.into_iter().map(|(rank, _, id)| (rank, id.to_owned())).collect();
+        let (mut runs, mut entries) = (self.runs.len(), self.entries);
+        let mut chosen: Vec<(u8, String)> = Vec::new();
+        for (rank, _, id) in order {
+            if runs <= runs_target && entries <= entries_target {
+                break;
+            }
+            runs -= 1;
+            entries -= self.runs[id].accounted;
+            chosen.push((rank, id.to_owned()));
+        }
         for (rank, id) in chosen {
             let status = match rank {
                 0 => RunStatus::LeftRunning,
