@@ -46,7 +46,7 @@ pub fn resume(db: &EventDb, delivery: &mut Delivery, start: StartFrom) -> Result
         })?;
         if !holds {
             return Err(FollowError::integrity(format!(
-                "the sink {sink_name} no longer holds seq {} that the cursor says was delivered ({cursor}): restored from an older copy, truncated, or deleted (or a new sink given an old cursor: start a new cursor for it); delivering on would leave a gap",
+                "the sink {sink_name} no longer holds seq {} that the cursor says was delivered ({cursor}): restored from an older copy, truncated, or deleted (or a new sink, or one written under another --origin, given an old cursor: start a new cursor for it); delivering on would leave a gap",
                 cursor.seq
             )));
         }

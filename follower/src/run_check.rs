@@ -14,8 +14,10 @@
 //! again (the counters restart with the process) but not logged again.
 //!
 //! The thread saves the state now and then (every few seconds at most,
-//! never more than a tenth of its time), and once more on the way out,
-//! each time only after the sink acknowledged the event it describes.
+//! never more than a tenth of its time), and once more on the way out
+//! unless the saved one is fewer than 4,096 events behind (reading those
+//! again costs less than writing), each time only after the sink
+//! acknowledged the event it describes.
 
 use std::time::{Duration, Instant};
 
@@ -66,6 +68,9 @@ struct Saver {
 
 /// Saved after this many events even before the interval is over.
 const SAVE_EVENTS: u64 = 1 << 18;
+/// On the way out, a state fewer events behind than this is kept as it is:
+/// the next start reads them again in less time than writing costs.
+const EXIT_SAVE_EVENTS: u64 = 4096;
 
 /// How many findings are logged one by one in each [`LOG_INTERVAL`]; past
 /// that they are counted by kind and summed up in one line.
@@ -439,7 +444,11 @@ impl Saver {
     /// The follower is stopping: the state as of the last event fed, if
     /// the sink holds it (else the one waiting, if it does).
     fn on_exit(&mut self, check: &mut RunCheck, fed: Option<Head>) {
-        if let Some(head) = fed.filter(|h| Some(*h) != self.saved && self.delivered(*h)) {
+        let close_enough = |h: &Head| {
+            self.saved
+                .is_some_and(|s| h.seq.saturating_sub(s.seq) < EXIT_SAVE_EVENTS)
+        };
+        if let Some(head) = fed.filter(|h| Some(*h) != self.saved && !close_enough(h) && self.delivered(*h)) {
             self.waiting = None;
             self.take(check, head);
         }

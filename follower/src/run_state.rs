@@ -2,7 +2,7 @@
 //! so a restart reads only what came after it instead of the whole log.
 //!
 //! The file says which log and which event it describes (the origin and
-//! the `seq:hash` of the last event fed) and ends with the SHA-256 of all
+//! the `seq:hash` of the last event fed) and ends with the CRC-32 of all
 //! before it. It is written like the cursor (temp file, fsync, rename,
 //! fsync of the directory), and only once the sink has acknowledged the
 //! event it describes, so it never runs ahead of what was delivered. A
@@ -12,14 +12,17 @@
 //!
 //! Layout: `chainship-run-state/1\n`, then the origin, the head (`SEQ:HASH`)
 //! and the check's own bytes, each as a big-endian u32 length and the bytes,
-//! then the 32-byte digest.
+//! then the big-endian CRC-32 (IEEE) of all before it. The CRC finds damage
+//! (a torn write, a flipped bit); it is not a seal: whoever can write here
+//! can write the cursor too, and the state is only used when the database
+//! holds its `seq:hash`. It replaced a SHA-256, which was most of the time
+//! a restart spent reading a large state.
 
 use std::path::{Path, PathBuf};
 
 use chainship_chain::Head;
-use sha2::{Digest, Sha256};
 
-const MAGIC: &[u8] = b"chainship-run-state/1\n";
+const MAGIC: &[u8] = b"chainship-run-state/2\n";
 
 /// Larger saved states are not written (nor read): the check's own caps
 /// keep real ones far below this; a restart then rebuilds from the log.
@@ -76,7 +79,8 @@ impl RunStateFile {
             return Err(format!("larger than {} MiB", MAX_BYTES >> 20));
         }
         // The magic first: a large file that is something else is not read whole.
-        let mut bytes = vec![0; MAGIC.len()];
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        bytes.resize(MAGIC.len(), 0);
         let mut file = file.take(MAX_BYTES as u64 + 1);
         file.read_exact(&mut bytes)
             .map_err(|_| "not a chainship run state (or another version of one)".to_owned())?;
@@ -87,18 +91,23 @@ impl RunStateFile {
         if bytes.len() > MAX_BYTES {
             return Err(format!("larger than {} MiB", MAX_BYTES >> 20));
         }
-        self.decode(&bytes).map(Some)
+        let (head, check) = self.decode(&bytes)?;
+        // The check's bytes are most of the file: cut down to them, not copied.
+        bytes.truncate(check.end);
+        bytes.drain(..check.start);
+        Ok(Some(SavedState { head, check: bytes }))
     }
 
-    fn decode(&self, bytes: &[u8]) -> Result<SavedState, String> {
+    /// The head and where the check's bytes are.
+    fn decode(&self, bytes: &[u8]) -> Result<(Head, std::ops::Range<usize>), String> {
         let body = bytes
             .strip_prefix(MAGIC)
             .ok_or("not a chainship run state (or another version of one)")?;
         let (fields, digest) = body
-            .split_at_checked(body.len().saturating_sub(32))
-            .filter(|(_, d)| d.len() == 32)
+            .split_at_checked(body.len().saturating_sub(4))
+            .filter(|(_, d)| d.len() == 4)
             .ok_or("cut short")?;
-        if Sha256::digest(&bytes[..bytes.len() - 32]).as_slice() != digest {
+        if crc32fast::hash(&bytes[..bytes.len() - 4]).to_be_bytes() != digest {
             return Err("its checksum does not hold (damaged or cut short)".into());
         }
         let mut rest = fields;
@@ -120,22 +129,23 @@ impl RunStateFile {
             .ok()
             .and_then(|h| h.parse::<Head>().ok())
             .ok_or("its head is not SEQ:HASH")?;
-        let check = field()?.to_vec();
-        Ok(SavedState { head, check })
+        let check = field()?;
+        let start = check.as_ptr() as usize - bytes.as_ptr() as usize;
+        Ok((head, start..start + check.len()))
     }
 
     /// Replaces the file with `check` as of `head`, atomically and durably.
     pub fn store(&self, head: Head, check: &[u8]) -> std::io::Result<()> {
         let head = head.to_string();
-        let mut bytes = Vec::with_capacity(MAGIC.len() + 12 + self.origin.len() + head.len() + check.len() + 32);
+        let mut bytes = Vec::with_capacity(MAGIC.len() + 12 + self.origin.len() + head.len() + check.len() + 4);
         bytes.extend_from_slice(MAGIC);
         for value in [self.origin.as_bytes(), head.as_bytes(), check] {
             let len = u32::try_from(value.len()).map_err(|_| std::io::Error::other("too large"))?;
             bytes.extend_from_slice(&len.to_be_bytes());
             bytes.extend_from_slice(value);
         }
-        let digest = Sha256::digest(&bytes);
-        bytes.extend_from_slice(&digest);
+        let crc = crc32fast::hash(&bytes);
+        bytes.extend_from_slice(&crc.to_be_bytes());
         crate::cursor::write_atomically(&self.path, &bytes)
     }
 
@@ -166,7 +176,7 @@ mod tests {
         assert!(other.load().unwrap_err().contains("not this follower's"));
 
         let bytes = std::fs::read(file.path()).unwrap();
-        for cut in [0, 5, MAGIC.len(), MAGIC.len() + 3, bytes.len() - 33, bytes.len() - 1] {
+        for cut in [0, 5, MAGIC.len(), MAGIC.len() + 3, bytes.len() - 5, bytes.len() - 1] {
             std::fs::write(file.path(), &bytes[..cut]).unwrap();
             assert!(file.load().is_err(), "cut at {cut}");
         }
@@ -178,7 +188,7 @@ mod tests {
         std::fs::remove_file(file.path()).unwrap();
         std::fs::write(file.path(), vec![0u8; 1 << 20]).unwrap();
         assert!(file.load().unwrap_err().contains("not a chainship run state"));
-        for flip in [MAGIC.len() + 2, MAGIC.len() + 20, bytes.len() - 40, bytes.len() - 3] {
+        for flip in [MAGIC.len() + 2, MAGIC.len() + 20, bytes.len() - 6, bytes.len() - 3] {
             let mut damaged = bytes.clone();
             damaged[flip] ^= 1;
             std::fs::write(file.path(), &damaged).unwrap();

@@ -19,7 +19,7 @@
 //! tool call that does finish is never reported.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::collections::{BinaryHeap, HashMap};
 use std::hash::BuildHasher;
 use std::time::Duration;
 
@@ -27,6 +27,7 @@ use chainship_chain::EventRef;
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
 
+use self::finished::FinishedRuns;
 use crate::finding::{RunFinding, RunFindingKind, RunStatus, RunSummary};
 use crate::payload::Payload;
 use crate::profile::{Profile, Role};
@@ -35,10 +36,6 @@ use crate::time::millis;
 /// Maps keyed by ids the log's writer chose: a fast hash with a random
 /// seed per process, so crafted ids cannot make lookups slow.
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-type Set<K> = HashSet<K, foldhash::fast::RandomState>;
-
-/// Finished runs remembered to catch events after their finish.
-const FINISHED_REMEMBERED: usize = 200_000;
 
 /// Open runs kept in memory; past this, runs are given up (see
 /// `give_up_past_the_cap`). About 1.3 KB each on hostile data (three small
@@ -259,14 +256,12 @@ pub struct RunCheck {
     by_activity: BinaryHeap<Reverse<(i64, String)>>,
     /// Silent runs fed since the last sweep, to look at again.
     touched: Vec<String>,
-    /// Finished runs, by a keyed hash of their id (8 bytes each, not the id:
-    /// the set is large; the key is random, so ids cannot be made to collide).
-    finished: Set<u64>,
+    /// Finished runs, by a keyed hash of their id (see [`finished`]).
+    finished: FinishedRuns,
     /// The SipHash key of `finished` (saved with it, see [`RunCheck::save`]).
     finished_key: [u64; 2],
     /// The profile's event types, for a lookup per event.
     roles: Map<&'static [u8], Role>,
-    finished_order: VecDeque<u64>,
     newest_at: Option<i64>,
     findings: Vec<RunFinding>,
     /// Runs and calls that fell silent since the last take (provisional).
@@ -314,14 +309,13 @@ impl RunCheck {
             runs: Map::default(),
             by_activity: BinaryHeap::new(),
             touched: Vec::new(),
-            finished: Set::default(),
+            finished: FinishedRuns::default(),
             finished_key: random_key(),
             roles: profile
                 .types
                 .iter()
                 .map(|&(name, role)| (name.as_bytes(), role))
                 .collect(),
-            finished_order: VecDeque::new(),
             newest_at: None,
             findings: Vec::new(),
             newly_silent: Vec::new(),
@@ -380,9 +374,7 @@ impl RunCheck {
 
     /// A finished run's id as kept: a keyed hash, so ids cannot be chosen to collide.
     fn finished_id(&self, run_id: &str) -> u64 {
-        let mut h = siphasher::sip::SipHasher13::new_with_keys(self.finished_key[0], self.finished_key[1]);
-        std::hash::Hasher::write(&mut h, run_id.as_bytes());
-        std::hash::Hasher::finish(&h)
+        FinishedRuns::id(self.finished_key, run_id)
     }
 
     fn is_side_effect(&self, tool: &str) -> bool {
@@ -469,7 +461,8 @@ impl RunCheck {
         if let Some(t) = at {
             self.newest_at = Some(self.newest_at.map_or(t, |n| n.max(t)));
         }
-        if self.finished.remove(&self.finished_id(run_id)) {
+        // An open run is never among the finished: only others are looked up.
+        if !self.runs.contains_key(run_id) && self.finished.take(self.finished_id(run_id)) {
             // Named once; what follows is checked as a run of its own, so a
             // reused run id hides nothing.
             let kind = text(e.kind);
@@ -852,14 +845,7 @@ impl RunCheck {
         );
         let Some(run) = self.remove_run(run_id) else { return };
         self.summaries.push(summary(run_id, &run, RunStatus::Finished));
-        let id = self.finished_id(run_id);
-        self.finished.insert(id);
-        self.finished_order.push_back(id);
-        if self.finished_order.len() > FINISHED_REMEMBERED
-            && let Some(old) = self.finished_order.pop_front()
-        {
-            self.finished.remove(&old);
-        }
+        self.finished.insert(self.finished_id(run_id));
     }
 
     /// Reports every tool start and model call of the run still open.
@@ -1150,6 +1136,7 @@ fn summary(run_id: &str, run: &Run, status: RunStatus) -> RunSummary {
     }
 }
 
+mod finished;
 mod saved;
 pub use saved::RestoreError;
 

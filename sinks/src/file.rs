@@ -254,7 +254,10 @@ impl Sink for FileSink {
             Some(end) => last_newline_before(file, end).map_err(io)?.map_or(0, |p| p + 1),
         };
         let line = read_at(file, start, (from.offset - 1 - start) as usize).map_err(io)?;
-        Ok(Record::parse(&line).is_ok_and(|r| r.seq == head.seq && r.hash.as_bytes() == &head.hash[..]))
+        // Another origin's record at that seq is not ours (a follower given
+        // another --origin would otherwise append its chain to this one's).
+        Ok(Record::parse(&line)
+            .is_ok_and(|r| r.origin == self.origin && r.seq == head.seq && r.hash.as_bytes() == &head.hash[..]))
     }
 
     async fn deliver(&mut self, batch: &Batch) -> Result<(), SinkError> {
@@ -348,6 +351,27 @@ mod tests {
             assert!(e.message.contains("not a chainship JSON Lines file"), "{name}: {e}");
             assert_eq!(std::fs::read(&path).unwrap(), bytes, "{name} was changed");
         }
+    }
+
+    #[test]
+    fn the_cursors_record_counts_only_under_this_sinks_origin() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        let hash = "a".repeat(64);
+        let line = serde_json::json!({"origin":"a","seq":1,"run_id":"r","step_id":"","at":"t","type":"k",
+            "payload_json":"{}","hash":hash,"prev_hash":""});
+        std::fs::write(&path, format!("{line}\n")).unwrap();
+        let head = Head::from_stored(1, hash.as_bytes()).unwrap();
+        let holds = |origin: &str| {
+            let mut sink = FileSink::new(&path, origin);
+            tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap()
+                .block_on(sink.holds(head))
+                .unwrap()
+        };
+        assert!(holds("a"));
+        assert!(!holds("b"), "another origin's record stood in for the cursor's");
     }
 
     #[test]

@@ -421,3 +421,26 @@ fn records_past_the_cursor_do_not_stand_in_for_its_own() {
     assert!(stderr(&res).contains("no longer holds seq 50"), "{}", stderr(&res));
     assert_eq!(std::fs::read_to_string(&out).unwrap(), kept);
 }
+
+#[test]
+fn a_follower_of_another_origin_does_not_append_to_this_ones_sink() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "a.db", 60);
+    let (out, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
+    assert_eq!(code(&follow_once(&db, &out, &cursor, &["--from-start"])), 0);
+    let before = std::fs::read(&out).unwrap();
+    append(&db, 5);
+    // The same cursor and file, a follower told another --origin.
+    let res = Follow::new(&db, "other/origin")
+        .file_sink(&out)
+        .args(["--cursor", &format!("file:{}", path_str(&cursor))])
+        .once()
+        .output();
+    assert_eq!(code(&res), 1, "{}", stderr(&res));
+    assert!(stderr(&res).contains("another --origin"), "{}", stderr(&res));
+    assert_eq!(
+        std::fs::read(&out).unwrap(),
+        before,
+        "records of another origin were appended"
+    );
+}

@@ -652,25 +652,28 @@ fn an_altered_range_names_its_runs_and_the_side_effects_to_reconcile() {
     assert!(json["affected"].is_null());
 }
 
+/// `follow --once` into a file sink, logging at info (the run check says how it rebuilt).
+fn follow_once_logged(db: &Path, sink: &Path, cursor: &Path, extra: &[&str]) -> std::process::Output {
+    bin()
+        .env("RUST_LOG", "info")
+        .args(["follow", "--once", "--db", path_str(db), "--origin", ORIGIN])
+        .args([
+            "--sink",
+            &format!("file:{}", path_str(sink)),
+            "--cursor",
+            path_str(cursor),
+        ])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn a_follower_never_rebuilds_its_runs_from_rows_rewritten_under_its_cursor() {
     let dir = tempfile::TempDir::new().unwrap();
     let db = generate(dir.path(), "r.db", 500);
     let (sink, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
-    let follow = |extra: &[&str]| {
-        bin()
-            .env("RUST_LOG", "info")
-            .args(["follow", "--once", "--db", path_str(&db), "--origin", ORIGIN])
-            .args([
-                "--sink",
-                &format!("file:{}", path_str(&sink)),
-                "--cursor",
-                path_str(&cursor),
-            ])
-            .args(extra)
-            .output()
-            .unwrap()
-    };
+    let follow = |extra: &[&str]| follow_once_logged(&db, &sink, &cursor, extra);
     let out = follow(&["--from-start"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     // A policy decision rewritten before the cursor, its hash left as it was.
@@ -706,6 +709,46 @@ fn a_follower_never_rebuilds_its_runs_from_rows_rewritten_under_its_cursor() {
         stderr(&out).contains(&format!("the chain breaks at seq {seq} before the resume point")),
         "{}",
         stderr(&out)
+    );
+}
+
+#[test]
+fn a_follower_stopping_a_few_events_past_its_saved_state_keeps_it_and_a_restart_reads_them_again() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let db = generate(dir.path(), "r.db", 500);
+    let (sink, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
+    let follow = |extra: &[&str]| {
+        let out = follow_once_logged(&db, &sink, &cursor, extra);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        stderr(&out)
+    };
+    follow(&["--from-start"]);
+    let state = dir.path().join("cursor.runs");
+    let saved = std::fs::read(&state).unwrap();
+    // 20 more: not worth writing the state again on the way out.
+    append(&db, 20);
+    let said = follow(&[]);
+    assert!(
+        said.contains("from the state saved at seq 500 and the 0 event(s)"),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read(&state).unwrap(),
+        saved,
+        "the state was written again for 20 events"
+    );
+    // The next start reads those 20 again, along the chain, and then 5,000 more are worth a save.
+    append(&db, 5000);
+    let said = follow(&[]);
+    assert!(
+        said.contains("from the state saved at seq 500 and the 20 event(s)"),
+        "{said}"
+    );
+    append(&db, 1);
+    let said = follow(&[]);
+    assert!(
+        said.contains("from the state saved at seq 5520 and the 0 event(s)"),
+        "{said}"
     );
 }
 

@@ -7,21 +7,19 @@
 //! caller saves right after taking them. The rules it was made under are
 //! saved too; under other rules the bytes are refused, not reinterpreted.
 //! Layout: a version byte (changed whenever the layout does); the finished
-//! runs' hashes, oldest first, as a u32 count and 8 bytes each, then a bit
-//! per hash saying whether it is still in the set (the bulk of a large
-//! state, written and read as plain bytes); then the rest in postcard
-//! (compact, no field names).
-
-use std::collections::VecDeque;
+//! runs' hashes as their sorted generations (the bulk of a large state,
+//! written and read as plain 8-byte words, see [`super::finished`]); then
+//! the rest in postcard (compact, no field names).
 
 use serde::{Deserialize, Serialize};
 
-use super::{Map, Run, RunCheck, RunCheckConfig, Set, saturating_ms};
+use super::finished::FinishedRuns;
+use super::{Map, Run, RunCheck, RunCheckConfig, saturating_ms};
 use crate::finding::RunFindingKind;
 use crate::profile::Profile;
 
 /// Bumped whenever [`Saved`] (or anything it holds) changes shape.
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 
 /// Why saved bytes cannot be used (the caller rebuilds from the log).
 #[derive(Debug, thiserror::Error)]
@@ -102,19 +100,9 @@ impl RunCheck {
             given_up_active: self.given_up_active,
             runs: std::mem::take(&mut self.runs),
         };
-        let n = self.finished_order.len();
-        let mut bytes = Vec::with_capacity(5 + n * 8 + n.div_ceil(8) + 64 * self.runs.len());
+        let mut bytes = Vec::with_capacity(1 + 64 * self.runs.len());
         bytes.push(VERSION);
-        // At most FINISHED_REMEMBERED (+1) hashes: the count fits a u32.
-        bytes.extend_from_slice(&(n as u32).to_le_bytes());
-        let mut kept = vec![0u8; n.div_ceil(8)];
-        for (i, id) in self.finished_order.iter().enumerate() {
-            bytes.extend_from_slice(&id.to_le_bytes());
-            if self.finished.contains(id) {
-                kept[i / 8] |= 1 << (i % 8);
-            }
-        }
-        bytes.extend_from_slice(&kept);
+        self.finished.save(&mut bytes);
         let encoded = postcard::to_extend(&saved, bytes);
         self.runs = saved.runs;
         // Maps with known lengths, strings and integers into a Vec: nothing here can fail.
@@ -130,25 +118,7 @@ impl RunCheck {
         if version != VERSION {
             return Err(RestoreError::Version { found: version });
         }
-        let cut = || RestoreError::Unreadable("cut short".into());
-        let (n, body) = body.split_first_chunk::<4>().ok_or_else(cut)?;
-        let n = u32::from_le_bytes(*n) as usize;
-        if n > super::FINISHED_REMEMBERED + 1 {
-            return Err(RestoreError::Unreadable(format!(
-                "{n} finished runs, more than are kept"
-            )));
-        }
-        let (ids, body) = body.split_at_checked(n * 8).ok_or_else(cut)?;
-        let (kept, body) = body.split_at_checked(n.div_ceil(8)).ok_or_else(cut)?;
-        let mut finished = Set::with_capacity_and_hasher(n, Default::default());
-        let mut finished_order = VecDeque::with_capacity(n);
-        for (i, id) in ids.chunks_exact(8).enumerate() {
-            let id = u64::from_le_bytes(id.try_into().expect("8 bytes"));
-            finished_order.push_back(id);
-            if kept[i / 8] & (1 << (i % 8)) != 0 {
-                finished.insert(id);
-            }
-        }
+        let (finished, body) = FinishedRuns::restore(body)?;
         let saved: Saved = postcard::from_bytes(body).map_err(|e| RestoreError::Unreadable(e.to_string()))?;
         if let Some(why) = Rules::of(profile, &cfg).differs_from(&saved.rules) {
             return Err(RestoreError::OtherRules(why));
@@ -165,7 +135,6 @@ impl RunCheck {
         }
         check.finished_key = saved.finished_key;
         check.finished = finished;
-        check.finished_order = finished_order;
         check.newest_at = saved.newest_at;
         check.silent_runs = saved.silent_runs;
         check.silent_calls = saved.silent_calls;
