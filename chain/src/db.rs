@@ -14,6 +14,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use crate::event::{EventBatch, EventRef};
+use crate::pages::{Layout, Outcome, TablePages};
 use crate::schema::{Schema, SchemaError};
 
 /// How to open an audit database.
@@ -182,6 +183,12 @@ pub struct EventDb {
     seq_may_repeat: bool,
     count_sql: String,
     bad_seq_sql: String,
+    /// The table's pages read straight from the file when SQLite's view is
+    /// the file alone (see [`crate::pages`]); `None` when the table is not
+    /// one that reader handles.
+    pages: Option<std::cell::RefCell<TablePages>>,
+    /// Rows read that way (for tests and benchmarks).
+    rows_from_pages: std::cell::Cell<u64>,
 }
 
 impl EventDb {
@@ -245,6 +252,8 @@ impl EventDb {
             count_sql: format!("SELECT count(*) FROM {table} WHERE {seq} > ?1 AND {seq} <= ?2"),
             // Rows a walk by `seq > after` never reaches (NULL, zero, negative).
             bad_seq_sql: format!("SELECT {seq} FROM {table} WHERE {seq} IS NULL OR {seq} <= 0 LIMIT 1"),
+            pages: None,
+            rows_from_pages: std::cell::Cell::new(0),
             conn,
             path: path.to_owned(),
             options: options.clone(),
@@ -268,7 +277,139 @@ impl EventDb {
             })
         })?;
         db.seq_may_repeat = !patiently(BUSY_PATIENCE, || db.seq_is_rowid().map_err(db.read_err())).unwrap_or(false);
+        if db.seq_is_rowid_alias() {
+            // A rowid is never NULL: a range from the start, not a scan of the table.
+            let (seq, table) = (crate::schema::Quoted(&db.schema.seq), db.schema.quoted_table());
+            db.bad_seq_sql = format!("SELECT {seq} FROM {table} WHERE {seq} <= 0 ORDER BY {seq} LIMIT 1");
+        }
+        // The page reader reads the file SQLite opened, or nothing (a path
+        // swapped since is read through SQLite only).
+        let opened = db.identity.db;
+        let same_file = |file: &std::fs::File| {
+            use std::os::unix::fs::MetadataExt;
+            opened.is_some() && file.metadata().ok().map(|m| (m.dev(), m.ino())) == opened
+        };
+        if !db.seq_may_repeat
+            && let Some(layout) = db.table_layout()
+            && let Ok(file) = std::fs::File::open(path)
+            && same_file(&file)
+        {
+            db.pages = Some(std::cell::RefCell::new(TablePages::new(file, layout)));
+        }
         Ok(db)
+    }
+
+    /// Where the events table is in the file, when the page reader handles
+    /// it: a rowid table whose seq is the rowid, no hidden or generated
+    /// columns, UTF-8 text, no reserved bytes per page. `None` otherwise
+    /// (SQLite reads every row, as always).
+    fn table_layout(&self) -> Option<Layout> {
+        let conn = &self.conn;
+        let text: String = conn.query_row("PRAGMA encoding", [], |r| r.get(0)).ok()?;
+        let page_size: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0)).ok()?;
+        let cookie: i64 = conn.query_row("PRAGMA schema_version", [], |r| r.get(0)).ok()?;
+        let root: i64 = conn
+            .query_row(
+                "SELECT rootpage FROM sqlite_schema WHERE type = 'table' AND lower(name) = lower(?1)",
+                [&self.schema.table],
+                |r| r.get(0),
+            )
+            .ok()?;
+        let mut stmt = conn
+            .prepare(&format!("PRAGMA table_xinfo({})", self.schema.quoted_table()))
+            .ok()?;
+        let columns: Vec<(String, i64)> = stmt
+            .query_map([], |r| Ok((r.get(1)?, r.get(6)?)))
+            .ok()?
+            .collect::<Result<_, _>>()
+            .ok()?;
+        if text != "UTF-8" || columns.iter().any(|(_, hidden)| *hidden != 0) {
+            return None;
+        }
+        if !self.seq_is_rowid_alias() {
+            return None;
+        }
+        let column = |name: &str| columns.iter().position(|(c, _)| c.eq_ignore_ascii_case(name));
+        let s = &self.schema;
+        let fields = [&s.run_id, &s.step_id, &s.at, &s.kind, &s.payload_json, &s.hash];
+        let mut at = [0usize; 6];
+        for (slot, name) in at.iter_mut().zip(fields) {
+            *slot = column(name)?;
+        }
+        Some(Layout {
+            page_size: usize::try_from(page_size).ok()?,
+            root: u32::try_from(root).ok().filter(|r| *r > 1)?,
+            schema_cookie: cookie as u32,
+            fields: at,
+            seq: column(&s.seq)?,
+        })
+    }
+
+    /// The same handle reading every row through SQLite (the page reader's reference).
+    #[cfg(test)]
+    pub(crate) fn without_pages(mut self) -> EventDb {
+        self.pages = None;
+        self
+    }
+
+    /// SQLite's own word on whether seq is the rowid (so an integer, never
+    /// NULL): its plan for reading seq reads the rowid, not a column.
+    fn seq_is_rowid_alias(&self) -> bool {
+        let seq = crate::schema::Quoted(&self.schema.seq);
+        let ops = self
+            .conn
+            .prepare(&format!("EXPLAIN SELECT {seq} FROM {}", self.schema.quoted_table()))
+            .and_then(|mut plan| {
+                plan.query_map([], |r| r.get::<_, String>(1))?
+                    .collect::<Result<Vec<_>, _>>()
+            });
+        ops.is_ok_and(|ops| ops.iter().any(|o| o == "Rowid") && !ops.iter().any(|o| o == "Column"))
+    }
+
+    /// How many rows were read from the table's pages rather than through SQLite.
+    pub fn rows_from_pages(&self) -> u64 {
+        self.rows_from_pages.get()
+    }
+
+    /// Visits rows from the table's pages while SQLite's view is the file
+    /// alone: under a read transaction held for the visit, with no WAL
+    /// frames and the file's header as when the layout was read. Leaves
+    /// `page` where the page reader stopped; the caller reads on through
+    /// SQLite unless the visit is over.
+    fn visit_from_pages(
+        &self,
+        max_events: usize,
+        visit: &mut dyn FnMut(&EventRef<'_>) -> bool,
+        page: &mut PageVisit,
+    ) -> Result<bool, DbError> {
+        let Some(pages) = &self.pages else { return Ok(false) };
+        // A statement stepped once holds the read transaction (and its lock)
+        // until it is dropped, after the visit.
+        let mut hold = self
+            .conn
+            .prepare_cached("SELECT 1 FROM sqlite_schema")
+            .map_err(self.read_err())?;
+        let mut held = hold.query([]).map_err(self.read_err())?;
+        held.next().map_err(self.read_err())?;
+        let file_alone = match std::fs::metadata(wal_path(&self.path)) {
+            Ok(meta) => meta.len() == 0,
+            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+        };
+        let mut pages = pages.borrow_mut();
+        if !file_alone || !pages.header_matches() {
+            return Ok(false);
+        }
+        let done = pages.visit(page.last_seq, max_events, visit);
+        drop(held);
+        self.rows_from_pages
+            .set(self.rows_from_pages.get() + done.visited as u64);
+        if done.visited > 0 {
+            page.visited = done.visited;
+            page.last_seq = done.last;
+            page.same_as_last = 1;
+        }
+        page.stopped = done.outcome == Outcome::Stopped;
+        Ok(done.outcome != Outcome::Unsupported)
     }
 
     pub fn path(&self) -> &Path {
@@ -495,9 +636,14 @@ impl EventDb {
         if self.immutable && wal_path(&self.path).exists() {
             return Err(self.changed_under_immutable());
         }
-        let mut stmt = self.conn.prepare_cached(&self.page_sql).map_err(self.read_err())?;
-        let rows = stmt.query((after as i64, max_events as i64)).map_err(self.read_err())?;
-        self.visit_each(rows, page, visit)?;
+        let done = self.visit_from_pages(max_events, visit, page)?;
+        if !done && page.visited < max_events {
+            let mut stmt = self.conn.prepare_cached(&self.page_sql).map_err(self.read_err())?;
+            let rows = stmt
+                .query((page.last_seq as i64, (max_events - page.visited) as i64))
+                .map_err(self.read_err())?;
+            self.visit_each(rows, page, visit)?;
+        }
         // A page ends on a seq; the next starts above it. Where the seq column
         // may repeat a value, rows of that seq past the page would never be
         // read: they are read now, so a second row of a seq is always seen.

@@ -2,7 +2,8 @@
 //!
 //! Owns the event format and its netstring SHA-256 hash ([`hash`]), heads
 //! (`SEQ:HASH`, [`head`]), the settable table and column names ([`schema`]),
-//! reading the events table read-only and in bounded pages ([`db`],
+//! reading the events table read-only and in bounded pages ([`db`], its
+//! B-tree pages straight from the file when that is SQLite's whole view: `pages`,
 //! [`read_ahead`], waking on writes: [`change_watch`]), the rule that decides where a chain breaks ([`check`]), walking a whole
 //! database against kept heads ([`walk`]), the exact invalid ranges past a
 //! break ([`ranges`]) and
@@ -22,6 +23,7 @@ pub mod event;
 pub mod hash;
 pub mod head;
 pub mod held;
+mod pages;
 pub mod payload;
 pub mod profile;
 pub mod ranges;
