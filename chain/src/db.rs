@@ -708,16 +708,7 @@ impl EventDb {
                     }
                 }
             }
-            let [run_id, step_id, at, kind, payload_json, hash] = fields;
-            let event = EventRef {
-                seq,
-                run_id,
-                step_id,
-                at,
-                kind,
-                payload_json,
-                hash,
-            };
+            let event = EventRef::from_fields(seq, fields);
             page.visited += 1;
             page.same_as_last = if seq == page.last_seq { page.same_as_last + 1 } else { 1 };
             page.last_seq = seq;

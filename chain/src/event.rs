@@ -19,7 +19,22 @@ pub struct EventRef<'a> {
     pub hash: &'a [u8],
 }
 
-impl EventRef<'_> {
+impl<'a> EventRef<'a> {
+    /// The event from its six text fields in table order: run_id, step_id,
+    /// at, type, payload_json, hash.
+    pub fn from_fields(seq: u64, fields: [&'a [u8]; 6]) -> EventRef<'a> {
+        let [run_id, step_id, at, kind, payload_json, hash] = fields;
+        EventRef {
+            seq,
+            run_id,
+            step_id,
+            at,
+            kind,
+            payload_json,
+            hash,
+        }
+    }
+
     /// The hash this event must have after an event whose stored hash is `prev_hash`.
     pub fn expected_hash(&self, prev_hash: &[u8]) -> HexHash {
         event_hash(

@@ -400,16 +400,7 @@ fn event_of<'a>(rowid: u64, record: &'a [u8], layout: &Layout) -> Option<EventRe
         }
         body = body.checked_add(len)?;
     }
-    let [run_id, step_id, at, kind, payload_json, hash] = fields;
-    Some(EventRef {
-        seq: rowid,
-        run_id,
-        step_id,
-        at,
-        kind,
-        payload_json,
-        hash,
-    })
+    Some(EventRef::from_fields(rowid, fields))
 }
 
 /// Bytes a value of serial type `serial` takes in the record body.
