@@ -127,12 +127,15 @@ impl FileCursor {
             });
         }
         let path = self.sibling(".lock");
+        // Never through a symbolic link: one planted here would have the
+        // holder's name written into whatever it points at.
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .map_err(|e| self.io(e))?;
         match file.try_lock() {
@@ -161,12 +164,13 @@ impl FileCursor {
     /// where it lives, so a bad path fails at start and not after a batch.
     pub fn check_writable(&self) -> Result<(), CursorError> {
         let probe = self.sibling(".probe");
-        let result = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&probe);
+        // A new file or nothing: a link planted at the probe's name is
+        // removed (the link, not its target), never opened and truncated.
+        match std::fs::remove_file(&probe) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(self.io(e)),
+            _ => {}
+        }
+        let result = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&probe);
         match result {
             Ok(_) => std::fs::remove_file(&probe).map_err(|e| self.io(e)),
             Err(e) => Err(self.io(e)),
@@ -267,6 +271,19 @@ mod tests {
         );
         drop(held);
         cursor.lock().unwrap();
+    }
+
+    #[test]
+    fn links_planted_at_the_lock_or_the_probe_are_never_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let cursor = FileCursor::new(dir.path().join("cursor"));
+        let target = dir.path().join("precious");
+        std::fs::write(&target, b"keep me").unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join("cursor.probe")).unwrap();
+        cursor.check_writable().unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join("cursor.lock")).unwrap();
+        assert!(cursor.lock().is_err(), "a lock taken through a link");
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep me");
     }
 
     #[test]

@@ -61,14 +61,16 @@ impl RunStateFile {
     pub fn load(&self) -> Result<Option<SavedState>, String> {
         use std::io::Read;
         use std::os::unix::fs::OpenOptionsExt;
-        // Non-blocking: a FIFO planted here must not hang the start.
+        // Non-blocking: a FIFO planted here must not hang the start. Not
+        // through a symbolic link: the follower writes this file, never a link.
         let file = match std::fs::OpenOptions::new()
             .read(true)
-            .custom_flags(libc::O_NONBLOCK)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
             .open(&self.path)
         {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err("a symbolic link".into()),
             Err(e) => return Err(e.to_string()),
         };
         let meta = file.metadata().map_err(|e| e.to_string())?;
@@ -120,9 +122,12 @@ impl RunStateFile {
         };
         let origin = field()?;
         if origin != self.origin.as_bytes() {
+            // Shown shortened: the file is not trusted to keep a log line short.
+            let shown: String = String::from_utf8_lossy(origin).chars().take(200).collect();
             return Err(format!(
-                "saved for origin {:?}, not this follower's",
-                String::from_utf8_lossy(origin).escape_debug().to_string()
+                "saved for origin {:?}{}, not this follower's",
+                shown.escape_debug().to_string(),
+                if origin.len() > shown.len() { " (shortened)" } else { "" }
             ));
         }
         let head = std::str::from_utf8(field()?)
@@ -130,6 +135,9 @@ impl RunStateFile {
             .and_then(|h| h.parse::<Head>().ok())
             .ok_or("its head is not SEQ:HASH")?;
         let check = field()?;
+        if !rest.is_empty() {
+            return Err(format!("{} bytes after its fields", rest.len()));
+        }
         let start = check.as_ptr() as usize - bytes.as_ptr() as usize;
         Ok((head, start..start + check.len()))
     }
@@ -188,6 +196,23 @@ mod tests {
         std::fs::remove_file(file.path()).unwrap();
         std::fs::write(file.path(), vec![0u8; 1 << 20]).unwrap();
         assert!(file.load().unwrap_err().contains("not a chainship run state"));
+        // A link, even to a state that would do, is refused (and said), not followed.
+        let real = dir.path().join("elsewhere.runs");
+        std::fs::write(&real, &bytes).unwrap();
+        std::fs::remove_file(file.path()).unwrap();
+        std::os::unix::fs::symlink(&real, file.path()).unwrap();
+        assert_eq!(file.load().unwrap_err(), "a symbolic link");
+        std::fs::remove_file(file.path()).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("nowhere"), file.path()).unwrap();
+        assert_eq!(file.load().unwrap_err(), "a symbolic link");
+        std::fs::remove_file(file.path()).unwrap();
+        // Bytes after the fields, with a checksum that holds over them.
+        let mut padded = bytes[..bytes.len() - 4].to_vec();
+        padded.extend_from_slice(b"junk");
+        let crc = crc32fast::hash(&padded);
+        padded.extend_from_slice(&crc.to_be_bytes());
+        std::fs::write(file.path(), &padded).unwrap();
+        assert!(file.load().unwrap_err().contains("after its fields"));
         for flip in [MAGIC.len() + 2, MAGIC.len() + 20, bytes.len() - 6, bytes.len() - 3] {
             let mut damaged = bytes.clone();
             damaged[flip] ^= 1;

@@ -219,6 +219,30 @@ impl Run {
         self.steps.len() + self.approvals.len() + self.model_calls.len()
     }
 
+    /// Every id and name it holds (to bound a restored state).
+    fn texts(&self) -> impl Iterator<Item = &str> {
+        fn pending(p: &Pending) -> [&str; 2] {
+            [p.step_id.as_str(), p.what.as_str()]
+        }
+        self.steps
+            .iter()
+            .flat_map(move |(id, step)| {
+                std::iter::once(id.as_str())
+                    .chain(step.decided_tool.as_deref())
+                    .chain(step.tool.as_deref().into_iter().flat_map(pending))
+            })
+            .chain(
+                self.approvals
+                    .iter()
+                    .flat_map(|(id, a)| [id.as_str(), a.step_id.as_str()]),
+            )
+            .chain(
+                self.model_calls
+                    .iter()
+                    .flat_map(move |(id, p)| std::iter::once(id.as_str()).chain(pending(p))),
+            )
+    }
+
     fn waiting(&self) -> bool {
         self.approvals.values().any(|a| !a.decided)
     }

@@ -81,6 +81,53 @@ struct Saved {
     runs: Map<String, Run>,
 }
 
+/// Counts no log can reach (a counter near u64::MAX would wrap at the next finding).
+const IMPOSSIBLE_COUNT: u64 = 1 << 48;
+/// Longer than any id, tool name or profile the check keeps (ids past
+/// [`super::MAX_ID`] are kept shortened).
+const LONGEST_TEXT: usize = 512;
+
+impl Saved {
+    /// The check's own limits hold: a state that passes them is no larger
+    /// in memory than one the check could have made (a crafted one with a
+    /// million open runs, or megabyte ids, is refused, not loaded).
+    fn within_bounds(&self) -> Result<(), RestoreError> {
+        let refuse = |why: String| Err(RestoreError::Unreadable(why));
+        if self.runs.len() > super::MAX_OPEN_RUNS {
+            return refuse(format!("{} open runs, more than the check keeps", self.runs.len()));
+        }
+        let entries: usize = self.runs.values().map(Run::entries).sum();
+        if entries > super::MAX_ENTRIES {
+            return refuse(format!(
+                "{entries} steps, approvals and calls, more than the check keeps"
+            ));
+        }
+        let counts = self.totals.iter().map(|(_, n)| *n);
+        if counts
+            .chain([self.silent_runs, self.silent_calls, self.given_up_active])
+            .any(|n| n > IMPOSSIBLE_COUNT)
+        {
+            return refuse("a count no log can reach".into());
+        }
+        let rules = &self.rules;
+        let texts = self
+            .runs
+            .iter()
+            .flat_map(|(id, run)| std::iter::once(id.as_str()).chain(run.texts()))
+            .chain(std::iter::once(rules.profile.as_str()))
+            .chain(rules.read_only_tools.iter().map(String::as_str));
+        for text in texts {
+            if text.len() > LONGEST_TEXT {
+                return refuse(format!("a text of {} bytes, longer than the check keeps", text.len()));
+            }
+        }
+        if rules.read_only_tools.len() > 4096 {
+            return refuse("more read-only tools than a command line holds".into());
+        }
+        Ok(())
+    }
+}
+
 impl RunCheck {
     /// The check's state as bytes, for [`RunCheck::restore`]. Take the
     /// findings, provisional findings and summaries first: they are not saved.
@@ -119,7 +166,15 @@ impl RunCheck {
             return Err(RestoreError::Version { found: version });
         }
         let (finished, body) = FinishedRuns::restore(body)?;
-        let saved: Saved = postcard::from_bytes(body).map_err(|e| RestoreError::Unreadable(e.to_string()))?;
+        let (saved, rest): (Saved, &[u8]) =
+            postcard::take_from_bytes(body).map_err(|e| RestoreError::Unreadable(e.to_string()))?;
+        if !rest.is_empty() {
+            return Err(RestoreError::Unreadable(format!(
+                "{} bytes after the state",
+                rest.len()
+            )));
+        }
+        saved.within_bounds()?;
         if let Some(why) = Rules::of(profile, &cfg).differs_from(&saved.rules) {
             return Err(RestoreError::OtherRules(why));
         }
@@ -466,5 +521,63 @@ mod tests {
                 .open_runs(),
             c.open_runs()
         );
+        let mut trailing = bytes.clone();
+        trailing.push(0);
+        assert!(RunCheck::restore(&AGENTRT, RunCheckConfig::default(), &trailing).is_err());
+    }
+
+    /// A state the check could never have made is refused before it is used:
+    /// it would hold more memory, or wrap a counter, than the check's own caps allow.
+    #[test]
+    fn a_crafted_state_past_the_checks_own_bounds_is_refused() {
+        let crafted = |edit: &dyn Fn(&mut Saved)| {
+            let mut saved = Saved {
+                rules: Rules::of(&AGENTRT, &RunCheckConfig::default()),
+                finished_key: [1, 2],
+                newest_at: None,
+                totals: Vec::new(),
+                silent_runs: 0,
+                silent_calls: 0,
+                given_up_active: 0,
+                runs: Map::default(),
+            };
+            edit(&mut saved);
+            let mut bytes = vec![VERSION];
+            FinishedRuns::default().save(&mut bytes);
+            postcard::to_extend(&saved, bytes).unwrap()
+        };
+        let restore = |bytes: &[u8]| RunCheck::restore(&AGENTRT, RunCheckConfig::default(), bytes);
+        assert!(restore(&crafted(&|_| {})).is_ok());
+        let refused: [(&str, &dyn Fn(&mut Saved)); 5] = [
+            ("too many runs", &|s| {
+                for i in 0..=super::super::MAX_OPEN_RUNS {
+                    s.runs.insert(format!("r{i}"), Run::new(1));
+                }
+            }),
+            ("a long run id", &|s| {
+                s.runs.insert("r".repeat(LONGEST_TEXT + 1), Run::new(1));
+            }),
+            ("a long step id", &|s| {
+                let mut run = Run::new(1);
+                run.steps.insert("s".repeat(10_000), super::super::Step::default());
+                s.runs.insert("r".into(), run);
+            }),
+            ("a count near u64::MAX", &|s| {
+                s.totals.push(("unknown-outcome".into(), u64::MAX))
+            }),
+            ("too many entries", &|s| {
+                for r in 0..10 {
+                    let mut run = Run::new(1);
+                    for i in 0..=super::super::MAX_ENTRIES / 10 {
+                        run.steps.insert(format!("s{i}"), super::super::Step::default());
+                    }
+                    s.runs.insert(format!("r{r}"), run);
+                }
+            }),
+        ];
+        for (what, edit) in refused {
+            let err = restore(&crafted(edit)).err();
+            assert!(matches!(err, Some(RestoreError::Unreadable(_))), "{what}: {err:?}");
+        }
     }
 }
