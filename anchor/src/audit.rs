@@ -548,6 +548,20 @@ pub fn damage_findings(report: &WalkReport, under: usize) -> Vec<Finding> {
             remedy: None,
         });
     }
+    if let Some(head) = report.head_not_reached {
+        let end = report.last_good.map_or(0, |h| h.seq);
+        out.push(Finding {
+            kind: Kind::Altered,
+            seq: Some(head),
+            message: format!(
+                "the database's head is seq {head}, but reading in seq order ended at seq {end}: rows the table's order does not reach (a damaged table)"
+            ),
+            expected: None,
+            found: None,
+            source: None,
+            remedy: None,
+        });
+    }
     out
 }
 

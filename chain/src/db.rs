@@ -14,7 +14,6 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use crate::event::{EventBatch, EventRef};
-use crate::pages::{Layout, Outcome, TablePages};
 use crate::schema::{Schema, SchemaError};
 
 /// How to open an audit database.
@@ -183,12 +182,6 @@ pub struct EventDb {
     seq_may_repeat: bool,
     count_sql: String,
     bad_seq_sql: String,
-    /// The table's pages read straight from the file when SQLite's view is
-    /// the file alone (see [`crate::pages`]); `None` when the table is not
-    /// one that reader handles.
-    pages: Option<std::cell::RefCell<TablePages>>,
-    /// Rows read that way (for tests and benchmarks).
-    rows_from_pages: std::cell::Cell<u64>,
 }
 
 impl EventDb {
@@ -207,6 +200,12 @@ impl EventDb {
             Err(DbError::Open { reason, .. })
                 if !wal_path(path).exists() && is_cantopen(&reason) && !dir_writable(path) =>
             {
+                if hot_journal(path) {
+                    return Err(DbError::Open {
+                        path: path.to_owned(),
+                        reason: "a rollback journal a writer left mid-transaction (-journal) is beside it: the file alone is not the database until a writer rolls it back (open it once with write access)".into(),
+                    });
+                }
                 let db = EventDb::connect(path, options, true)?;
                 tracing::info!(db = %path.display(), "no -wal and its directory is not writable: opened as immutable (nothing can be writing it)");
                 Ok(db)
@@ -252,8 +251,6 @@ impl EventDb {
             count_sql: format!("SELECT count(*) FROM {table} WHERE {seq} > ?1 AND {seq} <= ?2"),
             // Rows a walk by `seq > after` never reaches (NULL, zero, negative).
             bad_seq_sql: format!("SELECT {seq} FROM {table} WHERE {seq} IS NULL OR {seq} <= 0 LIMIT 1"),
-            pages: None,
-            rows_from_pages: std::cell::Cell::new(0),
             conn,
             path: path.to_owned(),
             options: options.clone(),
@@ -282,74 +279,7 @@ impl EventDb {
             let (seq, table) = (crate::schema::Quoted(&db.schema.seq), db.schema.quoted_table());
             db.bad_seq_sql = format!("SELECT {seq} FROM {table} WHERE {seq} <= 0 ORDER BY {seq} LIMIT 1");
         }
-        // The page reader reads the file SQLite opened, or nothing (a path
-        // swapped since is read through SQLite only).
-        let opened = db.identity.db;
-        let same_file = |file: &std::fs::File| {
-            use std::os::unix::fs::MetadataExt;
-            opened.is_some() && file.metadata().ok().map(|m| (m.dev(), m.ino())) == opened
-        };
-        if !db.seq_may_repeat
-            && let Some(layout) = db.table_layout()
-            && let Ok(file) = std::fs::File::open(path)
-            && same_file(&file)
-        {
-            db.pages = Some(std::cell::RefCell::new(TablePages::new(file, layout)));
-        }
         Ok(db)
-    }
-
-    /// Where the events table is in the file, when the page reader handles
-    /// it: a rowid table whose seq is the rowid, no hidden or generated
-    /// columns, UTF-8 text, no reserved bytes per page. `None` otherwise
-    /// (SQLite reads every row, as always).
-    fn table_layout(&self) -> Option<Layout> {
-        let conn = &self.conn;
-        let text: String = conn.query_row("PRAGMA encoding", [], |r| r.get(0)).ok()?;
-        let page_size: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0)).ok()?;
-        let cookie: i64 = conn.query_row("PRAGMA schema_version", [], |r| r.get(0)).ok()?;
-        let root: i64 = conn
-            .query_row(
-                "SELECT rootpage FROM sqlite_schema WHERE type = 'table' AND lower(name) = lower(?1)",
-                [&self.schema.table],
-                |r| r.get(0),
-            )
-            .ok()?;
-        let mut stmt = conn
-            .prepare(&format!("PRAGMA table_xinfo({})", self.schema.quoted_table()))
-            .ok()?;
-        let columns: Vec<(String, i64)> = stmt
-            .query_map([], |r| Ok((r.get(1)?, r.get(6)?)))
-            .ok()?
-            .collect::<Result<_, _>>()
-            .ok()?;
-        if text != "UTF-8" || columns.iter().any(|(_, hidden)| *hidden != 0) {
-            return None;
-        }
-        if !self.seq_is_rowid_alias() {
-            return None;
-        }
-        let column = |name: &str| columns.iter().position(|(c, _)| c.eq_ignore_ascii_case(name));
-        let s = &self.schema;
-        let fields = [&s.run_id, &s.step_id, &s.at, &s.kind, &s.payload_json, &s.hash];
-        let mut at = [0usize; 6];
-        for (slot, name) in at.iter_mut().zip(fields) {
-            *slot = column(name)?;
-        }
-        Some(Layout {
-            page_size: usize::try_from(page_size).ok()?,
-            root: u32::try_from(root).ok().filter(|r| *r > 1)?,
-            schema_cookie: cookie as u32,
-            fields: at,
-            seq: column(&s.seq)?,
-        })
-    }
-
-    /// The same handle reading every row through SQLite (the page reader's reference).
-    #[cfg(test)]
-    pub(crate) fn without_pages(mut self) -> EventDb {
-        self.pages = None;
-        self
     }
 
     /// SQLite's own word on whether seq is the rowid (so an integer, never
@@ -364,52 +294,6 @@ impl EventDb {
                     .collect::<Result<Vec<_>, _>>()
             });
         ops.is_ok_and(|ops| ops.iter().any(|o| o == "Rowid") && !ops.iter().any(|o| o == "Column"))
-    }
-
-    /// How many rows were read from the table's pages rather than through SQLite.
-    pub fn rows_from_pages(&self) -> u64 {
-        self.rows_from_pages.get()
-    }
-
-    /// Visits rows from the table's pages while SQLite's view is the file
-    /// alone: under a read transaction held for the visit, with no WAL
-    /// frames and the file's header as when the layout was read. Leaves
-    /// `page` where the page reader stopped; the caller reads on through
-    /// SQLite unless the visit is over.
-    fn visit_from_pages(
-        &self,
-        max_events: usize,
-        visit: &mut dyn FnMut(&EventRef<'_>) -> bool,
-        page: &mut PageVisit,
-    ) -> Result<bool, DbError> {
-        let Some(pages) = &self.pages else { return Ok(false) };
-        // A statement stepped once holds the read transaction (and its lock)
-        // until it is dropped, after the visit.
-        let mut hold = self
-            .conn
-            .prepare_cached("SELECT 1 FROM sqlite_schema")
-            .map_err(self.read_err())?;
-        let mut held = hold.query([]).map_err(self.read_err())?;
-        held.next().map_err(self.read_err())?;
-        let file_alone = match std::fs::metadata(wal_path(&self.path)) {
-            Ok(meta) => meta.len() == 0,
-            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
-        };
-        let mut pages = pages.borrow_mut();
-        if !file_alone || !pages.header_matches() {
-            return Ok(false);
-        }
-        let done = pages.visit(page.last_seq, max_events, visit);
-        drop(held);
-        self.rows_from_pages
-            .set(self.rows_from_pages.get() + done.visited as u64);
-        if done.visited > 0 {
-            page.visited = done.visited;
-            page.last_seq = done.last;
-            page.same_as_last = 1;
-        }
-        page.stopped = done.outcome == Outcome::Stopped;
-        Ok(done.outcome != Outcome::Unsupported)
     }
 
     pub fn path(&self) -> &Path {
@@ -633,17 +517,12 @@ impl EventDb {
         page: &mut PageVisit,
     ) -> Result<(), DbError> {
         let before = self.immutable.then(|| FileStamp::of(&self.path));
-        if self.immutable && wal_path(&self.path).exists() {
+        if self.immutable && (wal_path(&self.path).exists() || hot_journal(&self.path)) {
             return Err(self.changed_under_immutable());
         }
-        let done = self.visit_from_pages(max_events, visit, page)?;
-        if !done && page.visited < max_events {
-            let mut stmt = self.conn.prepare_cached(&self.page_sql).map_err(self.read_err())?;
-            let rows = stmt
-                .query((page.last_seq as i64, (max_events - page.visited) as i64))
-                .map_err(self.read_err())?;
-            self.visit_each(rows, page, visit)?;
-        }
+        let mut stmt = self.conn.prepare_cached(&self.page_sql).map_err(self.read_err())?;
+        let rows = stmt.query((after as i64, max_events as i64)).map_err(self.read_err())?;
+        self.visit_each(rows, page, visit)?;
         // A page ends on a seq; the next starts above it. Where the seq column
         // may repeat a value, rows of that seq past the page would never be
         // read: they are read now, so a second row of a seq is always seen.
@@ -666,7 +545,9 @@ impl EventDb {
         // An immutable connection takes no lock: what it read holds only if
         // nobody wrote the file meanwhile (a writer that started would have
         // made a -wal; a checkpoint changes the file's size or time).
-        if before.is_some_and(|b| b != FileStamp::of(&self.path) || wal_path(&self.path).exists()) {
+        if before
+            .is_some_and(|b| b != FileStamp::of(&self.path) || wal_path(&self.path).exists() || hot_journal(&self.path))
+        {
             return Err(self.changed_under_immutable());
         }
         Ok(())
@@ -826,6 +707,19 @@ impl EventDb {
     }
 }
 
+/// A rollback journal a writer left mid-transaction (it starts with the
+/// journal's magic; a committed one is zeroed or gone): until a writer
+/// rolls it back, the file alone is not the database.
+fn hot_journal(path: &Path) -> bool {
+    let mut journal = path.as_os_str().to_owned();
+    journal.push("-journal");
+    let mut magic = [0u8; 8];
+    std::fs::File::open(journal)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && magic == [0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7]
+}
+
 fn wal_path(path: &Path) -> PathBuf {
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
@@ -983,5 +877,25 @@ fn check_file(path: &Path, allow_symlink: bool) -> Result<(), DbError> {
     match file.read_exact(&mut header) {
         Ok(()) if &header == b"SQLite format 3\0" => Ok(()),
         _ => Err(DbError::NotSqlite(path.to_owned())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_journal_is_hot_only_while_it_starts_with_its_magic() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("a.db");
+        let journal = dir.path().join("a.db-journal");
+        assert!(!hot_journal(&db), "no journal");
+        std::fs::write(&journal, [0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7, 0, 0, 0, 0]).unwrap();
+        assert!(hot_journal(&db));
+        // Committed with journal_mode=PERSIST: the header zeroed, the file kept.
+        std::fs::write(&journal, [0u8; 512]).unwrap();
+        assert!(!hot_journal(&db));
+        std::fs::write(&journal, [0xd9, 0xd5]).unwrap();
+        assert!(!hot_journal(&db), "cut short");
     }
 }

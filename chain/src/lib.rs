@@ -2,8 +2,7 @@
 //!
 //! Owns the event format and its netstring SHA-256 hash ([`hash`]), heads
 //! (`SEQ:HASH`, [`head`]), the settable table and column names ([`schema`]),
-//! reading the events table read-only and in bounded pages ([`db`], its
-//! B-tree pages straight from the file when that is SQLite's whole view: `pages`,
+//! reading the events table read-only and in bounded pages ([`db`],
 //! [`read_ahead`], waking on writes: [`change_watch`]), the rule that decides where a chain breaks ([`check`]), walking a whole
 //! database against kept heads ([`walk`]), the exact invalid ranges past a
 //! break ([`ranges`]) and
@@ -23,7 +22,6 @@ pub mod event;
 pub mod hash;
 pub mod head;
 pub mod held;
-mod pages;
 pub mod payload;
 pub mod profile;
 pub mod ranges;

@@ -75,6 +75,10 @@ pub struct WalkReport {
     pub unreachable_seq: Option<String>,
     /// The seq the walk was asked to reach (`--to`), when it did not.
     pub to_not_reached: Option<u64>,
+    /// The database's head when the walk began, when a walk to it (no
+    /// `--to`) ended below it with no break: rows the table's order does not
+    /// reach (a damaged b-tree), never an intact chain.
+    pub head_not_reached: Option<u64>,
     /// Every head asked about, sorted by seq, with its result.
     pub heads: Vec<(Head, HeadCheck)>,
     /// The root of the first N stored hashes, for each `roots_at` size the
@@ -123,6 +127,7 @@ impl WalkReport {
             && self.damage.is_none()
             && self.unreachable_seq.is_none()
             && self.to_not_reached.is_none()
+            && self.head_not_reached.is_none()
             && self
                 .heads
                 .iter()
@@ -243,6 +248,7 @@ pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -
         damage: None,
         unreachable_seq,
         to_not_reached: None,
+        head_not_reached: None,
         heads,
         roots: Vec::new(),
         tree: None,
@@ -288,6 +294,11 @@ pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -
     }
     report.heads.sort_by_key(|(h, _)| h.seq);
     report.to_not_reached = plan.to.filter(|to| !stopped && last_seen.is_none_or(|s| s < *to));
+    report.head_not_reached = report
+        .db_head
+        .as_ref()
+        .map(|(seq, _)| *seq)
+        .filter(|head| plan.to.is_none() && !stopped && *head >= from && last_seen.is_none_or(|s| s < *head));
     if want_roots {
         let end = report.last_good.map_or(0, |h| h.seq);
         report.roots = roots_at(&db, &plan.roots_at, end, &groups)?;

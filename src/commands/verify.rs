@@ -131,7 +131,7 @@ fn to_text(r: &WalkReport) -> String {
     } else {
         match (r.first_seq, r.last_good) {
             // Checked without a break, but a row outside the walk is damage: not "intact".
-            (Some(first), Some(last)) if r.unreachable_seq.is_some() => {
+            (Some(first), Some(last)) if r.unreachable_seq.is_some() || r.head_not_reached.is_some() => {
                 out += &format!("checked: {} event(s), seq {first} to {}\n", r.checked, last.seq);
                 out += &format!("last checked: seq {} {}\n", last.seq, last.hash_str());
             }
@@ -146,6 +146,12 @@ fn to_text(r: &WalkReport) -> String {
     if let Some(to) = r.to_not_reached {
         let end = r.last_good.map_or(0, |h| h.seq);
         out += &format!("not reached: --to {to}; the database ends at seq {end}\n");
+    }
+    if let Some(head) = r.head_not_reached {
+        let end = r.last_good.map_or(0, |h| h.seq);
+        out += &format!(
+            "not reached: the database's head seq {head}; reading in seq order ended at seq {end} (rows the table's order does not reach: a damaged table)\n"
+        );
     }
     for (head, check) in &r.heads {
         out += &match check {
@@ -216,6 +222,7 @@ fn to_json(r: &WalkReport) -> serde_json::Value {
             "reason": unreachable_reason(v),
         })),
         "to_not_reached": r.to_not_reached,
+        "head_not_reached": r.head_not_reached,
         "heads": r.heads.iter().map(|(h, c)| {
             let (result, found) = match c {
                 HeadCheck::Matched | HeadCheck::BeforeRange { matched: true } => ("matched", None),

@@ -584,3 +584,69 @@ fn diff_never_calls_an_unvouched_tail_a_cut() {
     let json = json_of(&diff(true));
     assert_eq!(json["missing"][0]["why"], "unvouched", "{json}");
 }
+
+/// Rewrites, in place, the rowid of row `seq` in the table's leaf pages to
+/// `to` (both two-byte varints): a damaged b-tree whose order no longer
+/// reaches the rows after it, though each row is intact.
+fn rewrite_rowid(db: &Path, seq: u64, to: u64) {
+    let mut bytes = std::fs::read(db).unwrap();
+    let page_size = match u16::from_be_bytes([bytes[16], bytes[17]]) {
+        1 => 65536,
+        n => n as usize,
+    };
+    let varint = |b: &[u8]| -> (u64, usize) {
+        let mut v = 0u64;
+        for (i, x) in b.iter().take(8).enumerate() {
+            v = (v << 7) | u64::from(x & 0x7f);
+            if x & 0x80 == 0 {
+                return (v, i + 1);
+            }
+        }
+        panic!("long varint")
+    };
+    let two_bytes = |n: u64| [0x80 | (n >> 7) as u8, (n & 0x7f) as u8];
+    for page in 1..bytes.len() / page_size {
+        let base = page * page_size;
+        if bytes[base] != 0x0d {
+            continue;
+        }
+        let cells = u16::from_be_bytes([bytes[base + 3], bytes[base + 4]]) as usize;
+        for i in 0..cells {
+            let at = base + 8 + 2 * i;
+            let cell = base + u16::from_be_bytes([bytes[at], bytes[at + 1]]) as usize;
+            let (_, n) = varint(&bytes[cell..]);
+            let (rowid, m) = varint(&bytes[cell + n..]);
+            if rowid == seq {
+                assert_eq!(m, 2, "seq {seq} is not a two-byte varint");
+                bytes[cell + n..cell + n + 2].copy_from_slice(&two_bytes(to));
+                std::fs::write(db, &bytes).unwrap();
+                return;
+            }
+        }
+    }
+    panic!("seq {seq} not found in a leaf page");
+}
+
+#[test]
+fn a_walk_that_ends_below_the_head_with_no_break_is_never_intact() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "btree.db", 5000);
+    // Row 2500 claims rowid 16000 where 2500 sat: reading in seq order from
+    // 2499 finds nothing more, yet the table's last row is 5000.
+    rewrite_rowid(&db, 2500, 16000);
+    for jobs in ["1", "2"] {
+        let out = bin()
+            .args(["verify", "--db", path_str(&db), "--jobs", jobs])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 1, "--jobs {jobs}: {}", all_output(&out));
+        assert!(
+            stdout(&out).contains("not reached: the database's head seq 5000"),
+            "{}",
+            stdout(&out)
+        );
+        assert!(!stdout(&out).contains("intact"), "{}", stdout(&out));
+    }
+    let json = json_of(&verify(&db, true));
+    assert_eq!(json["head_not_reached"], 5000, "{json}");
+}
