@@ -396,6 +396,16 @@ fn a_follower_killed_20_times_under_a_live_writer_restarts_from_its_saved_runs_a
     kill_9_loop(20, &mut rng, 300..1500, start, || {
         std::fs::read_to_string(&cursor).unwrap_or_default()
     });
+    // The last fault is written at seq 10,000: on a loaded machine the writer may not be there yet.
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let seq_of = |head: String| head.split(':').next().unwrap().parse::<u64>().unwrap();
+    while seq_of(db_head(&db)) < 10_100 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the writer never reached seq 10,100"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     signal(&writer, 15);
     wait_with_limit(&mut writer, Duration::from_secs(10));
 
