@@ -548,7 +548,8 @@ mod tests {
         };
         let restore = |bytes: &[u8]| RunCheck::restore(&AGENTRT, RunCheckConfig::default(), bytes);
         assert!(restore(&crafted(&|_| {})).is_ok());
-        let refused: [(&str, &dyn Fn(&mut Saved)); 5] = [
+        type Edit<'a> = &'a dyn Fn(&mut Saved);
+        let refused: [(&str, Edit); 5] = [
             ("too many runs", &|s| {
                 for i in 0..=super::super::MAX_OPEN_RUNS {
                     s.runs.insert(format!("r{i}"), Run::new(1));
