@@ -428,9 +428,10 @@ impl EventDb {
     }
 
     /// Appends to `out` the events with seq above `after`, in seq order, up
-    /// to `max_events`, stopping early once `max_bytes` of field data are
-    /// held. Returns how many were added. Events read before a bad field
-    /// stay in `out`.
+    /// to `max_events`, stopping before an event that would take the page
+    /// past `max_bytes` of field data (a larger event still comes alone).
+    /// Returns how many were added. Events read before a bad field stay in
+    /// `out`.
     pub fn read_page(
         &self,
         after: u64,
@@ -439,10 +440,13 @@ impl EventDb {
         out: &mut EventBatch,
     ) -> Result<usize, DbError> {
         let (start_bytes, start_len) = (out.byte_len(), out.len());
+        if max_bytes < usize::MAX / 2 {
+            out.reserve_bytes(max_bytes);
+        }
         patiently(BUSY_PATIENCE, || {
             // A page cut short by "not now" is read again whole.
             out.truncate(start_len);
-            self.read_page_once(after, max_events, max_bytes, start_bytes, out)
+            self.read_page_once(after, max_events, max_bytes, (start_len, start_bytes), out)
         })?;
         Ok(out.len() - start_len)
     }
@@ -452,13 +456,16 @@ impl EventDb {
         after: u64,
         max_events: usize,
         max_bytes: usize,
-        start_bytes: usize,
+        (start_len, start_bytes): (usize, usize),
         out: &mut EventBatch,
     ) -> Result<(), DbError> {
         self.visit_rows(after, max_events, &mut |event| {
-            // Full: the page ends before the next seq (never between two rows
-            // of one seq, or the second would be skipped by the next page).
-            if out.byte_len() - start_bytes >= max_bytes && out.last().is_some_and(|e| e.seq != event.seq) {
+            // Full: the page ends before an event that would take it past
+            // `max_bytes` (so its buffer never grows past the bound; a larger
+            // event alone still goes), and never between two rows of one seq,
+            // or the second would be skipped by the next page.
+            let past_bound = out.byte_len() - start_bytes + event.byte_len() > max_bytes;
+            if past_bound && out.len() > start_len && out.last().is_some_and(|e| e.seq != event.seq) {
                 return false;
             }
             out.push(
@@ -883,6 +890,61 @@ fn check_file(path: &Path, allow_symlink: bool) -> Result<(), DbError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A table of `sizes.len()` events whose payloads are `sizes` bytes long.
+    fn table_of(dir: &Path, sizes: &[usize]) -> EventDb {
+        let path = dir.join("pages.db");
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE events (seq INTEGER PRIMARY KEY, run_id TEXT, step_id TEXT, at TEXT, type TEXT, payload_json TEXT, hash TEXT)",
+        )
+        .unwrap();
+        for (i, size) in sizes.iter().enumerate() {
+            conn.execute(
+                "INSERT INTO events VALUES (?1, 'r', 's', 't', 'k', ?2, 'h')",
+                (i as i64 + 1, "x".repeat(*size)),
+            )
+            .unwrap();
+        }
+        drop(conn);
+        EventDb::open(&path, &OpenOptions::default()).unwrap()
+    }
+
+    #[test]
+    fn a_page_stops_before_the_event_that_would_take_it_past_its_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        // 5 bytes of other fields each: events of 100, 100, 100, 5000, 100 bytes.
+        let db = table_of(dir.path(), &[95, 95, 95, 4995, 95]);
+        let mut page = EventBatch::new();
+        assert_eq!(
+            db.read_page(0, 100, 250, &mut page).unwrap(),
+            2,
+            "a third would make 300 > 250"
+        );
+        assert_eq!(page.byte_len(), 200);
+        assert!(page.capacity_bytes() <= 250 + 200, "reserved once, never doubled");
+        page.clear();
+        assert_eq!(
+            db.read_page(2, 100, 250, &mut page).unwrap(),
+            1,
+            "stops before the large one"
+        );
+        page.clear();
+        assert_eq!(
+            db.read_page(3, 100, 250, &mut page).unwrap(),
+            1,
+            "a larger event alone still comes"
+        );
+        assert_eq!(page.byte_len(), 5000);
+        page.clear();
+        assert_eq!(db.read_page(4, 100, 250, &mut page).unwrap(), 1);
+        page.clear();
+        assert_eq!(
+            db.read_page(0, 100, 500, &mut page).unwrap(),
+            3,
+            "300 fits in 500; 5300 does not"
+        );
+    }
 
     #[test]
     fn a_journal_is_hot_only_while_it_starts_with_its_magic() {

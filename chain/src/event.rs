@@ -35,6 +35,16 @@ impl<'a> EventRef<'a> {
         }
     }
 
+    /// Bytes of its six text fields (what it takes in an [`EventBatch`]).
+    pub fn byte_len(&self) -> usize {
+        self.run_id.len()
+            + self.step_id.len()
+            + self.at.len()
+            + self.kind.len()
+            + self.payload_json.len()
+            + self.hash.len()
+    }
+
     /// The hash this event must have after an event whose stored hash is `prev_hash`.
     pub fn expected_hash(&self, prev_hash: &[u8]) -> HexHash {
         event_hash(
@@ -87,6 +97,17 @@ impl EventBatch {
     /// Bytes of field data held.
     pub fn byte_len(&self) -> usize {
         self.bytes.len()
+    }
+
+    /// Bytes of field data it can hold before growing.
+    pub fn capacity_bytes(&self) -> usize {
+        self.bytes.capacity()
+    }
+
+    /// Makes room for `bytes` more of field data in one allocation, so a
+    /// page filled up to a bound never doubles its buffer past it.
+    pub fn reserve_bytes(&mut self, bytes: usize) {
+        self.bytes.reserve_exact(bytes);
     }
 
     /// Appends one event; `fields` are run_id, step_id, at, type, payload_json, hash.

@@ -127,7 +127,7 @@ pub struct Recycler {
 impl Recycler {
     pub fn give_back(&self, mut page: EventBatch) {
         page.clear();
-        page.shrink_to(self.page_bytes * 2);
+        page.shrink_to(self.page_bytes);
         let _ = self.spares.try_send(page);
     }
 }

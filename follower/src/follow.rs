@@ -108,10 +108,11 @@ impl Follower {
         }
 
         let plan = ReadPlan {
-            // Pages of at most 4,096 events and 2 MiB: a few are in flight
-            // (reader, checker, run check), whatever the batch size.
+            // Pages of at most 4,096 events and 1 MiB (about 3,000 of
+            // agentrt's events): up to seven are in flight (read ahead,
+            // checked, run-checked, spare), whatever the batch size.
             page_events: cfg.batch.max_events.clamp(256, 4096),
-            page_bytes: 2 << 20,
+            page_bytes: 1 << 20,
             tail: (!cfg.once).then_some(cfg.poll_interval),
             after_hash: point.after.map(|h| h.hash),
             ..ReadPlan::new(after_seq, cfg.once.then_some(db_head))

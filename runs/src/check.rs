@@ -120,9 +120,22 @@ impl Args {
 struct Pending {
     seq: u64,
     step_id: String,
+    /// The tool's name; empty for a model call, named by its key (see
+    /// [`Pending::label`]): an open call holds its id once, not twice.
     what: String,
     /// Already reported as an unknown outcome.
     reported: bool,
+}
+
+impl Pending {
+    /// What a finding about it names: the tool, or `model call <key>`
+    /// (a state saved before the label was left empty holds it whole).
+    fn label(&self, key: Option<&str>) -> String {
+        match key {
+            Some(key) if self.what.is_empty() => format!("model call {key}"),
+            _ => self.what.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -187,9 +200,11 @@ struct Run {
     /// Its steps, approvals and open calls as counted in `RunCheck::entries`.
     accounted: usize,
     steps: Map<String, Step>,
-    approvals: Map<String, Approval>,
+    /// Boxed, like `model_calls`: a bucket of a box is 32 bytes, so a
+    /// run's table doubling under thousands of them costs a third.
+    approvals: Map<String, Box<Approval>>,
     /// Open model calls by call id.
-    model_calls: Map<String, Pending>,
+    model_calls: Map<String, Box<Pending>>,
 }
 
 impl Run {
@@ -273,7 +288,9 @@ pub struct RunCheck {
     max_entries: usize,
     /// Steps, approvals and open calls held now (each run's `accounted`).
     entries: usize,
-    runs: Map<String, Run>,
+    /// Boxed: a table of 20,000 runs with churn grows by doubling, and a
+    /// bucket of a box is 32 bytes where a `Run` inline is ~270.
+    runs: Map<String, Box<Run>>,
     /// Runs not silent, by the time they were last active, oldest first,
     /// so a sweep looks only at those that may have fallen silent. Lazy: an
     /// entry whose time is not its run's `queued` is stale and skipped.
@@ -490,7 +507,7 @@ impl RunCheck {
             // Named once; what follows is checked as a run of its own, so a
             // reused run id hides nothing.
             let kind = text(e.kind);
-            self.runs.insert(run_id.to_owned(), Run::new(e.seq));
+            self.runs.insert(run_id.to_owned(), Box::new(Run::new(e.seq)));
             self.report(
                 RunFindingKind::EventAfterFinish,
                 run_id,
@@ -503,7 +520,7 @@ impl RunCheck {
         let role = self.roles.get(e.kind).copied().unwrap_or(Role::Other);
         {
             if !self.runs.contains_key(run_id) {
-                self.runs.insert(run_id.to_owned(), Run::new(e.seq));
+                self.runs.insert(run_id.to_owned(), Box::new(Run::new(e.seq)));
             }
             let run = self.runs.get_mut(run_id).expect("inserted above");
             run.last_seq = e.seq;
@@ -578,13 +595,13 @@ impl RunCheck {
                     let run = self.runs.get_mut(run_id).expect("inserted above");
                     run.approvals.insert(
                         id,
-                        Approval {
+                        Box::new(Approval {
                             step_id: step_id.to_owned(),
                             for_rerun,
                             granted: false,
                             decided: false,
                             used: false,
-                        },
+                        }),
                     );
                 }
             }
@@ -843,12 +860,12 @@ impl RunCheck {
         let run = self.runs.get_mut(run_id).expect("inserted above");
         let previous = run.model_calls.insert(
             id.clone(),
-            Pending {
+            Box::new(Pending {
                 seq,
                 step_id: step_id.to_owned(),
-                what: format!("model call {id}"),
+                what: String::new(),
                 reported: false,
-            },
+            }),
         );
         if let Some(p) = previous.filter(|p| !p.reported) {
             self.report(
@@ -856,7 +873,7 @@ impl RunCheck {
                 run_id,
                 &p.step_id,
                 p.seq,
-                Some(p.what),
+                Some(p.label(Some(&id))),
                 format!("dispatched again at seq {seq} before an outcome was recorded"),
             );
         }
@@ -884,11 +901,15 @@ impl RunCheck {
         let pending = run
             .steps
             .values_mut()
-            .filter_map(|s| s.tool.as_deref_mut())
-            .chain(run.model_calls.values_mut());
-        for p in pending.filter(|p| !p.reported && which(p)) {
+            .filter_map(|s| s.tool.as_deref_mut().map(|p| (None, p)))
+            .chain(
+                run.model_calls
+                    .iter_mut()
+                    .map(|(key, p)| (Some(key.as_str()), &mut **p)),
+            );
+        for (key, p) in pending.filter(|(_, p)| !p.reported && which(p)) {
             p.reported = true;
-            open.push((p.step_id.clone(), p.seq, p.what.clone()));
+            open.push((p.step_id.clone(), p.seq, p.label(key)));
         }
         open.sort_by_key(|(_, seq, _)| *seq);
         for (step, seq, what) in open {
@@ -929,7 +950,7 @@ impl RunCheck {
     }
 
     /// Removes a run, and what it added to the silent counts.
-    fn remove_run(&mut self, run_id: &str) -> Option<Run> {
+    fn remove_run(&mut self, run_id: &str) -> Option<Box<Run>> {
         let run = self.runs.remove(run_id)?;
         self.entries -= run.accounted;
         if run.silent {
@@ -994,10 +1015,10 @@ impl RunCheck {
             let open: Vec<(String, u64, String)> = r
                 .steps
                 .values()
-                .filter_map(|s| s.tool.as_deref())
-                .chain(r.model_calls.values())
-                .filter(|p| !p.reported)
-                .map(|p| (p.step_id.clone(), p.seq, p.what.clone()))
+                .filter_map(|s| s.tool.as_deref().map(|p| (None, p)))
+                .chain(r.model_calls.iter().map(|(key, p)| (Some(key.as_str()), &**p)))
+                .filter(|(_, p)| !p.reported)
+                .map(|(key, p)| (p.step_id.clone(), p.seq, p.label(key)))
                 .collect();
             r.silent = true;
             r.counted = (u64::from(!r.waiting()), r.unreported_open() as u64);
@@ -1120,7 +1141,7 @@ impl RunCheck {
         }
         self.silent_runs = 0;
         self.silent_calls = 0;
-        let mut open: Vec<(&String, &Run)> = self.runs.iter().collect();
+        let mut open: Vec<(&String, &Run)> = self.runs.iter().map(|(id, run)| (id, &**run)).collect();
         open.sort_by_key(|(_, r)| r.first_seq);
         let summaries: Vec<RunSummary> = open
             .into_iter()

@@ -78,7 +78,7 @@ struct Saved {
     silent_runs: u64,
     silent_calls: u64,
     given_up_active: u64,
-    runs: Map<String, Run>,
+    runs: Map<String, Box<Run>>,
 }
 
 /// Counts no log can reach (a counter near u64::MAX would wrap at the next finding).
@@ -96,7 +96,7 @@ impl Saved {
         if self.runs.len() > super::MAX_OPEN_RUNS {
             return refuse(format!("{} open runs, more than the check keeps", self.runs.len()));
         }
-        let entries: usize = self.runs.values().map(Run::entries).sum();
+        let entries: usize = self.runs.values().map(|run| run.entries()).sum();
         if entries > super::MAX_ENTRIES {
             return refuse(format!(
                 "{entries} steps, approvals and calls, more than the check keeps"
@@ -552,16 +552,16 @@ mod tests {
         let refused: [(&str, Edit); 5] = [
             ("too many runs", &|s| {
                 for i in 0..=super::super::MAX_OPEN_RUNS {
-                    s.runs.insert(format!("r{i}"), Run::new(1));
+                    s.runs.insert(format!("r{i}"), Box::new(Run::new(1)));
                 }
             }),
             ("a long run id", &|s| {
-                s.runs.insert("r".repeat(LONGEST_TEXT + 1), Run::new(1));
+                s.runs.insert("r".repeat(LONGEST_TEXT + 1), Box::new(Run::new(1)));
             }),
             ("a long step id", &|s| {
                 let mut run = Run::new(1);
                 run.steps.insert("s".repeat(10_000), super::super::Step::default());
-                s.runs.insert("r".into(), run);
+                s.runs.insert("r".into(), Box::new(run));
             }),
             ("a count near u64::MAX", &|s| {
                 s.totals.push(("unknown-outcome".into(), u64::MAX))
@@ -572,7 +572,7 @@ mod tests {
                     for i in 0..=super::super::MAX_ENTRIES / 10 {
                         run.steps.insert(format!("s{i}"), super::super::Step::default());
                     }
-                    s.runs.insert(format!("r{r}"), run);
+                    s.runs.insert(format!("r{r}"), Box::new(run));
                 }
             }),
         ];

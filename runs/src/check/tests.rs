@@ -35,6 +35,14 @@ impl Log {
     }
 
     fn check(&self) -> (Vec<(RunFindingKind, String, u64)>, Vec<RunSummary>) {
+        let (found, summaries) = self.findings();
+        (
+            found.into_iter().map(|f| (f.kind, f.step_id, f.seq)).collect(),
+            summaries,
+        )
+    }
+
+    fn findings(&self) -> (Vec<RunFinding>, Vec<RunSummary>) {
         let mut c = RunCheck::new(&AGENTRT, RunCheckConfig::default());
         for (seq, run, step, at, kind, payload) in &self.events {
             c.feed(&RunEvent {
@@ -47,12 +55,7 @@ impl Log {
             });
         }
         c.finish();
-        let found = c
-            .take_findings()
-            .into_iter()
-            .map(|f| (f.kind, f.step_id, f.seq))
-            .collect();
-        (found, c.take_summaries())
+        (c.take_findings(), c.take_summaries())
     }
 }
 
@@ -462,6 +465,32 @@ fn a_long_call_that_finishes_is_no_finding_and_a_repeated_dispatch_is_unknown() 
     seq.insert(4, ("s0", "model.dispatched", r#"{"call_id":"m1","attempt":2}"#));
     log.run("r", &seq);
     assert_eq!(log.check().0, vec![(RunFindingKind::UnknownOutcome, "s0".into(), 4)]);
+}
+
+#[test]
+fn an_open_model_call_is_named_by_its_key_wherever_it_is_reported() {
+    let mut log = Log::new();
+    log.run(
+        "r",
+        &[("", "run.created", r#"{"goal":"g"}"#), ("", "run.started", "{}")],
+    );
+    log.at(2, "r", "s0", "model.dispatched", r#"{"call_id":"m1"}"#);
+    // Dispatched again: the first is unknown; then the run finishes with the second open.
+    log.at(3, "r", "s0", "model.dispatched", r#"{"call_id":"m1"}"#);
+    log.at(4, "r", "", "run.finished", "{}");
+    // A call with no id is keyed by its step; the log ends with it open.
+    log.at(5, "q", "", "run.created", r#"{"goal":"g"}"#);
+    log.at(6, "q", "s9", "model.dispatched", "{}");
+    log.at(60 * 60, "p", "", "run.created", r#"{"goal":"g"}"#);
+    let named: Vec<(u64, Option<String>)> = log
+        .findings()
+        .0
+        .into_iter()
+        .filter(|f| f.kind == RunFindingKind::UnknownOutcome)
+        .map(|f| (f.seq, f.tool))
+        .collect();
+    let model = |key: &str| Some(format!("model call {key}"));
+    assert_eq!(named, vec![(3, model("m1")), (4, model("m1")), (7, model("step:s9"))]);
 }
 
 fn feed_all(c: &mut RunCheck, at: &[u8]) {
