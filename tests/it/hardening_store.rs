@@ -211,21 +211,35 @@ fn kill_9_while_publishing_never_leaves_a_torn_head() {
             .stderr(Stdio::null());
         cmd.spawn().unwrap()
     };
-    // The follower runs until killed (kill_9_loop checks it).
-    kill_9_loop(KILLS, &mut XorShift::from_clock(), 150..500, follower, || ());
+    let origin_dir = anchors.join(ORIGIN);
+    let heads_published = || {
+        std::fs::read_dir(&origin_dir).map_or(0, |d| {
+            d.filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "head"))
+            })
+            .count()
+        })
+    };
+    // The follower runs until killed; every other life first publishes a head
+    // (however slow its start on a loaded machine), then is killed mid-publishing.
+    kill_9_loop_mid_export(KILLS, &mut XorShift::from_clock(), 150..500, follower, heads_published);
     stop_writer(&mut writer, &db);
     let last = db_seq(&db);
     // One clean run publishes the final head.
     let out = follow_once(dir.path(), &db, ORIGIN, &key, &file_anchor(&anchors));
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 
-    let origin_dir = anchors.join(ORIGIN);
     let heads: Vec<PathBuf> = std::fs::read_dir(&origin_dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "head"))
         .collect();
-    assert!(heads.len() > KILLS, "heads were published throughout: {}", heads.len());
+    assert!(
+        heads.len() > KILLS / 2,
+        "heads were published throughout: {}",
+        heads.len()
+    );
     for head in &heads {
         let len = std::fs::metadata(head).unwrap().len();
         assert!(len > 0, "{} is empty: a kill tore it", head.display());
