@@ -675,6 +675,20 @@ impl EventDb {
         })
     }
 
+    /// How many rows have exactly this seq (more than one only where seq
+    /// is not the rowid).
+    pub fn rows_at(&self, seq: u64) -> Result<u64, DbError> {
+        patiently(BUSY_PATIENCE, || {
+            let mut stmt = self
+                .conn
+                .prepare_cached(&self.same_seq_count_sql)
+                .map_err(self.read_err())?;
+            stmt.query_row([seq as i64], |row| row.get::<_, i64>(0))
+                .map(|n| n.max(0) as u64)
+                .map_err(self.read_err())
+        })
+    }
+
     /// How many events have a seq in `(after, through]`.
     pub fn count_between(&self, after: u64, through: u64) -> Result<u64, DbError> {
         patiently(BUSY_PATIENCE, || {

@@ -31,6 +31,17 @@ pub struct ResumePoint {
 /// sink provably holds. Returns where to deliver from.
 pub fn resume(db: &EventDb, delivery: &mut Delivery, start: StartFrom) -> Result<ResumePoint, FollowError> {
     delivery.cursor().check_writable()?;
+    // Rows with a seq no read by `seq > after` reaches are never read: said
+    // at every start, as `verify` says them, never passed over.
+    if let Some(seq) = db
+        .first_unreachable_seq()
+        .map_err(|e| FollowError::setup(e.to_string()))?
+    {
+        return Err(FollowError::integrity(format!(
+            "{}: a row has seq {seq}: no read in seq order reaches it, so the chain cannot be checked whole (`chainship verify` names it)",
+            db.path().display()
+        )));
+    }
     let cursor_head = delivery.cursor().load()?;
     let cursor_path = delivery.cursor().path().display().to_string();
     let start = start_from_cursor(db, cursor_head, start, &cursor_path)?;
@@ -136,6 +147,16 @@ pub fn with_sink(
 /// Checks that the database still holds `head` (same seq, same hash).
 fn check_on_chain(db: &EventDb, head: Head, whose: &str) -> Result<(), FollowError> {
     let setup = |e: chainship_chain::DbError| FollowError::setup(e.to_string());
+    // Where seq is not the rowid, a second row of the seq at the cursor is
+    // never read by `seq > cursor`: a break the first pass named, or a row
+    // planted after it, must stop every restart too.
+    let rows = db.rows_at(head.seq).map_err(setup)?;
+    if rows > 1 {
+        return Err(FollowError::integrity(format!(
+            "{rows} rows of the database have seq {} that {whose} holds ({head}): a seq held twice breaks the chain (`chainship verify` names it)",
+            head.seq
+        )));
+    }
     match db.hash_at(head.seq).map_err(setup)? {
         Some(hash) if hash == head.hash => Ok(()),
         Some(hash) => Err(FollowError::integrity(format!(

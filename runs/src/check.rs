@@ -52,6 +52,11 @@ const MAX_ENTRIES: usize = 60_000;
 /// making them long.
 const MAX_ID: usize = 128;
 
+/// Bytes of a long id kept in its short form (less up to 3 to end on a
+/// character): with the length and hash after it, the short form is
+/// always longer than `MAX_ID`.
+const SHORT_PREFIX: usize = 100;
+
 /// What the check is told.
 #[derive(Clone, Debug)]
 pub struct RunCheckConfig {
@@ -132,7 +137,7 @@ impl Pending {
     /// (a state saved before the label was left empty holds it whole).
     fn label(&self, key: Option<&str>) -> String {
         match key {
-            Some(key) if self.what.is_empty() => format!("model call {key}"),
+            Some(key) if self.what.is_empty() => format!("model call {}", key.strip_prefix("id:").unwrap_or(key)),
             _ => self.what.clone(),
         }
     }
@@ -476,12 +481,14 @@ impl RunCheck {
 
     /// An id or tool name as kept: itself, or when longer than `MAX_ID` a
     /// prefix and 128 bits of its SHA-256 (unkeyed, so every verifier names
-    /// it the same; collisions out of reach).
+    /// it the same; collisions out of reach). The short form is always
+    /// longer than `MAX_ID` (a prefix of at least 97 bytes and 58 more), so
+    /// no id kept as itself can be written to equal another's short form.
     fn short<'a>(&self, text: std::borrow::Cow<'a, str>) -> std::borrow::Cow<'a, str> {
         if text.len() <= MAX_ID {
             return text;
         }
-        let mut cut = 64;
+        let mut cut = SHORT_PREFIX;
         while !text.is_char_boundary(cut) {
             cut -= 1;
         }
@@ -1160,12 +1167,14 @@ impl RunCheck {
     }
 }
 
-/// How a model call is keyed: its call id, else its step.
+/// How a model call is keyed: `id:` and its call id, else `step:` and its
+/// step. Two namespaces: no call id can name the call of a step that gave
+/// none (nor the reverse).
 fn call_key(payload: &Payload<'_>, step_id: &str) -> String {
-    payload
-        .call_id
-        .get()
-        .map_or_else(|| format!("step:{step_id}"), str::to_owned)
+    match payload.call_id.get() {
+        Some(id) => format!("id:{id}"),
+        None => format!("step:{step_id}"),
+    }
 }
 
 fn summary(run_id: &str, run: &Run, status: RunStatus) -> RunSummary {

@@ -903,3 +903,79 @@ fn planted_head_files_at_future_seqs_never_stop_anchoring() {
     assert_eq!(json["last_trusted_head"]["seq"], 100, "{json}");
     assert_eq!(code(&out), 1, "the planted files are still reported: {json}");
 }
+
+/// Attack round 14: where seq is not the rowid, a second row of the seq at
+/// the cursor (the break a first pass named, or one planted after it) is
+/// never read again by `seq > cursor`; and a row whose seq no read reaches
+/// (NULL) is never read at all. Both stop every start, as `verify` names them.
+#[test]
+fn a_seq_held_twice_at_the_cursor_or_a_null_seq_stops_every_start() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "loose.db", 100);
+    tamper(&db)
+        .execute_batch(
+            "CREATE TABLE ev (seq INTEGER, run_id TEXT, step_id TEXT, at TEXT, type TEXT, payload_json TEXT, hash TEXT);
+             INSERT INTO ev SELECT * FROM events WHERE seq <= 50 ORDER BY seq;",
+        )
+        .unwrap();
+    let (out, cursor) = (dir.path().join("out.jsonl"), dir.path().join("cursor"));
+    let follow = |first: bool| {
+        let mut extra = vec!["--once", "--table", "ev"];
+        if first {
+            extra.push("--from-start");
+        }
+        file_follow(&db, &out, &cursor, "harden/loose", &extra)
+            .output()
+            .unwrap()
+    };
+    let verify = || {
+        let out = bin()
+            .args(["verify", "--db", path_str(&db), "--table", "ev"])
+            .output()
+            .unwrap();
+        code(&out)
+    };
+    let first = follow(true);
+    assert_eq!(code(&first), 0, "{}", stderr(&first));
+    assert!(std::fs::read_to_string(&cursor).unwrap().starts_with("50:"));
+
+    // A forged second row of seq 50, then the rest of the chain after it.
+    tamper(&db)
+        .execute_batch(
+            "INSERT INTO ev SELECT seq, run_id, step_id, at, type, '{\"evil\":1}', hash FROM events WHERE seq = 50;
+             INSERT INTO ev SELECT * FROM events WHERE seq > 50 ORDER BY seq;",
+        )
+        .unwrap();
+    for _ in 0..2 {
+        let again = follow(false);
+        assert_eq!(code(&again), 1, "{}", stderr(&again));
+        assert!(
+            stderr(&again).contains("2 rows of the database have seq 50"),
+            "{}",
+            stderr(&again)
+        );
+    }
+    assert_eq!(verify(), 1);
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap().lines().count(),
+        50,
+        "nothing past the forgery was sent"
+    );
+
+    // The forgery gone, the chain is whole again and delivered; then a row with no seq.
+    tamper(&db)
+        .execute("DELETE FROM ev WHERE payload_json = '{\"evil\":1}'", [])
+        .unwrap();
+    let clean = follow(false);
+    assert_eq!(code(&clean), 0, "{}", stderr(&clean));
+    tamper(&db)
+        .execute(
+            "INSERT INTO ev SELECT NULL, run_id, step_id, at, type, payload_json, hash FROM events WHERE seq = 7",
+            [],
+        )
+        .unwrap();
+    let null = follow(false);
+    assert_eq!(code(&null), 1, "{}", stderr(&null));
+    assert!(stderr(&null).contains("a row has seq NULL"), "{}", stderr(&null));
+    assert_eq!(verify(), 1);
+}

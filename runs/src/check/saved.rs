@@ -18,8 +18,9 @@ use super::{Map, Run, RunCheck, RunCheckConfig, saturating_ms};
 use crate::finding::RunFindingKind;
 use crate::profile::Profile;
 
-/// Bumped whenever [`Saved`] (or anything it holds) changes shape.
-const VERSION: u8 = 2;
+/// Bumped whenever [`Saved`] (or anything it holds) changes shape or
+/// meaning (3: model calls keyed `id:`/`step:`, long ids' longer short form).
+const VERSION: u8 = 3;
 
 /// Why saved bytes cannot be used (the caller rebuilds from the log).
 #[derive(Debug, thiserror::Error)]

@@ -467,6 +467,55 @@ fn a_long_call_that_finishes_is_no_finding_and_a_repeated_dispatch_is_unknown() 
     assert_eq!(log.check().0, vec![(RunFindingKind::UnknownOutcome, "s0".into(), 4)]);
 }
 
+/// Attack round 14: a call id written as another call's key closed it.
+#[test]
+fn a_call_id_never_closes_the_call_of_a_step_that_gave_none() {
+    let mut log = Log::new();
+    log.run(
+        "r",
+        &[("", "run.created", r#"{"goal":"g"}"#), ("", "run.started", "{}")],
+    );
+    log.at(2, "r", "s1", "model.dispatched", "{}");
+    log.at(3, "r", "s2", "model.completed", r#"{"call_id":"step:s1"}"#);
+    log.at(4, "r", "", "run.finished", "{}");
+    let unknown: Vec<u64> = log
+        .check()
+        .0
+        .into_iter()
+        .filter(|(kind, _, _)| *kind == RunFindingKind::UnknownOutcome)
+        .map(|(_, _, seq)| seq)
+        .collect();
+    assert_eq!(unknown, vec![3], "the dispatch at seq 3 has no outcome");
+}
+
+/// Attack round 14: an id written as a long id's short form matched it.
+#[test]
+fn no_id_kept_as_itself_equals_a_long_ids_short_form() {
+    let check = RunCheck::new(&AGENTRT, RunCheckConfig::default());
+    for len in [MAX_ID + 1, MAX_ID + 2, 300, 5000] {
+        for fill in ["x", "é", "€", "😀"] {
+            let long = fill.repeat(len / fill.len() + 1);
+            let short = check.short_str(&long);
+            assert!(short.len() > MAX_ID, "{} bytes: {short}", long.len());
+            // Written literally, the short form is long itself, so shortened again.
+            assert_ne!(check.short_str(&short), short);
+        }
+    }
+    let long = "c".repeat(300);
+    let call = |id: &str| format!(r#"{{"call_id":"{id}"}}"#);
+    let forged = check.short_str(&long).into_owned();
+    let mut log = Log::new();
+    log.run(
+        "r",
+        &[("", "run.created", r#"{"goal":"g"}"#), ("", "run.started", "{}")],
+    );
+    log.at(2, "r", "s1", "model.dispatched", &call(&long));
+    log.at(3, "r", "s1", "model.completed", &call(&forged));
+    log.at(4, "r", "", "run.finished", "{}");
+    let found: Vec<RunFindingKind> = log.check().0.into_iter().map(|(kind, _, _)| kind).collect();
+    assert!(found.contains(&RunFindingKind::UnknownOutcome), "{found:?}");
+}
+
 #[test]
 fn an_open_model_call_is_named_by_its_key_wherever_it_is_reported() {
     let mut log = Log::new();
