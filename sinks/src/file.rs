@@ -77,6 +77,14 @@ fn opened<'a>(slot: &'a mut Option<File>, path: &Path) -> Result<&'a mut File, S
             .mode(0o640)
             .open(path)
             .map_err(|e| SinkError::permanent(format!("file sink {}: cannot open: {e}", path.display())))?;
+        // A device or a FIFO can be neither read back nor made durable
+        // (fsync of /dev/null fails every time): refused, not retried forever.
+        if !file.metadata().map_err(|e| io_error(path, e))?.is_file() {
+            return Err(SinkError::permanent(format!(
+                "file sink {}: not a regular file (its records must be read back and made durable)",
+                path.display()
+            )));
+        }
         // Held for the life of the process: two followers appending to one
         // file interleave batches and cut each other's "torn" lines.
         match file.try_lock() {
@@ -351,6 +359,13 @@ mod tests {
             assert!(e.message.contains("not a chainship JSON Lines file"), "{name}: {e}");
             assert_eq!(std::fs::read(&path).unwrap(), bytes, "{name} was changed");
         }
+    }
+
+    #[test]
+    fn a_device_is_refused_at_once_not_retried() {
+        let e = held(Path::new("/dev/null")).unwrap_err();
+        assert_eq!(e.kind, crate::ErrorKind::Permanent, "{e}");
+        assert!(e.message.contains("not a regular file"), "{e}");
     }
 
     #[test]
