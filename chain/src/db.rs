@@ -533,21 +533,13 @@ impl EventDb {
         // A page ends on a seq; the next starts above it. Where the seq column
         // may repeat a value, rows of that seq past the page would never be
         // read: they are read now, so a second row of a seq is always seen.
-        if self.seq_may_repeat && !page.stopped && page.visited == max_events && page.last_seq > after {
-            let mut count = self
-                .conn
-                .prepare_cached(&self.same_seq_count_sql)
+        let page_full = !page.stopped && page.visited == max_events && page.last_seq > after;
+        if self.seq_may_repeat && page_full && self.rows_at_once(page.last_seq)? > page.same_as_last as u64 {
+            let mut stmt = self.conn.prepare_cached(&self.same_seq_sql).map_err(self.read_err())?;
+            let rows = stmt
+                .query((page.last_seq as i64, page.same_as_last as i64))
                 .map_err(self.read_err())?;
-            let held: i64 = count
-                .query_row([page.last_seq as i64], |row| row.get(0))
-                .map_err(self.read_err())?;
-            if held > page.same_as_last as i64 {
-                let mut stmt = self.conn.prepare_cached(&self.same_seq_sql).map_err(self.read_err())?;
-                let rows = stmt
-                    .query((page.last_seq as i64, page.same_as_last as i64))
-                    .map_err(self.read_err())?;
-                self.visit_each(rows, page, visit)?;
-            }
+            self.visit_each(rows, page, visit)?;
         }
         // An immutable connection takes no lock: what it read holds only if
         // nobody wrote the file meanwhile (a writer that started would have
@@ -678,15 +670,17 @@ impl EventDb {
     /// How many rows have exactly this seq (more than one only where seq
     /// is not the rowid).
     pub fn rows_at(&self, seq: u64) -> Result<u64, DbError> {
-        patiently(BUSY_PATIENCE, || {
-            let mut stmt = self
-                .conn
-                .prepare_cached(&self.same_seq_count_sql)
-                .map_err(self.read_err())?;
-            stmt.query_row([seq as i64], |row| row.get::<_, i64>(0))
-                .map(|n| n.max(0) as u64)
-                .map_err(self.read_err())
-        })
+        patiently(BUSY_PATIENCE, || self.rows_at_once(seq))
+    }
+
+    fn rows_at_once(&self, seq: u64) -> Result<u64, DbError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&self.same_seq_count_sql)
+            .map_err(self.read_err())?;
+        stmt.query_row([seq as i64], |row| row.get::<_, i64>(0))
+            .map(|n| n.max(0) as u64)
+            .map_err(self.read_err())
     }
 
     /// How many events have a seq in `(after, through]`.
@@ -732,19 +726,22 @@ impl EventDb {
 /// journal's magic; a committed one is zeroed or gone): until a writer
 /// rolls it back, the file alone is not the database.
 fn hot_journal(path: &Path) -> bool {
-    let mut journal = path.as_os_str().to_owned();
-    journal.push("-journal");
     let mut magic = [0u8; 8];
-    std::fs::File::open(journal)
+    std::fs::File::open(beside(path, "-journal"))
         .and_then(|mut f| f.read_exact(&mut magic))
         .is_ok()
         && magic == [0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7]
 }
 
 fn wal_path(path: &Path) -> PathBuf {
-    let mut wal = path.as_os_str().to_owned();
-    wal.push("-wal");
-    PathBuf::from(wal)
+    beside(path, "-wal")
+}
+
+/// SQLite's name for a file of the database's: its path and `suffix`.
+fn beside(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
 }
 
 /// Whether this process may create files beside `path` (the -wal and -shm a

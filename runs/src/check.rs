@@ -133,12 +133,12 @@ struct Pending {
 }
 
 impl Pending {
-    /// What a finding about it names: the tool, or `model call <key>`
-    /// (a state saved before the label was left empty holds it whole).
+    /// What a finding about it names: the tool, or for a model call (its
+    /// key given) `model call <call id>` or `model call step:<step>`.
     fn label(&self, key: Option<&str>) -> String {
         match key {
-            Some(key) if self.what.is_empty() => format!("model call {}", key.strip_prefix("id:").unwrap_or(key)),
-            _ => self.what.clone(),
+            Some(key) => format!("model call {}", key.strip_prefix("id:").unwrap_or(key)),
+            None => self.what.clone(),
         }
     }
 }
@@ -269,11 +269,25 @@ impl Run {
 
     /// Open tool starts and model calls not yet reported.
     fn unreported_open(&self) -> usize {
-        self.steps
-            .values()
-            .filter(|s| s.tool.as_deref().is_some_and(|p| !p.reported))
-            .count()
-            + self.model_calls.values().filter(|c| !c.reported).count()
+        self.pending().filter(|(_, p)| !p.reported).count()
+    }
+
+    /// Its open tool starts and model calls, each with its model call's key.
+    fn pending(&self) -> impl Iterator<Item = (Option<&str>, &Pending)> {
+        let tools = self.steps.values().filter_map(|s| s.tool.as_deref().map(|p| (None, p)));
+        tools.chain(self.model_calls.iter().map(|(key, p)| (Some(key.as_str()), &**p)))
+    }
+
+    fn pending_mut(&mut self) -> impl Iterator<Item = (Option<&str>, &mut Pending)> {
+        let tools = self
+            .steps
+            .values_mut()
+            .filter_map(|s| s.tool.as_deref_mut().map(|p| (None, p)));
+        tools.chain(
+            self.model_calls
+                .iter_mut()
+                .map(|(key, p)| (Some(key.as_str()), &mut **p)),
+        )
     }
 }
 
@@ -905,16 +919,7 @@ impl RunCheck {
     fn report_open(&mut self, run_id: &str, which: impl Fn(&Pending) -> bool, why: &str) {
         let Some(run) = self.runs.get_mut(run_id) else { return };
         let mut open = Vec::new();
-        let pending = run
-            .steps
-            .values_mut()
-            .filter_map(|s| s.tool.as_deref_mut().map(|p| (None, p)))
-            .chain(
-                run.model_calls
-                    .iter_mut()
-                    .map(|(key, p)| (Some(key.as_str()), &mut **p)),
-            );
-        for (key, p) in pending.filter(|(_, p)| !p.reported && which(p)) {
+        for (key, p) in run.pending_mut().filter(|(_, p)| !p.reported && which(p)) {
             p.reported = true;
             open.push((p.step_id.clone(), p.seq, p.label(key)));
         }
@@ -1020,10 +1025,7 @@ impl RunCheck {
                 continue;
             }
             let open: Vec<(String, u64, String)> = r
-                .steps
-                .values()
-                .filter_map(|s| s.tool.as_deref().map(|p| (None, p)))
-                .chain(r.model_calls.iter().map(|(key, p)| (Some(key.as_str()), &**p)))
+                .pending()
                 .filter(|(_, p)| !p.reported)
                 .map(|(key, p)| (p.step_id.clone(), p.seq, p.label(key)))
                 .collect();

@@ -471,10 +471,7 @@ fn a_long_call_that_finishes_is_no_finding_and_a_repeated_dispatch_is_unknown() 
 #[test]
 fn a_call_id_never_closes_the_call_of_a_step_that_gave_none() {
     let mut log = Log::new();
-    log.run(
-        "r",
-        &[("", "run.created", r#"{"goal":"g"}"#), ("", "run.started", "{}")],
-    );
+    log.run("r", &ALLOWED[..2]);
     log.at(2, "r", "s1", "model.dispatched", "{}");
     log.at(3, "r", "s2", "model.completed", r#"{"call_id":"step:s1"}"#);
     log.at(4, "r", "", "run.finished", "{}");
@@ -505,10 +502,7 @@ fn no_id_kept_as_itself_equals_a_long_ids_short_form() {
     let call = |id: &str| format!(r#"{{"call_id":"{id}"}}"#);
     let forged = check.short_str(&long).into_owned();
     let mut log = Log::new();
-    log.run(
-        "r",
-        &[("", "run.created", r#"{"goal":"g"}"#), ("", "run.started", "{}")],
-    );
+    log.run("r", &ALLOWED[..2]);
     log.at(2, "r", "s1", "model.dispatched", &call(&long));
     log.at(3, "r", "s1", "model.completed", &call(&forged));
     log.at(4, "r", "", "run.finished", "{}");
@@ -519,10 +513,7 @@ fn no_id_kept_as_itself_equals_a_long_ids_short_form() {
 #[test]
 fn an_open_model_call_is_named_by_its_key_wherever_it_is_reported() {
     let mut log = Log::new();
-    log.run(
-        "r",
-        &[("", "run.created", r#"{"goal":"g"}"#), ("", "run.started", "{}")],
-    );
+    log.run("r", &ALLOWED[..2]);
     log.at(2, "r", "s0", "model.dispatched", r#"{"call_id":"m1"}"#);
     // Dispatched again: the first is unknown; then the run finishes with the second open.
     log.at(3, "r", "s0", "model.dispatched", r#"{"call_id":"m1"}"#);
