@@ -14,30 +14,65 @@ use std::path::Path;
 /// file created in its place (`O_EXCL`): a symbolic or hard link planted
 /// there is never written through (it could name the audit database).
 pub fn replace(path: &Path, tmp: &Path, content: &[u8], mode: u32) -> std::io::Result<()> {
-    match std::fs::remove_file(tmp) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    let written = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(tmp)
-        .and_then(|mut file| {
-            file.write_all(content)?;
-            file.sync_all()
+    let mut staged = Staged::create(path, tmp, mode)?;
+    staged.file().write_all(content)?;
+    staged.commit()
+}
+
+/// A replacement of `path` written now, at `tmp`, and put in place later
+/// (or never: dropped uncommitted, `tmp` is removed). For content too large
+/// to hold in memory until it may replace the file (the follower's run
+/// state, written as it is encoded, put in place once the sink holds it).
+/// The same care as [`replace`].
+#[derive(Debug)]
+pub struct Staged {
+    file: File,
+    path: std::path::PathBuf,
+    tmp: std::path::PathBuf,
+    done: bool,
+}
+
+impl Staged {
+    /// Creates `tmp` afresh (see [`replace`]) to write the content in.
+    pub fn create(path: &Path, tmp: &Path, mode: u32) -> std::io::Result<Staged> {
+        match std::fs::remove_file(tmp) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        let file = OpenOptions::new().write(true).create_new(true).mode(mode).open(tmp)?;
+        Ok(Staged {
+            file,
+            path: path.to_owned(),
+            tmp: tmp.to_owned(),
+            done: false,
         })
-        .and_then(|()| std::fs::rename(tmp, path));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(tmp);
-        return Err(e);
     }
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    File::open(dir)?.sync_all()
+
+    /// Where the content is written.
+    pub fn file(&mut self) -> &mut File {
+        &mut self.file
+    }
+
+    /// Syncs the content, renames it over the file and syncs the directory.
+    pub fn commit(mut self) -> std::io::Result<()> {
+        self.file.sync_all()?;
+        std::fs::rename(&self.tmp, &self.path)?;
+        self.done = true;
+        let dir = match self.path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        File::open(dir)?.sync_all()
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 /// [`replace`] through a hidden temporary name of this process
@@ -68,6 +103,26 @@ mod tests {
         replace(&path, &tmp, b"state again\n", 0o600).unwrap();
         assert_eq!(std::fs::read(&victim).unwrap(), b"the audit database");
         assert_eq!(std::fs::read(&path).unwrap(), b"state again\n");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_staged_replacement_changes_nothing_until_committed_and_dropped_leaves_nothing() {
+        let dir = std::env::temp_dir().join(format!("chainship-atomic-staged-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (path, tmp) = (dir.join("state"), dir.join("state.tmp"));
+        replace(&path, &tmp, b"old\n", 0o600).unwrap();
+        let mut staged = Staged::create(&path, &tmp, 0o600).unwrap();
+        staged.file().write_all(b"new\n").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"old\n");
+        drop(staged);
+        assert_eq!(std::fs::read(&path).unwrap(), b"old\n");
+        assert!(!tmp.exists(), "dropped uncommitted, the temporary file is removed");
+        let mut staged = Staged::create(&path, &tmp, 0o600).unwrap();
+        staged.file().write_all(b"new\n").unwrap();
+        staged.commit().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"new\n");
+        assert!(!tmp.exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

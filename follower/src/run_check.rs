@@ -28,7 +28,7 @@ use tokio::sync::watch;
 
 use crate::error::FollowError;
 use crate::metrics;
-use crate::run_state::{MAX_BYTES, RunStateFile};
+use crate::run_state::{MAX_BYTES, RunStateFile, StageError, StagedState};
 
 /// Which rules, and how they are applied.
 #[derive(Clone, Debug)]
@@ -55,8 +55,9 @@ struct Saver {
     delivered: watch::Receiver<Option<Head>>,
     /// The head of the state on disk.
     saved: Option<Head>,
-    /// A state taken, waiting for the sink to acknowledge its head.
-    waiting: Option<(Head, Vec<u8>)>,
+    /// A state taken (written beside the file), waiting for the sink to
+    /// acknowledge its head.
+    waiting: Option<StagedState>,
     interval: Duration,
     since: Instant,
     events_since: u64,
@@ -433,11 +434,11 @@ impl Saver {
         {
             self.take(check, head);
         }
-        if let Some((head, _)) = &self.waiting
-            && self.delivered(*head)
-            && let Some((head, bytes)) = self.waiting.take()
+        if let Some(staged) = self
+            .waiting
+            .take_if(|s| self.delivered.borrow().is_some_and(|d| d.seq >= s.head.seq))
         {
-            self.write(head, &bytes);
+            self.commit(staged);
         }
     }
 
@@ -452,51 +453,58 @@ impl Saver {
             self.waiting = None;
             self.take(check, head);
         }
-        if let Some((head, bytes)) = self.waiting.take()
-            && self.delivered(head)
+        // One the sink does not hold is dropped (and its file removed).
+        if let Some(staged) = self.waiting.take()
+            && self.delivered(staged.head)
         {
-            self.write(head, &bytes);
+            self.commit(staged);
         }
     }
 
+    /// Writes the state as of `head` beside the file, to put in place once delivered.
     fn take(&mut self, check: &mut RunCheck, head: Head) {
         let started = Instant::now();
-        let bytes = check.save();
+        let staged = self.file.stage(head, |out| check.save_to(out));
         self.cost = started.elapsed();
         self.since = Instant::now();
         self.events_since = 0;
-        if bytes.len() > MAX_BYTES {
-            if !self.said_too_large {
+        match staged {
+            Ok(staged) => self.waiting = Some(staged),
+            Err(StageError::TooLarge) if !self.said_too_large => {
                 self.said_too_large = true;
                 tracing::warn!(
-                    bytes = bytes.len(),
                     open_runs = check.open_runs(),
                     "run check: the state is larger than {} MiB and is not saved; a restart rebuilds the open runs from the state saved before, or the start of the log",
                     MAX_BYTES >> 20
                 );
             }
-            return;
+            Err(StageError::Io(e)) => self.failed(&e),
+            Err(StageError::TooLarge) => {}
         }
-        self.waiting = Some((head, bytes));
     }
 
-    fn write(&mut self, head: Head, bytes: &[u8]) {
+    /// Puts a state the sink holds in place.
+    fn commit(&mut self, staged: StagedState) {
         let started = Instant::now();
-        match self.file.store(head, bytes) {
+        let head = staged.head;
+        match staged.commit() {
             Ok(()) => {
                 self.saved = Some(head);
                 self.said_failed = false;
                 self.cost += started.elapsed();
             }
-            Err(e) if !self.said_failed => {
-                self.said_failed = true;
-                tracing::warn!(
-                    file = %self.file.path().display(),
-                    error = %e,
-                    "run check: cannot save the state (a restart reads the log from the state saved before)"
-                );
-            }
-            Err(_) => {}
+            Err(e) => self.failed(&e),
+        }
+    }
+
+    fn failed(&mut self, e: &std::io::Error) {
+        if !self.said_failed {
+            self.said_failed = true;
+            tracing::warn!(
+                file = %self.file.path().display(),
+                error = %e,
+                "run check: cannot save the state (a restart reads the log from the state saved before)"
+            );
         }
     }
 }

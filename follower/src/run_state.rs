@@ -4,15 +4,18 @@
 //! The file says which log and which event it describes (the origin and
 //! the `seq:hash` of the last event fed) and ends with the CRC-32 of all
 //! before it. It is written like the cursor (temp file, fsync, rename,
-//! fsync of the directory), and only once the sink has acknowledged the
-//! event it describes, so it never runs ahead of what was delivered. A
+//! fsync of the directory), the check's bytes streamed into the temp file
+//! as they are encoded (a large state is never held twice in memory), and
+//! put in place only once the sink has acknowledged the event it
+//! describes, so it never runs ahead of what was delivered. A
 //! start uses it only when its checksum holds, it is this origin's, and the
 //! database still holds its `seq:hash` at or below the resume point;
 //! anything else is said and the open runs are rebuilt from the start.
 //!
-//! Layout: `chainship-run-state/1\n`, then the origin, the head (`SEQ:HASH`)
-//! and the check's own bytes, each as a big-endian u32 length and the bytes,
-//! then the big-endian CRC-32 (IEEE) of all before it. The CRC finds damage
+//! Layout: `chainship-run-state/3\n`, then the origin and the head
+//! (`SEQ:HASH`), each as a big-endian u32 length and the bytes, then the
+//! check's own bytes up to the big-endian CRC-32 (IEEE) of all before it,
+//! which ends the file. The CRC finds damage
 //! (a torn write, a flipped bit); it is not a seal: whoever can write here
 //! can write the cursor too, and the state is only used when the database
 //! holds its `seq:hash`. It replaced a SHA-256, which was most of the time
@@ -22,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 use chainship_chain::Head;
 
-const MAGIC: &[u8] = b"chainship-run-state/2\n";
+const MAGIC: &[u8] = b"chainship-run-state/3\n";
 
 /// Larger saved states are not written (nor read): the check's own caps
 /// keep real ones far below this; a restart then rebuilds from the log.
@@ -33,6 +36,57 @@ pub const MAX_BYTES: usize = 64 << 20;
 pub struct RunStateFile {
     path: PathBuf,
     origin: String,
+}
+
+/// A state written beside the file, put in place by [`StagedState::commit`]
+/// once the sink holds its head; dropped before that, it is removed.
+#[derive(Debug)]
+pub struct StagedState {
+    staged: chainship_chain::atomic_file::Staged,
+    /// The last event the state has seen.
+    pub head: Head,
+    /// The file's size.
+    pub bytes: u64,
+}
+
+impl StagedState {
+    /// Replaces the state file with this one, durably.
+    pub fn commit(self) -> std::io::Result<()> {
+        self.staged.commit()
+    }
+}
+
+/// Why a state was not staged.
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    #[error("the state is larger than {} MiB", MAX_BYTES >> 20)]
+    TooLarge,
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// Writes through, summing the CRC-32 of what passes and refusing to pass
+/// [`MAX_BYTES`].
+struct Sealing<W> {
+    out: W,
+    crc: crc32fast::Hasher,
+    written: usize,
+}
+
+impl<W: std::io::Write> std::io::Write for Sealing<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.written + buf.len() > MAX_BYTES - 4 {
+            return Err(std::io::ErrorKind::FileTooLarge.into());
+        }
+        let n = self.out.write(buf)?;
+        self.crc.update(&buf[..n]);
+        self.written += n;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
 }
 
 /// A state that was read and holds together (checksum, origin).
@@ -134,27 +188,65 @@ impl RunStateFile {
             .ok()
             .and_then(|h| h.parse::<Head>().ok())
             .ok_or("its head is not SEQ:HASH")?;
-        let check = field()?;
-        if !rest.is_empty() {
-            return Err(format!("{} bytes after its fields", rest.len()));
-        }
+        let check = rest;
         let start = check.as_ptr() as usize - bytes.as_ptr() as usize;
         Ok((head, start..start + check.len()))
     }
 
-    /// Replaces the file with `check` as of `head`, atomically and durably.
-    pub fn store(&self, head: Head, check: &[u8]) -> std::io::Result<()> {
-        let head = head.to_string();
-        let mut bytes = Vec::with_capacity(MAGIC.len() + 12 + self.origin.len() + head.len() + check.len() + 4);
-        bytes.extend_from_slice(MAGIC);
-        for value in [self.origin.as_bytes(), head.as_bytes(), check] {
-            let len = u32::try_from(value.len()).map_err(|_| std::io::Error::other("too large"))?;
-            bytes.extend_from_slice(&len.to_be_bytes());
-            bytes.extend_from_slice(value);
+    /// Writes the state as of `head` beside the file, the check's bytes
+    /// as `check` writes them; [`StagedState::commit`] puts it in place.
+    pub fn stage(
+        &self,
+        head: Head,
+        check: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+    ) -> Result<StagedState, StageError> {
+        let mut tmp = self.path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+        tmp.push(".tmp");
+        let mut staged =
+            chainship_chain::atomic_file::Staged::create(&self.path, &self.path.with_file_name(tmp), 0o600)?;
+        let bytes = self.write_staged(staged.file(), head, check)?;
+        Ok(StagedState { staged, head, bytes })
+    }
+
+    /// The file's content, the check's bytes as `check` writes them; its size.
+    fn write_staged(
+        &self,
+        file: &mut std::fs::File,
+        head: Head,
+        check: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+    ) -> Result<u64, StageError> {
+        use std::io::Write;
+        let too_large = |e: std::io::Error| match e.kind() {
+            std::io::ErrorKind::FileTooLarge => StageError::TooLarge,
+            _ => StageError::Io(e),
+        };
+        let mut out = Sealing {
+            out: std::io::BufWriter::with_capacity(64 << 10, file),
+            crc: crc32fast::Hasher::new(),
+            written: 0,
+        };
+        out.write_all(MAGIC)?;
+        let head_text = head.to_string();
+        for value in [self.origin.as_bytes(), head_text.as_bytes()] {
+            let len = u32::try_from(value.len()).map_err(|_| StageError::TooLarge)?;
+            out.write_all(&len.to_be_bytes()).map_err(too_large)?;
+            out.write_all(value).map_err(too_large)?;
         }
-        let crc = crc32fast::hash(&bytes);
-        bytes.extend_from_slice(&crc.to_be_bytes());
-        crate::cursor::write_atomically(&self.path, &bytes)
+        check(&mut out).map_err(too_large)?;
+        let Sealing {
+            out: mut file,
+            crc,
+            written,
+        } = out;
+        file.write_all(&crc.finalize().to_be_bytes())?;
+        file.flush()?;
+        Ok(written as u64 + 4)
+    }
+
+    /// Replaces the file with `check` as of `head`, atomically and durably.
+    pub fn store(&self, head: Head, check: &[u8]) -> Result<(), StageError> {
+        self.stage(head, |out| out.write_all(check))?.commit()?;
+        Ok(())
     }
 
     /// Removes the file (a state that cannot be used is not read again).
@@ -166,6 +258,49 @@ impl RunStateFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A state is written as it is encoded, beside the file: the file
+    /// changes only when it is committed, and a state past the limit is
+    /// refused part-way (never written whole, never in place).
+    #[test]
+    fn a_staged_state_replaces_the_file_only_when_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = RunStateFile::new(dir.path().join("cursor.runs"), "example.com/log");
+        let (one, two): (Head, Head) = (format!("1:{H}").parse().unwrap(), format!("2:{H}").parse().unwrap());
+        file.store(one, b"first").unwrap();
+        let staged = file
+            .stage(two, |out| {
+                out.write_all(b"sec")?;
+                out.write_all(b"ond")
+            })
+            .unwrap();
+        assert_eq!(
+            staged.bytes,
+            std::fs::metadata(dir.path().join("cursor.runs.tmp")).unwrap().len()
+        );
+        assert_eq!(file.load().unwrap().unwrap().check, b"first", "not committed yet");
+        drop(staged);
+        assert!(!dir.path().join("cursor.runs.tmp").exists(), "dropped, it is removed");
+        assert_eq!(file.load().unwrap().unwrap().check, b"first");
+        file.stage(two, |out| out.write_all(b"second"))
+            .unwrap()
+            .commit()
+            .unwrap();
+        let saved = file.load().unwrap().unwrap();
+        assert_eq!((saved.head, saved.check.as_slice()), (two, &b"second"[..]));
+        let chunk = vec![7u8; 1 << 20];
+        let err = file
+            .stage(one, |out| {
+                for _ in 0..=MAX_BYTES >> 20 {
+                    out.write_all(&chunk)?;
+                }
+                Ok(())
+            })
+            .unwrap_err();
+        assert!(matches!(err, StageError::TooLarge), "{err}");
+        assert!(!dir.path().join("cursor.runs.tmp").exists());
+        assert_eq!(file.load().unwrap().unwrap().check, b"second");
+    }
 
     const H: &str = "2d17715bc635406807722f1764c509105f5ac15ad430729545bc4d87055da291";
 
@@ -206,13 +341,14 @@ mod tests {
         std::os::unix::fs::symlink(dir.path().join("nowhere"), file.path()).unwrap();
         assert_eq!(file.load().unwrap_err(), "a symbolic link");
         std::fs::remove_file(file.path()).unwrap();
-        // Bytes after the fields, with a checksum that holds over them.
+        // Bytes added after the check's, with a checksum that holds over
+        // them, are read as the check's (whose own decoding refuses them).
         let mut padded = bytes[..bytes.len() - 4].to_vec();
         padded.extend_from_slice(b"junk");
         let crc = crc32fast::hash(&padded);
         padded.extend_from_slice(&crc.to_be_bytes());
         std::fs::write(file.path(), &padded).unwrap();
-        assert!(file.load().unwrap_err().contains("after its fields"));
+        assert_eq!(file.load().unwrap().unwrap().check, b"the check's bytesjunk");
         for flip in [MAGIC.len() + 2, MAGIC.len() + 20, bytes.len() - 6, bytes.len() - 3] {
             let mut damaged = bytes.clone();
             damaged[flip] ^= 1;

@@ -2,12 +2,12 @@
 //!
 //! State is kept for runs not yet finished (their steps, open tool starts,
 //! model calls and approvals), plus the ids of recently finished runs; past
-//! 20,000 open runs (or 60,000 steps, approvals and open calls across
-//! them) the longest-silent ones are given up and their state dropped
-//! (those waiting for an approval after the others, active ones only when
-//! that is not enough), and ids longer than 128 bytes are kept short, so
-//! memory stays bounded however many runs a crashing runtime abandons or
-//! a hostile log opens.
+//! 20,000 open runs, or 24 MiB held by them (by the check's own estimate,
+//! see [`held`]), the longest-silent ones are given up and their state
+//! dropped (those waiting for an approval after the others, active ones
+//! only when that is not enough), and ids longer than 128 bytes are kept
+//! short, so memory stays bounded however many runs a crashing runtime
+//! abandons or a hostile log opens, whatever the length of their ids.
 //!
 //! Time is the events' own `at`, never the wall clock. Silence is a state,
 //! not an event: a run whose last event is older than the open limit (by
@@ -38,14 +38,14 @@ use crate::time::millis;
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Open runs kept in memory; past this, runs are given up (see
-/// `give_up_past_the_cap`). About 1.3 KB each on hostile data (three small
-/// maps per run): 20,000 keep the check near 26 MB whatever the log holds.
+/// `give_up_past_the_cap`), even when they hold little.
 const MAX_OPEN_RUNS: usize = 20_000;
 
-/// Steps, approvals and open calls kept across the open runs; past this,
-/// runs are given up as past `MAX_OPEN_RUNS`. With ids and tool names held
-/// to `MAX_ID` bytes, an entry costs at most ~600 bytes.
-const MAX_ENTRIES: usize = 60_000;
+/// Bytes the open runs may hold, by [`held`]'s estimate (their ids, steps,
+/// approvals and open calls, and the tables that hold them); past this,
+/// runs are given up as past `MAX_OPEN_RUNS`. agentrt's logs hold well
+/// under a megabyte; this is for logs that open runs and never end them.
+const MAX_HELD: usize = 24 << 20;
 
 /// Ids and tool names longer than this are kept as a prefix and a keyed
 /// hash (still one id per id), so a hostile log cannot grow the state by
@@ -133,6 +133,11 @@ struct Pending {
 }
 
 impl Pending {
+    /// Its box and texts on the heap (see [`held`]).
+    fn held(&self) -> usize {
+        held::block(size_of::<Pending>()) + held::text(&self.step_id) + held::text(&self.what)
+    }
+
     /// What a finding about it names: the tool, or for a model call (its
     /// key given) `model call <call id>` or `model call step:<step>`.
     fn label(&self, key: Option<&str>) -> String {
@@ -179,6 +184,13 @@ struct Approval {
     used: bool,
 }
 
+impl Approval {
+    /// Its box and text on the heap (see [`held`]).
+    fn held(&self) -> usize {
+        held::block(size_of::<Approval>()) + held::text(&self.step_id)
+    }
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 struct Run {
     first_seq: u64,
@@ -202,7 +214,12 @@ struct Run {
     touched: bool,
     /// What it adds to `silent_runs` and `silent_calls` while silent.
     counted: (u64, u64),
-    /// Its steps, approvals and open calls as counted in `RunCheck::entries`.
+    /// The heap its entries' texts and boxes hold (see [`held`]), kept as
+    /// they change; not saved, counted again on restore.
+    #[serde(skip)]
+    held: usize,
+    /// What it holds as counted in `RunCheck::held` (see [`Run::held_by`]).
+    #[serde(skip)]
     accounted: usize,
     steps: Map<String, Step>,
     /// Boxed, like `model_calls`: a bucket of a box is 32 bytes, so a
@@ -228,6 +245,7 @@ impl Run {
             queued: None,
             touched: false,
             counted: (0, 0),
+            held: 0,
             accounted: 0,
             steps: Map::default(),
             approvals: Map::default(),
@@ -235,8 +253,95 @@ impl Run {
         }
     }
 
-    fn entries(&self) -> usize {
-        self.steps.len() + self.approvals.len() + self.model_calls.len()
+    /// What the run holds, kept under `run_id` (see [`held`]): itself, its
+    /// id (the key and the sweep's queue entry), its tables, and its
+    /// entries' texts and boxes.
+    fn held_by(&self, run_id: &str) -> usize {
+        const BOX_BUCKET: usize = size_of::<(String, Box<Pending>)>();
+        held::block(size_of::<Run>())
+            + 2 * (held::text(run_id) + size_of::<(String, Box<Run>)>() + 1)
+            + held::table(self.steps.len(), size_of::<(String, Step)>())
+            + held::table(self.approvals.len(), BOX_BUCKET)
+            + held::table(self.model_calls.len(), BOX_BUCKET)
+            + self.held
+    }
+
+    /// `held` counted from scratch (a restored state; the tests).
+    fn count_held(&self) -> usize {
+        let steps = self.steps.iter().map(|(id, s)| {
+            held::text(id)
+                + s.decided_tool.as_deref().map_or(0, held::text)
+                + s.tool.as_deref().map_or(0, Pending::held)
+        });
+        let approvals = self.approvals.iter().map(|(id, a)| held::text(id) + a.held());
+        let calls = self.model_calls.iter().map(|(key, p)| held::text(key) + p.held());
+        steps.chain(approvals).chain(calls).sum()
+    }
+
+    /// The step, added when new.
+    fn step(&mut self, step_id: &str) -> &mut Step {
+        if !self.steps.contains_key(step_id) {
+            self.held += held::text(step_id);
+            self.steps.insert(step_id.to_owned(), Step::default());
+        }
+        self.steps.get_mut(step_id).expect("inserted above")
+    }
+
+    /// Records what the step decided: the tool (`""` for any other
+    /// decision) and the call's arguments.
+    fn decide(&mut self, step_id: &str, tool: String, args: Option<Args>) {
+        let added = held::text(&tool);
+        let step = self.step(step_id);
+        let dropped = step.decided_tool.as_deref().map_or(0, held::text);
+        step.decided_tool = Some(tool);
+        step.decided_args = args;
+        self.held = self.held + added - dropped;
+    }
+
+    /// A tool start of the step (which exists), in place of the one before.
+    fn start_tool(&mut self, step_id: &str, start: Pending) -> Option<Box<Pending>> {
+        let added = start.held();
+        let step = self
+            .steps
+            .get_mut(step_id)
+            .expect("the step is added before its tool starts");
+        let previous = step.tool.replace(Box::new(start));
+        self.held = self.held + added - previous.as_deref().map_or(0, Pending::held);
+        previous
+    }
+
+    /// The step's tool start, closed.
+    fn end_tool(&mut self, step_id: &str) -> Option<Box<Pending>> {
+        let ended = self.steps.get_mut(step_id)?.tool.take();
+        self.held -= ended.as_deref().map_or(0, Pending::held);
+        ended
+    }
+
+    /// An approval requested under `id`, in place of one requested under it before.
+    fn request_approval(&mut self, id: String, approval: Approval) {
+        let (key, added) = (held::text(&id), approval.held());
+        // A replaced entry keeps its key: only the approval changes.
+        match self.approvals.insert(id, Box::new(approval)) {
+            Some(previous) => self.held = self.held + added - previous.held(),
+            None => self.held += key + added,
+        }
+    }
+
+    /// A model call opened under `key`, in place of one open under it before.
+    fn dispatch(&mut self, key: String, call: Pending) -> Option<Box<Pending>> {
+        let (key_held, added) = (held::text(&key), call.held());
+        let previous = self.model_calls.insert(key, Box::new(call));
+        match &previous {
+            Some(p) => self.held = self.held + added - p.held(),
+            None => self.held += key_held + added,
+        }
+        previous
+    }
+
+    fn complete_call(&mut self, key: &str) {
+        if let Some(call) = self.model_calls.remove(key) {
+            self.held -= held::text(key) + call.held();
+        }
     }
 
     /// Every id and name it holds (to bound a restored state).
@@ -303,10 +408,10 @@ pub struct RunCheck {
     limit_ms: i64,
     /// Open runs kept before some are given up.
     max_open: usize,
-    /// Steps, approvals and open calls kept before runs are given up.
-    max_entries: usize,
-    /// Steps, approvals and open calls held now (each run's `accounted`).
-    entries: usize,
+    /// Bytes held (see [`held`]) before runs are given up.
+    max_held: usize,
+    /// Bytes the open runs hold now (each run's `accounted`).
+    held: usize,
     /// Boxed: a table of 20,000 runs with churn grows by doubling, and a
     /// bucket of a box is 32 bytes where a `Run` inline is ~270.
     runs: Map<String, Box<Run>>,
@@ -363,8 +468,8 @@ impl RunCheck {
             profile,
             limit_ms,
             max_open: MAX_OPEN_RUNS,
-            max_entries: MAX_ENTRIES,
-            entries: 0,
+            max_held: MAX_HELD,
+            held: 0,
             cfg,
             runs: Map::default(),
             by_activity: BinaryHeap::new(),
@@ -482,13 +587,13 @@ impl RunCheck {
         let run_cow = self.short(lossy(e.run_id));
         self.feed_one(e, &run_cow);
         if let Some(run) = self.runs.get_mut(run_cow.as_ref()) {
-            let now = run.entries();
-            self.entries = self.entries + now - run.accounted;
+            let now = run.held_by(&run_cow);
+            self.held = self.held + now - run.accounted;
             run.accounted = now;
         }
         // Checked per event, not per sweep: the same log gives up the same
         // runs however it is paged.
-        if self.runs.len() > self.max_open || self.entries > self.max_entries {
+        if self.runs.len() > self.max_open || self.held > self.max_held {
             self.give_up_past_the_cap();
         }
     }
@@ -604,33 +709,31 @@ impl RunCheck {
                     _ => String::new(),
                 };
                 let args = payload.args.map(|a| self.args(a.get()));
-                let step = self.step(run_id, step_id);
-                step.decided_tool = Some(tool);
-                step.decided_args = args;
+                self.run(run_id).decide(step_id, tool, args);
             }
             Role::StepPolicy => self.policy(run_id, step_id, payload.outcome.get()),
             Role::ApprovalRequested => {
                 if let Some(id) = payload.approval_id.get() {
                     let id = self.short_str(id).into_owned();
                     let for_rerun = self.step(run_id, step_id).interrupted;
-                    let run = self.runs.get_mut(run_id).expect("inserted above");
-                    run.approvals.insert(
+                    self.run(run_id).request_approval(
                         id,
-                        Box::new(Approval {
+                        Approval {
                             step_id: step_id.to_owned(),
                             for_rerun,
                             granted: false,
                             decided: false,
                             used: false,
-                        }),
+                        },
                     );
                 }
             }
             Role::ApprovalDecided => self.approval_decided(run_id, step_id, e.seq, &payload),
             Role::ToolStarted => self.tool_started(run_id, step_id, e.seq, &payload),
             r if r.closes_tool() => {
-                if let Some(step) = self.runs.get_mut(run_id).and_then(|r| r.steps.get_mut(step_id)) {
-                    let had_start = step.tool.take().is_some();
+                let run = self.run(run_id);
+                let had_start = run.end_tool(step_id).is_some();
+                if let Some(step) = run.steps.get_mut(step_id) {
                     // A failed or interrupted step needs a new decision to act again;
                     // a failed one is over.
                     step.allowed = false;
@@ -643,10 +746,8 @@ impl RunCheck {
             }
             Role::ModelDispatched => self.model_dispatched(run_id, step_id, e.seq, &payload),
             Role::ModelCompleted | Role::ModelFailed => {
-                let id = self.short_str(&call_key(&payload, step_id)).into_owned();
-                if let Some(run) = self.runs.get_mut(run_id) {
-                    run.model_calls.remove(&id);
-                }
+                let key = self.short_str(&call_key(&payload, step_id)).into_owned();
+                self.run(run_id).complete_call(&key);
             }
             Role::LeaseTakenOver => {
                 self.runs.get_mut(run_id).expect("inserted above").taken_over = Some(e.seq);
@@ -656,16 +757,15 @@ impl RunCheck {
         }
     }
 
-    fn step(&mut self, run_id: &str, step_id: &str) -> &mut Step {
-        let steps = &mut self
-            .runs
+    /// The run being fed.
+    fn run(&mut self, run_id: &str) -> &mut Run {
+        self.runs
             .get_mut(run_id)
             .expect("the run is in the map while its events are fed")
-            .steps;
-        if !steps.contains_key(step_id) {
-            steps.insert(step_id.to_owned(), Step::default());
-        }
-        steps.get_mut(step_id).expect("inserted above")
+    }
+
+    fn step(&mut self, run_id: &str, step_id: &str) -> &mut Step {
+        self.run(run_id).step(step_id)
     }
 
     fn policy(&mut self, run_id: &str, step_id: &str, outcome: Option<&str>) {
@@ -743,7 +843,7 @@ impl RunCheck {
             approval.granted = true;
             let for_rerun = approval.for_rerun;
             let step = approval.step_id.clone();
-            let step = run.steps.entry(step).or_default();
+            let step = run.step(&step);
             if for_rerun {
                 step.granted += 1;
             }
@@ -800,10 +900,7 @@ impl RunCheck {
                 )),
             }
         }
-        if !run.steps.contains_key(step_id) {
-            run.steps.insert(step_id.to_owned(), Step::default());
-        }
-        let step = run.steps.get_mut(step_id).expect("inserted above");
+        let step = run.step(step_id);
         if named.is_none() {
             if step.allowed {
                 decided = true;
@@ -855,12 +952,15 @@ impl RunCheck {
                 ),
             ));
         }
-        let previous = step.tool.replace(Box::new(Pending {
-            seq,
-            step_id: step_id.to_owned(),
-            what: tool.clone(),
-            reported: false,
-        }));
+        let previous = run.start_tool(
+            step_id,
+            Pending {
+                seq,
+                step_id: step_id.to_owned(),
+                what: tool.clone(),
+                reported: false,
+            },
+        );
         if let Some(p) = previous.filter(|p| !p.reported) {
             self.report(
                 RunFindingKind::UnknownOutcome,
@@ -878,15 +978,14 @@ impl RunCheck {
 
     fn model_dispatched(&mut self, run_id: &str, step_id: &str, seq: u64, payload: &Payload<'_>) {
         let id = self.short_str(&call_key(payload, step_id)).into_owned();
-        let run = self.runs.get_mut(run_id).expect("inserted above");
-        let previous = run.model_calls.insert(
+        let previous = self.run(run_id).dispatch(
             id.clone(),
-            Box::new(Pending {
+            Pending {
                 seq,
                 step_id: step_id.to_owned(),
                 what: String::new(),
                 reported: false,
-            }),
+            },
         );
         if let Some(p) = previous.filter(|p| !p.reported) {
             self.report(
@@ -964,7 +1063,7 @@ impl RunCheck {
     /// Removes a run, and what it added to the silent counts.
     fn remove_run(&mut self, run_id: &str) -> Option<Box<Run>> {
         let run = self.runs.remove(run_id)?;
-        self.entries -= run.accounted;
+        self.held -= run.accounted;
         if run.silent {
             self.silent_runs -= run.counted.0;
             self.silent_calls -= run.counted.1;
@@ -1080,7 +1179,7 @@ impl RunCheck {
         // Down to a tenth below the caps, so the runs are ranked once per
         // many new ones, not on every event.
         let runs_target = self.max_open - self.max_open / 10;
-        let entries_target = self.max_entries - self.max_entries / 10;
+        let held_target = self.max_held - self.max_held / 10;
         // Silence is judged here from the events' own times, not from the
         // last sweep, so the same log gives up the same runs however it is paged.
         let (newest, limit) = (self.newest_at, self.limit_ms);
@@ -1099,14 +1198,14 @@ impl RunCheck {
             .collect();
         // A total order: the same log gives up the same runs.
         order.sort_unstable();
-        let (mut runs, mut entries) = (self.runs.len(), self.entries);
+        let (mut runs, mut held) = (self.runs.len(), self.held);
         let mut chosen: Vec<(u8, String)> = Vec::new();
         for (rank, _, id) in order {
-            if runs <= runs_target && entries <= entries_target {
+            if runs <= runs_target && held <= held_target {
                 break;
             }
             runs -= 1;
-            entries -= self.runs[id].accounted;
+            held -= self.runs[id].accounted;
             chosen.push((rank, id.to_owned()));
         }
         for (rank, id) in chosen {
@@ -1193,6 +1292,7 @@ fn summary(run_id: &str, run: &Run, status: RunStatus) -> RunSummary {
 }
 
 mod finished;
+mod held;
 mod saved;
 pub use saved::RestoreError;
 

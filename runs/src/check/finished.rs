@@ -91,6 +91,7 @@ impl FinishedRuns {
     }
 
     /// How many ids are held (removed slots of older generations included).
+    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.frozen_len + self.newest.len()
     }
@@ -111,18 +112,18 @@ impl FinishedRuns {
     /// each as a u32 length and its 8-byte little-endian ids, ascending),
     /// then the newest ones the same way (sorted here), so a restore holds
     /// exactly what a check that never stopped holds.
-    pub(super) fn save(&self, out: &mut Vec<u8>) {
+    pub(super) fn save<W: std::io::Write + ?Sized>(&self, out: &mut W) -> std::io::Result<()> {
         let mut newest: Vec<u64> = self.newest.iter().copied().collect();
         newest.sort_unstable();
-        out.reserve(8 + (self.frozen.len() + 1) * 4 + self.len() * 8);
         // Every count here is bounded far below u32::MAX (REMEMBERED).
-        out.extend_from_slice(&(self.frozen.len() as u32).to_le_bytes());
+        out.write_all(&(self.frozen.len() as u32).to_le_bytes())?;
         for generation in self.frozen.iter().chain([&newest]) {
-            out.extend_from_slice(&(generation.len() as u32).to_le_bytes());
+            out.write_all(&(generation.len() as u32).to_le_bytes())?;
             for id in generation {
-                out.extend_from_slice(&id.to_le_bytes());
+                out.write_all(&id.to_le_bytes())?;
             }
         }
+        Ok(())
     }
 
     /// Reads what [`FinishedRuns::save`] wrote at the start of `bytes`;
@@ -230,7 +231,7 @@ mod tests {
         }
         set.take(all[10]);
         let mut bytes = Vec::new();
-        set.save(&mut bytes);
+        set.save(&mut bytes).unwrap();
         bytes.extend_from_slice(b"rest");
         let (mut back, rest) = FinishedRuns::restore(&bytes).unwrap();
         assert_eq!(rest, b"rest");
@@ -246,14 +247,14 @@ mod tests {
                 never.insert(*id);
             }
             let mut bytes = Vec::new();
-            stopping.save(&mut bytes);
+            stopping.save(&mut bytes).unwrap();
             stopping = FinishedRuns::restore(&bytes).unwrap().0;
             assert_eq!(stopping.frozen, never.frozen);
             assert_eq!(stopping.newest, never.newest);
         }
 
         let mut bytes = Vec::new();
-        back.save(&mut bytes);
+        back.save(&mut bytes).unwrap();
         // Out of order.
         let mut swapped = bytes.clone();
         swapped[8..16].copy_from_slice(&u64::MAX.to_le_bytes());

@@ -19,8 +19,9 @@ use crate::finding::RunFindingKind;
 use crate::profile::Profile;
 
 /// Bumped whenever [`Saved`] (or anything it holds) changes shape or
-/// meaning (3: model calls keyed `id:`/`step:`, long ids' longer short form).
-const VERSION: u8 = 3;
+/// meaning (3: model calls keyed `id:`/`step:`, long ids' longer short form;
+/// 4: what a run holds is counted on restore, not saved).
+const VERSION: u8 = 4;
 
 /// Why saved bytes cannot be used (the caller rebuilds from the log).
 #[derive(Debug, thiserror::Error)]
@@ -91,17 +92,21 @@ const LONGEST_TEXT: usize = 512;
 impl Saved {
     /// The check's own limits hold: a state that passes them is no larger
     /// in memory than one the check could have made (a crafted one with a
-    /// million open runs, or megabyte ids, is refused, not loaded).
-    fn within_bounds(&self) -> Result<(), RestoreError> {
+    /// million open runs, or megabyte ids, is refused, not loaded). Counts
+    /// what each run holds on the way (see [`super::held`]).
+    fn within_bounds(&mut self) -> Result<(), RestoreError> {
         let refuse = |why: String| Err(RestoreError::Unreadable(why));
         if self.runs.len() > super::MAX_OPEN_RUNS {
             return refuse(format!("{} open runs, more than the check keeps", self.runs.len()));
         }
-        let entries: usize = self.runs.values().map(|run| run.entries()).sum();
-        if entries > super::MAX_ENTRIES {
-            return refuse(format!(
-                "{entries} steps, approvals and calls, more than the check keeps"
-            ));
+        let mut held = 0;
+        for (id, run) in &mut self.runs {
+            run.held = run.count_held();
+            run.accounted = run.held_by(id);
+            held += run.accounted;
+        }
+        if held > super::MAX_HELD {
+            return refuse(format!("runs that hold {} MiB, more than the check keeps", held >> 20));
         }
         let counts = self.totals.iter().map(|(_, n)| *n);
         if counts
@@ -129,10 +134,41 @@ impl Saved {
     }
 }
 
+/// A writer that keeps the first error it met.
+struct KeepsError<'a, W: ?Sized> {
+    out: &'a mut W,
+    error: Option<std::io::Error>,
+}
+
+impl<W: std::io::Write + ?Sized> std::io::Write for KeepsError<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.out.write(buf).map_err(|e| {
+            let told = std::io::Error::from(e.kind());
+            self.error.get_or_insert(e);
+            told
+        })
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
 impl RunCheck {
     /// The check's state as bytes, for [`RunCheck::restore`]. Take the
     /// findings, provisional findings and summaries first: they are not saved.
     pub fn save(&mut self) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        // Maps with known lengths, strings and integers into a Vec: nothing here can fail.
+        self.save_to(&mut bytes).expect("a Vec takes every write");
+        bytes
+    }
+
+    /// [`RunCheck::save`], written to `out` as it is encoded: a large state
+    /// is never held in memory beside the check. Fails only as `out` does.
+    pub fn save_to<W: std::io::Write + ?Sized>(&mut self, out: &mut W) -> std::io::Result<()> {
+        out.write_all(&[VERSION])?;
+        self.finished.save(out)?;
         // Moved out and back rather than cloned: the state may be large.
         let saved = Saved {
             rules: Rules::of(self.profile, &self.cfg),
@@ -148,13 +184,15 @@ impl RunCheck {
             given_up_active: self.given_up_active,
             runs: std::mem::take(&mut self.runs),
         };
-        let mut bytes = Vec::with_capacity(1 + 64 * self.runs.len());
-        bytes.push(VERSION);
-        self.finished.save(&mut bytes);
-        let encoded = postcard::to_extend(&saved, bytes);
+        // postcard says only that a write failed: the writer keeps the why.
+        let mut kept = KeepsError { out, error: None };
+        let encoded = postcard::to_io(&saved, &mut kept).map(|_| ());
         self.runs = saved.runs;
-        // Maps with known lengths, strings and integers into a Vec: nothing here can fail.
-        encoded.expect("postcard encodes these types into a Vec")
+        match (encoded, kept.error) {
+            (Ok(_), _) => Ok(()),
+            (Err(_), Some(e)) => Err(e),
+            (Err(e), None) => Err(std::io::Error::other(e)),
+        }
     }
 
     /// A check that carries on from `bytes` (made by [`RunCheck::save`])
@@ -167,7 +205,7 @@ impl RunCheck {
             return Err(RestoreError::Version { found: version });
         }
         let (finished, body) = FinishedRuns::restore(body)?;
-        let (saved, rest): (Saved, &[u8]) =
+        let (mut saved, rest): (Saved, &[u8]) =
             postcard::take_from_bytes(body).map_err(|e| RestoreError::Unreadable(e.to_string()))?;
         if !rest.is_empty() {
             return Err(RestoreError::Unreadable(format!(
@@ -197,7 +235,7 @@ impl RunCheck {
         check.given_up_active = saved.given_up_active;
         check.runs = saved.runs;
         // The sweep's indexes and the entries held are derived from the runs, not saved.
-        check.entries = check.runs.values().map(|r| r.accounted).sum();
+        check.held = check.runs.values().map(|r| r.accounted).sum();
         for (id, run) in &check.runs {
             if let Some(t) = run.queued {
                 check.by_activity.push(std::cmp::Reverse((t, id.clone())));
@@ -456,15 +494,15 @@ mod tests {
             };
             let mut c = RunCheck::new(&AGENTRT, cfg);
             c.max_open = 60;
-            c.max_entries = 300;
+            c.max_held = 150_000;
             let mut findings = Vec::new();
             for (i, e) in events.iter().enumerate() {
                 feed(&mut c, e);
                 assert!(
-                    c.open_runs() <= 60 && c.entries <= 300 + 50,
-                    "{} runs, {} entries",
+                    c.open_runs() <= 60 && c.held <= 150_000 + 20_000,
+                    "{} runs, {} bytes held",
                     c.open_runs(),
-                    c.entries
+                    c.held
                 );
                 if i % sweep_every == 0 {
                     c.sweep();
@@ -479,6 +517,39 @@ mod tests {
         assert!(given_up > 0, "the caps were reached");
         assert_eq!(run_with(500), (per_7.clone(), given_up));
         assert_eq!(run_with(4096), (per_7, given_up));
+    }
+
+    /// What each run holds is kept as its entries change, and is exactly
+    /// what counting it from scratch gives (as a restored state is counted):
+    /// the cap gives up the same runs either way.
+    #[test]
+    fn what_a_run_holds_is_kept_exactly_as_counting_it_again_gives() {
+        let mut events = log(3000);
+        // Long ids too, kept in their short form.
+        for e in events.iter_mut().filter(|e| e.0 % 7 == 0) {
+            e.1 = format!("{}{}", e.1, "r".repeat(200));
+            e.2 = format!("{}{}", e.2, "s".repeat(150));
+        }
+        let mut c = RunCheck::new(&AGENTRT, RunCheckConfig::default());
+        let mut most = 0;
+        for (i, e) in events.iter().enumerate() {
+            feed(&mut c, e);
+            let mut held = 0;
+            for (id, run) in &c.runs {
+                assert_eq!(run.held, run.count_held(), "run {id} after event {i}");
+                assert_eq!(run.accounted, run.held_by(id), "run {id} after event {i}");
+                held += run.accounted;
+            }
+            assert_eq!(c.held, held, "after event {i}");
+            most = most.max(c.held);
+            if i % 500 == 499 {
+                take(&mut c, &mut Seen::default());
+                let bytes = c.save();
+                let restored = RunCheck::restore(&AGENTRT, RunCheckConfig::default(), &bytes).unwrap();
+                assert_eq!(restored.held, c.held, "restored after event {i}");
+            }
+        }
+        assert!(most > 10_000, "the runs held something: {most}");
     }
 
     #[test]
@@ -544,7 +615,7 @@ mod tests {
             };
             edit(&mut saved);
             let mut bytes = vec![VERSION];
-            FinishedRuns::default().save(&mut bytes);
+            FinishedRuns::default().save(&mut bytes).unwrap();
             postcard::to_extend(&saved, bytes).unwrap()
         };
         let restore = |bytes: &[u8]| RunCheck::restore(&AGENTRT, RunCheckConfig::default(), bytes);
@@ -567,10 +638,10 @@ mod tests {
             ("a count near u64::MAX", &|s| {
                 s.totals.push(("unknown-outcome".into(), u64::MAX))
             }),
-            ("too many entries", &|s| {
+            ("runs that hold too much", &|s| {
                 for r in 0..10 {
                     let mut run = Run::new(1);
-                    for i in 0..=super::super::MAX_ENTRIES / 10 {
+                    for i in 0..=super::super::MAX_HELD / 10 / 100 {
                         run.steps.insert(format!("s{i}"), super::super::Step::default());
                     }
                     s.runs.insert(format!("r{r}"), Box::new(run));
