@@ -8,7 +8,7 @@
 use chainship_chain::EventDb;
 use chainship_evidence::copy;
 use chainship_runs::payload::Payload;
-use chainship_runs::tally::{FINDINGS_KEPT, RunTally};
+use chainship_runs::tally::RunTally;
 use chainship_runs::{RunCheck, RunEvent, RunFinding, RunSummary};
 use chainship_sinks::SinkConfig;
 use clap::Args;
@@ -175,6 +175,7 @@ impl<'a> Report<'a> {
             let mut tail = json!({
                 "findings": findings.iter().map(|f| finding_json(f)).collect::<Vec<_>>(),
                 "findings_total": relevant,
+                "findings_truncated": (findings.len() as u64) < relevant,
                 "findings_by_kind": t.by_kind,
                 "events": t.events,
                 "runs_by_status": t.by_status,
@@ -205,7 +206,8 @@ impl<'a> Report<'a> {
             for f in &findings {
                 outln!("{f}");
             }
-            if findings.len() as u64 > relevant.min(FINDINGS_KEPT as u64) {
+            // Only the first `tally::FINDINGS_KEPT` are listed; all are counted.
+            if relevant > findings.len() as u64 {
                 outln!("... {} more finding(s)", relevant - findings.len() as u64);
             }
             let statuses: Vec<String> = t.by_status.iter().map(|(k, v)| format!("{v} {k}")).collect();

@@ -59,6 +59,7 @@ fn a_generated_log_without_faults_has_no_finding() {
     let (c, json) = runs_json(&["--db", path_str(&db)]);
     assert_eq!(c, 0, "{}", json["findings"]);
     assert_eq!(json["findings_total"], 0);
+    assert_eq!(json["findings_truncated"], false);
     assert_eq!(json["events"], 20_000);
     let runs = json["runs"].as_array().unwrap();
     assert!(runs.len() > 500, "many runs: {}", runs.len());
@@ -904,6 +905,18 @@ fn a_database_that_is_not_the_profiles_does_not_flood_the_log() {
             );
         } else {
             assert!(log.contains("more finding(s) not logged one by one"), "{log}");
+            // runs lists the first 10,000 findings and says the list is cut.
+            let (c, json) = runs_json(&["--db", path_str(&db), "--findings-only"]);
+            let total = json["findings_total"].as_u64().unwrap();
+            assert_eq!(c, 1);
+            assert!(total > 10_000, "{total}");
+            assert_eq!(json["findings"].as_array().unwrap().len(), 10_000);
+            assert_eq!(json["findings_truncated"], true);
+            let text = stdout(&run(&["runs", "--db", path_str(&db), "--findings-only"]));
+            assert!(
+                text.contains(&format!("... {} more finding(s)", total - 10_000)),
+                "{text}"
+            );
         }
     }
 }
