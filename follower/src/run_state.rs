@@ -113,11 +113,28 @@ impl RunStateFile {
     /// The saved state; `Ok(None)` when there is none, `Err` saying why a
     /// file that is there cannot be used.
     pub fn load(&self) -> Result<Option<SavedState>, String> {
-        use std::io::Read;
+        let loaded = self.load_with(|_, input| {
+            let mut check = Vec::new();
+            input.read_to_end(&mut check).map_err(|e| e.to_string())?;
+            Ok(check)
+        })?;
+        Ok(loaded.map(|(head, check)| SavedState { head, check }))
+    }
+
+    /// The saved state's head, and what `read` makes of it and the check's
+    /// bytes, handed over as a stream once the whole file's checksum held
+    /// (the file is read twice, never held whole in memory). `Ok(None)` when
+    /// there is none; `Err` saying why a file that is there cannot be used.
+    pub fn load_with<T>(
+        &self,
+        read: impl FnOnce(Head, &mut dyn std::io::Read) -> Result<T, String>,
+    ) -> Result<Option<(Head, T)>, String> {
+        use std::io::{Read, Seek};
         use std::os::unix::fs::OpenOptionsExt;
+        let not_a_state = || "not a chainship run state (or another version of one)".to_owned();
         // Non-blocking: a FIFO planted here must not hang the start. Not
         // through a symbolic link: the follower writes this file, never a link.
-        let file = match std::fs::OpenOptions::new()
+        let mut file = match std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
             .open(&self.path)
@@ -134,63 +151,65 @@ impl RunStateFile {
         if meta.len() > MAX_BYTES as u64 {
             return Err(format!("larger than {} MiB", MAX_BYTES >> 20));
         }
-        // The magic first: a large file that is something else is not read whole.
-        let mut bytes = Vec::with_capacity(meta.len() as usize);
-        bytes.resize(MAGIC.len(), 0);
-        let mut file = file.take(MAX_BYTES as u64 + 1);
-        file.read_exact(&mut bytes)
-            .map_err(|_| "not a chainship run state (or another version of one)".to_owned())?;
-        if bytes != MAGIC {
-            return Err("not a chainship run state (or another version of one)".into());
+        // The magic first: a large file that is something else is not read.
+        let mut magic = vec![0u8; MAGIC.len()];
+        if file.read_exact(&mut magic).is_err() || magic != MAGIC {
+            return Err(not_a_state());
         }
-        file.read_to_end(&mut bytes).map_err(|e| e.to_string())?;
-        if bytes.len() > MAX_BYTES {
-            return Err(format!("larger than {} MiB", MAX_BYTES >> 20));
-        }
-        let (head, check) = self.decode(&bytes)?;
-        // The check's bytes are most of the file: cut down to them, not copied.
-        bytes.truncate(check.end);
-        bytes.drain(..check.start);
-        Ok(Some(SavedState { head, check: bytes }))
-    }
-
-    /// The head and where the check's bytes are.
-    fn decode(&self, bytes: &[u8]) -> Result<(Head, std::ops::Range<usize>), String> {
-        let body = bytes
-            .strip_prefix(MAGIC)
-            .ok_or("not a chainship run state (or another version of one)")?;
-        let (fields, digest) = body
-            .split_at_checked(body.len().saturating_sub(4))
-            .filter(|(_, d)| d.len() == 4)
+        let body = meta
+            .len()
+            .checked_sub(4)
+            .filter(|b| *b >= MAGIC.len() as u64)
             .ok_or("cut short")?;
-        if crc32fast::hash(&bytes[..bytes.len() - 4]).to_be_bytes() != digest {
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(MAGIC);
+        let mut rest = (&mut file).take(body - MAGIC.len() as u64);
+        let mut chunk = vec![0u8; 64 << 10];
+        loop {
+            match rest.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => crc.update(&chunk[..n]),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        let mut digest = [0u8; 4];
+        file.read_exact(&mut digest).map_err(|_| "cut short")?;
+        if crc.finalize().to_be_bytes() != digest {
             return Err("its checksum does not hold (damaged or cut short)".into());
         }
-        let mut rest = fields;
-        let mut field = || -> Result<&[u8], String> {
-            let (len, tail) = rest.split_at_checked(4).ok_or("cut short")?;
-            let len = u32::from_be_bytes(len.try_into().expect("4 bytes")) as usize;
-            let (value, tail) = tail.split_at_checked(len).ok_or("cut short")?;
-            rest = tail;
-            Ok(value)
+        file.seek(std::io::SeekFrom::Start(MAGIC.len() as u64))
+            .map_err(|e| e.to_string())?;
+        let mut fields = std::io::BufReader::with_capacity(64 << 10, file.take(body - MAGIC.len() as u64));
+        // A field of at most `longest` bytes.
+        let mut field = |longest: usize| -> Result<Vec<u8>, String> {
+            let mut len = [0u8; 4];
+            fields.read_exact(&mut len).map_err(|_| "cut short")?;
+            let len = u32::from_be_bytes(len) as usize;
+            let mut value = vec![0u8; len.min(longest)];
+            fields.read_exact(&mut value).map_err(|_| "cut short")?;
+            Ok(if len > longest { Vec::new() } else { value })
         };
-        let origin = field()?;
+        // Longer than this one's, it is another's: shown shortened (the
+        // file is not trusted to keep a log line short).
+        let origin = field(self.origin.len().max(200))?;
         if origin != self.origin.as_bytes() {
-            // Shown shortened: the file is not trusted to keep a log line short.
-            let shown: String = String::from_utf8_lossy(origin).chars().take(200).collect();
+            let shown: String = String::from_utf8_lossy(&origin).chars().take(200).collect();
             return Err(format!(
                 "saved for origin {:?}{}, not this follower's",
                 shown.escape_debug().to_string(),
-                if origin.len() > shown.len() { " (shortened)" } else { "" }
+                if origin.len() > shown.len() || origin.is_empty() {
+                    " (shortened)"
+                } else {
+                    ""
+                }
             ));
         }
-        let head = std::str::from_utf8(field()?)
+        let head = std::str::from_utf8(&field(100)?)
             .ok()
             .and_then(|h| h.parse::<Head>().ok())
             .ok_or("its head is not SEQ:HASH")?;
-        let check = rest;
-        let start = check.as_ptr() as usize - bytes.as_ptr() as usize;
-        Ok((head, start..start + check.len()))
+        let check = read(head, &mut fields)?;
+        Ok(Some((head, check)))
     }
 
     /// Writes the state as of `head` beside the file, the check's bytes

@@ -221,11 +221,14 @@ struct Run {
     /// What it holds as counted in `RunCheck::held` (see [`Run::held_by`]).
     #[serde(skip)]
     accounted: usize,
+    #[serde(deserialize_with = "held::bounded")]
     steps: Map<String, Step>,
     /// Boxed, like `model_calls`: a bucket of a box is 32 bytes, so a
     /// run's table doubling under thousands of them costs a third.
+    #[serde(deserialize_with = "held::bounded")]
     approvals: Map<String, Box<Approval>>,
     /// Open model calls by call id.
+    #[serde(deserialize_with = "held::bounded")]
     model_calls: Map<String, Box<Pending>>,
 }
 
@@ -513,6 +516,12 @@ impl RunCheck {
         self.runs.len()
     }
 
+    /// The last seq any open run was fed: a state restored for head `h`
+    /// holds none past `h` (see `saved`).
+    pub fn last_seq_held(&self) -> Option<u64> {
+        self.runs.values().map(|r| r.last_seq).max()
+    }
+
     /// Findings so far, by kind (silence counted once it is final).
     pub fn total(&self, kind: RunFindingKind) -> u64 {
         self.totals.get(&kind).copied().unwrap_or(0)
@@ -613,7 +622,10 @@ impl RunCheck {
         }
         let digest = sha2::Sha256::digest(text.as_bytes());
         let hash: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-        std::borrow::Cow::Owned(format!("{}…({} bytes, sha256 {hash}…)", &text[..cut], text.len()))
+        let mut short = format!("{}…({} bytes, sha256 {hash}…)", &text[..cut], text.len());
+        // Kept as long as its length says (see `held`), not as `format!` grew it.
+        short.shrink_to_fit();
+        std::borrow::Cow::Owned(short)
     }
 
     fn short_str<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
@@ -1266,6 +1278,17 @@ impl RunCheck {
             .collect();
         self.summaries.extend(summaries);
     }
+}
+
+/// Whether `text` has the shape of [`RunCheck::short`]'s output (a saved
+/// state is refused when it holds a long id that does not).
+fn is_short_form(text: &str) -> bool {
+    text.len() > MAX_ID
+        && text.ends_with("…)")
+        && text.contains(" bytes, sha256 ")
+        && text
+            .split_once('…')
+            .is_some_and(|(prefix, _)| prefix.len() <= SHORT_PREFIX)
 }
 
 /// How a model call is keyed: `id:` and its call id, else `step:` and its

@@ -126,28 +126,31 @@ impl FinishedRuns {
         Ok(())
     }
 
-    /// Reads what [`FinishedRuns::save`] wrote at the start of `bytes`;
-    /// returns the set and the bytes after it. Generations out of order,
-    /// too many or too large are refused.
-    pub(super) fn restore(bytes: &[u8]) -> Result<(FinishedRuns, &[u8]), RestoreError> {
-        let cut = || RestoreError::Unreadable("the finished runs are cut short".into());
+    /// Reads what [`FinishedRuns::save`] wrote, from `input` (left after
+    /// it). Generations out of order, too many or too large are refused
+    /// before they are read.
+    pub(super) fn restore<R: std::io::Read + ?Sized>(input: &mut R) -> Result<FinishedRuns, RestoreError> {
         let bad = |why: &str| RestoreError::Unreadable(format!("the finished runs: {why}"));
-        let (count, mut rest) = bytes.split_first_chunk::<4>().ok_or_else(cut)?;
-        let count = u32::from_le_bytes(*count) as usize;
+        let word = |input: &mut R| -> Result<usize, RestoreError> {
+            let mut bytes = [0u8; 4];
+            input.read_exact(&mut bytes).map_err(|_| bad("cut short"))?;
+            Ok(u32::from_le_bytes(bytes) as usize)
+        };
+        let count = word(input)?;
         if count > REMEMBERED / GENERATION {
             return Err(bad(&format!("{count} generations, more than are kept")));
         }
         let mut set = FinishedRuns::default();
+        let mut bytes = Vec::new();
         // The older generations, then the newest ones.
         for n in 0..=count {
-            let (len, tail) = rest.split_first_chunk::<4>().ok_or_else(cut)?;
-            let len = u32::from_le_bytes(*len) as usize;
+            let len = word(input)?;
             if len > GENERATION || set.frozen_len + len > REMEMBERED {
                 return Err(bad("more than are kept"));
             }
-            let (ids, tail) = tail.split_at_checked(len * 8).ok_or_else(cut)?;
-            rest = tail;
-            let ids = ids
+            bytes.resize(len * 8, 0);
+            input.read_exact(&mut bytes).map_err(|_| bad("cut short"))?;
+            let ids = bytes
                 .chunks_exact(8)
                 .map(|id| u64::from_le_bytes(id.try_into().expect("8 bytes")));
             if n < count {
@@ -162,7 +165,7 @@ impl FinishedRuns {
                 set.newest.extend(ids);
             }
         }
-        Ok((set, rest))
+        Ok(set)
     }
 }
 
@@ -233,7 +236,8 @@ mod tests {
         let mut bytes = Vec::new();
         set.save(&mut bytes).unwrap();
         bytes.extend_from_slice(b"rest");
-        let (mut back, rest) = FinishedRuns::restore(&bytes).unwrap();
+        let mut rest = &bytes[..];
+        let mut back = FinishedRuns::restore(&mut rest).unwrap();
         assert_eq!(rest, b"rest");
         assert!(!back.take(all[10]));
         for id in all.iter().filter(|id| **id != all[10]) {
@@ -248,7 +252,7 @@ mod tests {
             }
             let mut bytes = Vec::new();
             stopping.save(&mut bytes).unwrap();
-            stopping = FinishedRuns::restore(&bytes).unwrap().0;
+            stopping = FinishedRuns::restore(&mut &bytes[..]).unwrap();
             assert_eq!(stopping.frozen, never.frozen);
             assert_eq!(stopping.newest, never.newest);
         }
@@ -258,16 +262,16 @@ mod tests {
         // Out of order.
         let mut swapped = bytes.clone();
         swapped[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
-        assert!(FinishedRuns::restore(&swapped).is_err());
+        assert!(FinishedRuns::restore(&mut &swapped[..]).is_err());
         for cut in [0, 3, 7, bytes.len() - 1] {
-            assert!(FinishedRuns::restore(&bytes[..cut]).is_err(), "cut at {cut}");
+            assert!(FinishedRuns::restore(&mut &bytes[..cut]).is_err(), "cut at {cut}");
         }
         let mut many = Vec::new();
         many.extend_from_slice(&((REMEMBERED / GENERATION + 1) as u32).to_le_bytes());
-        assert!(FinishedRuns::restore(&many).is_err());
+        assert!(FinishedRuns::restore(&mut &many[..]).is_err());
         let mut large = Vec::new();
         large.extend_from_slice(&1u32.to_le_bytes());
         large.extend_from_slice(&u32::MAX.to_le_bytes());
-        assert!(FinishedRuns::restore(&large).is_err());
+        assert!(FinishedRuns::restore(&mut &large[..]).is_err());
     }
 }

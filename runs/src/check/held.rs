@@ -38,6 +38,109 @@ pub(super) const fn table(n: usize, bucket: usize) -> usize {
     }
 }
 
+/// What an entry of a run's table (or a run in the check's) holds beside
+/// its key and bucket, as [`super::Run::held_by`] counts it.
+pub(super) trait Holds {
+    fn holds(&self) -> usize;
+}
+
+impl Holds for super::Step {
+    fn holds(&self) -> usize {
+        self.decided_tool.as_deref().map_or(0, text) + self.tool.as_deref().map_or(0, super::Pending::held)
+    }
+}
+
+impl Holds for Box<super::Approval> {
+    fn holds(&self) -> usize {
+        self.held()
+    }
+}
+
+impl Holds for Box<super::Pending> {
+    fn holds(&self) -> usize {
+        self.held()
+    }
+}
+
+impl Holds for Box<super::Run> {
+    /// Its own tables were counted as they were read.
+    fn holds(&self) -> usize {
+        block(size_of::<super::Run>())
+    }
+}
+
+thread_local! {
+    /// While a saved state is read on this thread: the bytes its tables may
+    /// still take (see [`bounded`]).
+    static READING: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+    /// A table read past the budget (the decoder's own error says only
+    /// that deserializing failed).
+    static OVER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A saved state being read on this thread, its tables held to `budget`
+/// bytes as they are read; over when dropped.
+pub(super) struct Reading;
+
+impl Reading {
+    pub(super) fn start(budget: usize) -> Reading {
+        READING.set(Some(budget));
+        OVER.set(false);
+        Reading
+    }
+
+    /// Whether a table was refused for passing the budget.
+    pub(super) fn over(&self) -> bool {
+        OVER.get()
+    }
+}
+
+impl Drop for Reading {
+    fn drop(&mut self) {
+        READING.set(None);
+    }
+}
+
+/// Reads a table of a saved state entry by entry, counting what each holds
+/// against the [`Reading`] budget: a crafted state that would hold more
+/// than the check keeps is refused as it is read, not once it is in memory.
+pub(super) fn bounded<'de, D, V>(input: D) -> Result<super::Map<String, V>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    V: serde::Deserialize<'de> + Holds,
+{
+    struct Entries<V>(std::marker::PhantomData<V>);
+    impl<'de, V: serde::Deserialize<'de> + Holds> serde::de::Visitor<'de> for Entries<V> {
+        type Value = super::Map<String, V>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a table")
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut entries: A) -> Result<Self::Value, A::Error> {
+            let mut table = super::Map::default();
+            while let Some((key, value)) = entries.next_entry::<String, V>()? {
+                let holds = 2 * (size_of::<(String, V)>() + 1) + text(&key) + value.holds();
+                let within = READING.with(|left| match left.get() {
+                    Some(n) if n < holds => false,
+                    Some(n) => {
+                        left.set(Some(n - holds));
+                        true
+                    }
+                    None => true,
+                });
+                if !within {
+                    OVER.set(true);
+                    return Err(serde::de::Error::custom("its runs hold more than the check keeps"));
+                }
+                table.insert(key, value);
+            }
+            Ok(table)
+        }
+    }
+    input.deserialize_map(Entries(std::marker::PhantomData))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -80,6 +80,7 @@ struct Saved {
     silent_runs: u64,
     silent_calls: u64,
     given_up_active: u64,
+    #[serde(deserialize_with = "super::held::bounded")]
     runs: Map<String, Box<Run>>,
 }
 
@@ -125,6 +126,30 @@ impl Saved {
         for text in texts {
             if text.len() > LONGEST_TEXT {
                 return refuse(format!("a text of {} bytes, longer than the check keeps", text.len()));
+            }
+        }
+        // What the check could have made: ids it keeps as themselves or in
+        // their short form; a run's seqs and times in order.
+        let ids = self
+            .runs
+            .iter()
+            .flat_map(|(id, run)| std::iter::once(id.as_str()).chain(run.texts()));
+        for id in ids {
+            if id.len() > super::MAX_ID && !super::is_short_form(id) {
+                return refuse(format!(
+                    "an id of {} bytes kept whole (the check keeps ids past {} bytes short)",
+                    id.len(),
+                    super::MAX_ID
+                ));
+            }
+        }
+        for run in self.runs.values() {
+            let later_than_all = |t: Option<i64>| t.is_some_and(|t| self.newest_at.is_none_or(|n| t > n));
+            if run.first_seq > run.last_seq
+                || later_than_all(run.last_at)
+                || run.queued.is_some_and(|q| run.last_at.is_none_or(|l| q > l))
+            {
+                return refuse("a run whose seqs or times are out of order".into());
             }
         }
         if rules.read_only_tools.len() > 4096 {
@@ -198,20 +223,40 @@ impl RunCheck {
     /// A check that carries on from `bytes` (made by [`RunCheck::save`])
     /// under the same rules; anything else is refused, never guessed at.
     pub fn restore(profile: &'static Profile, cfg: RunCheckConfig, bytes: &[u8]) -> Result<RunCheck, RestoreError> {
-        let (&version, body) = bytes
-            .split_first()
-            .ok_or_else(|| RestoreError::Unreadable("empty".into()))?;
-        if version != VERSION {
-            return Err(RestoreError::Version { found: version });
+        RunCheck::restore_from(profile, cfg, &mut &bytes[..])
+    }
+
+    /// [`RunCheck::restore`], read from `input` to its end as it is decoded:
+    /// no more is held than the check it makes (ids past what the check
+    /// keeps and tables past its cap are refused as they are read).
+    pub fn restore_from<R: std::io::Read + ?Sized>(
+        profile: &'static Profile,
+        cfg: RunCheckConfig,
+        input: &mut R,
+    ) -> Result<RunCheck, RestoreError> {
+        let mut version = [0u8];
+        input
+            .read_exact(&mut version)
+            .map_err(|_| RestoreError::Unreadable("empty".into()))?;
+        if version[0] != VERSION {
+            return Err(RestoreError::Version { found: version[0] });
         }
-        let (finished, body) = FinishedRuns::restore(body)?;
-        let (mut saved, rest): (Saved, &[u8]) =
-            postcard::take_from_bytes(body).map_err(|e| RestoreError::Unreadable(e.to_string()))?;
-        if !rest.is_empty() {
-            return Err(RestoreError::Unreadable(format!(
-                "{} bytes after the state",
-                rest.len()
-            )));
+        let finished = FinishedRuns::restore(input)?;
+        // Every text is read through this buffer: a longer one is refused.
+        let mut text = [0u8; LONGEST_TEXT];
+        let reading = super::held::Reading::start(super::MAX_HELD);
+        let decoded = postcard::from_io::<Saved, _>((&mut *input, &mut text[..]));
+        let over = reading.over();
+        drop(reading);
+        let (mut saved, _) = decoded.map_err(|e| {
+            RestoreError::Unreadable(match over {
+                true => "its runs hold more than the check keeps".into(),
+                false => e.to_string(),
+            })
+        })?;
+        let mut after = [0u8];
+        if !matches!(input.read(&mut after), Ok(0)) {
+            return Err(RestoreError::Unreadable("bytes after the state".into()));
         }
         saved.within_bounds()?;
         if let Some(why) = Rules::of(profile, &cfg).differs_from(&saved.rules) {
@@ -621,7 +666,22 @@ mod tests {
         let restore = |bytes: &[u8]| RunCheck::restore(&AGENTRT, RunCheckConfig::default(), bytes);
         assert!(restore(&crafted(&|_| {})).is_ok());
         type Edit<'a> = &'a dyn Fn(&mut Saved);
-        let refused: [(&str, Edit); 5] = [
+        let refused: [(&str, Edit); 8] = [
+            ("a long id kept whole", &|s| {
+                s.runs
+                    .insert("r".repeat(super::super::MAX_ID + 2), Box::new(Run::new(1)));
+            }),
+            ("a run's first seq after its last", &|s| {
+                let mut run = Run::new(7);
+                run.last_seq = 6;
+                s.runs.insert("r".into(), Box::new(run));
+            }),
+            ("a run's time after the newest the state has seen", &|s| {
+                s.newest_at = Some(1_000);
+                let mut run = Run::new(1);
+                run.last_at = Some(1_000 + 100 * 365 * 86_400_000);
+                s.runs.insert("r".into(), Box::new(run));
+            }),
             ("too many runs", &|s| {
                 for i in 0..=super::super::MAX_OPEN_RUNS {
                     s.runs.insert(format!("r{i}"), Box::new(Run::new(1)));
@@ -651,6 +711,11 @@ mod tests {
         for (what, edit) in refused {
             let err = restore(&crafted(edit)).err();
             assert!(matches!(err, Some(RestoreError::Unreadable(_))), "{what}: {err:?}");
+            // Refused as it is read, before it is all in memory.
+            if what == "runs that hold too much" {
+                let err = err.unwrap().to_string();
+                assert!(err.contains("its runs hold more"), "{what}: {err}");
+            }
         }
     }
 }
