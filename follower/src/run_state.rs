@@ -180,32 +180,30 @@ impl RunStateFile {
         file.seek(std::io::SeekFrom::Start(MAGIC.len() as u64))
             .map_err(|e| e.to_string())?;
         let mut fields = std::io::BufReader::with_capacity(64 << 10, file.take(body - MAGIC.len() as u64));
-        // A field of at most `longest` bytes.
-        let mut field = |longest: usize| -> Result<Vec<u8>, String> {
+        // A field's first `longest` bytes (no more are read) and its length.
+        let mut field = |longest: usize| -> Result<(Vec<u8>, usize), String> {
             let mut len = [0u8; 4];
             fields.read_exact(&mut len).map_err(|_| "cut short")?;
             let len = u32::from_be_bytes(len) as usize;
             let mut value = vec![0u8; len.min(longest)];
             fields.read_exact(&mut value).map_err(|_| "cut short")?;
-            Ok(if len > longest { Vec::new() } else { value })
+            Ok((value, len))
         };
         // Longer than this one's, it is another's: shown shortened (the
         // file is not trusted to keep a log line short).
-        let origin = field(self.origin.len().max(200))?;
-        if origin != self.origin.as_bytes() {
+        let (origin, origin_len) = field(self.origin.len().max(200))?;
+        if origin_len != origin.len() || origin != self.origin.as_bytes() {
             let shown: String = String::from_utf8_lossy(&origin).chars().take(200).collect();
             return Err(format!(
                 "saved for origin {:?}{}, not this follower's",
                 shown.escape_debug().to_string(),
-                if origin.len() > shown.len() || origin.is_empty() {
-                    " (shortened)"
-                } else {
-                    ""
-                }
+                if origin_len > shown.len() { " (shortened)" } else { "" }
             ));
         }
-        let head = std::str::from_utf8(&field(100)?)
+        let (head, head_len) = field(100)?;
+        let head = std::str::from_utf8(&head)
             .ok()
+            .filter(|_| head_len == head.len())
             .and_then(|h| h.parse::<Head>().ok())
             .ok_or("its head is not SEQ:HASH")?;
         let check = read(head, &mut fields)?;

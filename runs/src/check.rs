@@ -1283,12 +1283,20 @@ impl RunCheck {
 /// Whether `text` has the shape of [`RunCheck::short`]'s output (a saved
 /// state is refused when it holds a long id that does not).
 fn is_short_form(text: &str) -> bool {
-    text.len() > MAX_ID
-        && text.ends_with("…)")
-        && text.contains(" bytes, sha256 ")
-        && text
-            .split_once('…')
-            .is_some_and(|(prefix, _)| prefix.len() <= SHORT_PREFIX)
+    let Some(rest) = text.strip_suffix("…)") else {
+        return false;
+    };
+    let Some((rest, hash)) = rest.rsplit_once(" bytes, sha256 ") else {
+        return false;
+    };
+    let Some((prefix, len)) = rest.rsplit_once("…(") else {
+        return false;
+    };
+    let hex = hash.len() == 32 && hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    let len = (!len.starts_with('0')).then(|| len.parse::<usize>().ok()).flatten();
+    // The prefix is cut at SHORT_PREFIX, less up to 3 bytes to end on a character.
+    hex && len.is_some_and(|n| n > MAX_ID && n > prefix.len())
+        && (SHORT_PREFIX - 3..=SHORT_PREFIX).contains(&prefix.len())
 }
 
 /// How a model call is keyed: `id:` and its call id, else `step:` and its

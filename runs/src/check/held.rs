@@ -73,8 +73,8 @@ thread_local! {
     /// While a saved state is read on this thread: the bytes its tables may
     /// still take (see [`bounded`]).
     static READING: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
-    /// A table read past the budget (the decoder's own error says only
-    /// that deserializing failed).
+    /// A table or list read past what the check keeps (the decoder's own
+    /// error says only that deserializing failed).
     static OVER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
@@ -133,12 +133,54 @@ where
                     OVER.set(true);
                     return Err(serde::de::Error::custom("its runs hold more than the check keeps"));
                 }
-                table.insert(key, value);
+                if table.insert(key, value).is_some() {
+                    return Err(serde::de::Error::custom("a key twice"));
+                }
             }
             Ok(table)
         }
     }
     input.deserialize_map(Entries(std::marker::PhantomData))
+}
+
+/// Reads a list of a saved state refusing it past `most` items, as they
+/// are read (a crafted count of millions is never read whole).
+fn at_most<'de, D, T>(input: D, most: usize) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    struct Items<T>(usize, std::marker::PhantomData<T>);
+    impl<'de, T: serde::Deserialize<'de>> serde::de::Visitor<'de> for Items<T> {
+        type Value = Vec<T>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "at most {} items", self.0)
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut items: A) -> Result<Vec<T>, A::Error> {
+            let mut list = Vec::new();
+            while let Some(item) = items.next_element()? {
+                if list.len() == self.0 {
+                    OVER.set(true);
+                    return Err(serde::de::Error::custom("a list longer than the check keeps"));
+                }
+                list.push(item);
+            }
+            Ok(list)
+        }
+    }
+    input.deserialize_seq(Items(most, std::marker::PhantomData))
+}
+
+/// The read-only tools: as many as a command line holds.
+pub(super) fn tools<'de, D: serde::Deserializer<'de>>(input: D) -> Result<Vec<String>, D::Error> {
+    at_most(input, 4096)
+}
+
+/// The findings counted, one per kind.
+pub(super) fn totals<'de, D: serde::Deserializer<'de>>(input: D) -> Result<Vec<(String, u64)>, D::Error> {
+    at_most(input, crate::RunFindingKind::ALL.len())
 }
 
 #[cfg(test)]

@@ -38,6 +38,7 @@ pub enum RestoreError {
 struct Rules {
     profile: String,
     open_after_ms: i64,
+    #[serde(deserialize_with = "super::held::tools")]
     read_only_tools: Vec<String>,
 }
 
@@ -76,6 +77,7 @@ struct Saved {
     rules: Rules,
     finished_key: [u64; 2],
     newest_at: Option<i64>,
+    #[serde(deserialize_with = "super::held::totals")]
     totals: Vec<(String, u64)>,
     silent_runs: u64,
     silent_calls: u64,
@@ -145,7 +147,10 @@ impl Saved {
         }
         for run in self.runs.values() {
             let later_than_all = |t: Option<i64>| t.is_some_and(|t| self.newest_at.is_none_or(|n| t > n));
-            if run.first_seq > run.last_seq
+            let seqs = run.pending().map(|(_, p)| p.seq).chain(run.taken_over);
+            if run.first_seq == 0
+                || run.first_seq > run.last_seq
+                || seqs.into_iter().any(|seq| seq > run.last_seq)
                 || later_than_all(run.last_at)
                 || run.queued.is_some_and(|q| run.last_at.is_none_or(|l| q > l))
             {
@@ -250,7 +255,7 @@ impl RunCheck {
         drop(reading);
         let (mut saved, _) = decoded.map_err(|e| {
             RestoreError::Unreadable(match over {
-                true => "its runs hold more than the check keeps".into(),
+                true => "it holds more than the check keeps (its runs, or a list)".into(),
                 false => e.to_string(),
             })
         })?;
@@ -270,7 +275,11 @@ impl RunCheck {
                 .ok_or_else(|| {
                     RestoreError::Unreadable(format!("a finding kind this version does not know: {name:?}"))
                 })?;
-            check.totals.insert(kind, n);
+            if check.totals.insert(kind, n).is_some() {
+                return Err(RestoreError::Unreadable(format!(
+                    "the finding kind {name:?} counted twice"
+                )));
+            }
         }
         check.finished_key = saved.finished_key;
         check.finished = finished;
@@ -666,7 +675,49 @@ mod tests {
         let restore = |bytes: &[u8]| RunCheck::restore(&AGENTRT, RunCheckConfig::default(), bytes);
         assert!(restore(&crafted(&|_| {})).is_ok());
         type Edit<'a> = &'a dyn Fn(&mut Saved);
-        let refused: [(&str, Edit); 8] = [
+        let short = |len: &str, hash: &str| format!("{}…({len} bytes, sha256 {hash}…)", "p".repeat(100));
+        let malformed = [
+            short("129", &"g".repeat(32)),
+            short("129", &"a".repeat(31)),
+            short("129", &"A".repeat(32)),
+            short("12", &"a".repeat(32)),
+            short("0129", &"a".repeat(32)),
+            format!("{}…(129 bytes, sha256 {}…)", "p".repeat(120), "a".repeat(32)),
+        ];
+        assert!(
+            restore(&crafted(&|s| {
+                s.runs.insert(short("129", &"a".repeat(32)), Box::new(Run::new(1)));
+            }))
+            .is_ok()
+        );
+        for id in malformed {
+            let err = restore(&crafted(&|s| {
+                s.runs.insert(id.clone(), Box::new(Run::new(1)));
+            }))
+            .err();
+            assert!(matches!(err, Some(RestoreError::Unreadable(_))), "{id}: {err:?}");
+        }
+        let refused: [(&str, Edit); 12] = [
+            ("a kind counted twice", &|s| {
+                s.totals.push(("unknown-outcome".into(), 1));
+                s.totals.push(("unknown-outcome".into(), 2));
+            }),
+            ("more read-only tools than a command line holds", &|s| {
+                s.rules.read_only_tools = (0..5000).map(|i| format!("t{i}")).collect();
+            }),
+            ("an open call after the run's last event", &|s| {
+                let mut run = Run::new(1);
+                run.step("s").tool = Some(Box::new(super::super::Pending {
+                    seq: 9,
+                    step_id: "s".into(),
+                    what: "t".into(),
+                    reported: false,
+                }));
+                s.runs.insert("r".into(), Box::new(run));
+            }),
+            ("a run's first seq 0", &|s| {
+                s.runs.insert("r".into(), Box::new(Run::new(0)));
+            }),
             ("a long id kept whole", &|s| {
                 s.runs
                     .insert("r".repeat(super::super::MAX_ID + 2), Box::new(Run::new(1)));
@@ -714,7 +765,7 @@ mod tests {
             // Refused as it is read, before it is all in memory.
             if what == "runs that hold too much" {
                 let err = err.unwrap().to_string();
-                assert!(err.contains("its runs hold more"), "{what}: {err}");
+                assert!(err.contains("it holds more than the check keeps"), "{what}: {err}");
             }
         }
     }

@@ -494,6 +494,9 @@ fn no_id_kept_as_itself_equals_a_long_ids_short_form() {
             let long = fill.repeat(len / fill.len() + 1);
             let short = check.short_str(&long);
             assert!(short.len() > MAX_ID, "{} bytes: {short}", long.len());
+            // A saved state holding it is read back; one holding the long id whole is not.
+            assert!(is_short_form(&short), "{short}");
+            assert!(!is_short_form(&long));
             // Written literally, the short form is long itself, so shortened again.
             assert_ne!(check.short_str(&short), short);
         }
