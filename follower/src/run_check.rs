@@ -102,6 +102,9 @@ struct FindingLog {
     unknown_types: u64,
     said_not_the_profile: bool,
     said_given_up_active: bool,
+    /// Runs given up while active before this start (said by the life that
+    /// gave them up): only more than these is said again.
+    given_up_before: u64,
 }
 
 impl FindingLog {
@@ -291,10 +294,14 @@ impl FollowerRunCheck {
         }
         let _ = check.take_newly_silent();
         let _ = check.take_summaries();
+        let log = FindingLog {
+            given_up_before: check.given_up_active(),
+            ..FindingLog::default()
+        };
         let mut me = FollowerRunCheck {
             check,
             profile: rules.profile,
-            log: FindingLog::default(),
+            log,
             fed: after,
             saver: state.map(|(file, delivered)| Saver {
                 file,
@@ -389,7 +396,7 @@ impl FollowerRunCheck {
                 f.message
             );
         }
-        if self.check.given_up_active() > 0 && !self.log.said_given_up_active {
+        if self.check.given_up_active() > self.log.given_up_before && !self.log.said_given_up_active {
             self.log.said_given_up_active = true;
             tracing::warn!(
                 open_runs = self.check.open_runs(),
