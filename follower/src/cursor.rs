@@ -212,9 +212,14 @@ pub fn read_head_file(path: &Path) -> Result<Option<Head>, CursorError> {
 
 /// Replaces `path` whole, through its `.tmp` sibling (mode 0600).
 pub fn write_atomically(path: &Path, content: &[u8]) -> std::io::Result<()> {
+    chainship_chain::atomic_file::replace(path, &temp_beside(path), content, 0o600)
+}
+
+/// Where a follower's file is written before it is renamed in place: `NAME.tmp` beside it.
+pub fn temp_beside(path: &Path) -> std::path::PathBuf {
     let mut tmp_name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
     tmp_name.push(".tmp");
-    chainship_chain::atomic_file::replace(path, &path.with_file_name(tmp_name), content, 0o600)
+    path.with_file_name(tmp_name)
 }
 
 #[cfg(test)]

@@ -45,8 +45,6 @@ pub struct StagedState {
     staged: chainship_chain::atomic_file::Staged,
     /// The last event the state has seen.
     pub head: Head,
-    /// The file's size.
-    pub bytes: u64,
 }
 
 impl StagedState {
@@ -89,7 +87,9 @@ impl<W: std::io::Write> std::io::Write for Sealing<W> {
     }
 }
 
-/// A state that was read and holds together (checksum, origin).
+/// A state that was read whole and holds together (the tests' view; a start
+/// streams it, see [`RunStateFile::load_with`]).
+#[cfg(test)]
 #[derive(Debug)]
 pub struct SavedState {
     /// The last event the state has seen.
@@ -110,8 +110,8 @@ impl RunStateFile {
         &self.path
     }
 
-    /// The saved state; `Ok(None)` when there is none, `Err` saying why a
-    /// file that is there cannot be used.
+    /// The saved state, read whole; `Ok(None)` when there is none.
+    #[cfg(test)]
     pub fn load(&self) -> Result<Option<SavedState>, String> {
         let loaded = self.load_with(|_, input| {
             let mut check = Vec::new();
@@ -217,21 +217,19 @@ impl RunStateFile {
         head: Head,
         check: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
     ) -> Result<StagedState, StageError> {
-        let mut tmp = self.path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-        tmp.push(".tmp");
-        let mut staged =
-            chainship_chain::atomic_file::Staged::create(&self.path, &self.path.with_file_name(tmp), 0o600)?;
-        let bytes = self.write_staged(staged.file(), head, check)?;
-        Ok(StagedState { staged, head, bytes })
+        let tmp = crate::cursor::temp_beside(&self.path);
+        let mut staged = chainship_chain::atomic_file::Staged::create(&self.path, &tmp, 0o600)?;
+        self.write_staged(staged.file(), head, check)?;
+        Ok(StagedState { staged, head })
     }
 
-    /// The file's content, the check's bytes as `check` writes them; its size.
+    /// The file's content, the check's bytes as `check` writes them.
     fn write_staged(
         &self,
         file: &mut std::fs::File,
         head: Head,
         check: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
-    ) -> Result<u64, StageError> {
+    ) -> Result<(), StageError> {
         use std::io::Write;
         let too_large = |e: std::io::Error| match e.kind() {
             std::io::ErrorKind::FileTooLarge => StageError::TooLarge,
@@ -250,17 +248,14 @@ impl RunStateFile {
             out.write_all(value).map_err(too_large)?;
         }
         check(&mut out).map_err(too_large)?;
-        let Sealing {
-            out: mut file,
-            crc,
-            written,
-        } = out;
+        let Sealing { out: mut file, crc, .. } = out;
         file.write_all(&crc.finalize().to_be_bytes())?;
         file.flush()?;
-        Ok(written as u64 + 4)
+        Ok(())
     }
 
     /// Replaces the file with `check` as of `head`, atomically and durably.
+    #[cfg(test)]
     pub fn store(&self, head: Head, check: &[u8]) -> Result<(), StageError> {
         self.stage(head, |out| out.write_all(check))?.commit()?;
         Ok(())
@@ -291,10 +286,7 @@ mod tests {
                 out.write_all(b"ond")
             })
             .unwrap();
-        assert_eq!(
-            staged.bytes,
-            std::fs::metadata(dir.path().join("cursor.runs.tmp")).unwrap().len()
-        );
+        assert!(dir.path().join("cursor.runs.tmp").is_file(), "written beside the file");
         assert_eq!(file.load().unwrap().unwrap().check, b"first", "not committed yet");
         drop(staged);
         assert!(!dir.path().join("cursor.runs.tmp").exists(), "dropped, it is removed");
