@@ -10,8 +10,13 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
+use std::cell::Cell;
+
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
+
+mod page_stmt;
+use page_stmt::{Column, PageRows, PageStmt};
 
 use crate::event::{EventBatch, EventRef};
 use crate::schema::{Schema, SchemaError};
@@ -161,6 +166,11 @@ struct PageVisit {
 
 /// A read-only handle on the events table.
 pub struct EventDb {
+    // The statements of `page_sql` and `same_seq_sql`, prepared on first use
+    // (taken out while one is stepped). Declared before `conn`, so they are
+    // finalized before it closes.
+    page_stmt: Cell<Option<PageStmt>>,
+    same_seq_stmt: Cell<Option<PageStmt>>,
     conn: Connection,
     path: PathBuf,
     options: OpenOptions,
@@ -251,6 +261,8 @@ impl EventDb {
             count_sql: format!("SELECT count(*) FROM {table} WHERE {seq} > ?1 AND {seq} <= ?2"),
             // Rows a walk by `seq > after` never reaches (NULL, zero, negative).
             bad_seq_sql: format!("SELECT {seq} FROM {table} WHERE {seq} IS NULL OR {seq} <= 0 LIMIT 1"),
+            page_stmt: Cell::new(None),
+            same_seq_stmt: Cell::new(None),
             conn,
             path: path.to_owned(),
             options: options.clone(),
@@ -527,19 +539,21 @@ impl EventDb {
         if self.immutable && (wal_path(&self.path).exists() || hot_journal(&self.path)) {
             return Err(self.changed_under_immutable());
         }
-        let mut stmt = self.conn.prepare_cached(&self.page_sql).map_err(self.read_err())?;
-        let rows = stmt.query((after as i64, max_events as i64)).map_err(self.read_err())?;
-        self.visit_each(rows, page, visit)?;
+        self.with_stmt(&self.page_stmt, &self.page_sql, |stmt| {
+            let rows = stmt.query(after as i64, max_events as i64).map_err(self.read_err())?;
+            self.visit_each(rows, page, visit)
+        })?;
         // A page ends on a seq; the next starts above it. Where the seq column
         // may repeat a value, rows of that seq past the page would never be
         // read: they are read now, so a second row of a seq is always seen.
         let page_full = !page.stopped && page.visited == max_events && page.last_seq > after;
         if self.seq_may_repeat && page_full && self.rows_at_once(page.last_seq)? > page.same_as_last as u64 {
-            let mut stmt = self.conn.prepare_cached(&self.same_seq_sql).map_err(self.read_err())?;
-            let rows = stmt
-                .query((page.last_seq as i64, page.same_as_last as i64))
-                .map_err(self.read_err())?;
-            self.visit_each(rows, page, visit)?;
+            self.with_stmt(&self.same_seq_stmt, &self.same_seq_sql, |stmt| {
+                let rows = stmt
+                    .query(page.last_seq as i64, page.same_as_last as i64)
+                    .map_err(self.read_err())?;
+                self.visit_each(rows, page, visit)
+            })?;
         }
         // An immutable connection takes no lock: what it read holds only if
         // nobody wrote the file meanwhile (a writer that started would have
@@ -556,34 +570,52 @@ impl EventDb {
         DbError::WriterStarted(self.path.clone())
     }
 
+    /// Runs `f` with the statement kept in `slot`, preparing it if the slot
+    /// is empty (first use, or a visitor reading the database again while
+    /// the kept one is being stepped).
+    fn with_stmt<T>(
+        &self,
+        slot: &Cell<Option<PageStmt>>,
+        sql: &str,
+        f: impl FnOnce(&mut PageStmt) -> Result<T, DbError>,
+    ) -> Result<T, DbError> {
+        let mut stmt = match slot.take() {
+            Some(stmt) => stmt,
+            None => PageStmt::prepare(&self.conn, sql).map_err(self.read_err())?,
+        };
+        let result = f(&mut stmt);
+        slot.set(Some(stmt));
+        result
+    }
+
     fn visit_each(
         &self,
-        mut rows: rusqlite::Rows<'_>,
+        mut rows: PageRows<'_>,
         page: &mut PageVisit,
         visit: &mut dyn FnMut(&EventRef<'_>) -> bool,
     ) -> Result<(), DbError> {
         while let Some(row) = rows.next().map_err(self.read_err())? {
-            let seq = match row.get_ref(0).map_err(self.read_err())? {
-                ValueRef::Integer(i) if i >= 1 => i as u64,
+            let seq = match row.column(0) {
+                Column::Integer(i) if i >= 1 => i as u64,
                 other => {
                     return Err(DbError::BadSeq {
                         path: self.path.clone(),
                         column: self.schema.seq.clone(),
-                        found: describe(other).to_owned(),
+                        found: describe_column(&other).to_owned(),
                         after: page.last_seq,
                     });
                 }
             };
             let mut fields: [&[u8]; 6] = [&[]; 6];
             for (index, field) in (1..7).zip(fields.iter_mut()) {
-                match row.get_ref(index).map_err(self.read_err())? {
-                    ValueRef::Text(text) => *field = text,
+                match row.column(index) {
+                    Column::Text(text) => *field = text,
                     other => {
                         return Err(DbError::BadField {
                             path: self.path.clone(),
                             seq,
                             column: self.schema.columns()[index].1.to_owned(),
-                            found: describe(other),
+                            found: describe_column(&other),
                         });
                     }
                 }
@@ -856,6 +888,14 @@ fn uri_path(path: &Path) -> String {
     out
 }
 
+fn describe_column(column: &Column<'_>) -> &'static str {
+    match column {
+        Column::Integer(_) => "an integer",
+        Column::Text(_) => "text",
+        Column::Other(what) => what,
+    }
+}
+
 fn describe(value: ValueRef<'_>) -> &'static str {
     match value {
         ValueRef::Null => "NULL",
@@ -919,6 +959,91 @@ mod tests {
         }
         drop(conn);
         EventDb::open(&path, &OpenOptions::default()).unwrap()
+    }
+
+    /// The page statement is stepped through SQLite's C API (`page_stmt`):
+    /// a visitor that reads the database again gets its own statement, and
+    /// a page ended early leaves no read transaction open (a writer can
+    /// still truncate the WAL).
+    #[test]
+    fn a_visit_inside_a_visit_and_a_page_stopped_early_release_the_statement() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = table_of(dir.path(), &[1, 2, 3, 4]);
+        let writer = Connection::open(dir.path().join("pages.db")).unwrap();
+        writer.pragma_update(None, "journal_mode", "wal").unwrap();
+        writer
+            .execute("INSERT INTO events VALUES (5, 'r', '', 't', 'k', '', 'h')", [])
+            .unwrap();
+        let mut seen = Vec::new();
+        db.visit_rows(0, 100, &mut |outer| {
+            let mut inner = Vec::new();
+            db.visit_rows(outer.seq, 2, &mut |e| {
+                inner.push(e.seq);
+                true
+            })
+            .unwrap();
+            seen.push((outer.seq, inner, outer.payload_json.len()));
+            true
+        })
+        .unwrap();
+        assert_eq!(
+            seen,
+            vec![
+                (1, vec![2, 3], 1),
+                (2, vec![3, 4], 2),
+                (3, vec![4, 5], 3),
+                (4, vec![5], 4),
+                (5, vec![], 0)
+            ],
+            "empty text reads as empty"
+        );
+        assert_eq!(
+            db.visit_rows(0, 100, &mut |e| e.seq < 2).unwrap(),
+            2,
+            "stopped at the second"
+        );
+        let (busy, _, _): (i64, i64, i64) = writer
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .unwrap();
+        assert_eq!(busy, 0, "no read transaction left open by the stopped page");
+    }
+
+    #[test]
+    fn a_column_that_is_not_text_is_named_with_what_it_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = table_of(dir.path(), &[1, 1, 1, 1]);
+        let writer = Connection::open(dir.path().join("pages.db")).unwrap();
+        // TEXT affinity turns numbers into text: a blob and NULL stay what they are.
+        writer
+            .execute("UPDATE events SET at = x'41' WHERE seq = 2", [])
+            .unwrap();
+        writer
+            .execute("UPDATE events SET type = NULL WHERE seq = 3", [])
+            .unwrap();
+        writer
+            .execute("UPDATE events SET hash = x'00' WHERE seq = 4", [])
+            .unwrap();
+        for (after, column, found) in [(1, "at", "a blob"), (2, "type", "NULL"), (3, "hash", "a blob")] {
+            let mut visited = Vec::new();
+            let err = db
+                .visit_rows(after, 100, &mut |e| {
+                    visited.push(e.seq);
+                    true
+                })
+                .unwrap_err();
+            assert!(visited.is_empty(), "{visited:?}");
+            match err {
+                DbError::BadField {
+                    seq,
+                    column: c,
+                    found: f,
+                    ..
+                } => assert_eq!((seq, c.as_str(), f), (after + 1, column, found)),
+                other => panic!("{other}"),
+            }
+        }
     }
 
     #[test]

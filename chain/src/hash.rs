@@ -5,7 +5,9 @@
 //! The fields are fed to the hasher one by one, straight from where they
 //! were read: no concatenated copy of the event is ever made.
 
-use sha2::{Digest, Sha256};
+mod stream;
+
+use stream::{SHORT, Sha256Stream};
 
 /// A hash as 64 lower-case hex ASCII bytes, the form the database stores.
 pub type HexHash = [u8; 64];
@@ -21,34 +23,47 @@ pub fn event_hash(
     kind: &[u8],
     payload_json: &[u8],
 ) -> HexHash {
-    let mut sha = Sha256::new();
-    // Each netstring's closing comma is sent together with the next one's
-    // length prefix, so the hasher sees few, larger updates.
-    let mut glue = Glue::default();
-    glue.open(None, prev_hash.len());
-    sha.update(glue.bytes());
-    sha.update(prev_hash);
-    let mut seq_text = itoa::Buffer::new();
-    let seq_text = seq_text.format(seq).as_bytes();
-    glue.open(Some(()), seq_text.len());
-    sha.update(glue.bytes());
-    sha.update(seq_text);
+    let mut sha = Sha256Stream::new();
+    // Each netstring's closing comma goes with the next one's length prefix
+    // (and the seq, short, with its own), written in place.
+    sha.put(|out| glue(out, false, prev_hash.len() as u64));
+    sha.write(prev_hash);
+    sha.put(|out| {
+        let n = glue(out, true, decimal_len(seq) as u64);
+        n + decimal(&mut out[n..], seq)
+    });
     for field in [run_id, step_id, at, kind, payload_json] {
-        glue.open(Some(()), field.len());
-        sha.update(glue.bytes());
-        sha.update(field);
+        sha.put(|out| glue(out, true, field.len() as u64));
+        sha.write(field);
     }
-    sha.update(b",");
-    to_hex(&sha.finalize().into())
+    sha.put(|out| {
+        out[0] = b',';
+        1
+    });
+    to_hex(&sha.finish())
 }
 
 /// Lower-case hex of a 32-byte digest.
 pub fn to_hex(digest: &[u8; 32]) -> HexHash {
     let mut out = [0u8; 64];
-    // Cannot fail: the output is exactly twice the input.
-    hex::encode_to_slice(digest, &mut out).expect("64-byte buffer for 32 bytes");
+    // One table lookup per byte: this runs once per event of every walk.
+    for (pair, byte) in out.as_chunks_mut::<2>().0.iter_mut().zip(digest) {
+        *pair = HEX_PAIRS[*byte as usize];
+    }
     out
 }
+
+/// Each byte's two lower-case hex digits.
+static HEX_PAIRS: [[u8; 2]; 256] = {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut pairs = [[0u8; 2]; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        pairs[byte] = [DIGITS[byte >> 4], DIGITS[byte & 15]];
+        byte += 1;
+    }
+    pairs
+};
 
 /// The hash an event links back to: its predecessor's stored hash, or
 /// nothing before seq 1. A copyable value (no allocation), as every record,
@@ -108,37 +123,40 @@ pub fn is_hex_hash(text: &[u8]) -> bool {
     text.len() == 64 && text.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-/// A small stack buffer holding `,` (closing the previous netstring) and
-/// `<len>:` (opening the next one).
-#[derive(Default)]
-struct Glue {
-    buf: [u8; 24],
-    len: usize,
+/// Writes `,` (closing the previous netstring, with `comma`) and `<len>:`
+/// (opening the next one) at the start of `out`: at most 1 + 20 + 1 bytes.
+#[inline]
+fn glue(out: &mut [u8; SHORT], comma: bool, len: u64) -> usize {
+    let mut at = 0;
+    if comma {
+        out[0] = b',';
+        at = 1;
+    }
+    at += decimal(&mut out[at..], len);
+    out[at] = b':';
+    at + 1
 }
 
-impl Glue {
-    fn open(&mut self, after_previous: Option<()>, field_len: usize) {
-        self.len = 0;
-        if after_previous.is_some() {
-            self.buf[0] = b',';
-            self.len = 1;
-        }
-        let mut digits = itoa::Buffer::new();
-        let digits = digits.format(field_len).as_bytes();
-        self.buf[self.len..self.len + digits.len()].copy_from_slice(digits);
-        self.len += digits.len();
-        self.buf[self.len] = b':';
-        self.len += 1;
+/// Writes `n` in decimal at the start of `out`; returns its length.
+#[inline]
+fn decimal(out: &mut [u8], mut n: u64) -> usize {
+    let len = decimal_len(n);
+    for digit in out[..len].iter_mut().rev() {
+        *digit = b'0' + (n % 10) as u8;
+        n /= 10;
     }
+    len
+}
 
-    fn bytes(&self) -> &[u8] {
-        &self.buf[..self.len]
-    }
+#[inline]
+fn decimal_len(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |digits| digits as usize + 1)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sha2::{Digest, Sha256};
 
     #[test]
     fn prev_hashes_are_empty_or_well_formed() {
@@ -188,6 +206,42 @@ mod tests {
         let bytes = br#"0:,1:1,7:run_7f2,0:,20:2026-08-17T08:00:00Z,11:run.created,17:{"goal":"triage"},"#;
         let whole = to_hex(&Sha256::digest(bytes).into());
         assert_eq!(std::str::from_utf8(&whole).unwrap(), H1);
+    }
+
+    fn netstring(out: &mut Vec<u8>, bytes: &[u8]) {
+        out.extend_from_slice(format!("{}:", bytes.len()).as_bytes());
+        out.extend_from_slice(bytes);
+        out.push(b',');
+    }
+
+    proptest::proptest! {
+        // Any fields, any seq: the same hash as sha2 over the seven
+        // netstrings written out whole, the spec's definition.
+        #[test]
+        fn any_event_hashes_as_its_netstrings_written_out(
+            prev in proptest::option::of(proptest::collection::vec(b'0'..=b'9', 64)),
+            seq in proptest::prelude::any::<u64>(),
+            fields in proptest::collection::vec(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..700), 5),
+        ) {
+            let prev = prev.unwrap_or_default();
+            let mut whole = Vec::new();
+            netstring(&mut whole, &prev);
+            netstring(&mut whole, seq.to_string().as_bytes());
+            for field in &fields {
+                netstring(&mut whole, field);
+            }
+            let expected = to_hex(&Sha256::digest(&whole).into());
+            let got = event_hash(&prev, seq, &fields[0], &fields[1], &fields[2], &fields[3], &fields[4]);
+            proptest::prop_assert_eq!(got, expected);
+        }
+    }
+
+    #[test]
+    fn hex_is_lower_case_and_matches_the_hex_crate() {
+        let digest: [u8; 32] = std::array::from_fn(|i| (i * 37 + 11) as u8 ^ 0xF0);
+        assert_eq!(to_hex(&digest).to_vec(), hex::encode(digest).into_bytes());
+        assert_eq!(&to_hex(&[0xff; 32])[..4], b"ffff");
+        assert_eq!(&to_hex(&[0x0a; 32])[..4], b"0a0a");
     }
 
     #[test]

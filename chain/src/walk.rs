@@ -2,7 +2,7 @@
 //! head kept elsewhere. `chainship verify` and `chainship anchor verify`
 //! both use it; they differ only in where their heads come from.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use chainship_tlog::{CompactRange, Hash, leaf_hash};
@@ -149,8 +149,9 @@ impl WalkReport {
 ///
 /// An event's check needs only its own fields and the stored hash and seq
 /// of the row before it, so the range is cut into seq segments checked at
-/// once, each on its own read-only connection and thread; the segment that
-/// breaks lowest decides the report, which is the one a single walk gives.
+/// once, by `plan.jobs` threads each with its own read-only connection; the
+/// segment that breaks lowest decides the report, which is the one a single
+/// walk gives.
 pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -> Result<WalkReport, DbError> {
     let from = plan.from.max(1);
     // A walk by `seq > after` never sees rows with seq NULL, 0 or below.
@@ -198,6 +199,7 @@ pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -
     let segments = segments(from - 1, through, plan, want_roots);
 
     let last = segments.len() - 1;
+    let threads = jobs(plan).min(segments.len());
     let segment_heads: Vec<Vec<Head>> = segments
         .iter()
         .enumerate()
@@ -207,34 +209,65 @@ pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -
         })
         .collect();
     let checked = AtomicU64::new(0);
-    let outcomes: Vec<Result<Segment, DbError>> = std::thread::scope(|scope| {
-        let workers: Vec<_> = segments
-            .iter()
-            .zip(&segment_heads)
-            .enumerate()
-            .map(|(i, (range, heads))| {
-                let heads = heads.clone();
+    // Segments are taken in seq order by whichever thread is free, so a
+    // thread whose segments check slower (larger events) holds up no other.
+    let next_segment = AtomicUsize::new(0);
+    // Each thread drops its sender when it ends (also by panic): the wait
+    // below wakes then, not at its next progress tick.
+    let (ended_tx, ended) = std::sync::mpsc::channel::<()>();
+    let mut outcomes: Vec<(usize, Result<Segment, DbError>)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|i| {
+                let (segments, segment_heads) = (&segments, &segment_heads);
                 let (path, options) = (db.path().to_owned(), db.options().clone());
-                let (start, checked) = (start.clone(), &checked);
+                let (start, checked, next_segment) = (&start, &checked, &next_segment);
                 let single = last == 0;
+                let ended_tx = ended_tx.clone();
                 std::thread::Builder::new()
                     .name(format!("chain-walk-{i}"))
                     .spawn_scoped(scope, move || {
-                        let db = EventDb::open(&path, &options)?;
-                        walk_segment(db, *range, from, start, heads, want_roots, single, checked)
+                        let _ended = ended_tx;
+                        let mut done = Vec::new();
+                        let mut db = None;
+                        loop {
+                            let k = next_segment.fetch_add(1, Ordering::Relaxed);
+                            let Some(range) = segments.get(k) else { break };
+                            let db = match &mut db {
+                                Some(db) => db,
+                                None => match EventDb::open(&path, &options) {
+                                    Ok(opened) => db.insert(opened),
+                                    Err(e) => {
+                                        done.push((k, Err(e)));
+                                        continue;
+                                    }
+                                },
+                            };
+                            let heads = segment_heads[k].clone();
+                            let segment =
+                                walk_segment(db, *range, from, start.clone(), heads, want_roots, single, checked);
+                            done.push((k, segment));
+                        }
+                        done
                     })
                     .expect("spawning a walk thread")
             })
             .collect();
-        while !workers.iter().all(|w| w.is_finished()) {
+        drop(ended_tx);
+        loop {
             progress(checked.load(Ordering::Relaxed));
-            std::thread::sleep(Duration::from_millis(50));
+            // Disconnected: every thread has ended.
+            if let Err(std::sync::mpsc::RecvTimeoutError::Disconnected) = ended.recv_timeout(Duration::from_millis(50))
+            {
+                break;
+            }
         }
         workers
             .into_iter()
-            .map(|w| w.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+            .flat_map(|w| w.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
             .collect()
     });
+    outcomes.sort_by_key(|(k, _)| *k);
+    let outcomes = outcomes.into_iter().map(|(_, outcome)| outcome);
 
     // Segments in seq order: the first that stops (a break, damage) decides;
     // what lies above it is past the break, as for a single walk.
@@ -257,7 +290,7 @@ pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -
     let mut last_seen = None;
     let mut unreached: Vec<Head> = Vec::new();
     let mut stopped = false;
-    for (outcome, heads_above) in outcomes.into_iter().zip(segment_heads) {
+    for (outcome, heads_above) in outcomes.zip(segment_heads) {
         if stopped {
             // Above the break: its heads are past it, whatever was found there.
             unreached.extend(heads_above);
@@ -344,21 +377,37 @@ struct Segment {
     groups: Vec<Hash>,
 }
 
-/// Cuts `(after, through]` into at most `plan.jobs` segments.
+/// Segments per thread: enough that threads finishing at different times
+/// wait little for the last (events differ in size, cores in speed).
+const SEGMENTS_PER_JOB: u64 = 8;
+
+/// The threads a walk uses.
+fn jobs(plan: &WalkPlan) -> usize {
+    match plan.jobs {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+}
+
+/// Cuts `(after, through]` into segments: one for a single thread (which
+/// then reads ahead on a second), else up to [`SEGMENTS_PER_JOB`] per
+/// thread, none smaller than `plan.segment_events`.
 fn segments(after: u64, through: Option<u64>, plan: &WalkPlan, align_to_groups: bool) -> Vec<SegmentRange> {
     let Some(through) = through.filter(|t| *t > after) else {
         return vec![SegmentRange { after, through }];
     };
-    let jobs = match plan.jobs {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    } as u64;
+    let jobs = jobs(plan) as u64;
     let least = match plan.segment_events {
         0 => 65_536,
         n => n,
     };
     let total = through - after;
-    let count = (total / least).clamp(1, jobs);
+    let most = if jobs == 1 {
+        1
+    } else {
+        jobs.saturating_mul(SEGMENTS_PER_JOB)
+    };
+    let count = (total / least).clamp(1, most);
     let align = if align_to_groups { GROUP } else { 1 };
     // Saturating: a kept name near u64::MAX must not wrap the range to nothing.
     let len = total.div_ceil(count).div_ceil(align).saturating_mul(align);
@@ -377,7 +426,7 @@ fn segments(after: u64, through: Option<u64>, plan: &WalkPlan, align_to_groups: 
 /// as a single walk would reach it.
 #[allow(clippy::too_many_arguments)]
 fn walk_segment(
-    db: EventDb,
+    db: &EventDb,
     range: SegmentRange,
     from: u64,
     first_start: ChainCheck,
@@ -414,7 +463,10 @@ fn walk_segment(
     };
     let error = if read_ahead {
         // The only segment: a second thread reads ahead, so reading and hashing overlap.
-        let reader = ReadAhead::spawn(db, ReadPlan::new(range.after, range.through));
+        let reader = ReadAhead::spawn(
+            EventDb::open(db.path(), db.options())?,
+            ReadPlan::new(range.after, range.through),
+        );
         let mut error = None;
         'pages: while let Some(page) = reader.next_page() {
             let page = match page {

@@ -158,15 +158,17 @@ proptest! {
         } else {
             Vec::new()
         };
-        // Segments here are as small as the jobs allow (or 256 when roots
-        // are asked for), so boundaries fall inside every database.
+        // Segments here are as small as the jobs allow (8 a thread, the
+        // walk's SEGMENTS_PER_JOB, or 256 events when roots are asked for),
+        // so boundaries fall inside every database.
+        let pieces = if jobs == 1 { 1 } else { jobs as u64 * 8 };
         let len = if roots_at.is_empty() {
-            (n - (from - 1)).div_ceil(jobs as u64).max(1)
+            (n - (from - 1)).div_ceil(pieces).max(1)
         } else {
-            n.div_ceil(jobs as u64).div_ceil(256) * 256
+            n.div_ceil(pieces).div_ceil(256) * 256
         };
         let seq = if on_boundary {
-            let k = boundary.index(jobs) as u64;
+            let k = boundary.index(pieces as usize) as u64;
             ((from - 1) + k * len + nudge).clamp(1, n)
         } else {
             pick.index(n as usize) as u64 + 1
