@@ -189,10 +189,18 @@ pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -
     }
     // The walk must reach the highest head even past `through`.
     let through = through.map(|t| t.max(pending.last().map_or(0, |h| h.seq)));
-    let start = if from == 1 {
-        ChainCheck::from_start()
+    // The event before `from` is trusted as stored: the last row below it
+    // (one missing leaves a gap its successor shows), whose hash must be
+    // text, or the walk stops there as it would at that row.
+    let start: Result<ChainCheck, Damage> = if from == 1 {
+        Ok(ChainCheck::from_start())
     } else {
-        ChainCheck::resume(from - 1, &db.hash_at(from - 1)?.unwrap_or_default())
+        match db.row_before(from) {
+            Ok(Some((seq, hash))) => Ok(ChainCheck::resume(seq, &hash)),
+            Ok(None) => Ok(ChainCheck::from_start()),
+            Err(e @ DbError::BadField { .. }) => Err(damage_in_range(e, None, None)?.expect("no bound")),
+            Err(e) => return Err(e),
+        }
     };
     let through = through.map(|t| t.max(plan.reach.unwrap_or(0)));
     let want_roots = from == 1 && (plan.tree || !plan.roots_at.is_empty());
@@ -243,8 +251,7 @@ pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -
                                 },
                             };
                             let heads = segment_heads[k].clone();
-                            let segment =
-                                walk_segment(db, *range, from, start.clone(), heads, want_roots, single, checked);
+                            let segment = walk_segment(db, *range, from, start, heads, want_roots, single, checked);
                             done.push((k, segment));
                         }
                         done
@@ -276,7 +283,7 @@ pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -
         db_head_unreadable: !head_readable,
         checked: 0,
         first_seq: None,
-        last_good: start.last_good(),
+        last_good: start.as_ref().ok().and_then(ChainCheck::last_good),
         chain_break: None,
         damage: None,
         unreachable_seq,
@@ -429,24 +436,35 @@ fn walk_segment(
     db: &EventDb,
     range: SegmentRange,
     from: u64,
-    first_start: ChainCheck,
+    first_start: &Result<ChainCheck, Damage>,
     heads: Vec<Head>,
     want_groups: bool,
     read_ahead: bool,
     checked: &AtomicU64,
 ) -> Result<Segment, DbError> {
     let mut out = Segment::default();
-    let check = if range.after + 1 == from {
-        first_start
+    // Where this segment starts: after the last row below it, or where the
+    // whole walk starts.
+    let resumed = if range.after + 1 == from {
+        None
     } else {
         match db.last_row_in(from, range.after) {
-            Ok(Some((seq, hash))) => ChainCheck::resume(seq, &hash),
-            Ok(None) => first_start,
+            Ok(found) => found.map(|(seq, hash)| ChainCheck::resume(seq, &hash)),
             Err(e) => {
                 out.start_error = Some(e);
                 out.unreached = heads;
                 return Ok(out);
             }
+        }
+    };
+    let check = match (resumed, first_start) {
+        (Some(check), _) => check,
+        (None, Ok(check)) => check.clone(),
+        // The row the whole walk starts after is damaged: it stops there.
+        (None, Err(damage)) => {
+            out.damage = Some(damage.clone());
+            out.unreached = heads;
+            return Ok(out);
         }
     };
     let mut walker = SegmentWalker {

@@ -271,13 +271,10 @@ impl Run {
 
     /// `held` counted from scratch (a restored state; the tests).
     fn count_held(&self) -> usize {
-        let steps = self.steps.iter().map(|(id, s)| {
-            held::text(id)
-                + s.decided_tool.as_deref().map_or(0, held::text)
-                + s.tool.as_deref().map_or(0, Pending::held)
-        });
-        let approvals = self.approvals.iter().map(|(id, a)| held::text(id) + a.held());
-        let calls = self.model_calls.iter().map(|(key, p)| held::text(key) + p.held());
+        use held::Holds;
+        let steps = self.steps.iter().map(|(id, s)| held::text(id) + s.holds());
+        let approvals = self.approvals.iter().map(|(id, a)| held::text(id) + a.holds());
+        let calls = self.model_calls.iter().map(|(key, p)| held::text(key) + p.holds());
         steps.chain(approvals).chain(calls).sum()
     }
 

@@ -155,8 +155,10 @@ fn to_text(r: &WalkReport) -> String {
     }
     for (head, check) in &r.heads {
         out += &match check {
-            HeadCheck::Matched | HeadCheck::BeforeRange { matched: true } => {
-                format!("head matched: {head}\n")
+            HeadCheck::Matched => format!("head matched: {head}\n"),
+            // Only compared: the events up to it were trusted as stored (`--from`).
+            HeadCheck::BeforeRange { matched: true } => {
+                format!("head matched by lookup, below --from (not walked): {head}\n")
             }
             HeadCheck::Differs { found } => format!(
                 "head not matched: seq {}: the database holds {}, the head says {}\n",
@@ -225,7 +227,8 @@ fn to_json(r: &WalkReport) -> serde_json::Value {
         "head_not_reached": r.head_not_reached,
         "heads": r.heads.iter().map(|(h, c)| {
             let (result, found) = match c {
-                HeadCheck::Matched | HeadCheck::BeforeRange { matched: true } => ("matched", None),
+                HeadCheck::Matched => ("matched", None),
+                HeadCheck::BeforeRange { matched: true } => ("matched-below-from", None),
                 HeadCheck::Differs { found } => ("differs", Some(found.as_str())),
                 HeadCheck::BeforeRange { matched: false } => ("differs", None),
                 HeadCheck::AfterBreak => ("after-break", None),

@@ -343,6 +343,57 @@ fn a_field_that_is_not_text_is_a_finding_with_its_seq_and_column() {
     }
 }
 
+/// `--from N` trusts the event before N as stored: its hash must be text
+/// (else the walk stops there, named), and a missing one is a gap its
+/// successor shows, never an empty hash a rebuilt chain could link to.
+#[test]
+fn the_event_before_from_is_damage_or_a_gap_when_it_cannot_be_trusted() {
+    let a = export_anchored(300);
+    let run = |db: &Path, jobs: &str| {
+        let out = bin()
+            .args([
+                "verify",
+                "--db",
+                path_str(db),
+                "--from",
+                "150",
+                "--jobs",
+                jobs,
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        (code(&out), json_of(&out))
+    };
+    let intact = copy_db(&a, "intact.db");
+    assert_eq!(run(&intact, "1").0, 0, "the control passes");
+
+    let cases: [(&str, &str, u64, &str); 3] = [
+        (
+            "null",
+            "UPDATE events SET hash = NULL WHERE seq = 149",
+            149,
+            "bad-field",
+        ),
+        (
+            "blob",
+            "UPDATE events SET hash = CAST(hash AS BLOB) WHERE seq = 149",
+            149,
+            "bad-field",
+        ),
+        ("missing", "DELETE FROM events WHERE seq = 149", 150, "seq-gap"),
+    ];
+    for (name, change, at, kind) in cases {
+        let db = copy_db(&a, &format!("{name}.db"));
+        untyped(&db).execute(change, []).unwrap();
+        let (code, json) = run(&db, "1");
+        assert_eq!(code, 1, "{name}: {json}");
+        assert_eq!(json["break"]["seq"], at, "{name}: {json}");
+        assert_eq!(json["break"]["kind"], kind, "{name}: {json}");
+        assert_eq!(run(&db, "3"), (1, json), "{name}: the same with --jobs 3");
+    }
+}
+
 #[test]
 fn a_seq_that_is_not_an_integer_is_a_finding() {
     let a = export_anchored(300);

@@ -127,6 +127,32 @@ fn from_and_to_bound_the_walk() {
     assert!(stdout(&out).contains("broken at seq 10"), "{}", stdout(&out));
     let out = run(&["verify", "--db", path_str(&db), "--from", "60", "--to", "20"]);
     assert_eq!(code(&out), 2);
+
+    // A head below --from is only looked up (the events up to it are
+    // trusted as stored), and says so: never "matched" as if walked.
+    let hash_30: String = tamper(&db)
+        .query_row("SELECT hash FROM events WHERE seq = 30", [], |r| r.get(0))
+        .unwrap();
+    let head = format!("30:{hash_30}");
+    let out = run(&["verify", "--db", path_str(&db), "--from", "40", "--head", &head]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains(&format!("head matched by lookup, below --from (not walked): {head}")),
+        "{}",
+        stdout(&out)
+    );
+    let out = run(&[
+        "verify",
+        "--db",
+        path_str(&db),
+        "--from",
+        "40",
+        "--head",
+        &head,
+        "--json",
+    ]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["heads"][0]["result"], "matched-below-from", "{json}");
 }
 
 #[test]

@@ -254,9 +254,13 @@ impl RunCheck {
         let over = reading.over();
         drop(reading);
         let (mut saved, _) = decoded.map_err(|e| {
-            RestoreError::Unreadable(match over {
-                true => "it holds more than the check keeps (its runs, or a list)".into(),
-                false => e.to_string(),
+            RestoreError::Unreadable(match (over, e) {
+                (true, _) => "it holds more than the check keeps (its runs, or a list)".into(),
+                // The decoder says only that its buffer ran out.
+                (false, postcard::Error::DeserializeUnexpectedEnd) => {
+                    format!("a text longer than the check keeps ({LONGEST_TEXT} bytes), or the state ends early")
+                }
+                (false, e) => e.to_string(),
             })
         })?;
         let mut after = [0u8];
@@ -766,6 +770,12 @@ mod tests {
             if what == "runs that hold too much" {
                 let err = err.unwrap().to_string();
                 assert!(err.contains("it holds more than the check keeps"), "{what}: {err}");
+            } else if what == "a long step id" {
+                let err = err.unwrap().to_string();
+                assert!(
+                    err.contains("a text longer than the check keeps (512 bytes)"),
+                    "{what}: {err}"
+                );
             }
         }
     }
