@@ -143,7 +143,9 @@ async fn kill_9_at_twenty_moments_keeps_every_event_exactly_once() {
     let cursor = dir.path().join("cursor");
     // --from-start only applies while there is no cursor yet.
     let extra = ["--s3-batch-events", "1000", "--s3-batch-age", "500ms", "--from-start"];
-    let delivered = kill_9_loop(
+    // Every other life first delivers a batch (however slow the start under
+    // load), then dies within the delay; the others die at any moment.
+    let delivered = kill_9_loop_mid_export(
         20,
         &mut XorShift::new(0x9E37_79B9_7F4A_7C15),
         700..2200,

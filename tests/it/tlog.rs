@@ -558,15 +558,16 @@ fn kill_9_of_the_follower_leaves_tiles_and_checkpoints_complete() {
             .unwrap()
     };
     let checkpoints = || std::fs::read_dir(log_dir(&a).join("checkpoints")).map_or(0, |d| d.count());
-    kill_9_loop(20, &mut rng, 50..900, start, checkpoints);
+    // Every other life first publishes a checkpoint (however slow the start
+    // under load), then dies within the delay; the others die at any moment.
+    kill_9_loop_mid_export(20, &mut rng, 50..900, start, checkpoints);
     let head = stop_writer(&mut writer, &a.db);
     let size: u64 = head.split(':').next().unwrap().parse().unwrap();
     assert_eq!(code(&follow_once(&a, &["--batch-size", "97"])), 0);
 
     let log = log_dir(&a);
     let kept = files_under(&log.join("checkpoints"));
-    // Lives of 50-900 ms under a writer: most publish at least one checkpoint
-    // before they die (how many depends on the machine's load).
+    // Half the lives published one before dying, and the last run one more.
     assert!(
         kept.len() > 10,
         "checkpoints were published between kills: {}",
