@@ -153,7 +153,18 @@ impl WalkReport {
 /// segment that breaks lowest decides the report, which is the one a single
 /// walk gives.
 pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -> Result<WalkReport, DbError> {
-    let from = plan.from.max(1);
+    let mut from = plan.from.max(1);
+    // The event before `from` is trusted as stored only where it can be: a
+    // single row, its hash a hash. Otherwise the walk starts at that row, so
+    // that it names what is wrong there as a walk from seq 1 would (a
+    // stored hash that is not 64 lower-case hex never checks out; a second
+    // row of a seq is a break).
+    if from > 1
+        && let Some((seq, hash)) = db.last_row_in(1, from - 1)?
+        && (!crate::hash::is_hex_hash(&hash) || db.rows_at(seq)? > 1)
+    {
+        from = seq;
+    }
     // A walk by `seq > after` never sees rows with seq NULL, 0 or below.
     let unreachable_seq = if from == 1 { db.first_unreachable_seq()? } else { None };
     let (db_head, head_readable) = match db.head() {
@@ -187,8 +198,9 @@ pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -
             pending.push(head);
         }
     }
-    // The walk must reach the highest head even past `through`.
-    let through = through.map(|t| t.max(pending.last().map_or(0, |h| h.seq)));
+    // The walk must reach the highest head even past `through`, but never
+    // past the highest seq SQLite can hold (a kept name can say anything).
+    let through = through.map(|t| t.max(pending.last().map_or(0, |h| h.seq)).min(MAX_SEQ));
     // The event before `from` is trusted as stored: the last row below it
     // (one missing leaves a gap its successor shows), whose hash must be
     // text, or the walk stops there as it would at that row.
@@ -202,7 +214,7 @@ pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -
             Err(e) => return Err(e),
         }
     };
-    let through = through.map(|t| t.max(plan.reach.unwrap_or(0)));
+    let through = through.map(|t| t.max(plan.reach.unwrap_or(0)).min(MAX_SEQ));
     let want_roots = from == 1 && (plan.tree || !plan.roots_at.is_empty());
     let segments = segments(from - 1, through, plan, want_roots);
 
@@ -348,6 +360,9 @@ pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -
     }
     Ok(report)
 }
+
+/// The highest seq a row can hold (SQLite's integers are signed 64-bit).
+const MAX_SEQ: u64 = i64::MAX as u64;
 
 /// Entries per tree group a segment hashes on its own (a tile's width):
 /// segments start on a group boundary when roots are asked for, so the

@@ -37,7 +37,7 @@ pub struct FollowArgs {
     #[arg(long, conflicts_with = "from_seq")]
     pub from_start: bool,
     /// With no cursor yet, start at this seq (the event before it is trusted as stored).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=i64::MAX as u64))]
     pub from_seq: Option<u64>,
     /// Deliver what is there now, then exit 0 (for cron).
     #[arg(long)]

@@ -33,7 +33,7 @@ pub struct ProveArgs {
     #[command(flatten)]
     pub origin: OriginArg,
     /// The event to prove.
-    #[arg(long, value_name = "SEQ", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "SEQ", value_parser = clap::value_parser!(u64).range(1..=i64::MAX as u64))]
     pub seq: u64,
     /// Prove against the checkpoint of this tree size (default: the largest kept).
     #[arg(long, value_name = "SIZE")]

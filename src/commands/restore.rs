@@ -42,7 +42,7 @@ pub struct RestoreArgs {
     #[arg(long, value_name = "PATH")]
     pub out: PathBuf,
     /// Stop at this seq (the copy is still checked to the head that covers it).
-    #[arg(long, value_name = "SEQ", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "SEQ", value_parser = clap::value_parser!(u64).range(1..=i64::MAX as u64))]
     pub to: Option<u64>,
     /// Also write the checked records after the last trusted head (their
     /// chain is intact, but no signed head covers them yet).

@@ -26,10 +26,10 @@ pub struct VerifyArgs {
     #[command(flatten)]
     pub db: DbArgs,
     /// First seq to check; the event before it is trusted as stored.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=i64::MAX as u64))]
     pub from: Option<u64>,
     /// Last seq to check (default: the database's head when the walk starts).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=i64::MAX as u64))]
     pub to: Option<u64>,
     /// A head kept elsewhere (SEQ:HASH) that the database must still match.
     #[arg(long, value_name = "SEQ:HASH")]

@@ -127,6 +127,35 @@ fn from_and_to_bound_the_walk() {
     assert!(stdout(&out).contains("broken at seq 10"), "{}", stdout(&out));
     let out = run(&["verify", "--db", path_str(&db), "--from", "60", "--to", "20"]);
     assert_eq!(code(&out), 2);
+    // Seqs are SQLite's signed 64-bit integers: past them is a usage error.
+    let out = run(&["verify", "--db", path_str(&db), "--to", "9223372036854775808"]);
+    assert_eq!(code(&out), 2, "{}", stdout(&out));
+    // A kept head past them is never reached, and the walk stays where rows
+    // can be: the same report for any number of threads.
+    let far = format!("18446744073709551615:{}", "0".repeat(64));
+    let reports: Vec<(i32, String)> = ["1", "4"]
+        .iter()
+        .map(|jobs| {
+            let out = run(&[
+                "verify",
+                "--db",
+                path_str(&db),
+                "--from",
+                "20",
+                "--head",
+                &far,
+                "--jobs",
+                jobs,
+                "--json",
+            ]);
+            (code(&out), stdout(&out))
+        })
+        .collect();
+    assert_eq!(reports[0], reports[1], "--jobs 1 and 4");
+    let json: serde_json::Value = serde_json::from_str(&reports[0].1).unwrap();
+    assert_eq!(reports[0].0, 1);
+    assert_eq!(json["checked"], 81, "{json}");
+    assert_eq!(json["heads"][0]["result"], "not-reached", "{json}");
 
     // A head below --from is only looked up (the events up to it are
     // trusted as stored), and says so: never "matched" as if walked.
