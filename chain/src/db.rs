@@ -664,35 +664,6 @@ impl EventDb {
         })
     }
 
-    /// The last row below `seq` (seq 1 or more), as `(seq, stored hash)`:
-    /// what a walk from `seq` trusts as stored. A hash that is not text is
-    /// damage at that row ([`DbError::BadField`]), never read as empty.
-    pub fn row_before(&self, seq: u64) -> Result<Option<(u64, Vec<u8>)>, DbError> {
-        let row = patiently(BUSY_PATIENCE, || {
-            let mut stmt = self.conn.prepare_cached(&self.prev_row_sql).map_err(self.read_err())?;
-            stmt.query_row((1i64, seq.saturating_sub(1) as i64), |row| {
-                let seq: i64 = row.get(0)?;
-                let hash = match row.get_ref(1)? {
-                    ValueRef::Text(t) => Ok(t.to_vec()),
-                    other => Err(describe(other)),
-                };
-                Ok((seq.max(0) as u64, hash))
-            })
-            .optional()
-            .map_err(self.read_err())
-        })?;
-        match row {
-            None => Ok(None),
-            Some((seq, Ok(hash))) => Ok(Some((seq, hash))),
-            Some((seq, Err(found))) => Err(DbError::BadField {
-                path: self.path.clone(),
-                seq,
-                column: self.schema.hash.clone(),
-                found,
-            }),
-        }
-    }
-
     /// The row with the highest seq in `lowest..=highest`, as `(seq, stored
     /// hash)`: where a walk of the range above `highest` starts from.
     pub fn last_row_in(&self, lowest: u64, highest: u64) -> Result<Option<(u64, Vec<u8>)>, DbError> {

@@ -154,17 +154,27 @@ impl WalkReport {
 /// walk gives.
 pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -> Result<WalkReport, DbError> {
     let mut from = plan.from.max(1);
-    // The event before `from` is trusted as stored only where it can be: a
-    // single row, its hash a hash. Otherwise the walk starts at that row, so
-    // that it names what is wrong there as a walk from seq 1 would (a
-    // stored hash that is not 64 lower-case hex never checks out; a second
-    // row of a seq is a break).
-    if from > 1
-        && let Some((seq, hash)) = db.last_row_in(1, from - 1)?
-        && (!crate::hash::is_hex_hash(&hash) || db.rows_at(seq)? > 1)
+    let row_before = |from: u64| {
+        if from > 1 {
+            db.last_row_in(1, from - 1)
+        } else {
+            Ok(None)
+        }
+    };
+    // The event before `from` is trusted as stored (the last row below it:
+    // one missing leaves a gap its successor shows), but only where it can
+    // be: a single row whose hash is a hash. Otherwise the walk starts at
+    // that row and names what is wrong there as a walk from seq 1 would (a
+    // field not text is damage, a stored hash not 64 lower-case hex never
+    // checks out, a second row of a seq is a break), whatever it links to.
+    let mut before = row_before(from)?;
+    if let Some((seq, hash)) = &before
+        && (!crate::hash::is_hex_hash(hash) || db.rows_at(*seq)? > 1)
     {
-        from = seq;
+        from = *seq;
+        before = row_before(from)?;
     }
+    let start = before.map_or_else(ChainCheck::from_start, |(seq, hash)| ChainCheck::resume(seq, &hash));
     // A walk by `seq > after` never sees rows with seq NULL, 0 or below.
     let unreachable_seq = if from == 1 { db.first_unreachable_seq()? } else { None };
     let (db_head, head_readable) = match db.head() {
@@ -201,19 +211,6 @@ pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -
     // The walk must reach the highest head even past `through`, but never
     // past the highest seq SQLite can hold (a kept name can say anything).
     let through = through.map(|t| t.max(pending.last().map_or(0, |h| h.seq)).min(MAX_SEQ));
-    // The event before `from` is trusted as stored: the last row below it
-    // (one missing leaves a gap its successor shows), whose hash must be
-    // text, or the walk stops there as it would at that row.
-    let start: Result<ChainCheck, Damage> = if from == 1 {
-        Ok(ChainCheck::from_start())
-    } else {
-        match db.row_before(from) {
-            Ok(Some((seq, hash))) => Ok(ChainCheck::resume(seq, &hash)),
-            Ok(None) => Ok(ChainCheck::from_start()),
-            Err(e @ DbError::BadField { .. }) => Err(damage_in_range(e, None, None)?.expect("no bound")),
-            Err(e) => return Err(e),
-        }
-    };
     let through = through.map(|t| t.max(plan.reach.unwrap_or(0)).min(MAX_SEQ));
     let want_roots = from == 1 && (plan.tree || !plan.roots_at.is_empty());
     let segments = segments(from - 1, through, plan, want_roots);
@@ -295,7 +292,7 @@ pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -
         db_head_unreadable: !head_readable,
         checked: 0,
         first_seq: None,
-        last_good: start.as_ref().ok().and_then(ChainCheck::last_good),
+        last_good: start.last_good(),
         chain_break: None,
         damage: None,
         unreachable_seq,
@@ -451,7 +448,7 @@ fn walk_segment(
     db: &EventDb,
     range: SegmentRange,
     from: u64,
-    first_start: &Result<ChainCheck, Damage>,
+    first_start: &ChainCheck,
     heads: Vec<Head>,
     want_groups: bool,
     read_ahead: bool,
@@ -472,16 +469,7 @@ fn walk_segment(
             }
         }
     };
-    let check = match (resumed, first_start) {
-        (Some(check), _) => check,
-        (None, Ok(check)) => check.clone(),
-        // The row the whole walk starts after is damaged: it stops there.
-        (None, Err(damage)) => {
-            out.damage = Some(damage.clone());
-            out.unreached = heads;
-            return Ok(out);
-        }
-    };
+    let check = resumed.unwrap_or_else(|| first_start.clone());
     let mut walker = SegmentWalker {
         check,
         heads: heads.iter().peekable(),

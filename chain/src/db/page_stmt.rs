@@ -94,12 +94,10 @@ impl PageRows<'_> {
 
 impl Drop for PageRows<'_> {
     fn drop(&mut self) {
-        // SAFETY: a live statement; reset ends its read transaction. Its
-        // return repeats the last step's error, already reported.
-        unsafe {
-            ffi::sqlite3_reset(self.stmt.raw.as_ptr());
-            ffi::sqlite3_clear_bindings(self.stmt.raw.as_ptr());
-        }
+        // SAFETY: a live statement; reset ends its read transaction (the
+        // next query binds again). Its return repeats the last step's error,
+        // already reported.
+        unsafe { ffi::sqlite3_reset(self.stmt.raw.as_ptr()) };
     }
 }
 
