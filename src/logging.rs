@@ -18,10 +18,16 @@ pub enum LogFormat {
     Json,
 }
 
+/// What is logged when `RUST_LOG` is unset: chainship at `info`; the AWS
+/// SDK's credential and region lookups only at `error`, since without
+/// credentials it warns at length about each instance-metadata attempt, and
+/// chainship says the one line that matters (which setting to give).
+pub const DEFAULT_FILTER: &str = "info,aws_config=error";
+
 /// Installs the global subscriber. The level comes from `RUST_LOG`
-/// (`info` when unset).
+/// ([`DEFAULT_FILTER`] when unset).
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(|| QuietStderr)

@@ -416,7 +416,7 @@ mod tests {
                 .parse()
                 .unwrap();
             run(async {
-                put_tiles(&store, "o", &tiles).await.unwrap();
+                put_tiles(&store, "o", &tiles, 0).await.unwrap();
                 publish_checkpoint(&store, keys, &cp).await.unwrap();
                 advance_pointer(&store, "o", &[key.verifier()], size, &cp.sign(keys).unwrap())
                     .await

@@ -160,7 +160,8 @@ pub fn load_witness_keys(args: &[String]) -> Result<Vec<WitnessKey>, Error> {
             keys.push(WitnessKey::parse(arg)?);
             continue;
         }
-        let text = std::fs::read_to_string(arg).map_err(|e| permanent!("{arg}: {e}"))?;
+        let text = crate::keys::read_small(std::path::Path::new(arg), crate::keys::KEY_LIST_LIMIT)
+            .map_err(|e| permanent!("{arg}: {e}"))?;
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
             if !line.is_empty() && !line.starts_with('#') {

@@ -355,7 +355,14 @@ impl Judge for DbJudge<'_> {
             match self.db.hash_at(head.seq).map_err(db_error)? {
                 Some(h) if h == head.hash => self.past_break.push(head.seq),
                 Some(_) => self.contradicted.push(head.seq),
-                None => {}
+                None => {
+                    // Past the database's end a break does not explain the head:
+                    // the tail was cut too, and that is named whatever else is wrong.
+                    let db_end = self.report.db_head.as_ref().map(|(s, _)| *s);
+                    if db_end.is_none_or(|e| head.seq > e) {
+                        return Ok(HeadCheck::Beyond { db_end });
+                    }
+                }
             }
             return Ok(HeadCheck::AfterBreak);
         }

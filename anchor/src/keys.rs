@@ -124,13 +124,11 @@ impl SignerKey {
     /// process can read (see [`readable_by_others`]).
     pub fn load(path: &Path) -> Result<SignerKey, Error> {
         let err = |why: String| permanent!("{}: {why}", path.display());
-        let meta = std::fs::metadata(path).map_err(|e| err(e.to_string()))?;
-        if let Some(who) = readable_by_others(path, &meta) {
-            return Err(err(format!(
-                "{who} can read it; chmod 600 it (and drop ACL entries that grant read)"
-            )));
+        let meta = std::fs::metadata(path).map_err(|e| err(chainship_chain::access::explain(path, &e)))?;
+        if let Some((who, fix)) = readable_by_others(path, &meta) {
+            return Err(err(format!("{who} can read it; {fix}")));
         }
-        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+        let text = read_small(path, 64 * 1024).map_err(|e| err(e.message))?;
         let rest = text
             .trim()
             .strip_prefix("PRIVATE+KEY+")
@@ -157,9 +155,34 @@ impl SignerKey {
 
 /// Reads a small text file (a key, a PIN, a policy), refusing one larger
 /// than `limit` bytes (`/dev/zero` must not take the memory) or not UTF-8.
+///
+/// Only a regular file (through symbolic links, as Kubernetes mounts
+/// secrets): opened without blocking and refused at once when it is a FIFO,
+/// a socket or a device, since a FIFO nobody writes would hold the process
+/// in `open()` past every stop signal.
 pub fn read_small(path: &Path, limit: u64) -> Result<String, Error> {
     use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| permanent!("{e}"))?;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| permanent!("{}", chainship_chain::access::explain(path, &e)))?;
+    let kind = file.metadata().map_err(|e| permanent!("{e}"))?.file_type();
+    if !kind.is_file() {
+        let what = if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_socket() {
+            "a socket"
+        } else if kind.is_dir() {
+            "a directory"
+        } else {
+            "a device"
+        };
+        return Err(permanent!(
+            "{what}, not a regular file: a key, PIN or policy source must be a file"
+        ));
+    }
     let mut bytes = Vec::new();
     file.take(limit + 1)
         .read_to_end(&mut bytes)
@@ -185,14 +208,27 @@ pub fn read_small(path: &Path, limit: u64) -> Result<String, Error> {
 /// - with a POSIX ACL, each entry that grants read (through the mask) is
 ///   someone else, except a named entry for this process's own user;
 /// - without one, group and other read bits are.
-fn readable_by_others(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
+///
+/// With it, what fixes it: the advice fits the reason (a file already 0600
+/// but owned by another user needs a `chown`, not a `chmod`).
+fn readable_by_others(path: &Path, meta: &std::fs::Metadata) -> Option<(String, String)> {
+    use chainship_chain::access::{named, user_name};
     // SAFETY: geteuid(2) takes nothing and cannot fail.
     let me = unsafe { libc::geteuid() };
     if meta.uid() != me && meta.uid() != 0 {
-        return Some(format!("user {} (its owner)", meta.uid()));
+        return Some((
+            format!("user {} (its owner)", named(meta.uid(), user_name)),
+            format!(
+                "chown it to user {} (who runs chainship), mode 600",
+                named(me, user_name)
+            ),
+        ));
     }
     if meta.nlink() > 1 {
-        return Some(format!("whoever reaches its other {} hard link(s)", meta.nlink() - 1));
+        return Some((
+            format!("whoever reaches its other {} hard link(s)", meta.nlink() - 1),
+            "keep one name (remove the other links)".to_owned(),
+        ));
     }
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 == 0 {
@@ -202,8 +238,11 @@ fn readable_by_others(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
         return None;
     }
     match posix_acl(path) {
-        Some(entries) => acl_readers(&entries, meta.uid(), ACL_READ),
-        None => Some(format!("group or others (mode {mode:o})")),
+        Some(entries) => acl_readers(&entries, meta.uid(), ACL_READ).map(|who| {
+            let fix = "remove the ACL entries that grant read (setfacl -b), or chmod 600 it (which masks them)";
+            (who, fix.to_owned())
+        }),
+        None => Some((format!("group or others (mode {mode:o})"), "chmod 600 it".to_owned())),
     }
 }
 
@@ -274,6 +313,7 @@ fn posix_acl(path: &Path) -> Option<Vec<(u16, u16, u32)>> {
 /// Who an ACL grants `permission` (read a file, enter a directory) on an
 /// object owned by `owner`, besides the owner and this process's user.
 fn acl_readers(entries: &[(u16, u16, u32)], owner: u32, permission: u16) -> Option<String> {
+    use chainship_chain::access;
     const USER: u16 = 0x02;
     const GROUP_OBJ: u16 = 0x04;
     const GROUP: u16 = 0x08;
@@ -292,14 +332,17 @@ fn acl_readers(entries: &[(u16, u16, u32)], owner: u32, permission: u16) -> Opti
         match tag {
             _ if !granted => {}
             USER if id == owner || id == me => {}
-            USER => readers.push(format!("user {id} (ACL)")),
+            USER => readers.push(format!("user {} (ACL)", access::named(id, access::user_name))),
             GROUP_OBJ => readers.push("its group".to_owned()),
-            GROUP => readers.push(format!("group {id} (ACL)")),
+            GROUP => readers.push(format!("group {} (ACL)", access::named(id, access::group_name))),
             _ => readers.push("others".to_owned()),
         }
     }
     (!readers.is_empty()).then(|| readers.join(", "))
 }
+
+/// The largest file of keys read (a fleet's trusted keys, a line an origin).
+pub const KEY_LIST_LIMIT: u64 = 64 << 20;
 
 /// Reads trusted verifier keys: each argument is a key, or a file of keys
 /// (one a line, `#` comments allowed). A key may be followed by
@@ -312,7 +355,7 @@ pub fn load_trusted(args: &[String]) -> Result<Vec<VerifierKey>, Error> {
             keys.push(parse_trusted(arg)?);
             continue;
         }
-        let text = std::fs::read_to_string(arg).map_err(|e| permanent!("{arg}: {e}"))?;
+        let text = read_small(Path::new(arg), KEY_LIST_LIMIT).map_err(|e| permanent!("{arg}: {e}"))?;
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -381,7 +424,7 @@ mod tests {
             (other, 4, 0),
         ];
         let who = acl_readers(&open, 0, 4).unwrap();
-        for part in ["its group", "group 77 (ACL)", "others", "(ACL)"] {
+        for part in ["its group", "group 77", "others", "(ACL)"] {
             assert!(who.contains(part), "{who}");
         }
         // A mask without read silences the group and named entries.

@@ -17,11 +17,56 @@ use crate::note::VerifierKey;
 use crate::signer::{Signers, verifiers};
 use crate::store::{AnchorStore, LATEST_CHECKPOINT, PutOutcome, StoreError};
 
+/// Whether a checkpoint of `size` covers the tile at `path` whole (so its
+/// bytes are fixed by that checkpoint's tree): a tile of width `w` at level
+/// `L`, index `i` holds nodes over leaves up to `(i·256 + w)·256^L`.
+fn covered_by(path: &str, size: u64) -> bool {
+    let Some(name) = chainship_tlog::tiles::parse_tile_path(path) else {
+        return true;
+    };
+    let level = u32::from(name.level.unwrap_or(0));
+    let nodes = name.index.saturating_mul(256).saturating_add(name.width as u64);
+    let leaves = 256u64.checked_pow(level).map_or(u64::MAX, |w| nodes.saturating_mul(w));
+    leaves <= size
+}
+
 /// Writes each tile unless kept; a kept tile must hold the same bytes.
-pub async fn put_tiles(store: &dyn AnchorStore, origin: &str, tiles: &[Tile]) -> Result<(), StoreError> {
+///
+/// `vouched` is the size of the newest checkpoint this publisher signed that
+/// the store keeps (this process proved its tree is that one's before
+/// writing). A kept tile that differs from ours where no such checkpoint
+/// covers it vouches for nothing (junk planted ahead of the follower, or a
+/// write torn before its checkpoint): it is replaced with ours, loudly,
+/// instead of stopping the follower for good. Where a checkpoint covers it,
+/// it is another tree's: `tiles-disagree`, never retried.
+pub async fn put_tiles(store: &dyn AnchorStore, origin: &str, tiles: &[Tile], vouched: u64) -> Result<(), StoreError> {
     let objects: Vec<(&str, &[u8])> = tiles.iter().map(|t| (t.path.as_str(), t.data.as_slice())).collect();
     let outcomes = store.put_objects_new(origin, &objects).await?;
     for (tile, outcome) in tiles.iter().zip(outcomes) {
+        if let PutOutcome::AlreadyThere(kept) = &outcome
+            && *kept != tile.data
+            && !covered_by(&tile.path, vouched)
+        {
+            tracing::warn!(
+                store = %store.describe(),
+                %origin,
+                tile = %tile.path,
+                kept_bytes = kept.len(),
+                vouched,
+                "tile-replaced: the store kept bytes at this tile's path that no checkpoint covers and that are not this chain's (planted ahead of the follower, or torn); replaced with this chain's (someone may have write access to the store)"
+            );
+            store.put_object_replace(origin, &tile.path, &tile.data).await?;
+            match store.get_object(origin, &tile.path).await? {
+                Some(back) if back == tile.data => continue,
+                _ => {
+                    return Err(StoreError::integrity(format!(
+                        "tiles-disagree: {} still keeps other bytes at {} for origin {origin:?} after this follower replaced them (no checkpoint covers it): the store does not let it be written; remove it",
+                        store.describe(),
+                        tile.path
+                    )));
+                }
+            }
+        }
         if let PutOutcome::AlreadyThere(kept) = outcome
             && kept != tile.data
         {
@@ -162,22 +207,42 @@ mod tests {
     }
 
     #[test]
+    fn a_tile_planted_where_no_checkpoint_reaches_is_replaced_one_a_checkpoint_covers_is_not() {
+        let store = MemoryStore::default();
+        let (tiles, _) = tree(300, "aaaa");
+        let partial = tiles.iter().find(|t| t.path == "tile/0/001.p/44").unwrap();
+        store.plant_object("o", &partial.path, &[7u8; 44 * 32]);
+        // The newest checkpoint kept is 256: the partial tile of 300 is past it.
+        run(put_tiles(&store, "o", &tiles, 256)).unwrap();
+        assert_eq!(
+            run(store.get_object("o", &partial.path)).unwrap().as_deref(),
+            Some(&partial.data[..])
+        );
+        // Covered by a checkpoint of 300, the same plant is another tree's.
+        store.plant_object("o", &partial.path, &[7u8; 44 * 32]);
+        let e = run(put_tiles(&store, "o", &tiles, 300)).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Integrity, "{e}");
+        assert!(covered_by("tile/1/000.p/1", 256) && !covered_by("tile/1/000.p/1", 255));
+        assert!(covered_by("tile/entries/001.p/44", 300) && !covered_by("tile/0/001", 300));
+    }
+
+    #[test]
     fn republishing_is_idempotent_and_another_tree_is_an_integrity_finding() {
         let store = MemoryStore::default();
         let key = SignerKey::generate("o").unwrap();
         let mine = key.verifier();
         let keys = &[key.shared()];
         let (tiles, cp) = tree(300, "aaaa");
-        run(put_tiles(&store, "o", &tiles)).unwrap();
+        run(put_tiles(&store, "o", &tiles, 300)).unwrap();
         run(publish_checkpoint(&store, keys, &cp)).unwrap();
         // A restart writes the same bytes again: fine.
-        run(put_tiles(&store, "o", &tiles)).unwrap();
+        run(put_tiles(&store, "o", &tiles, 300)).unwrap();
         run(publish_checkpoint(&store, keys, &cp)).unwrap();
         let newest = run(newest_checkpoint(&store, "o", &[key.verifier()])).unwrap();
         assert_eq!(newest.map(|(c, _)| c), Some(cp));
         // Another chain under the same origin and key.
         let (other_tiles, other_cp) = tree(300, "bbbb");
-        let e = run(put_tiles(&store, "o", &other_tiles)).unwrap_err();
+        let e = run(put_tiles(&store, "o", &other_tiles, 300)).unwrap_err();
         assert_eq!(e.kind, ErrorKind::Integrity);
         assert!(e.message.starts_with("tiles-disagree: memory: keeps tile/"), "{e}");
         let e = run(publish_checkpoint(&store, keys, &other_cp)).unwrap_err();

@@ -30,7 +30,7 @@ use crate::checkpoint::{Checkpoint, cosigned_path};
 use crate::cosignature::WitnessPolicy;
 use crate::log_audit::{CosignAudit, Uncosigned, judge_cosigned, judge_uncosigned, trusted_checkpoint};
 use crate::note::VerifierKey;
-use crate::store::{AnchorStore, Below, CHECKPOINTS_DIR, COSIGNED_DIR, NameKey, StoreError, StoredNote};
+use crate::store::{AnchorStore, Below, CHECKPOINTS_DIR, COSIGNED_DIR, Junk, NameKey, StoreError, StoredNote};
 use crate::tile_reader::{TileError, TileReader};
 use crate::went_backwards::WentBackwards;
 
@@ -114,6 +114,8 @@ pub struct Listing {
     /// start, when it can tell.
     heads_below: Option<Below>,
     checkpoints_below: Option<Below>,
+    /// Names that are no part of the layout (said as a warning).
+    junk: Junk,
 }
 
 impl Listing {
@@ -141,17 +143,25 @@ pub async fn list(input: &StreamInput<'_>) -> Result<Listing, StoreError> {
         }
     };
     let store = input.store;
-    let (heads, heads_below) = store.note_keys_counted(input.origin, head_from).await?;
-    let (checkpoints, checkpoints_below) = store.log_keys_counted(input.origin, CHECKPOINTS_DIR, cp_from).await?;
+    let heads = store.note_keys_counted(input.origin, head_from).await?;
+    let checkpoints = store.log_keys_counted(input.origin, CHECKPOINTS_DIR, cp_from).await?;
+    let mut junk = heads.junk;
+    junk.extend(checkpoints.junk);
+    let cosigned = match input.witness {
+        Some(_) => {
+            let listed = store.log_keys_counted(input.origin, COSIGNED_DIR, cp_from).await?;
+            junk.extend(listed.junk);
+            listed.keys
+        }
+        None => Vec::new(),
+    };
     Ok(Listing {
-        heads,
-        checkpoints,
-        cosigned: match input.witness {
-            Some(_) => store.log_keys(input.origin, COSIGNED_DIR, cp_from).await?,
-            None => Vec::new(),
-        },
-        heads_below,
-        checkpoints_below,
+        heads: heads.keys,
+        checkpoints: checkpoints.keys,
+        cosigned,
+        heads_below: heads.below,
+        checkpoints_below: checkpoints.below,
+        junk,
     })
 }
 
@@ -196,6 +206,9 @@ pub struct StreamAudit {
     pub findings: Vec<Finding>,
     /// Findings past [`MAX_FINDINGS`], counted.
     pub more_findings: u64,
+    /// Names in the store that are no part of its layout, ignored.
+    pub junk: Junk,
+    origin: String,
     /// Without a database: the seqs of the trusted heads, to find the
     /// highest below every finding.
     trusted_seqs: Vec<u64>,
@@ -423,7 +436,11 @@ pub async fn audit<'a>(
         Against::Store => (None, None),
     };
     let (store, origin) = (input.store, input.origin);
-    let mut out = StreamAudit::default();
+    let mut out = StreamAudit {
+        junk: listing.junk.clone(),
+        origin: origin.to_owned(),
+        ..StreamAudit::default()
+    };
     let newest = newest_checkpoint(input, &listing.checkpoints).await?;
     let since_cp = input.since.and_then(|s| s.checkpoint.clone());
     let sweep = newest.as_ref().map(|cp| {
@@ -483,6 +500,7 @@ pub async fn audit<'a>(
         let sizes: Vec<u64> = checkpoint_keys.iter().map(|k| k.seq).collect();
         let tiles = crate::tile_audit::audit_tiles(store, origin, &newest, from, &sizes).await?;
         pass.out.tiles_audited = tiles.objects;
+        pass.out.junk.extend(tiles.junk);
         pass.tiles_damaged = tiles.newest_damaged;
         pass.out.partial_above = tiles.partial_above.clone();
         pass.partial_sizes = tiles
@@ -1193,6 +1211,7 @@ impl StreamAudit {
                 }
             ));
         }
+        warnings.extend(self.junk.warning(&self.origin));
         if let Some(size) = self.newest_headless {
             warnings.push(format!(
                 "the newest checkpoint ({size}) has no head yet: a publication in progress, or interrupted (the follower publishes the head when it starts again)"

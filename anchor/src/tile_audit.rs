@@ -47,6 +47,8 @@ pub struct TileAudit {
     /// Sizes of kept level-0 partial tiles above the newest checkpoint: a
     /// publication in flight, or the newest checkpoint deleted.
     pub partial_above: Vec<u64>,
+    /// Paths under `tile/` out of the tile grammar, ignored (said as a warning).
+    pub junk: crate::store::Junk,
 }
 
 impl TileAudit {
@@ -87,8 +89,9 @@ pub async fn audit_tiles(
     // Every kept object, by (level, index): the newest tree's tile and the others.
     let mut kept = KeptTiles::new();
     for path in store.list_paths(origin, "tile").await? {
-        if let Some(TileName { level, index, width }) = parse_tile_path(&path) {
-            kept.entry((level, index)).or_default().push((path, width));
+        match parse_tile_path(&path) {
+            Some(TileName { level, index, width }) => kept.entry((level, index)).or_default().push((path, width)),
+            None => audit.junk.add(format!("{origin}/{path}")),
         }
     }
     let level0_partials = || {

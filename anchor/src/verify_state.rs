@@ -169,9 +169,9 @@ pub async fn save_after(
         (Some(cp), Some(edge)) => Some((cp.size, cp.root, edge)),
         _ => since.and_then(|s| s.checkpoint.as_ref().map(|(size, root, edge)| (*size, *root, edge))),
     };
-    let notes_below = store.note_keys_counted(origin, head.seq).await?.1;
+    let notes_below = store.note_keys_counted(origin, head.seq).await?.below;
     let checkpoints_below = match checkpoint {
-        Some((size, _, _)) => store.log_keys_counted(origin, CHECKPOINTS_DIR, size).await?.1,
+        Some((size, _, _)) => store.log_keys_counted(origin, CHECKPOINTS_DIR, size).await?.below,
         None => None,
     };
     save(

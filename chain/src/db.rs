@@ -913,7 +913,7 @@ fn check_file(path: &Path, allow_symlink: bool) -> Result<(), DbError> {
         std::io::ErrorKind::NotFound => DbError::Missing(path.to_owned()),
         _ => DbError::Open {
             path: path.to_owned(),
-            reason: e.to_string(),
+            reason: crate::access::explain(path, &e),
         },
     })?;
     let meta = if meta.file_type().is_symlink() {
@@ -930,7 +930,7 @@ fn check_file(path: &Path, allow_symlink: bool) -> Result<(), DbError> {
     let mut header = [0u8; 16];
     let mut file = std::fs::File::open(path).map_err(|e| DbError::Open {
         path: path.to_owned(),
-        reason: e.to_string(),
+        reason: crate::access::explain(path, &e),
     })?;
     match file.read_exact(&mut header) {
         Ok(()) if &header == b"SQLite format 3\0" => Ok(()),

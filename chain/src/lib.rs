@@ -14,6 +14,7 @@
 //! every crate speaks ([`error`]), and replacing a small file whole
 //! ([`atomic_file`]). It never writes a database.
 
+pub mod access;
 pub mod atomic_file;
 pub mod change_watch;
 pub mod check;

@@ -21,7 +21,7 @@ pub enum CursorError {
         reason: String,
         content: String,
     },
-    #[error("cursor {path}: {source}")]
+    #[error("cursor {path}: {}", chainship_chain::access::explain(path, source))]
     Io { path: PathBuf, source: std::io::Error },
     #[error("cursor {path}: another follower holds it ({holder}); two followers of one cursor would deliver twice")]
     Locked { path: PathBuf, holder: String },
@@ -30,6 +30,16 @@ pub enum CursorError {
         "cursor {path}: has {links} hard links; a follower on another of its names would not share this one's lock (keep one name; a symbolic link is fine)"
     )]
     Linked { path: PathBuf, links: u64 },
+    /// The lock file was removed or replaced under a running follower, and
+    /// another follower holds the new one.
+    #[error(
+        "cursor {path}: its lock file {lock} was removed or replaced while this follower held it, and another follower now holds it ({holder}); this one stops before delivering again (never delete the lock of a running follower)"
+    )]
+    LockLost {
+        path: PathBuf,
+        lock: PathBuf,
+        holder: String,
+    },
 }
 
 /// `path` with every symbolic link resolved, also when the file itself does
@@ -52,9 +62,73 @@ fn real_path(path: &Path) -> Option<PathBuf> {
 
 /// The exclusive hold on a cursor (an advisory lock on `<cursor>.lock`),
 /// released when dropped or when the process ends, however it ends.
+///
+/// An advisory lock holds a file, not a name: a name deleted or replaced
+/// under it would let a second follower lock anew. So before each delivery
+/// [`CursorLock::reassert`] checks the name is still the file held, and
+/// takes the name again when nobody else holds it.
 #[derive(Debug)]
 pub struct CursorLock {
-    _file: File,
+    file: File,
+    held: LockIdentity,
+    cursor: FileCursor,
+}
+
+impl CursorLock {
+    /// `Ok` while this process holds the cursor's lock by its name: the file
+    /// it locked, or, when that was removed or replaced, the file now there,
+    /// locked again if no other process holds it. Another holder is
+    /// [`CursorError::LockLost`].
+    pub fn reassert(&mut self) -> Result<(), CursorError> {
+        if self.held.names_it() {
+            return Ok(());
+        }
+        match self.cursor.lock_at(&self.held.lock) {
+            Ok((file, held)) if held.names_it() => {
+                tracing::warn!(lock = %self.held.lock.display(), "the cursor's lock file was removed or replaced under this follower; no other follower held it, so it is taken again");
+                self.file = file;
+                self.held = held;
+                self.file
+                    .set_len(0)
+                    .and_then(|_| self.file.write_all(holder_text().as_bytes()))
+                    .ok();
+                Ok(())
+            }
+            Ok(_) => Err(CursorError::LockLost {
+                path: self.cursor.path.clone(),
+                lock: self.held.lock.clone(),
+                holder: "its name keeps changing".to_owned(),
+            }),
+            Err(CursorError::Locked { holder, .. }) => Err(CursorError::LockLost {
+                path: self.cursor.path.clone(),
+                lock: self.held.lock.clone(),
+                holder,
+            }),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The lock file a follower holds, by device and inode.
+#[derive(Clone, Debug)]
+struct LockIdentity {
+    lock: PathBuf,
+    dev: u64,
+    ino: u64,
+}
+
+impl LockIdentity {
+    /// Whether the lock's path still names the file this process holds.
+    fn names_it(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::symlink_metadata(&self.lock).is_ok_and(|m| m.dev() == self.dev && m.ino() == self.ino)
+    }
+}
+
+/// What a holder writes into the lock (a hint for the refused; the lock is what counts).
+fn holder_text() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    format!("pid {} on {}", std::process::id(), host.trim())
 }
 
 /// A cursor kept in a file.
@@ -127,21 +201,46 @@ impl FileCursor {
             });
         }
         let path = self.sibling(".lock");
+        // A name removed between the open and the lock (a follower stopping,
+        // an operator's cleanup) leaves a lock on a file nobody else opens:
+        // locked, the name must still be that file, else try again.
+        for _ in 0..3 {
+            let (mut file, held) = self.lock_at(&path)?;
+            if held.names_it() {
+                // Only a hint for the message above; the lock itself is what counts.
+                let _ = file.set_len(0).and_then(|_| file.write_all(holder_text().as_bytes()));
+                return Ok(CursorLock {
+                    file,
+                    held,
+                    cursor: self.clone(),
+                });
+            }
+        }
+        Err(CursorError::LockLost {
+            path: self.path.clone(),
+            lock: path,
+            holder: "its name keeps changing".to_owned(),
+        })
+    }
+
+    /// Opens and locks `path` (never through a link), naming a holder.
+    fn lock_at(&self, path: &Path) -> Result<(File, LockIdentity), CursorError> {
+        use std::os::unix::fs::MetadataExt;
         // Never through a symbolic link: one planted here would have the
         // holder's name written into whatever it points at.
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
+            .open(path)
             .map_err(|e| self.io(e))?;
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
-                let holder = std::fs::read_to_string(&path).unwrap_or_default();
+                let holder = std::fs::read_to_string(path).unwrap_or_default();
                 let holder = match holder.trim() {
                     "" => "a process that has not said which".to_owned(),
                     h => h.to_owned(),
@@ -153,11 +252,13 @@ impl FileCursor {
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(self.io(e)),
         }
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-        let who = format!("pid {} on {}", std::process::id(), host.trim());
-        // Only a hint for the message above; the lock itself is what counts.
-        let _ = file.set_len(0).and_then(|_| file.write_all(who.as_bytes()));
-        Ok(CursorLock { _file: file })
+        let meta = file.metadata().map_err(|e| self.io(e))?;
+        let held = LockIdentity {
+            lock: path.to_owned(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+        };
+        Ok((file, held))
     }
 
     /// Checks, before anything is delivered, that the cursor can be written

@@ -15,7 +15,7 @@ use chainship_chain::Head;
 use chainship_sinks::{Batch, ErrorKind, Sink, SinkError};
 use tokio::sync::watch;
 
-use crate::cursor::FileCursor;
+use crate::cursor::{CursorLock, FileCursor};
 use crate::error::FollowError;
 use crate::hash_feed::HashFeed;
 use crate::health::Health;
@@ -33,6 +33,8 @@ pub struct Delivery {
     announce: watch::Sender<Option<Head>>,
     /// Where delivered hashes go for the transparency log, when it is on.
     feed: Option<Arc<HashFeed>>,
+    /// The cursor's lock this process holds, reasserted before each delivery.
+    lock: Option<Arc<std::sync::Mutex<CursorLock>>>,
 }
 
 impl Delivery {
@@ -55,6 +57,7 @@ impl Delivery {
             retry,
             announce,
             feed: None,
+            lock: None,
         }
     }
 
@@ -73,6 +76,11 @@ impl Delivery {
     /// Every head delivered and recorded, newest first.
     pub fn subscribe(&self) -> watch::Receiver<Option<Head>> {
         self.announce.subscribe()
+    }
+
+    /// Delivers only while the cursor's lock is still this process's.
+    pub fn guard_with(&mut self, lock: Arc<std::sync::Mutex<CursorLock>>) {
+        self.lock = Some(lock);
     }
 
     /// Hands every delivered batch's hashes to `feed` (before its head is announced).
@@ -94,6 +102,12 @@ impl Delivery {
             .seal()
             .map_err(|e| FollowError::setup(format!("compressing the batch ending at seq {}: {e}", head.seq)))?;
         let batch = &*batch;
+        if let Some(lock) = &self.lock
+            && let Err(e) = lock.lock().unwrap_or_else(|p| p.into_inner()).reassert()
+        {
+            self.health.fatal(&e.to_string());
+            return Err(e.into());
+        }
         self.with_retry("delivering a batch", |sink, rt| rt.block_on(sink.deliver(batch)))?;
         self.health.sink_ok();
         if let Err(e) = self.cursor.store(head) {

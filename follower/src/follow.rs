@@ -92,8 +92,10 @@ impl Follower {
             stop,
             health,
         } = self;
-        let _lock = delivery.cursor().lock()?;
-        let db = EventDb::open(&cfg.db, &cfg.open)?;
+        // Held to the end of `run`; each delivery checks it is still ours.
+        let lock = Arc::new(std::sync::Mutex::new(delivery.cursor().lock()?));
+        delivery.guard_with(Arc::clone(&lock));
+        let db = opened(&cfg, &health)?;
         let point = resume::resume(&db, &mut delivery, cfg.start)?;
         let after_seq = point.after.map_or(0, |h| h.seq);
         delivery.announce(point.after);
@@ -131,9 +133,9 @@ impl Follower {
             None => None,
         };
         drop(db);
-        let mut fresh = FreshHead::new(&cfg, db_head);
+        let mut fresh = FreshHead::new(&cfg, db_head, Arc::clone(&health));
         let mut idle_behind: Option<Instant> = None;
-        let reader = ReadAhead::spawn(EventDb::open(&cfg.db, &cfg.open)?, plan);
+        let reader = ReadAhead::spawn(opened(&cfg, &health)?, plan);
         // The run check reads each page after it is shipped, on its own thread.
         let runs = runs.map(|r| r.spawn(reader.recycler()));
         let mut check = point.after.map_or_else(ChainCheck::from_start, ChainCheck::after);
@@ -288,15 +290,20 @@ struct FreshHead {
     open: chainship_chain::OpenOptions,
     seen: u64,
     at: Option<Instant>,
+    /// Hears whether the database can be read at all (readiness).
+    health: Arc<Health>,
+    failing: bool,
 }
 
 impl FreshHead {
-    fn new(cfg: &FollowConfig, seen: u64) -> Self {
+    fn new(cfg: &FollowConfig, seen: u64, health: Arc<Health>) -> Self {
         FreshHead {
             db: cfg.db.clone(),
             open: cfg.open.clone(),
             seen,
             at: Some(Instant::now()),
+            health,
+            failing: false,
         }
     }
 
@@ -304,12 +311,33 @@ impl FreshHead {
         if self.at.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
             self.at = Some(Instant::now());
             match EventDb::open(&self.db, &self.open).and_then(|db| db.head()) {
-                Ok(head) => self.seen = head.map_or(0, |(s, _)| s),
-                Err(e) => tracing::warn!(error = %e, "cannot read the database head for metrics"),
+                Ok(head) => {
+                    self.seen = head.map_or(0, |(s, _)| s);
+                    self.health.db_ok();
+                    if std::mem::take(&mut self.failing) {
+                        tracing::info!(db = %self.db.display(), "the database is readable again");
+                    }
+                }
+                Err(e) => {
+                    // Said once when it starts, then by /readyz: never a line a second.
+                    if !std::mem::replace(&mut self.failing, true) {
+                        tracing::warn!(error = %e, "cannot read the database; retrying (/readyz says so once it lasts past --unhealthy-after)");
+                    }
+                    self.health.db_failed(&e.to_string());
+                }
             }
         }
         self.seen
     }
+}
+
+/// The database opened, waiting out SQLite's "not now" (a -wal without its
+/// -shm waits for a writer): a wait past `--unhealthy-after` shows in /readyz.
+fn opened(cfg: &FollowConfig, health: &Health) -> Result<EventDb, FollowError> {
+    health.db_failed("SQLite has not let this process open it yet");
+    let db = EventDb::open(&cfg.db, &cfg.open)?;
+    health.db_ok();
+    Ok(db)
 }
 
 /// A shutdown that came while the sink was still failing is a stop, not an error.

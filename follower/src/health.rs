@@ -36,6 +36,7 @@ struct State {
     sink_failing: Option<(Instant, String)>,
     anchor_failing: Option<(Instant, String)>,
     witness_failing: Option<(Instant, String)>,
+    db_failing: Option<(Instant, String)>,
 }
 
 /// What the follower's parts last said about themselves, for the probes:
@@ -102,6 +103,20 @@ impl Health {
         self.with(|s| {
             let since = s.sink_failing.as_ref().map_or_else(Instant::now, |(t, _)| *t);
             s.sink_failing = Some((since, reason.to_owned()));
+        });
+    }
+
+    /// A fresh connection read the database's head.
+    pub fn db_ok(&self) {
+        self.with(|s| s.db_failing = None);
+    }
+
+    /// A fresh connection could not read the database (since the first call):
+    /// a reader retrying "not now" forever must not look ready.
+    pub fn db_failed(&self, reason: &str) {
+        self.with(|s| {
+            let since = s.db_failing.as_ref().map_or_else(Instant::now, |(t, _)| *t);
+            s.db_failing = Some((since, reason.to_owned()));
         });
     }
 
@@ -188,6 +203,14 @@ impl Health {
         self.with(|s| {
             if let Some(reason) = &s.broken {
                 return Err(Error::transient(reason));
+            }
+            if let Some((since, reason)) = &s.db_failing
+                && since.elapsed() > limit
+            {
+                return Err(transient!(
+                    "database unreadable for {}s: {reason}",
+                    since.elapsed().as_secs()
+                ));
             }
             if let Some((since, reason)) = &s.sink_failing
                 && since.elapsed() > limit

@@ -31,20 +31,9 @@ pub struct ResumePoint {
 /// sink provably holds. Returns where to deliver from.
 pub fn resume(db: &EventDb, delivery: &mut Delivery, start: StartFrom) -> Result<ResumePoint, FollowError> {
     delivery.cursor().check_writable()?;
-    // Rows with a seq no read by `seq > after` reaches are never read: said
-    // at every start, as `verify` says them, never passed over.
-    if let Some(seq) = db
-        .first_unreachable_seq()
-        .map_err(|e| FollowError::setup(e.to_string()))?
-    {
-        return Err(FollowError::integrity(format!(
-            "{}: a row has seq {seq}: no read in seq order reaches it, so the chain cannot be checked whole (`chainship verify` names it)",
-            db.path().display()
-        )));
-    }
     let cursor_head = delivery.cursor().load()?;
     let cursor_path = delivery.cursor().path().display().to_string();
-    let start = start_from_cursor(db, cursor_head, start, &cursor_path)?;
+    let start = database_start(db, cursor_head, start, &cursor_path)?;
     let held = delivery.with_retry("reading back what the sink holds", |sink, rt| {
         rt.block_on(sink.held(start))
     })?;
@@ -76,6 +65,29 @@ pub fn resume(db: &EventDb, delivery: &mut Delivery, start: StartFrom) -> Result
         );
     }
     Ok(point)
+}
+
+/// Step 1 on its own, as `follow` takes it and `check` reports it: every row
+/// reachable in seq order, and the cursor (if any) still on the database's
+/// chain. Returns the head to deliver after.
+pub fn database_start(
+    db: &EventDb,
+    cursor: Option<Head>,
+    start: StartFrom,
+    cursor_path: &str,
+) -> Result<Option<Head>, FollowError> {
+    // Rows with a seq no read by `seq > after` reaches are never read: said
+    // at every start, as `verify` says them, never passed over.
+    if let Some(seq) = db
+        .first_unreachable_seq()
+        .map_err(|e| FollowError::setup(e.to_string()))?
+    {
+        return Err(FollowError::integrity(format!(
+            "{}: a row has seq {seq}: no read in seq order reaches it, so the chain cannot be checked whole (`chainship verify` names it)",
+            db.path().display()
+        )));
+    }
+    start_from_cursor(db, cursor, start, cursor_path)
 }
 
 /// Where the cursor says to start, checked against the database.

@@ -79,6 +79,10 @@ pub struct TreeLog {
     edge: Option<Edge>,
     /// Whether this process has checked its tree against the store's.
     checked_store: bool,
+    /// The size of the newest checkpoint of this publisher's that the store
+    /// keeps, as last seen (its tiles are fixed; past it a kept tile that is
+    /// not ours vouches for nothing, see `log_publish::put_tiles`).
+    vouched: std::sync::atomic::AtomicU64,
     /// The read-only connection, kept between publishes (in a mutex only
     /// so that the task holding `&self` across awaits stays `Send`).
     conn: std::sync::Mutex<Option<EventDb>>,
@@ -158,6 +162,7 @@ impl TreeLog {
             pending_settled: false,
             edge: None,
             checked_store: false,
+            vouched: std::sync::atomic::AtomicU64::new(0),
             conn: std::sync::Mutex::new(None),
             feed: None,
             announce: None,
@@ -313,13 +318,21 @@ impl TreeLog {
                 head.seq
             )));
         }
-        put_tiles(self.store.as_ref(), &self.origin, &edge.builder.partial_tiles()).await?;
+        put_tiles(
+            self.store.as_ref(),
+            &self.origin,
+            &edge.builder.partial_tiles(),
+            self.vouched(),
+        )
+        .await?;
         let checkpoint = Checkpoint {
             origin: self.origin.clone(),
             size: head.seq,
             root: edge.builder.root(),
         };
         let note = publish_checkpoint(self.store.as_ref(), &self.keys, &checkpoint).await?;
+        self.vouched
+            .fetch_max(checkpoint.size, std::sync::atomic::Ordering::Relaxed);
         if let Some(announce) = &self.announce {
             announce.send_replace(Some(PublishedCheckpoint {
                 size: checkpoint.size,
@@ -358,7 +371,7 @@ impl TreeLog {
                 .await
                 .map_err(|e| StoreError::transient(format!("the tree builder stopped: {e}")))?;
                 edge = returned;
-                put_tiles(self.store.as_ref(), &self.origin, &tiles).await?;
+                put_tiles(self.store.as_ref(), &self.origin, &tiles, self.vouched()).await?;
                 continue;
             }
             tracing::debug!(
@@ -386,10 +399,14 @@ impl TreeLog {
             edge = returned;
             let tiles = result?;
             if keep == Keep::Write {
-                put_tiles(self.store.as_ref(), &self.origin, &tiles).await?;
+                put_tiles(self.store.as_ref(), &self.origin, &tiles, self.vouched()).await?;
             }
         }
         Ok(edge)
+    }
+
+    fn vouched(&self) -> u64 {
+        self.vouched.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn take_conn(&self) -> Option<EventDb> {
@@ -447,6 +464,7 @@ impl TreeLog {
         let Some((kept, _)) = newest_checkpoint(self.store.as_ref(), &self.origin, &verifiers).await? else {
             return Ok(false);
         };
+        self.vouched.fetch_max(kept.size, std::sync::atomic::Ordering::Relaxed);
         let (s, n, k) = (edge.size(), head.seq, kept.size);
         let disagree = |ours: u64, why: String| {
             StoreError::integrity(format!(

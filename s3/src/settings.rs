@@ -24,6 +24,11 @@ pub struct S3Settings {
     /// profile, web identity, instance metadata).
     pub access_key_id: Option<String>,
     pub secret_access_key: Option<String>,
+    /// A file holding the credentials in the AWS shared-credentials format
+    /// (`aws_access_key_id = …`, `aws_secret_access_key = …`): how a systemd
+    /// credential (`LoadCredential=`) or a mounted secret hands them over
+    /// without putting the secret in the environment or on a command line.
+    pub credentials_file: Option<std::path::PathBuf>,
 }
 
 impl S3Settings {
@@ -56,6 +61,9 @@ impl S3Settings {
         }
         if let (Some(id), Some(secret)) = (&self.access_key_id, &self.secret_access_key) {
             loader = loader.credentials_provider(Credentials::new(id, secret, None, None, "chainship-settings"));
+        } else if let Some(Ok((id, secret))) = self.credentials_file.as_deref().map(read_credentials_file) {
+            loader =
+                loader.credentials_provider(Credentials::new(id, secret, None, None, "chainship-credentials-file"));
         }
         loader.load().await
     }
@@ -67,7 +75,12 @@ impl S3Settings {
     pub async fn check_credentials(&self) -> Result<(), S3Failure> {
         use aws_credential_types::provider::ProvideCredentials;
         let permanent = |message: String| S3Failure::new(ErrorKind::Permanent, message);
-        const WHERE: &str = "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, name a profile (AWS_PROFILE, or the profile setting), or run with a web-identity or instance role";
+        const WHERE: &str = "give a credentials file (--anchor-s3-credentials-file or --s3-credentials-file, also by environment), set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, name a profile (AWS_PROFILE, or the profile setting), or run with a web-identity or instance role";
+        if self.access_key_id.is_none()
+            && let Some(path) = &self.credentials_file
+        {
+            read_credentials_file(path).map_err(permanent)?;
+        }
         let shared = self.shared_config().await;
         let Some(provider) = shared.credentials_provider() else {
             return Err(permanent(format!("no AWS credentials: {WHERE}")));
@@ -80,5 +93,95 @@ impl S3Settings {
                 "loading AWS credentials took more than 20 s",
             )),
         }
+    }
+}
+
+/// The access key id and secret in `path` (AWS shared-credentials format:
+/// the `[default]` section, or the only one; `key = value` lines, `#` and
+/// `;` comments). Only a regular file, opened without blocking (a FIFO
+/// nobody writes must not hold the process); errors name the file and line,
+/// never a value.
+pub fn read_credentials_file(path: &std::path::Path) -> Result<(String, String), String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let shown = path.display();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| format!("S3 credentials file {shown}: {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("S3 credentials file {shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("S3 credentials file {shown}: not a regular file"));
+    }
+    let mut text = String::new();
+    file.take(64 * 1024)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("S3 credentials file {shown}: {e}"))?;
+    let (mut id, mut secret, mut section) = (None, None, None::<String>);
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            // A second section after [default] (or after any first one) is another profile's.
+            if id.is_some() || secret.is_some() {
+                break;
+            }
+            section = Some(name.trim().to_owned());
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            return Err(format!(
+                "S3 credentials file {shown} line {}: expected KEY = VALUE",
+                n + 1
+            ));
+        };
+        if section.as_deref().is_some_and(|s| s != "default") && text.contains("[default]") {
+            continue;
+        }
+        match key.trim() {
+            "aws_access_key_id" => id = Some(value.trim().to_owned()),
+            "aws_secret_access_key" => secret = Some(value.trim().to_owned()),
+            _ => {}
+        }
+    }
+    match (id.filter(|v| !v.is_empty()), secret.filter(|v| !v.is_empty())) {
+        (Some(id), Some(secret)) => Ok((id, secret)),
+        _ => Err(format!(
+            "S3 credentials file {shown}: needs aws_access_key_id and aws_secret_access_key (AWS credentials format)"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_credentials_file_in_the_aws_format_and_its_errors() {
+        let dir = std::env::temp_dir().join(format!("chainship-s3-creds-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("creds");
+        std::fs::write(
+            &file,
+            "# anchor writer\n[other]\naws_access_key_id = NO\n[default]\naws_access_key_id = AKID\naws_secret_access_key = s3cr3t\n",
+        )
+        .unwrap();
+        assert_eq!(read_credentials_file(&file).unwrap(), ("AKID".into(), "s3cr3t".into()));
+        std::fs::write(&file, "aws_access_key_id=AKID\naws_secret_access_key=s3cr3t\n").unwrap();
+        assert_eq!(read_credentials_file(&file).unwrap(), ("AKID".into(), "s3cr3t".into()));
+        std::fs::write(&file, "aws_secret_access_key = s3cr3t\n").unwrap();
+        let e = read_credentials_file(&file).unwrap_err();
+        assert!(e.contains("needs aws_access_key_id") && !e.contains("s3cr3t"), "{e}");
+        std::fs::write(&file, "s3cr3t\n").unwrap();
+        let e = read_credentials_file(&file).unwrap_err();
+        assert!(e.contains("line 1") && !e.contains("s3cr3t"), "{e}");
+        let e = read_credentials_file(&dir).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

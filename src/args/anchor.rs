@@ -62,6 +62,10 @@ pub struct AnchorS3Args {
     /// Secret access key for the anchor store; better set by environment than on the command line.
     #[arg(long, value_name = "SECRET", help_heading = "Anchor store (S3)")]
     pub anchor_s3_secret_access_key: Option<String>,
+    /// A file with the anchor store's credentials (AWS credentials format), e.g. a systemd
+    /// credential: `%d/anchor-s3` with `LoadCredential=anchor-s3:/etc/chainship/keys/anchor-s3`.
+    #[arg(long, value_name = "FILE", help_heading = "Anchor store (S3)")]
+    pub anchor_s3_credentials_file: Option<std::path::PathBuf>,
 }
 
 impl AnchorS3Args {
@@ -73,6 +77,10 @@ impl AnchorS3Args {
             profile: self.anchor_s3_profile.clone(),
             access_key_id: self.anchor_s3_access_key_id.clone(),
             secret_access_key: self.anchor_s3_secret_access_key.clone(),
+            credentials_file: self
+                .anchor_s3_credentials_file
+                .clone()
+                .filter(|p| !p.as_os_str().is_empty()),
         }
     }
 }

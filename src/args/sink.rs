@@ -44,6 +44,9 @@ pub struct SinkConnectArgs {
     /// Secret access key for the sink; better set by environment than on the command line.
     #[arg(long, value_name = "SECRET", help_heading = "S3 sink")]
     pub s3_secret_access_key: Option<String>,
+    /// A file with the sink's credentials (AWS credentials format), e.g. a systemd credential.
+    #[arg(long, value_name = "FILE", help_heading = "S3 sink")]
+    pub s3_credentials_file: Option<std::path::PathBuf>,
     /// A librdkafka setting passed through (TLS, SASL, compression...), KEY=VALUE; repeat for more.
     /// Values are never logged.
     #[arg(long = "kafka-opt", value_delimiter = ';', value_name = "KEY=VALUE", value_parser = KafkaOptParser, help_heading = "Kafka sink")]
@@ -177,6 +180,7 @@ impl SinkConnectArgs {
                     profile: self.s3_profile.clone(),
                     access_key_id: self.s3_access_key_id.clone(),
                     secret_access_key: self.s3_secret_access_key.clone(),
+                    credentials_file: self.s3_credentials_file.clone().filter(|p| !p.as_os_str().is_empty()),
                 };
             }
             SinkConfig::Kafka(c) => {

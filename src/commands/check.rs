@@ -3,8 +3,9 @@
 //! failure — the healthcheck a deployment runs before starting the follower.
 
 use chainship_chain::EventDb;
-use chainship_follower::FileCursor;
+use chainship_follower::resume::database_start;
 use chainship_follower::witnessing;
+use chainship_follower::{FileCursor, StartFrom};
 use chainship_sinks::open_sink;
 use clap::Args;
 use serde_json::json;
@@ -40,11 +41,16 @@ pub fn run(check: &CheckArgs) -> CmdResult {
     let runtime = crate::report::runtime()?;
     let mut results: Vec<(String, Result<String, String>)> = Vec::new();
 
+    let mut database = None;
     if let Some(db) = &args.db.db {
         let open = args.db.open_options().map_err(|e| CliError::from_kind(&e))?;
-        let r = EventDb::open(db, &open).and_then(|d| d.head()).map(|h| match h {
-            Some((seq, _)) => format!("readable, head seq {seq}"),
-            None => "readable, no events yet".into(),
+        let r = EventDb::open(db, &open).and_then(|d| {
+            let head = d.head()?;
+            database = Some(d);
+            Ok(match head {
+                Some((seq, _)) => format!("readable, head seq {seq}"),
+                None => "readable, no events yet".into(),
+            })
         });
         results.push((
             format!("database {}", db.display()),
@@ -53,11 +59,17 @@ pub fn run(check: &CheckArgs) -> CmdResult {
     }
     if let Some(path) = &args.cursor.cursor {
         let c = FileCursor::new(path);
-        let r = c.check_writable().and_then(|_| c.load()).map(|h| match h {
-            Some(h) => format!("writable, at {h}"),
-            None => "writable, no cursor yet (first run: --from-start)".into(),
+        let r = c.check_writable().and_then(|_| c.load()).map_err(|e| e.to_string());
+        // `follow` refuses a cursor the database no longer holds (cut, rewritten,
+        // restored): so must the check that says whether it can start.
+        let r = r.and_then(|h| match (h, &database) {
+            (Some(h), Some(db)) => database_start(db, Some(h), StartFrom::Cursor, &path.display().to_string())
+                .map(|_| format!("writable, at {h}, which the database holds"))
+                .map_err(|e| e.to_string()),
+            (Some(h), None) => Ok(format!("writable, at {h}")),
+            (None, _) => Ok("writable, no cursor yet (first run: --from-start)".into()),
         });
-        results.push((format!("cursor {}", path.display()), r.map_err(|e| e.to_string())));
+        results.push((format!("cursor {}", path.display()), r));
     }
     let sink = args.sink.config().map_err(CliError::usage)?;
     let r = runtime

@@ -69,7 +69,7 @@ pub struct FollowArgs {
     /// Stop (exit 2) when the sink has failed this long; default: retry forever.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub give_up_after: Option<Duration>,
-    /// /healthz turns 503 once the sink has failed (or anchoring lagged) this long.
+    /// /readyz turns 503 once the sink or the database has failed (or anchoring lagged) this long.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub unhealthy_after: Duration,
     /// On SIGTERM, how long a failing delivery may still be retried.

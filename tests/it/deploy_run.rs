@@ -68,11 +68,17 @@ impl Sandbox {
 
     /// The anchor store as the test's S3 server and `bucket`, with any credentials.
     fn anchor_s3(self, bucket: &str) -> Self {
+        self.anchor_s3_store(bucket)
+            .env("AWS_ACCESS_KEY_ID", "anchor")
+            .env("AWS_SECRET_ACCESS_KEY", "anchor-secret")
+    }
+
+    /// The anchor store as the test's S3 server and `bucket`, credentials given elsewhere.
+    fn anchor_s3_store(self, bucket: &str) -> Self {
         self.env("CHAINSHIP_ANCHOR", &format!("s3://{bucket}/heads"))
             .env("CHAINSHIP_ANCHOR_S3_ENDPOINT", "http://minio:9000")
             .env("CHAINSHIP_ANCHOR_S3_PATH_STYLE", "true")
-            .env("AWS_ACCESS_KEY_ID", "anchor")
-            .env("AWS_SECRET_ACCESS_KEY", "anchor-secret")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
     }
 
     fn command(&self, scratch: &Path, argv: &[String]) -> Command {
@@ -673,6 +679,22 @@ async fn the_systemd_units_run_as_shipped_read_only_paths_state_directory_creden
         .strip_prefix("CHAINSHIP_SIGNING_KEY=")
         .expect("the key comes from the credential")
         .replace("%d", cred_dir);
+    // The S3 anchor store's credentials, as the shipped drop-in hands them
+    // to both units (LoadCredential=anchor-s3:..., the file's path by environment).
+    let drop_in = unit("deploy/systemd/anchor-s3-credentials.conf");
+    let (name, source) = drop_in["LoadCredential"].split_once(':').unwrap();
+    assert_eq!((name, source), ("anchor-s3", "/etc/chainship/keys/anchor-s3"));
+    let (variable, file) = drop_in["Environment"].split_once('=').unwrap();
+    assert_eq!(variable, "CHAINSHIP_ANCHOR_S3_CREDENTIALS_FILE");
+    let s3_credential = credentials.join("anchor-s3");
+    std::fs::write(
+        &s3_credential,
+        "[default]\naws_access_key_id = anchor\naws_secret_access_key = anchor-secret\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&s3_credential, std::fs::Permissions::from_mode(0o440)).unwrap();
+    setfacl(&["-m", &format!("u:{uid}:r")], &s3_credential);
+    let s3_credentials_at = |dir: &str| file.replace("%d", dir);
 
     // The runtime writes as its own user.
     let runtime = Sandbox::new(&format!("10002:{agentrt_gid}")).rw(&agentrt, "/var/lib/agentrt");
@@ -719,7 +741,8 @@ async fn the_systemd_units_run_as_shipped_read_only_paths_state_directory_creden
             .env("CREDENTIALS_DIRECTORY", cred_dir)
             .env("CHAINSHIP_SIGNING_KEY", &signing_key)
             .env("CHAINSHIP_SINK", &format!("kafka://kafka.internal:9092/{topic}"))
-            .anchor_s3(&bucket)
+            .anchor_s3_store(&bucket)
+            .env(variable, &s3_credentials_at(cred_dir))
             .env("CHAINSHIP_METRICS_ADDR", &format!("127.0.0.1:{port}"))
             .env("CHAINSHIP_ANCHOR_INTERVAL", "1s")
             .command(&scratch, &exec)
@@ -743,9 +766,13 @@ async fn the_systemd_units_run_as_shipped_read_only_paths_state_directory_creden
         .split_whitespace()
         .map(|a| a.replace("audit-anchors", &bucket))
         .collect();
+    let verify_creds = "/run/credentials/chainship-verify.service";
     let out = unit_sandbox(&verify, &format!("{agentrt_gid},4343"))
         .rw(&textfile, "/var/lib/node_exporter/textfile_collector")
-        .anchor_s3(&bucket)
+        .ro(&credentials, verify_creds)
+        .env("CREDENTIALS_DIRECTORY", verify_creds)
+        .anchor_s3_store(&bucket)
+        .env(variable, &s3_credentials_at(verify_creds))
         .command(&scratch, &exec)
         .output()
         .unwrap();

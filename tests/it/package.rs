@@ -3,8 +3,10 @@
 //! with `scripts/package --profile dev` and names it in `CHAINSHIP_TEST_DEB`),
 //! lintian with no error, the units verified where they landed and enabled
 //! (not started), `chainship demo` run as the packaged user, `man` and the
-//! bash completion working, and `dpkg --purge` leaving nothing behind but
-//! the system user, which Debian keeps.
+//! bash completion working, the install guide's setup block run as written
+//! (docs/src/guides/install.md: keys, trusted keys, the S3 credential and
+//! its drop-ins), and `dpkg --purge` leaving nothing behind but the system
+//! user, which Debian keeps, and what the operator made, which it names.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -24,13 +26,37 @@ fn must(cmd: &mut Command, what: &str) -> Output {
     out
 }
 
-/// Purges the package however the test ends.
+/// What the install guide makes that a purge leaves, by design (it says so).
+const OPERATORS: [&str; 4] = [
+    "/etc/chainship",
+    "/etc/systemd/system/chainship-follow.service.d",
+    "/etc/systemd/system/chainship-verify.service.d",
+    "/etc/chainship/keys",
+];
+
+/// Purges the package and removes what the guide made, however the test ends.
 struct Installed;
 
 impl Drop for Installed {
     fn drop(&mut self) {
         let _ = Command::new("dpkg").args(["--purge", "chainship"]).output();
+        for dir in OPERATORS {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
+}
+
+/// The install guide's setup block (the `sh` block after the comment naming
+/// this test), as written.
+fn guide_setup_block() -> String {
+    let guide = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/guides/install.md");
+    let text = std::fs::read_to_string(&guide).unwrap();
+    let after = text
+        .split_once("<!-- tests/it/package.rs runs this block")
+        .unwrap_or_else(|| panic!("{}: the block the package test runs is not marked", guide.display()))
+        .1;
+    let block = after.split_once("```sh\n").expect("a sh block after the mark").1;
+    block.split_once("\n```").expect("the block ends").0.to_owned()
 }
 
 const INSTALLED: [&str; 9] = [
@@ -88,6 +114,78 @@ fn the_debian_package_installs_works_and_purges_clean() {
         ]),
         "systemd-analyze verify of the installed units",
     );
+    // The install guide's setup, run as written. systemd is not PID 1 here,
+    // so a stand-in `systemctl` first on PATH records what it was asked.
+    let keys = std::fs::metadata("/etc/chainship/keys").expect("the package makes /etc/chainship/keys");
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!((keys.uid(), keys.mode() & 0o7777), (0, 0o700), "keys/: root's alone");
+    let shim = tempfile::TempDir::new().unwrap();
+    let asked = shim.path().join("asked");
+    std::fs::write(
+        shim.path().join("systemctl"),
+        format!("#!/bin/sh\necho \"$*\" >> '{}'\n", path_str(&asked)),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        shim.path().join("systemctl"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let path = format!("{}:{}", path_str(shim.path()), std::env::var("PATH").unwrap());
+    must(
+        Command::new("bash")
+            .args(["-euo", "pipefail", "-c", &guide_setup_block()])
+            .env("PATH", path)
+            .current_dir(env!("CARGO_MANIFEST_DIR")),
+        "the install guide's setup block",
+    );
+    let mode = |p: &str| std::fs::metadata(p).unwrap_or_else(|e| panic!("{p}: {e}")).mode() & 0o7777;
+    assert_eq!(mode("/etc/chainship/keys/head.key"), 0o600);
+    assert_eq!(mode("/etc/chainship/keys/anchor-s3"), 0o600);
+    let trusted = std::fs::read_to_string("/etc/chainship/trusted-keys").unwrap();
+    assert!(trusted.starts_with("prod-eu1/chainship+"), "{trusted}");
+    assert_eq!(std::fs::read_to_string(&asked).unwrap().trim(), "daemon-reload");
+    must(
+        Command::new("systemd-analyze").args(["verify", "--man=no"]).args([
+            "/usr/lib/systemd/system/chainship-follow.service",
+            "/usr/lib/systemd/system/chainship-verify.service",
+        ]),
+        "systemd-analyze verify of the units with the guide's drop-ins",
+    );
+    for unit in ["chainship-follow", "chainship-verify"] {
+        let shown = must(
+            Command::new("systemd-analyze").args(["cat-config", &format!("systemd/system/{unit}.service")]),
+            "the unit with its drop-in",
+        );
+        assert!(
+            stdout(&shown).contains("LoadCredential=anchor-s3:/etc/chainship/keys/anchor-s3"),
+            "{unit}: {}",
+            stdout(&shown)
+        );
+    }
+    // The packaged binary reads the credential as the unit hands it (no secret echoed).
+    let creds = Command::new("/usr/bin/chainship")
+        .args([
+            "check",
+            "--origin",
+            "o/a",
+            "--sink",
+            "stdout:",
+            "--anchor",
+            "s3://anchors/heads",
+        ])
+        .args(["--anchor-s3-endpoint", "http://127.0.0.1:9", "--json"])
+        .env("CHAINSHIP_ANCHOR_S3_CREDENTIALS_FILE", "/etc/chainship/keys/anchor-s3")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .unwrap();
+    let said = format!("{}{}", stdout(&creds), stderr(&creds));
+    assert!(
+        !said.contains("no AWS credentials"),
+        "the credentials file was read: {said}"
+    );
+    assert!(!said.contains("replace-with-the-anchor-writers-secret"), "{said}");
+
     // The system user, from the sysusers file, owns the state directory.
     must(Command::new("id").arg("chainship"), "the chainship user");
     let state = std::fs::metadata("/var/lib/chainship").expect("/var/lib/chainship");
@@ -127,17 +225,28 @@ fn the_debian_package_installs_works_and_purges_clean() {
     );
     assert!(stdout(&completion).contains("-F _chainship chainship"));
 
-    // Purged: nothing left but the user.
-    must(Command::new("dpkg").args(["--purge", "chainship"]), "dpkg --purge");
-    for path in INSTALLED
-        .iter()
-        .chain(&ENABLED)
-        .chain(&["/etc/chainship", "/var/lib/chainship"])
-    {
+    // Purged: nothing left but the user and what the operator made, which it names.
+    let purged = must(Command::new("dpkg").args(["--purge", "chainship"]), "dpkg --purge");
+    let said = format!("{}{}", stdout(&purged), stderr(&purged));
+    for left in [
+        "/etc/chainship/keys/",
+        "/etc/chainship/trusted-keys",
+        "chainship-follow.service.d",
+    ] {
+        assert!(said.contains(left), "the purge says it leaves {left}: {said}");
+    }
+    for path in INSTALLED.iter().chain(&ENABLED).chain(&[
+        "/etc/chainship/follow.toml",
+        "/etc/chainship/verify.toml",
+        "/var/lib/chainship",
+    ]) {
         assert!(
             std::fs::symlink_metadata(path).is_err(),
             "{path} is left after dpkg --purge"
         );
+    }
+    for kept in ["/etc/chainship/keys/head.key", "/etc/chainship/trusted-keys"] {
+        assert!(Path::new(kept).exists(), "{kept}: the operator's, kept by the purge");
     }
     let status = Command::new("dpkg").args(["-s", "chainship"]).output().unwrap();
     assert!(!status.status.success(), "dpkg still knows the package after --purge");

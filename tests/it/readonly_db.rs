@@ -225,7 +225,15 @@ fn a_wal_without_its_shm_on_a_read_only_mount_is_said_then_followed() {
     let state = dir.path().join("state");
     std::fs::create_dir(&state).unwrap();
     let (out, cursor, log) = (state.join("out.jsonl"), state.join("cursor"), dir.path().join("f.log"));
-    let mut follower = spawn(in_readonly_mount(&bin, &data, &follow_args(&db, &out, &cursor)), &log);
+    let port = crate::common::free_port();
+    let mut args = follow_args(&db, &out, &cursor);
+    args.extend([
+        "--metrics-addr".into(),
+        format!("127.0.0.1:{port}"),
+        "--unhealthy-after".into(),
+        "2s".into(),
+    ]);
+    let mut follower = spawn(in_readonly_mount(&bin, &data, &args), &log);
     let deadline = Instant::now() + Duration::from_secs(30);
     while !std::fs::read_to_string(&log)
         .unwrap_or_default()
@@ -239,6 +247,16 @@ fn a_wal_without_its_shm_on_a_read_only_mount_is_said_then_followed() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    // A database that stays unreadable is not ready (issue 46); alive all the same.
+    let ready = crate::common::http_get(port, "/readyz", Duration::from_secs(5));
+    assert!(
+        ready
+            .as_ref()
+            .is_some_and(|(status, body)| *status == 503 && body.contains("database unreadable")),
+        "/readyz while the database stays unreadable: {ready:?}"
+    );
+    let live = crate::common::http_get(port, "/livez", Duration::from_secs(5));
+    assert_eq!(live.map(|(s, _)| s), Some(200));
     // A writer opens it (and recovers the WAL): everything is delivered once.
     let more = run(&["generate", "--db", path_str(&db), "--append", "--events", "10"]);
     assert_eq!(code(&more), 0, "{}", stderr(&more));
@@ -255,6 +273,12 @@ fn a_wal_without_its_shm_on_a_read_only_mount_is_said_then_followed() {
     }
     let seq: u64 = head.split(':').next().unwrap().parse().unwrap();
     assert_eq!(reverify_jsonl(&out, "ro/agentrt").0, seq);
+    let ready = crate::common::http_get(port, "/readyz", Duration::from_secs(5));
+    assert_eq!(
+        ready.as_ref().map(|(s, _)| *s),
+        Some(200),
+        "ready once readable: {ready:?}"
+    );
 }
 
 /// `restore --out` through a bind mount of the anchor store is inside it.

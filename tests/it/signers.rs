@@ -494,6 +494,56 @@ fn token_trouble_at_start_is_one_line_without_the_pin() {
     assert!(!anchors.join(ORIGIN).exists(), "nothing published");
 }
 
+/// A PIN source that is a FIFO nobody writes (or a key file that is one)
+/// is refused at once, exit 2, instead of holding `follow` in `open()` past
+/// every stop signal (issue 46).
+#[test]
+fn a_fifo_as_pin_source_or_key_is_refused_at_once() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let token = Token::create(dir.path());
+    let db = generate(dir.path(), "audit.db", 10);
+    let anchors = dir.path().join("anchors");
+    std::fs::create_dir(&anchors).unwrap();
+    let fifo = dir.path().join("pin.fifo");
+    let made = Command::new("mkfifo")
+        .args(["-m", "600", path_str(&fifo)])
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let uri = format!(
+        "pkcs11:token=chainship;object=heads?module-path={SOFTHSM}&pin-source=file:{}",
+        path_str(&fifo)
+    );
+    for key in [uri.as_str(), path_str(&fifo)] {
+        let mut child = follow_token(dir.path(), &db, &anchors, &token, key, &["--once"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let status = wait_with_limit(&mut child, Duration::from_secs(20));
+        let mut err = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(2), "{key}: {err}");
+        assert!(err.contains("a FIFO, not a regular file"), "{key}: {err}");
+    }
+    // The verifiers' key and policy files too.
+    for flag in ["--trusted-key", "--policy"] {
+        let mut child = bin()
+            .args(["anchor", "verify", "--db", path_str(&db), "--origin", ORIGIN])
+            .args(["--anchor", &format!("file:{}", path_str(&anchors))])
+            .args([flag, path_str(&fifo)])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let status = wait_with_limit(&mut child, Duration::from_secs(20));
+        let mut err = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(2), "{flag}: {err}");
+        assert!(err.contains("a FIFO, not a regular file"), "{flag}: {err}");
+    }
+}
+
 /// The token removed mid-run: the export goes on, heads wait (none signed
 /// by anything else); the token back, the heads catch up.
 #[test]

@@ -7,12 +7,16 @@
 //! name exists, so a kept head is never replaced) and the directory
 //! fsynced. A kill at any point leaves either no head or the whole head,
 //! plus at most a stray temp file, which listing ignores.
+//!
+//! Every filesystem call runs on tokio's blocking pool, never on an async
+//! worker: a hung mount (NFS gone away) then holds one blocking thread, not
+//! a worker the follower's other tasks (the probes, the export) run on.
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -27,6 +31,12 @@ const PROBE: &str = ".chainship-check";
 const STALE_TEMP: Duration = Duration::from_secs(3600);
 
 pub struct FileStore {
+    disk: Arc<Disk>,
+}
+
+/// The store's directory and what this process remembers of it; its
+/// methods do the blocking work [`FileStore`] hands to the blocking pool.
+struct Disk {
     dir: PathBuf,
     /// Origin directories already swept of stale temp files by this process.
     swept: Mutex<HashSet<PathBuf>>,
@@ -35,9 +45,28 @@ pub struct FileStore {
 impl FileStore {
     pub fn new(dir: &Path) -> Self {
         FileStore {
-            dir: dir.to_owned(),
-            swept: Mutex::new(HashSet::new()),
+            disk: Arc::new(Disk {
+                dir: dir.to_owned(),
+                swept: Mutex::new(HashSet::new()),
+            }),
         }
+    }
+
+    /// Runs `work` on the blocking pool.
+    async fn off_thread<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Disk) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let disk = Arc::clone(&self.disk);
+        tokio::task::spawn_blocking(move || work(&disk)).await.map_err(|e| {
+            StoreError::transient(format!("anchor store {}: its I/O thread ended: {e}", self.location()))
+        })?
+    }
+}
+
+impl Disk {
+    fn location(&self) -> String {
+        format!("file:{}", self.dir.display())
     }
 
     fn io(&self, what: &str, path: &Path, e: std::io::Error) -> StoreError {
@@ -69,7 +98,7 @@ impl FileStore {
     }
 }
 
-impl FileStore {
+impl Disk {
     /// The store's directory must be there: a missing mount is never
     /// silently replaced by a new, local directory.
     fn require_mount(&self) -> Result<(), StoreError> {
@@ -114,7 +143,7 @@ impl FileStore {
     }
 }
 
-impl FileStore {
+impl Disk {
     /// What occupies a name a write found taken: its bytes, or none when
     /// something that is not a file was planted there (a directory), so the
     /// caller judges it as it judges any stranger (a head goes beside it).
@@ -168,9 +197,8 @@ fn place(root: &Path, key: &str) -> (PathBuf, String) {
     (dir, name)
 }
 
-#[async_trait]
-impl ObjectStore for FileStore {
-    async fn create(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome, StoreError> {
+impl Disk {
+    fn create(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome, StoreError> {
         self.require_mount()?;
         let (dir, name) = place(&self.dir, key);
         std::fs::create_dir_all(&dir).map_err(|e| self.io("cannot create", &dir, e))?;
@@ -182,7 +210,7 @@ impl ObjectStore for FileStore {
     /// are made durable with one `syncfs`, linked into place (never
     /// replacing), and the links made durable with a second one; two
     /// flushes of the store's filesystem instead of two fsyncs per tile.
-    async fn create_many(&self, objects: &[(String, &[u8])]) -> Result<Vec<PutOutcome>, StoreError> {
+    fn create_many(&self, objects: &[(String, Vec<u8>)]) -> Result<Vec<PutOutcome>, StoreError> {
         self.require_mount()?;
         let mut staged: Vec<(PathBuf, PathBuf)> = Vec::with_capacity(objects.len());
         let cleanup = |staged: &[(PathBuf, PathBuf)]| {
@@ -240,7 +268,7 @@ impl ObjectStore for FileStore {
         Ok(outcomes)
     }
 
-    async fn replace(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
+    fn replace(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
         self.require_mount()?;
         let (dir, name) = place(&self.dir, key);
         std::fs::create_dir_all(&dir).map_err(|e| self.io("cannot create", &dir, e))?;
@@ -261,7 +289,7 @@ impl ObjectStore for FileStore {
             .map_err(|e| self.io("cannot sync", &dir, e))
     }
 
-    async fn fetch(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    fn fetch(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let file = self.dir.join(key);
         match std::fs::read(&file) {
             Ok(bytes) => Ok(Some(bytes)),
@@ -280,13 +308,7 @@ impl ObjectStore for FileStore {
 
     /// A directory has no order to start a listing from: every name is
     /// looked at (and `each` filters), so the answer is always "all".
-    async fn scan(
-        &self,
-        prefix: &str,
-        deep: bool,
-        _start_after: Option<&str>,
-        each: &mut (dyn for<'n> FnMut(&'n str) + Send),
-    ) -> Result<bool, StoreError> {
+    fn scan(&self, prefix: &str, deep: bool, each: &mut dyn FnMut(String)) -> Result<(), StoreError> {
         // Reading a store that is not there is a setup error, not a wait.
         if let Err(e) = self.require_mount() {
             return Err(StoreError::permanent(e.message));
@@ -307,21 +329,21 @@ impl ObjectStore for FileStore {
                     continue;
                 }
                 if !deep {
-                    each(&name);
+                    each(name);
                     continue;
                 }
                 let path = entry.path();
                 if entry.file_type().is_ok_and(|t| t.is_dir()) {
                     pending.push(path);
                 } else if let Ok(rel) = path.strip_prefix(&base) {
-                    each(&rel.to_string_lossy());
+                    each(rel.to_string_lossy().into_owned());
                 }
             }
         }
-        Ok(true)
+        Ok(())
     }
 
-    async fn probe(&self) -> Result<String, StoreError> {
+    fn probe(&self) -> Result<String, StoreError> {
         if !self.dir.is_dir() {
             return Err(StoreError::permanent(format!(
                 "anchor store {}: no such directory (is the mount there?)",
@@ -334,13 +356,86 @@ impl ObjectStore for FileStore {
         let _ = std::fs::remove_file(&probe);
         Ok("directory writable".into())
     }
+}
+
+/// Names sent at a time from a listing on the blocking pool.
+const SCAN_CHUNK: usize = 1024;
+
+#[async_trait]
+impl ObjectStore for FileStore {
+    async fn create(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome, StoreError> {
+        let (key, bytes) = (key.to_owned(), bytes.to_vec());
+        self.off_thread(move |d| d.create(&key, &bytes)).await
+    }
+
+    /// Tiles come by the hundred: each is written to a temp file, then all
+    /// are made durable with one `syncfs`, linked into place (never
+    /// replacing), and the links made durable with a second one; two
+    /// flushes of the store's filesystem instead of two fsyncs per tile.
+    async fn create_many(&self, objects: &[(String, &[u8])]) -> Result<Vec<PutOutcome>, StoreError> {
+        let objects: Vec<(String, Vec<u8>)> = objects.iter().map(|(k, b)| (k.clone(), b.to_vec())).collect();
+        self.off_thread(move |d| d.create_many(&objects)).await
+    }
+
+    async fn replace(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        let (key, bytes) = (key.to_owned(), bytes.to_vec());
+        self.off_thread(move |d| d.replace(&key, &bytes)).await
+    }
+
+    async fn fetch(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let key = key.to_owned();
+        self.off_thread(move |d| d.fetch(&key)).await
+    }
+
+    /// A directory has no order to start a listing from: every name is
+    /// looked at (and `each` filters), so the answer is always "all". The
+    /// names come from the blocking pool in chunks, so a listing of a
+    /// million heads never sits in memory whole.
+    async fn scan(
+        &self,
+        prefix: &str,
+        deep: bool,
+        _start_after: Option<&str>,
+        each: &mut (dyn for<'n> FnMut(&'n str) + Send),
+    ) -> Result<bool, StoreError> {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<String>>(2);
+        let prefix = prefix.to_owned();
+        let listing = self.off_thread(move |d| {
+            let mut chunk = Vec::with_capacity(SCAN_CHUNK);
+            let mut receiver_gone = false;
+            d.scan(&prefix, deep, &mut |name| {
+                if receiver_gone {
+                    return;
+                }
+                chunk.push(name);
+                if chunk.len() == SCAN_CHUNK {
+                    receiver_gone = tx.blocking_send(std::mem::take(&mut chunk)).is_err();
+                }
+            })?;
+            if !chunk.is_empty() {
+                let _ = tx.blocking_send(chunk);
+            }
+            Ok(())
+        });
+        let names = async {
+            while let Some(chunk) = rx.recv().await {
+                chunk.iter().for_each(|n| each(n));
+            }
+        };
+        let (listed, ()) = tokio::join!(listing, names);
+        listed.map(|()| true)
+    }
+
+    async fn probe(&self) -> Result<String, StoreError> {
+        self.off_thread(|d| d.probe()).await
+    }
 
     fn location(&self) -> String {
-        format!("file:{}", self.dir.display())
+        self.disk.location()
     }
 
     fn locate(&self, key: &str) -> String {
-        self.dir.join(key).display().to_string()
+        self.disk.dir.join(key).display().to_string()
     }
 }
 

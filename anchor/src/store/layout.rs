@@ -18,8 +18,8 @@ use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
 
 use super::{
-    AnchorStore, Below, NameKey, ObjectStore, PutOutcome, StoreError, StoredNote, head_name, listing_start, note_seq,
-    seq_from_name, valid_log_path,
+    AnchorStore, Below, CHECKPOINTS_DIR, COSIGNED_DIR, Junk, LATEST_CHECKPOINT, Listed, NameKey, ObjectStore,
+    PutOutcome, StoreError, StoredNote, head_name, listing_start, note_seq, seq_from_name, valid_log_path,
 };
 
 /// Notes fetched at once by `list`.
@@ -41,19 +41,28 @@ async fn keys_under<S: ObjectStore + ?Sized>(
     prefix: &str,
     from: u64,
     parse: fn(&str) -> Option<NameKey>,
-) -> Result<(Vec<NameKey>, Option<Below>), StoreError> {
+    also_kept: &[&str],
+) -> Result<Listed, StoreError> {
     let start_after = listing_start(from).map(|s| format!("{prefix}{s}"));
-    let (mut keys, mut below) = (Vec::new(), Below::default());
+    let (mut keys, mut below, mut junk) = (Vec::new(), Below::default(), Junk::default());
     let everything = store
         .scan(prefix, false, start_after.as_deref(), &mut |name| match parse(name) {
             Some(key) if key.seq >= from => keys.push(key),
             Some(_) => below.add(name),
-            None => {}
+            None if name.is_empty() || also_kept.contains(&name.trim_end_matches('/')) => {}
+            None => junk.add(name.to_owned()),
         })
         .await?;
     keys.sort_unstable();
-    Ok((keys, everything.then_some(below)))
+    Ok(Listed {
+        keys,
+        below: everything.then_some(below),
+        junk,
+    })
 }
+
+/// What else lives directly under an origin's prefix, beside its notes.
+const ORIGIN_DIR_NAMES: &[&str] = &[LATEST_CHECKPOINT, CHECKPOINTS_DIR, COSIGNED_DIR, "tile"];
 
 /// The names directly under `prefix`, filtered by `keep`, sorted.
 async fn names_under<S: ObjectStore + ?Sized>(
@@ -111,25 +120,21 @@ impl<S: ObjectStore> AnchorStore for S {
     }
 
     async fn note_keys(&self, origin: &str, from_seq: u64) -> Result<Vec<NameKey>, StoreError> {
-        Ok(self.note_keys_counted(origin, from_seq).await?.0)
+        Ok(self.note_keys_counted(origin, from_seq).await?.keys)
     }
 
-    async fn note_keys_counted(
-        &self,
-        origin: &str,
-        from_seq: u64,
-    ) -> Result<(Vec<NameKey>, Option<Below>), StoreError> {
-        keys_under(self, &self.origin_prefix(origin), from_seq, NameKey::from_note_name).await
+    async fn note_keys_counted(&self, origin: &str, from_seq: u64) -> Result<Listed, StoreError> {
+        let prefix = self.origin_prefix(origin);
+        let mut listed = keys_under(self, &prefix, from_seq, NameKey::from_note_name, ORIGIN_DIR_NAMES).await?;
+        listed.junk.first.iter_mut().for_each(|n| n.insert_str(0, &prefix));
+        Ok(listed)
     }
 
-    async fn log_keys_counted(
-        &self,
-        origin: &str,
-        dir: &str,
-        from_size: u64,
-    ) -> Result<(Vec<NameKey>, Option<Below>), StoreError> {
+    async fn log_keys_counted(&self, origin: &str, dir: &str, from_size: u64) -> Result<Listed, StoreError> {
         let prefix = format!("{}{dir}/", self.origin_prefix(origin));
-        keys_under(self, &prefix, from_size, NameKey::from_log_name).await
+        let mut listed = keys_under(self, &prefix, from_size, NameKey::from_log_name, &[]).await?;
+        listed.junk.first.iter_mut().for_each(|n| n.insert_str(0, &prefix));
+        Ok(listed)
     }
 
     async fn get_note(&self, origin: &str, key: NameKey) -> Result<Option<StoredNote>, StoreError> {
@@ -142,7 +147,7 @@ impl<S: ObjectStore> AnchorStore for S {
     }
 
     async fn log_keys(&self, origin: &str, dir: &str, from_size: u64) -> Result<Vec<NameKey>, StoreError> {
-        Ok(self.log_keys_counted(origin, dir, from_size).await?.0)
+        Ok(self.log_keys_counted(origin, dir, from_size).await?.keys)
     }
 
     async fn get_head(&self, origin: &str, seq: u64) -> Result<Option<StoredNote>, StoreError> {

@@ -113,6 +113,59 @@ impl Below {
     }
 }
 
+/// Names in a listed part of the store that are none of the layout's
+/// (`checkpoints/foo`, a tile path out of the grammar, a heartbeat in the
+/// wrong format): planted, or left by another tool. Never read as notes, and
+/// never silent: verifiers say them as a warning (the first few, and how many).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Junk {
+    pub first: Vec<String>,
+    pub count: u64,
+}
+
+impl Junk {
+    /// Names kept to show; the rest are counted.
+    const SHOWN: usize = 5;
+
+    pub fn add(&mut self, path: String) {
+        self.count += 1;
+        if self.first.len() < Self::SHOWN {
+            self.first.push(path);
+        }
+    }
+
+    pub fn extend(&mut self, other: Junk) {
+        self.count += other.count;
+        for path in other.first {
+            if self.first.len() < Self::SHOWN {
+                self.first.push(path);
+            }
+        }
+    }
+
+    /// The warning, when there is anything to say.
+    pub fn warning(&self, origin: &str) -> Option<String> {
+        (self.count > 0).then(|| {
+            let more = self.count.saturating_sub(self.first.len() as u64);
+            format!(
+                "the anchor store holds {} name(s) under origin {origin} that are not part of its layout, ignored: {}{}",
+                self.count,
+                self.first.iter().map(|p| format!("{p:?}")).collect::<Vec<_>>().join(", "),
+                if more > 0 { format!(" and {more} more") } else { String::new() }
+            )
+        })
+    }
+}
+
+/// A listing of notes or checkpoints from a seq: their keys, those below
+/// the start when the store can tell, and the names that are neither.
+#[derive(Debug, Default)]
+pub struct Listed {
+    pub keys: Vec<NameKey>,
+    pub below: Option<Below>,
+    pub junk: Junk,
+}
+
 /// What a backend provides: bytes under keys relative to the store's root
 /// (`<origin>/<name>`, `<origin>/tile/0/000`), each written once, except
 /// the one pointer tlog clients read first. Everything about names (which
@@ -183,17 +236,11 @@ pub trait AnchorStore: Send + Sync {
     /// [`AnchorStore::note_keys`], and which notes are kept below `from_seq`
     /// ([`Below`]) when the store can tell without reading more (a
     /// directory names them all anyway; S3, listing from `from_seq` on,
-    /// cannot: `None`).
-    async fn note_keys_counted(&self, origin: &str, from_seq: u64)
-    -> Result<(Vec<NameKey>, Option<Below>), StoreError>;
+    /// cannot: `None`), and the names that are no part of the layout.
+    async fn note_keys_counted(&self, origin: &str, from_seq: u64) -> Result<Listed, StoreError>;
     /// [`AnchorStore::log_keys`], and which are kept below `from_size`
     /// when the store can tell (as [`AnchorStore::note_keys_counted`]).
-    async fn log_keys_counted(
-        &self,
-        origin: &str,
-        dir: &str,
-        from_size: u64,
-    ) -> Result<(Vec<NameKey>, Option<Below>), StoreError>;
+    async fn log_keys_counted(&self, origin: &str, dir: &str, from_size: u64) -> Result<Listed, StoreError>;
     /// The note kept under `key`, if it is (still) there.
     async fn get_note(&self, origin: &str, key: NameKey) -> Result<Option<StoredNote>, StoreError>;
     /// The checkpoints (`dir` = [`CHECKPOINTS_DIR`] or [`COSIGNED_DIR`]) of

@@ -1,0 +1,315 @@
+//! Issue 46, "the field, round 2": verdicts an operator reads and the
+//! residual traps an earlier round left open. Each test failed before its fix.
+
+use serde_json::Value;
+
+use crate::common::*;
+
+const ORIGIN: &str = "field/agentrt";
+
+/// `anchored`'s database exported and anchored by one `follow --once`.
+fn export_once(a: &Anchored, extra: &[&str]) -> std::process::Output {
+    bin()
+        .args(["follow", "--once", "--from-start"])
+        .args(["--db", path_str(&a.db), "--origin", ORIGIN])
+        .args([
+            "--sink",
+            &format!("file:{}", path_str(&a.dir.path().join("events.jsonl"))),
+        ])
+        .args(["--cursor", path_str(&a.dir.path().join("cursor"))])
+        .args(["--anchor", &a.anchor_url(), "--signing-key", path_str(&a.key)])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// Heads kept at 1000 and 2000.
+fn anchored_2000() -> Anchored {
+    let a = Anchored::new(1000, "field/chainship");
+    let out = export_once(&a, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    append(&a.db, 1000);
+    let out = export_once(&a, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    a
+}
+
+fn anchor_verify_json(a: &Anchored) -> (i32, Value) {
+    let out = bin()
+        .args(["anchor", "verify", "--db", path_str(&a.db), "--origin", ORIGIN])
+        .args(["--anchor", &a.anchor_url(), "--trusted-key", &a.verifier, "--json"])
+        .output()
+        .unwrap();
+    let json = serde_json::from_str(stdout(&out).trim())
+        .unwrap_or_else(|e| panic!("no JSON ({e}): {} {}", stdout(&out), stderr(&out)));
+    (code(&out), json)
+}
+
+fn findings_of(json: &Value, kind: &str) -> Vec<Value> {
+    json["findings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no findings: {json}"))
+        .iter()
+        .filter(|f| f["kind"] == kind)
+        .cloned()
+        .collect()
+}
+
+/// A database with a row altered AND its tail cut below a kept head: both named.
+#[test]
+fn anchor_verify_names_a_cut_tail_beside_an_altered_row() {
+    let a = anchored_2000();
+    let conn = tamper(&a.db);
+    conn.execute("UPDATE events SET payload_json = '{\"x\":1}' WHERE seq = 700", [])
+        .unwrap();
+    conn.execute("DELETE FROM events WHERE seq > 1800", []).unwrap();
+    drop(conn);
+    let (code, json) = anchor_verify_json(&a);
+    assert_eq!(code, 1, "{json}");
+    let altered = findings_of(&json, "altered");
+    assert!(
+        altered.iter().any(|f| f["seq"] == 700),
+        "the altered row is named: {json}"
+    );
+    let cut = findings_of(&json, "cut");
+    assert_eq!(cut.len(), 1, "the cut below the kept head 2000 is named too: {json}");
+    assert_eq!(cut[0]["seq"], 2000, "{json}");
+    assert!(
+        cut[0]["message"].as_str().unwrap().contains("ends at seq 1800"),
+        "{json}"
+    );
+    let trusted = json["last_trusted_head"]["seq"].as_u64().unwrap_or(0);
+    assert!(trusted < 700, "trust ends below the alteration: {json}");
+}
+
+/// `check` says no where `follow` would refuse to start: a database cut below the cursor.
+#[test]
+fn check_fails_on_a_database_cut_below_the_cursor() {
+    let a = Anchored::new(300, "field/chainship");
+    let out = export_once(&a, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let cursor = a.dir.path().join("cursor");
+    let sink = format!("file:{}", path_str(&a.dir.path().join("events.jsonl")));
+    let check = |json: bool| {
+        let mut cmd = bin();
+        cmd.args(["check", "--db", path_str(&a.db), "--origin", ORIGIN, "--sink", &sink])
+            .args(["--cursor", path_str(&cursor)]);
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.output().unwrap()
+    };
+    let before = check(false);
+    assert_eq!(code(&before), 0, "{}{}", stdout(&before), stderr(&before));
+    tamper(&a.db).execute("DELETE FROM events WHERE seq > 200", []).unwrap();
+    let after = check(false);
+    assert_eq!(code(&after), 1, "{}{}", stdout(&after), stderr(&after));
+    assert!(
+        stdout(&after).contains("FAIL  cursor") && stdout(&after).contains("does not hold seq 300"),
+        "{}",
+        stdout(&after)
+    );
+    let follow = export_once(&a, &[]);
+    assert_eq!(code(&follow), 1, "follow refuses it too: {}", stderr(&follow));
+    let json: Value = serde_json::from_str(stdout(&check(true)).trim()).unwrap();
+    assert_eq!(json["ok"], false, "{json}");
+}
+
+/// A follower of `a` that keeps tailing into `sink`, its stderr in `log`.
+fn tailing(a: &Anchored, sink: &str, log: &std::path::Path) -> KillOnDrop {
+    let log = std::fs::File::create(log).unwrap();
+    KillOnDrop(
+        bin()
+            .args(["follow", "--from-start", "--db", path_str(&a.db), "--origin", ORIGIN])
+            .args(["--sink", sink])
+            .args(["--cursor", path_str(&a.dir.path().join("cursor"))])
+            .args(["--batch-size", "20", "--poll-interval", "50ms"])
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    )
+}
+
+fn wait_for_file(path: &std::path::Path, log: &std::path::Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !path.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            std::fs::read_to_string(log).unwrap()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The cursor's lock deleted under a running follower. A second follower
+/// that then takes the new lock file and runs makes the first stop before it
+/// delivers again (exit 2, naming the holder); one that takes it and stops
+/// (here: the file sink's own lock refuses it) leaves the first running,
+/// which takes the lock again. Either way each event reaches the copy once.
+#[test]
+fn a_lock_deleted_under_a_running_follower_is_taken_again_or_stops_it() {
+    let a = Anchored::new(50, "field/chainship");
+    let copy = a.dir.path().join("events.jsonl");
+    let file_sink = format!("file:{}", path_str(&copy));
+    let (cursor, lock) = (a.dir.path().join("cursor"), a.dir.path().join("cursor.lock"));
+    let mut writer = live_writer(&a.db, "100", &[]);
+    let (log1, log2, log3) = (
+        a.dir.path().join("1.log"),
+        a.dir.path().join("2.log"),
+        a.dir.path().join("3.log"),
+    );
+    let mut first = tailing(&a, &file_sink, &log1);
+    wait_for_file(&cursor, &log1);
+    // A second follower of the same file copy, started while the first is
+    // paused (so the order is fixed): it takes the new lock, then the file
+    // sink refuses it. The first, resumed, takes the lock back and goes on.
+    signal(&first, SIGSTOP);
+    std::fs::remove_file(&lock).unwrap();
+    let mut second = tailing(&a, &file_sink, &log2);
+    let status = wait_with_limit(&mut second, std::time::Duration::from_secs(30));
+    signal(&first, SIGCONT);
+    let said = std::fs::read_to_string(&log2).unwrap();
+    assert_eq!(status.code(), Some(2), "{said}");
+    assert!(said.contains("holds it"), "the file sink's own lock refused it: {said}");
+    let before = std::fs::read_to_string(&cursor).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::fs::read_to_string(&cursor).unwrap() == before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            std::fs::read_to_string(&log1).unwrap()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        first.try_wait().unwrap().is_none(),
+        "{}",
+        std::fs::read_to_string(&log1).unwrap()
+    );
+    assert!(
+        std::fs::read_to_string(&log1).unwrap().contains("taken again"),
+        "{}",
+        std::fs::read_to_string(&log1).unwrap()
+    );
+    // A second follower that keeps running (a sink with no lock of its own):
+    // the first stops before it delivers again.
+    signal(&first, SIGSTOP);
+    std::fs::remove_file(&lock).unwrap();
+    let mut third = tailing(&a, "stdout:", &log3);
+    let moved = std::fs::read_to_string(&cursor).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::fs::read_to_string(&cursor).unwrap() == moved {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            std::fs::read_to_string(&log3).unwrap()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    signal(&first, SIGCONT);
+    let status = wait_with_limit(&mut first, std::time::Duration::from_secs(30));
+    let said = std::fs::read_to_string(&log1).unwrap();
+    assert_eq!(status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("another follower now holds it") && said.contains("pid "),
+        "{said}"
+    );
+    assert!(
+        third.try_wait().unwrap().is_none(),
+        "{}",
+        std::fs::read_to_string(&log3).unwrap()
+    );
+    signal(&third, SIGTERM);
+    let _ = wait_with_limit(&mut third, std::time::Duration::from_secs(20));
+    let _ = stop_writer(&mut writer, &a.db);
+    // What the first delivered: every event once, in order, from seq 1.
+    let (last_seq, _) = reverify_jsonl(&copy, ORIGIN);
+    assert!(last_seq > 0);
+}
+
+/// Names in the store that are no part of its layout are said as warnings,
+/// never taken for notes and never silent.
+#[test]
+fn junk_names_in_the_store_are_warnings() {
+    let a = Anchored::new(300, "field/chainship");
+    let out = export_once(&a, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let (code0, clean) = anchor_verify_json(&a);
+    assert_eq!(code0, 0, "{clean}");
+    assert_eq!(clean["warnings"], serde_json::json!([]), "{clean}");
+    let at = a.anchors.join(ORIGIN);
+    std::fs::write(at.join("checkpoints/foo"), "junk").unwrap();
+    std::fs::create_dir_all(at.join("tile/0")).unwrap();
+    std::fs::write(at.join("tile/0/bogus"), "junk").unwrap();
+    std::fs::write(at.join("00000000000000000100.x.head"), "junk").unwrap();
+    let (code1, json) = anchor_verify_json(&a);
+    assert_eq!(code1, 0, "junk vouches for nothing and breaks nothing: {json}");
+    let warnings = json["warnings"].to_string();
+    assert!(
+        warnings.contains("3 name(s)") && warnings.contains("not part of its layout"),
+        "{json}"
+    );
+    for name in ["checkpoints/foo", "tile/0/bogus", "00000000000000000100.x.head"] {
+        assert!(warnings.contains(name), "{name}: {json}");
+    }
+}
+
+/// Tiles planted where no checkpoint reaches yet (someone with write access
+/// to the store, ahead of the follower) no longer stop it for good: they are
+/// replaced with the chain's own, said, and the log verifies.
+#[test]
+fn tiles_planted_ahead_of_the_follower_are_replaced_not_a_stop() {
+    let a = Anchored::new(300, "field/chainship");
+    let out = export_once(&a, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    append(&a.db, 300);
+    let tiles = a.anchors.join(ORIGIN).join("tile/0");
+    // 600 events: the full tile 001 (256..511) and the partial 002.p/88.
+    std::fs::write(tiles.join("001"), vec![0x55u8; 256 * 32]).unwrap();
+    std::fs::create_dir_all(tiles.join("002.p")).unwrap();
+    std::fs::write(tiles.join("002.p/88"), b"junk").unwrap();
+    let out = export_once(&a, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stderr(&out).contains("tile-replaced"), "said: {}", stderr(&out));
+    let (code, json) = anchor_verify_json(&a);
+    assert_eq!(code, 0, "{json}");
+    assert_eq!(json["last_trusted_head"]["seq"], 600, "{json}");
+    let out = aics_tlog()
+        .args(["verify-checkpoint", "--tiles", path_str(&a.anchors.join(ORIGIN))])
+        .args(["--log-key", &a.verifier, "--origin", ORIGIN])
+        .output()
+        .unwrap();
+    let verified: Value = serde_json::from_str(stdout(&out).trim()).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+    assert_eq!(
+        verified["ok"], true,
+        "an independent C2SP client reads the replaced tiles: {verified}"
+    );
+}
+
+/// A follower killed between a publication's checkpoint and its head leaves
+/// the checkpoint without it; the next start publishes the missing head.
+#[test]
+fn a_checkpoint_left_without_its_head_gets_it_at_the_next_start() {
+    let a = Anchored::new(300, "field/chainship");
+    let out = export_once(&a, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // What the crash leaves: the head not written, the publication still
+    // recorded as pending, and the last anchored head not moved to it.
+    let head = std::fs::read_to_string(a.dir.path().join("cursor")).unwrap();
+    let note = a.anchors.join(ORIGIN).join("00000000000000000300.head");
+    std::fs::remove_file(&note).unwrap();
+    std::fs::remove_file(a.dir.path().join("cursor.anchored")).unwrap();
+    std::fs::write(a.dir.path().join("cursor.tlog.pending"), &head).unwrap();
+    let (_, json) = anchor_verify_json(&a);
+    assert!(json["warnings"].to_string().contains("has no head yet"), "{json}");
+    let out = export_once(&a, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(note.exists(), "the missing head was published: {}", stderr(&out));
+    let (code, json) = anchor_verify_json(&a);
+    assert_eq!(code, 0, "{json}");
+    assert_eq!(json["warnings"], serde_json::json!([]), "{json}");
+    assert_eq!(json["last_trusted_head"]["seq"], 300, "{json}");
+}
