@@ -26,8 +26,9 @@ pub fn run_job(
         };
         if let Err(e) = job_textfile::write(path, &render(&running, started, Duration::ZERO)) {
             return Err(crate::exit::CliError::usage(format!(
-                "--metrics-textfile {}: {e}",
-                path.display()
+                "--metrics-textfile {}: {}",
+                path.display(),
+                chainship_chain::access::explain(path, &e)
             )));
         }
     }
@@ -43,8 +44,9 @@ pub fn run_job(
         (Ok(()), result) => result,
         // A good run whose result cannot be recorded is a setup error; findings stay findings.
         (Err(e), Ok(crate::exit::OK)) => Err(crate::exit::CliError::usage(format!(
-            "--metrics-textfile {}: {e}",
-            path.display()
+            "--metrics-textfile {}: {}",
+            path.display(),
+            chainship_chain::access::explain(path, &e)
         ))),
         (Err(e), result) => {
             tracing::warn!(file = %path.display(), error = %e, "cannot write the metrics textfile");

@@ -114,7 +114,7 @@ impl SignerKey {
             .create_new(true)
             .mode(0o600)
             .open(path)
-            .map_err(|e| permanent!("{}: {e}", path.display()))?;
+            .map_err(|e| permanent!("{}: {}", path.display(), chainship_chain::access::explain(path, &e)))?;
         file.write_all(self.to_text().as_bytes())
             .and_then(|_| file.sync_all())
             .map_err(|e| permanent!("{}: {e}", path.display()))

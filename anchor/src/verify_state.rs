@@ -148,8 +148,13 @@ pub fn save(path: &Path, v: &Verified<'_>) -> Result<(), Error> {
         "checkpoints_below_digest": v.checkpoints_below.map(|b| format!("{:016x}", b.digest)),
         "verified_at": humantime::format_rfc3339(SystemTime::now()).to_string(),
     });
-    chainship_chain::atomic_file::replace_per_process(path, format!("{doc:#}\n").as_bytes(), 0o666)
-        .map_err(|e| permanent!("{}: cannot write it: {e}", path.display()))
+    chainship_chain::atomic_file::replace_per_process(path, format!("{doc:#}\n").as_bytes(), 0o666).map_err(|e| {
+        permanent!(
+            "{}: cannot write it: {}",
+            path.display(),
+            chainship_chain::access::explain(path, &e)
+        )
+    })
 }
 
 /// After a run with no finding: saves what it verified, the trusted head

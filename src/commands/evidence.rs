@@ -194,6 +194,13 @@ pub fn run(args: &EvidenceArgs) -> CmdResult {
     if args.out.exists() {
         return Err(CliError::usage(format!("--out {}: exists", args.out.display())));
     }
+    if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty() && !p.is_dir()) {
+        return Err(CliError::usage(format!(
+            "--out {}: its directory {} does not exist (create it first)",
+            args.out.display(),
+            parent.display()
+        )));
+    }
     let partial = build::partial_path(&args.out);
     remove_when_interrupted([partial.clone(), bundle::files::tar_temp_path(&args.out)]);
     let written = runtime.block_on(build::write(&partial, collected, &chosen, &input));

@@ -180,8 +180,22 @@ pub fn run(args: &FollowArgs) -> CmdResult {
             "--witness: witnesses cosign checkpoints, which need --anchor (and not --no-checkpoints)",
         ));
     }
-    let anchor = args.pipeline.anchor.anchor.as_ref().map(|url| AnchorSetup {
-        store: args.pipeline.anchor.open(url, Some(args.pipeline.retain)),
+    let store = args
+        .pipeline
+        .anchor
+        .anchor
+        .as_ref()
+        .map(|url| args.pipeline.anchor.open(url, Some(args.pipeline.retain)));
+    // A store that can never be used (no credentials anywhere) stops the start
+    // in one line; one that is only away is retried as the follower runs.
+    if let Some(store) = &store
+        && let Err(e) = runtime.block_on(store.ready())
+        && e.kind != chainship_chain::ErrorKind::Transient
+    {
+        return Err(CliError::from_kind(&e));
+    }
+    let anchor = store.map(|store| AnchorSetup {
+        store,
         keys,
         checkpoints: !args.no_checkpoints,
         witnesses,

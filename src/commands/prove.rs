@@ -60,9 +60,13 @@ pub fn run(args: &ProveArgs) -> CmdResult {
         .map_err(|e| CliError::from_kind(&e))?;
     let text = proof.to_text();
     match &args.out {
-        Some(path) => {
-            write_new(path, text.as_bytes()).map_err(|e| CliError::usage(format!("--out {}: {e}", path.display())))?
-        }
+        Some(path) => write_new(path, text.as_bytes()).map_err(|e| {
+            CliError::usage(format!(
+                "--out {}: {}",
+                path.display(),
+                chainship_chain::access::explain(path, &e)
+            ))
+        })?,
         // The text ends in the note's newline, which outln adds back.
         None if !args.output.json => outln!("{}", text.strip_suffix('\n').unwrap_or(&text)),
         None => {}

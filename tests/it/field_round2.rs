@@ -313,3 +313,164 @@ fn a_checkpoint_left_without_its_head_gets_it_at_the_next_start() {
     assert_eq!(json["warnings"], serde_json::json!([]), "{json}");
     assert_eq!(json["last_trusted_head"]["seq"], 300, "{json}");
 }
+
+/// Errors an operator reads: a missing directory is named as the parent; a
+/// permission error names who the process runs as and who owns the file (or
+/// the directory that refuses entry); a key someone else owns asks for a
+/// `chown`, not a `chmod 600` of a file already 0600.
+#[test]
+fn errors_name_the_missing_parent_the_users_and_the_fix() {
+    crate::readonly_db::require_root("running as another user");
+    let a = Anchored::new(20, "field/chainship");
+    let out = export_once(&a, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let missing = a.dir.path().join("no/such");
+    let at = |name: &str| path_str(&missing.join(name)).to_owned();
+    let parent = format!("its directory {} does not exist", path_str(&missing));
+    let runs: [Vec<String>; 3] = [
+        vec![
+            "keygen".into(),
+            "--name".into(),
+            "x/y".into(),
+            "--out".into(),
+            at("k.key"),
+        ],
+        vec!["--metrics-textfile".into(), at("v.prom")],
+        vec!["--state".into(), at("state.json")],
+    ];
+    for extra in runs {
+        let mut cmd = bin();
+        if extra[0] == "keygen" {
+            cmd.args(&extra);
+        } else {
+            cmd.args(["anchor", "verify", "--db", path_str(&a.db), "--origin", ORIGIN])
+                .args(["--anchor", &a.anchor_url(), "--trusted-key", &a.verifier])
+                .args(&extra);
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(code(&out), 2, "{extra:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(&parent), "{extra:?}: {}", stderr(&out));
+        assert_eq!(stderr(&out).trim().lines().count(), 1, "{extra:?}: {}", stderr(&out));
+    }
+    // The database in a directory only root may enter, read as nobody.
+    let closed = a.dir.path().join("closed");
+    std::fs::create_dir(&closed).unwrap();
+    std::fs::copy(&a.db, closed.join("audit.db")).unwrap();
+    std::fs::set_permissions(&closed, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    std::fs::set_permissions(a.dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let shared = crate::readonly_db::shared_binary(a.dir.path());
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(&shared)
+        .args(["verify", "--db", path_str(&closed.join("audit.db"))])
+        .output()
+        .unwrap();
+    let said = stderr(&out);
+    assert_eq!(code(&out), 2, "{said}");
+    assert!(
+        said.contains("Permission denied") && said.contains("this process runs as uid 65534"),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "its directory {} is owned by 0 (root):0 (root) mode 0700",
+            path_str(&closed)
+        )),
+        "{said}"
+    );
+    // A key file another user owns, already 0600.
+    let (key, _) = keygen(a.dir.path(), "field/other", "other.key");
+    std::os::unix::fs::chown(&key, Some(12345), Some(12345)).unwrap();
+    let out = bin()
+        .args([
+            "check",
+            "--origin",
+            ORIGIN,
+            "--sink",
+            "stdout:",
+            "--signing-key",
+            path_str(&key),
+        ])
+        .output()
+        .unwrap();
+    let said = stdout(&out);
+    assert!(
+        said.contains("user 12345 (its owner) can read it; chown it to user 0 (root)"),
+        "{said}"
+    );
+    assert!(!said.contains("chmod 600"), "{said}");
+}
+
+/// The anchor store's S3 credentials: plainly missing, `follow` stops at
+/// start in one line naming the setting (nothing shipped, no SDK warnings);
+/// given as a credentials file (what the systemd drop-in hands over), the
+/// heads are published with them.
+#[tokio::test(flavor = "multi_thread")]
+async fn s3_credentials_missing_are_one_line_and_a_credentials_file_is_used() {
+    let _services = services().await;
+    let bucket = bucket("field-creds").await;
+    let a = Anchored::new(30, "field/chainship");
+    let follow = |extra: &[&str]| {
+        let mut cmd = bin();
+        cmd.args([
+            "follow",
+            "--once",
+            "--from-start",
+            "--db",
+            path_str(&a.db),
+            "--origin",
+            ORIGIN,
+        ])
+        .args([
+            "--sink",
+            &format!("file:{}", path_str(&a.dir.path().join("events.jsonl"))),
+        ])
+        .args(["--cursor", path_str(&a.dir.path().join("cursor"))])
+        .args(["--anchor", &format!("s3://{bucket}/heads"), "--anchor-s3-path-style"])
+        .args([
+            "--anchor-s3-endpoint",
+            &s3_endpoint(),
+            "--signing-key",
+            path_str(&a.key),
+        ])
+        .args(extra)
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_PROFILE")
+        .env_remove("RUST_LOG")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_REGION", "us-east-1")
+        .env("HOME", a.dir.path());
+        cmd.output().unwrap()
+    };
+    let out = follow(&[]);
+    let said = stderr(&out);
+    assert_eq!(code(&out), 2, "{said}");
+    assert_eq!(said.trim().lines().count(), 1, "one line: {said}");
+    assert!(
+        said.contains("no AWS credentials") && said.contains("--anchor-s3-credentials-file"),
+        "{said}"
+    );
+    assert!(!said.to_lowercase().contains("metadata"), "{said}");
+    assert!(
+        !a.dir.path().join("events.jsonl").exists(),
+        "nothing shipped before the store can be used"
+    );
+    let file = a.dir.path().join("anchor-s3");
+    std::fs::write(
+        &file,
+        "[default]\naws_access_key_id = anchor\naws_secret_access_key = the-secret-42\n",
+    )
+    .unwrap();
+    let out = follow(&["--anchor-s3-credentials-file", path_str(&file)]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(!stderr(&out).contains("the-secret-42"), "{}", stderr(&out));
+    let listed = s3_client().list_objects_v2().bucket(&bucket).send().await.unwrap();
+    assert!(
+        listed
+            .contents()
+            .iter()
+            .any(|o| o.key().is_some_and(|k| k.ends_with("00000000000000000030.head"))),
+        "the head was published with the file's credentials: {listed:?}"
+    );
+}

@@ -211,6 +211,10 @@ impl<S: ObjectStore> AnchorStore for S {
         self.probe().await
     }
 
+    async fn ready(&self) -> Result<(), StoreError> {
+        ObjectStore::ready(self).await
+    }
+
     fn describe(&self) -> String {
         self.location()
     }

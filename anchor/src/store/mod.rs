@@ -194,6 +194,13 @@ pub trait ObjectStore: Send + Sync {
     ) -> Result<bool, StoreError>;
     /// Checks that the store is reachable and writable, writing nothing it keeps.
     async fn probe(&self) -> Result<String, StoreError>;
+    /// Whether the store can be used at all, writing nothing: a setting that
+    /// can never work (no credentials anywhere) is a permanent error, said
+    /// before anything is shipped; a store that is only away is not an
+    /// error here.
+    async fn ready(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// A short description for logs (no secrets).
     fn location(&self) -> String;
 
@@ -268,6 +275,8 @@ pub trait AnchorStore: Send + Sync {
     async fn list_paths(&self, origin: &str, dir: &str) -> Result<Vec<String>, StoreError>;
     /// Checks that the store is reachable and writable, writing no head.
     async fn check(&self) -> Result<String, StoreError>;
+    /// See [`ObjectStore::ready`].
+    async fn ready(&self) -> Result<(), StoreError>;
     /// A short description for logs (no secrets).
     fn describe(&self) -> String;
 }

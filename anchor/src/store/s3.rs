@@ -147,6 +147,12 @@ impl S3Store {
 
 #[async_trait]
 impl ObjectStore for S3Store {
+    /// The credentials resolve (once): none anywhere is said at start, not
+    /// at the first publication after the export began.
+    async fn ready(&self) -> Result<(), StoreError> {
+        self.client().await.map(|_| ())
+    }
+
     async fn create(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome, StoreError> {
         self.write_new(&self.at.key(key), content_type(key), bytes).await
     }
