@@ -421,7 +421,7 @@ mod tests {
                 advance_pointer(&store, "o", &[key.verifier()], size, &cp.sign(keys).unwrap())
                     .await
                     .unwrap();
-                publish_head(&store, keys, "o", head, false).await.unwrap();
+                publish_head(&store, keys, "o", head, false, None).await.unwrap();
             });
         }
         store

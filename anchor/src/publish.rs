@@ -19,16 +19,18 @@ use crate::store::{AnchorStore, PutOutcome, StoreError, head_name, heartbeat_nam
 /// its key did not sign (planted, torn, another follower's) must not hold
 /// the seq hostage: the head is written beside it, under a heartbeat name,
 /// and `anchor verify` still reports the stranger. `with_checkpoint`: the
-/// checkpoint of the head's size was published first (the note says so).
+/// checkpoint of the head's size was published first (the note says so);
+/// `previous`: the highest head kept before it, which the note names.
 pub async fn publish_head(
     store: &dyn AnchorStore,
     keys: &Signers,
     origin: &str,
     head: Head,
     with_checkpoint: bool,
+    previous: Option<u64>,
 ) -> Result<(), StoreError> {
     let now = SystemTime::now();
-    let signed = SignedHead::new(origin, head, now);
+    let signed = SignedHead::new(origin, head, now).after(previous);
     let note = match with_checkpoint {
         true => signed.with_checkpoint(),
         false => signed,
@@ -149,14 +151,14 @@ mod tests {
         );
         let verifiers = [mine.verifier()];
         assert_eq!(run(highest_verified_head(&store, "o", &verifiers)).unwrap(), None);
-        run(publish_head(&store, &[mine.shared()], "o", head(5), false)).unwrap();
+        run(publish_head(&store, &[mine.shared()], "o", head(5), false, None)).unwrap();
         // Above it: an empty head, garbage, another key's head, and my head
         // for another origin and seq copied in.
         let origin = dir.path().join("o");
         std::fs::write(origin.join("18446744073709551615.head"), b"").unwrap();
         std::fs::write(origin.join(crate::store::head_name(9)), b"garbage").unwrap();
-        run(publish_head(&store, &[other.shared()], "o", head(8), false)).unwrap();
-        run(publish_head(&store, &[mine.shared()], "p", head(7), false)).unwrap();
+        run(publish_head(&store, &[other.shared()], "o", head(8), false, None)).unwrap();
+        run(publish_head(&store, &[mine.shared()], "p", head(7), false, None)).unwrap();
         std::fs::copy(
             dir.path().join("p").join(crate::store::head_name(7)),
             origin.join(crate::store::head_name(7)),
@@ -181,12 +183,12 @@ mod tests {
         let store = MemoryStore::default();
         let mine = SignerKey::generate("me").unwrap();
         let keys = &[mine.shared()];
-        run(publish_head(&store, keys, "o", head(5), false)).unwrap();
+        run(publish_head(&store, keys, "o", head(5), false, None)).unwrap();
         // The same head again: already kept, fine.
-        run(publish_head(&store, keys, "o", head(5), false)).unwrap();
+        run(publish_head(&store, keys, "o", head(5), false, None)).unwrap();
         // Another hash at seq 5, signed by this key: heads-disagree, never retried.
         let other: Head = format!("5:{}", "cd".repeat(32)).parse().unwrap();
-        let e = run(publish_head(&store, keys, "o", other, false)).unwrap_err();
+        let e = run(publish_head(&store, keys, "o", other, false, None)).unwrap_err();
         assert_eq!(e.kind, ErrorKind::Integrity, "{e}");
         assert!(
             e.message.starts_with("heads-disagree: memory: already keeps head 5:"),
@@ -194,7 +196,7 @@ mod tests {
         );
         // A note someone else planted at seq 6's name: this head goes beside it.
         store.plant("o", &crate::store::head_name(6), b"planted");
-        run(publish_head(&store, keys, "o", head(6), false)).unwrap();
+        run(publish_head(&store, keys, "o", head(6), false, None)).unwrap();
         let names: Vec<String> = run(store.list("o")).unwrap().into_iter().map(|n| n.name).collect();
         assert_eq!(
             names.len(),

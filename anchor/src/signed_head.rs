@@ -17,6 +17,14 @@
 //! the head. Being signed, it lets every verifier tell a checkpoint deleted
 //! from the store from a head that never had one (`--no-checkpoints`, or a
 //! store written before the line existed), whichever checkpoints remain.
+//!
+//! The last line is optional too: `previous <seq>`, the highest head this
+//! publisher's keys had kept in the store when it published this one. So a
+//! publication deleted from the middle of the store (head and checkpoint)
+//! is named by the next head, without any state kept between runs. What it
+//! cannot show: the newest publications deleted together (nothing after
+//! them names them; a witness, or `anchor verify --state`, does), and the
+//! oldest ones (indistinguishable from retention).
 
 use chainship_chain::{Error, integrity};
 use std::time::SystemTime;
@@ -38,6 +46,9 @@ pub struct SignedHead {
     pub published: String,
     /// The checkpoint of size `head.seq` was published before this note.
     pub with_checkpoint: bool,
+    /// The highest head kept for this origin (by these keys) when this one
+    /// was published, below it.
+    pub previous: Option<u64>,
 }
 
 impl SignedHead {
@@ -48,7 +59,14 @@ impl SignedHead {
             head,
             published: humantime::format_rfc3339_seconds(published).to_string(),
             with_checkpoint: false,
+            previous: None,
         }
+    }
+
+    /// Names the head kept before this one (ignored unless below it).
+    pub fn after(mut self, previous: Option<u64>) -> Self {
+        self.previous = previous.filter(|p| *p > 0 && *p < self.head.seq);
+        self
     }
 
     /// Says that the checkpoint of the head's size was published before it.
@@ -63,8 +81,9 @@ impl SignedHead {
             true => format!("checkpoint {}\n", self.head.seq),
             false => String::new(),
         };
+        let previous = self.previous.map_or(String::new(), |p| format!("previous {p}\n"));
         format!(
-            "{FORMAT_LINE}\norigin {}\nseq {}\nhash {}\npublished {}\n{checkpoint}",
+            "{FORMAT_LINE}\norigin {}\nseq {}\nhash {}\npublished {}\n{checkpoint}{previous}",
             self.origin,
             self.head.seq,
             self.head.hash_str(),
@@ -97,15 +116,24 @@ impl SignedHead {
         let published = field("published")?;
         let head: Head = format!("{seq}:{hash}").parse().map_err(|e| integrity!("{e}"))?;
         humantime::parse_rfc3339(&published).map_err(|_| integrity!("published {published:?} is not RFC 3339"))?;
-        let with_checkpoint = match lines.next() {
-            None => false,
-            Some(line) if line == format!("checkpoint {}", head.seq) => true,
-            Some(_) => {
-                return Err(integrity!(
-                    "the line after published is not \"checkpoint {}\"",
-                    head.seq
-                ));
-            }
+        let mut next = lines.next();
+        let with_checkpoint = next == Some(format!("checkpoint {}", head.seq).as_str());
+        if with_checkpoint {
+            next = lines.next();
+        }
+        let previous = match next {
+            None => None,
+            Some(line) => match line.strip_prefix("previous ").map(str::parse::<u64>) {
+                Some(Ok(p)) if p > 0 && p < head.seq && line == format!("previous {p}") => Some(p),
+                Some(_) => return Err(integrity!("previous {line:?} is not a seq below the head's")),
+                None if line.starts_with("checkpoint ") => {
+                    return Err(integrity!(
+                        "the line after published is not \"checkpoint {}\"",
+                        head.seq
+                    ));
+                }
+                None => return Err(integrity!("extra lines after the head")),
+            },
         };
         if lines.next().is_some() {
             return Err(integrity!("extra lines after the head"));
@@ -115,6 +143,7 @@ impl SignedHead {
             head,
             published,
             with_checkpoint,
+            previous,
         })
     }
 
@@ -162,5 +191,31 @@ mod tests {
         assert!(SignedHead::parse_text(&other).is_err());
         let extra = with.text() + "more\n";
         assert!(SignedHead::parse_text(&extra).is_err());
+    }
+
+    #[test]
+    fn the_previous_line_names_a_lower_seq_after_the_checkpoint_line() {
+        let head: Head = "7:2d17715bc635406807722f1764c509105f5ac15ad430729545bc4d87055da291"
+            .parse()
+            .unwrap();
+        let plain = SignedHead::new("o", head, SystemTime::UNIX_EPOCH);
+        let both = plain.clone().with_checkpoint().after(Some(3));
+        assert!(both.text().ends_with("\ncheckpoint 7\nprevious 3\n"), "{}", both.text());
+        assert_eq!(SignedHead::parse_text(&both.text()).unwrap(), both);
+        let alone = plain.clone().after(Some(5));
+        assert_eq!(SignedHead::parse_text(&alone.text()).unwrap().previous, Some(5));
+        assert_eq!(plain.clone().after(Some(7)).previous, None, "not below the head");
+        assert_eq!(plain.clone().after(Some(0)).previous, None);
+        for bad in [
+            "previous 7\n",
+            "previous 9\n",
+            "previous 0\n",
+            "previous 03\n",
+            "previous x\n",
+        ] {
+            assert!(SignedHead::parse_text(&(plain.text() + bad)).is_err(), "{bad}");
+        }
+        let swapped = plain.text() + "previous 3\ncheckpoint 7\n";
+        assert!(SignedHead::parse_text(&swapped).is_err());
     }
 }

@@ -421,8 +421,17 @@ struct Pass<'a> {
     /// Consistent trusted checkpoints within the database's tree, to count
     /// as matched once the largest is compared with it.
     checkpoints_in_db: Vec<u64>,
+    /// The distinct seqs of the trusted heads read so far, the newest
+    /// [`PREVIOUS_WINDOW`] of them, and the lowest: what a head's
+    /// `previous` line is checked against.
+    trusted_recent: VecDeque<u64>,
+    lowest_trusted: Option<u64>,
     now: SystemTime,
 }
+
+/// How many trusted heads back a `previous` line is checked (a follower
+/// names the head just before its own; a bound keeps the pass's memory flat).
+const PREVIOUS_WINDOW: usize = 65_536;
 
 /// Audits every listed head and checkpoint in seq order (see the module doc).
 pub async fn audit<'a>(
@@ -484,6 +493,8 @@ pub async fn audit<'a>(
         headless: None,
         partial_sizes: VecDeque::new(),
         checkpoints_in_db: Vec::new(),
+        trusted_recent: VecDeque::new(),
+        lowest_trusted: None,
         now: SystemTime::now(),
     };
     if let Some(since) = input.since {
@@ -671,6 +682,39 @@ impl Pass<'_> {
         }
     }
 
+    /// A head's `previous` line names a head kept when it was published:
+    /// that head must still be kept, unless it is below every kept one (the
+    /// oldest go by retention) or below the state's head (an incremental
+    /// run did not list them). Heads come in seq order, so it was read already.
+    fn previous_kept(&mut self, t: &TrustedHead) {
+        let seq = t.signed.head.seq;
+        if let Some(p) = t.signed.previous {
+            let below_all = self.lowest_trusted.is_none_or(|low| p < low);
+            let below_state = self.input.since.is_some_and(|s| p <= s.head.seq);
+            let window_start = self.trusted_recent.front().copied().unwrap_or(0);
+            let seen = self.trusted_recent.binary_search(&p).is_ok();
+            if !below_all && !below_state && !seen && (p >= window_start || self.trusted_recent.len() < PREVIOUS_WINDOW)
+            {
+                self.out.note(finding(
+                    Kind::HeadMissing,
+                    Some(p),
+                    format!(
+                        "head {} says the head kept before it was at seq {p}; the store keeps no trusted head at {p}: a publication deleted (its head, and its checkpoint if it had one)",
+                        t.signed.head
+                    ),
+                    Some(t.source.clone()),
+                ));
+            }
+        }
+        if self.trusted_recent.back() != Some(&seq) {
+            if self.trusted_recent.len() == PREVIOUS_WINDOW {
+                self.trusted_recent.pop_front();
+            }
+            self.trusted_recent.push_back(seq);
+        }
+        self.lowest_trusted.get_or_insert(seq);
+    }
+
     /// A kept note, with what its own signatures and contents said (`set`, from [`prejudge`]).
     fn head_note(&mut self, note: StoredNote, set: audit::HeadSet) -> Result<(), StoreError> {
         self.out.heads_kept += 1;
@@ -712,6 +756,7 @@ impl Pass<'_> {
             }
             _ => self.at_seq = Some((head, t.source.clone())),
         }
+        self.previous_kept(t);
         let published = t.signed.published_time();
         if let Some(p) = published {
             if p > self.now + FUTURE_SKEW && self.out.published_in_future.is_none() {

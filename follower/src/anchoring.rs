@@ -265,7 +265,17 @@ impl Anchoring {
                 let outcome = match outcome {
                     Ok(()) => {
                         let with_checkpoint = self.tree_log.is_some();
-                        publish_head(self.store.as_ref(), &self.keys, &self.origin, head, with_checkpoint).await
+                        // The highest head kept before it (0: none known, say nothing).
+                        let previous = Some(last);
+                        publish_head(
+                            self.store.as_ref(),
+                            &self.keys,
+                            &self.origin,
+                            head,
+                            with_checkpoint,
+                            previous,
+                        )
+                        .await
                     }
                     Err(e) => Err(e),
                 };

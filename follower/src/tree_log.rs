@@ -235,7 +235,7 @@ impl TreeLog {
         }
         tracing::info!(%pending, "finishing a publication that was cut short before publishing a later head");
         self.publish_inner(pending).await?;
-        chainship_anchor::publish_head(self.store.as_ref(), &self.keys, &self.origin, pending, true).await?;
+        chainship_anchor::publish_head(self.store.as_ref(), &self.keys, &self.origin, pending, true, None).await?;
         self.head_published(pending);
         Ok(())
     }

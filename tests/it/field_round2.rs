@@ -474,3 +474,63 @@ async fn s3_credentials_missing_are_one_line_and_a_credentials_file_is_used() {
         "the head was published with the file's credentials: {listed:?}"
     );
 }
+
+/// Removes a whole publication of size `n` from the store: its head, its
+/// checkpoint and the partial tiles written for it.
+fn delete_publication(a: &Anchored, n: u64) {
+    let at = a.anchors.join(ORIGIN);
+    std::fs::remove_file(at.join(format!("{n:020}.head"))).unwrap();
+    std::fs::remove_file(at.join(format!("checkpoints/{n:020}"))).unwrap();
+    let width = n % 256;
+    for dir in ["tile/0", "tile/entries"] {
+        let partial = at.join(format!("{dir}/{:03}.p/{width}", n / 256));
+        if partial.exists() {
+            std::fs::remove_file(partial).unwrap();
+        }
+    }
+}
+
+/// A whole publication deleted from the middle of the store is named with no
+/// state kept between runs: each head names the head kept before it. The
+/// newest ones deleted with the pointer rolled back stay invisible without a
+/// witness or `--state` (the documented limit, pinned here).
+#[test]
+fn a_publication_deleted_from_the_middle_is_named_without_state() {
+    let a = Anchored::new(100, "field/chainship");
+    for n in 0..3 {
+        if n > 0 {
+            append(&a.db, 100);
+        }
+        let out = export_once(&a, &["--batch-size", "100"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+    }
+    let note = std::fs::read_to_string(a.anchors.join(ORIGIN).join(format!("{:020}.head", 300))).unwrap();
+    assert!(note.contains("\nprevious 200\n"), "{note}");
+    let (code0, clean) = anchor_verify_json(&a);
+    assert_eq!(code0, 0, "{clean}");
+    // The middle one, 200: head, checkpoint and partial tiles.
+    let saved = tempfile::TempDir::new().unwrap();
+    copy_tree(&a.anchors, saved.path());
+    delete_publication(&a, 200);
+    let (code1, json) = anchor_verify_json(&a);
+    assert_eq!(code1, 1, "{json}");
+    let missing = findings_of(&json, "head-missing");
+    assert!(
+        missing
+            .iter()
+            .any(|f| f["seq"] == 200 && f["message"].as_str().unwrap().contains("head 300:")),
+        "{json}"
+    );
+    // The newest, 300, with the pointer rolled back to 200's checkpoint.
+    std::fs::remove_dir_all(&a.anchors).unwrap();
+    copy_tree(saved.path(), &a.anchors);
+    let at = a.anchors.join(ORIGIN);
+    delete_publication(&a, 300);
+    std::fs::copy(at.join(format!("checkpoints/{:020}", 200)), at.join("checkpoint")).unwrap();
+    let (code2, json) = anchor_verify_json(&a);
+    assert_eq!(
+        code2, 0,
+        "the newest publications deleted together: not visible without state: {json}"
+    );
+    assert_eq!(json["last_trusted_head"]["seq"], 200, "{json}");
+}

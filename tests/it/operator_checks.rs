@@ -227,13 +227,13 @@ fn missing_aws_credentials_are_one_clear_line() {
     ]);
     let err = stderr(&out);
     assert_eq!(code(&out), 2, "{err}");
-    let last = err.trim_end().lines().last().unwrap_or_default();
+    // Said before anything is shipped (issue 46), in one line.
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(
-        last.contains("was not published")
-            && last.contains("no AWS credentials")
-            && last.contains("(--anchor-s3-profile)"),
+        err.contains("no AWS credentials") && err.contains("(--anchor-s3-profile)"),
         "{err}"
     );
+    assert!(!dir.path().join("out.jsonl").exists(), "nothing shipped: {err}");
 }
 
 /// `follow --once` into a file sink, signing heads with `keys` (comma-separated paths).
