@@ -368,6 +368,13 @@ impl Judge for DbJudge<'_> {
         }
         let end = self.report.last_good.map(|h| h.seq);
         if end.is_none_or(|e| head.seq > e) {
+            // Past where the walk stopped but not past the database's last row:
+            // the row at the head is missing or damaged (the break names it),
+            // not the tail cut.
+            let db_end = self.report.db_head.as_ref().map(|(s, _)| *s);
+            if audit::break_position(self.report).is_some() && db_end.is_some_and(|d| d > head.seq) {
+                return Ok(HeadCheck::AfterBreak);
+            }
             return Ok(HeadCheck::Beyond { db_end: end });
         }
         Ok(match self.db.hash_at(head.seq).map_err(db_error)? {

@@ -25,7 +25,11 @@ pub fn explain(path: &Path, error: &io::Error) -> String {
     if error.kind() != io::ErrorKind::PermissionDenied {
         return error.to_string();
     }
-    let refusing = first_closed_dir(path).unwrap_or(path);
+    // A file not there yet is refused by its directory (no write there).
+    let refusing = first_closed_dir(path).unwrap_or_else(|| match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() && std::fs::symlink_metadata(path).is_err() => parent,
+        _ => path,
+    });
     let owner = match std::fs::metadata(refusing) {
         Ok(m) => format!(
             "{} {} is owned by {}:{} mode {:04o}",

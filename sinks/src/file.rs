@@ -76,7 +76,13 @@ fn opened<'a>(slot: &'a mut Option<File>, path: &Path) -> Result<&'a mut File, S
             .create(true)
             .mode(0o640)
             .open(path)
-            .map_err(|e| SinkError::permanent(format!("file sink {}: cannot open: {e}", path.display())))?;
+            .map_err(|e| {
+                SinkError::permanent(format!(
+                    "file sink {}: cannot open: {}",
+                    path.display(),
+                    chainship_chain::access::explain(path, &e)
+                ))
+            })?;
         // A device or a FIFO can be neither read back nor made durable
         // (fsync of /dev/null fails every time): refused, not retried forever.
         if !file.metadata().map_err(|e| io_error(path, e))?.is_file() {

@@ -534,3 +534,48 @@ fn a_publication_deleted_from_the_middle_is_named_without_state() {
     );
     assert_eq!(json["last_trusted_head"]["seq"], 200, "{json}");
 }
+
+/// The row at a kept head's seq deleted from the middle: a gap there, never
+/// a "cut" (the database goes on past the head).
+#[test]
+fn a_row_deleted_at_a_kept_head_is_a_gap_not_a_cut() {
+    let a = anchored_2000();
+    tamper(&a.db)
+        .execute("DELETE FROM events WHERE seq = 1000", [])
+        .unwrap();
+    let (code, json) = anchor_verify_json(&a);
+    assert_eq!(code, 1, "{json}");
+    assert!(
+        findings_of(&json, "cut").is_empty(),
+        "no cut: the database ends at 2000: {json}"
+    );
+    assert!(findings_of(&json, "gap").iter().any(|f| f["seq"] == 1000), "{json}");
+}
+
+/// A file to be made in a directory this process may enter but not write:
+/// the directory's owner and mode are named.
+#[test]
+fn a_directory_that_refuses_a_new_file_is_named_with_its_owner() {
+    crate::readonly_db::require_root("running as another user");
+    let a = Anchored::new(20, "field/chainship");
+    std::fs::set_permissions(a.dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let ro = a.dir.path().join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    std::fs::set_permissions(&ro, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let shared = crate::readonly_db::shared_binary(a.dir.path());
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(&shared)
+        .args(["keygen", "--name", "x/y", "--out", path_str(&ro.join("k.key"))])
+        .output()
+        .unwrap();
+    let said = stderr(&out);
+    assert_eq!(code(&out), 2, "{said}");
+    assert!(
+        said.contains(&format!(
+            "its directory {} is owned by 0 (root):0 (root) mode 0755",
+            path_str(&ro)
+        )),
+        "{said}"
+    );
+}

@@ -6,6 +6,7 @@
 //! `common::services`): in one binary, tests of different modules run at the
 //! same time.
 
+#[macro_use]
 mod common;
 
 mod anchor_file;
@@ -25,6 +26,7 @@ mod follow_file;
 mod hardening_follow;
 mod hardening_store;
 mod hardening_verify;
+mod kafka_semantics;
 mod one_verdict;
 mod operator_checks;
 mod operator_paths;

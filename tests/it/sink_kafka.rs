@@ -1,7 +1,8 @@
-//! The Kafka sink against the real Kafka-protocol broker the test script
-//! starts: ordered, every event once — with a live writer, across kill -9,
-//! across an outage longer than message.timeout.ms — and fenced against a
-//! second follower of the same origin.
+//! The Kafka sink against both real brokers the test script starts, tansu
+//! and Apache Kafka (each test runs on each: `on_tansu::`, `on_apache_kafka::`):
+//! ordered, every event once — with a live writer, across kill -9, across an
+//! outage longer than message.timeout.ms — and fenced against a second
+//! follower of the same origin. Where the brokers differ, the test says so.
 
 use std::path::Path;
 use std::process::{Child, Stdio};
@@ -11,6 +12,15 @@ use crate::common::*;
 use tempfile::TempDir;
 
 const PARTITIONS: i32 = 3;
+
+on_both_brokers!(
+    live_writer_to_kafka_every_event_once_in_order,
+    kill_9_at_twenty_moments_keeps_every_event_exactly_once,
+    a_broker_outage_longer_than_message_timeout_loses_nothing,
+    a_record_that_disagrees_with_the_database_stops_the_follower,
+    a_second_follower_of_the_same_origin_fences_the_first,
+    a_topic_that_lost_the_cursors_record_stops_the_follower
+);
 
 fn spawn_follow(db: &Path, topic: &str, origin: &str, cursor: &Path, extra: &[&str]) -> Child {
     kafka_follow(db, topic, origin, cursor, extra)
@@ -30,7 +40,6 @@ fn read_back(topic: &str, origin: &str, dir: &Path) -> String {
     format!("{seq}:{hash}")
 }
 
-#[tokio::test]
 async fn live_writer_to_kafka_every_event_once_in_order() {
     let _services = services_exclusive().await;
     let dir = TempDir::new().unwrap();
@@ -53,7 +62,6 @@ async fn live_writer_to_kafka_every_event_once_in_order() {
     assert_eq!(read_back(&topic, "kafka/live", dir.path()), head);
 }
 
-#[tokio::test]
 async fn kill_9_at_twenty_moments_keeps_every_event_exactly_once() {
     let _services = services_exclusive().await;
     let dir = TempDir::new().unwrap();
@@ -93,7 +101,6 @@ async fn kill_9_at_twenty_moments_keeps_every_event_exactly_once() {
     assert_eq!(read_back(&topic, "kafka/crash", dir.path()), db_head(&db));
 }
 
-#[tokio::test]
 async fn a_broker_outage_longer_than_message_timeout_loses_nothing() {
     let _services = services_exclusive().await;
     let dir = TempDir::new().unwrap();
@@ -116,7 +123,7 @@ async fn a_broker_outage_longer_than_message_timeout_loses_nothing() {
     ));
     std::thread::sleep(Duration::from_secs(2));
     {
-        let _paused = Paused::new(service_pid("CHAINSHIP_TEST_KAFKA_PID"));
+        let _paused = Paused::new(kafka_pid());
         std::thread::sleep(Duration::from_secs(8));
     }
     std::thread::sleep(Duration::from_secs(1));
@@ -127,7 +134,6 @@ async fn a_broker_outage_longer_than_message_timeout_loses_nothing() {
     assert_eq!(read_back(&topic, "kafka/outage", dir.path()), head);
 }
 
-#[tokio::test]
 async fn a_record_that_disagrees_with_the_database_stops_the_follower() {
     let _services = services().await;
     let dir = TempDir::new().unwrap();
@@ -161,7 +167,6 @@ async fn a_record_that_disagrees_with_the_database_stops_the_follower() {
     );
 }
 
-#[tokio::test]
 async fn a_second_follower_of_the_same_origin_fences_the_first() {
     let _services = services().await;
     let dir = TempDir::new().unwrap();
@@ -186,9 +191,11 @@ async fn a_second_follower_of_the_same_origin_fences_the_first() {
     let mut first = start("c1", "first.log");
     std::thread::sleep(Duration::from_secs(2));
     let mut second = start("c2", "second.log");
-    // Kafka fences the older producer; tansu does not always answer the older
-    // one with PRODUCER_FENCED, so which one yields can vary there. What must
-    // hold: one stops, naming the takeover, and the two never interleave.
+    // Kafka fences the older producer (the second's init_transactions bumps
+    // the epoch). tansu does not always answer the older one with
+    // PRODUCER_FENCED (it may time its requests out), so which one yields
+    // can vary there. What must hold on both: one stops, naming the
+    // takeover, and the two never interleave.
     let deadline = Instant::now() + Duration::from_secs(90);
     let (stopped_log, survivor, survivor_cursor) = loop {
         if Instant::now() > deadline {
@@ -205,6 +212,12 @@ async fn a_second_follower_of_the_same_origin_fences_the_first() {
         }
         if let Some(status) = second.try_wait().unwrap() {
             assert_eq!(status.code(), Some(2));
+            assert_eq!(
+                broker(),
+                Broker::Tansu,
+                "Apache Kafka fences the older producer, never the newer: {}",
+                std::fs::read_to_string(dir.path().join("second.log")).unwrap_or_default()
+            );
             break ("second.log", &mut first, "c1");
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -217,8 +230,9 @@ async fn a_second_follower_of_the_same_origin_fences_the_first() {
     wait_with_limit(survivor, Duration::from_secs(20));
     // tansu does not hide an aborted transaction's records: the fenced
     // follower's last batch may stay visible as identical copies of seqs
-    // already there (Kafka's read_committed hides them). So the check is the
-    // auditor's: every seq once in order, no gap, no differing duplicate.
+    // already there (Kafka's read_committed hides them: there, every seq is
+    // there exactly once). So the check is the auditor's: every seq once in
+    // order, no gap, no differing duplicate.
     let partition = chainship_sinks::kafka::partition_for("kafka/fence", PARTITIONS as usize);
     let lines = kafka_read_partition(&topic, partition, "kafka/fence");
     let mut check = chainship_anchor::export_check::ExportCheck::new("kafka/fence", None);
@@ -228,9 +242,16 @@ async fn a_second_follower_of_the_same_origin_fences_the_first() {
     check.finish(&mut |_| None);
     assert!(check.findings.is_empty(), "{:?}", check.findings);
     assert_eq!(check.end(), head.split(':').next().unwrap().parse().ok());
+    if broker() == Broker::ApacheKafka {
+        let records = lines.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count() as u64;
+        assert_eq!(
+            Some(records),
+            check.end(),
+            "read_committed shows every seq exactly once"
+        );
+    }
 }
 
-#[tokio::test]
 async fn a_topic_that_lost_the_cursors_record_stops_the_follower() {
     let _services = services().await;
     let dir = TempDir::new().unwrap();

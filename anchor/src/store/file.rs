@@ -70,10 +70,20 @@ impl Disk {
     }
 
     fn io(&self, what: &str, path: &Path, e: std::io::Error) -> StoreError {
-        StoreError::from_io_on_mount(
+        let mut error = StoreError::from_io_on_mount(
             format_args!("anchor store {}: {what} {}", self.location(), path.display()),
             &e,
-        )
+        );
+        // Who runs, who owns what refused (the kind stays the I/O error's).
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            error.message = format!(
+                "anchor store {}: {what} {}: {}",
+                self.location(),
+                path.display(),
+                chainship_chain::access::explain(path, &e)
+            );
+        }
+        error
     }
 
     /// Removes temp files a killed writer left, once per origin directory

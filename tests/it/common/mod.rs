@@ -9,6 +9,30 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+/// Each named `async fn` of the module, run as a test against both Kafka
+/// brokers: `on_tansu::NAME` and `on_apache_kafka::NAME` (see
+/// [`services::Broker`]).
+macro_rules! on_both_brokers {
+    ($($name:ident),* $(,)?) => {
+        mod on_tansu {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    crate::common::on_broker(crate::common::Broker::Tansu, super::$name()).await
+                }
+            )*
+        }
+        mod on_apache_kafka {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    crate::common::on_broker(crate::common::Broker::ApacheKafka, super::$name()).await
+                }
+            )*
+        }
+    };
+}
+
 mod anchored;
 mod commands;
 mod db;

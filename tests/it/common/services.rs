@@ -108,11 +108,56 @@ fn require(hold: Hold, what: &str) {
     );
 }
 
-/// The Kafka broker the test script started. Panics, loudly, when the test
-/// runs without it: a service test never skips silently.
+/// The two Kafka brokers the test script starts: tansu (a Kafka-protocol
+/// broker, fast, with quirks of its own) and Apache Kafka itself, whose
+/// semantics count (transaction markers take offsets, `read_committed` stops
+/// at the last stable offset and hides aborted records, the high watermark
+/// is the last offset + 1).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Broker {
+    Tansu,
+    ApacheKafka,
+}
+
+thread_local! {
+    /// The broker the test on this thread runs against ([`on_broker`]).
+    static BROKER: Cell<Broker> = const { Cell::new(Broker::Tansu) };
+}
+
+/// Runs `test` with [`kafka_addr`] and [`kafka_pid`] naming `broker`.
+pub async fn on_broker(broker: Broker, test: impl std::future::Future<Output = ()>) {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            BROKER.with(|b| b.set(Broker::Tansu));
+        }
+    }
+    BROKER.with(|b| b.set(broker));
+    let _reset = Reset;
+    test.await;
+}
+
+/// The broker this thread's test runs against.
+pub fn broker() -> Broker {
+    BROKER.with(Cell::get)
+}
+
+/// The Kafka broker the test script started (the one [`on_broker`] chose).
+/// Panics, loudly, when the test runs without it: a service test never skips.
 pub fn kafka_addr() -> String {
     require(Hold::Shared, "the Kafka broker");
-    service_env("CHAINSHIP_TEST_KAFKA", "a Kafka-protocol broker")
+    match broker() {
+        Broker::Tansu => service_env("CHAINSHIP_TEST_KAFKA", "a Kafka-protocol broker (tansu)"),
+        Broker::ApacheKafka => service_env("CHAINSHIP_TEST_APACHE_KAFKA", "Apache Kafka"),
+    }
+}
+
+/// The pid of [`kafka_addr`]'s broker (to pause it: exclusive use).
+pub fn kafka_pid() -> i32 {
+    match broker() {
+        Broker::Tansu => service_pid("CHAINSHIP_TEST_KAFKA_PID"),
+        Broker::ApacheKafka => service_pid("CHAINSHIP_TEST_APACHE_KAFKA_PID"),
+    }
 }
 
 /// The S3 endpoint the test script started.
