@@ -79,6 +79,8 @@ pub fn flag_for(setting: Setting) -> &'static str {
         Setting::KafkaPartition => "--kafka-partition",
         Setting::SinkS3Profile => "--s3-profile",
         Setting::AnchorS3Profile => "--anchor-s3-profile",
+        Setting::SinkS3CredentialsFile => "--s3-credentials-file",
+        Setting::AnchorS3CredentialsFile => "--anchor-s3-credentials-file",
         Setting::ProofSeq => "--seq",
         Setting::ProofCheckpoint => "--checkpoint",
         Setting::SigningKeyName => "--signing-key-name",

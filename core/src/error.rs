@@ -48,6 +48,10 @@ pub enum Setting {
     SinkS3Profile,
     /// The AWS profile of the S3 anchor store.
     AnchorS3Profile,
+    /// The credentials file of the S3 sink.
+    SinkS3CredentialsFile,
+    /// The credentials file of the S3 anchor store.
+    AnchorS3CredentialsFile,
     /// The seq an inclusion proof is asked for.
     ProofSeq,
     /// The checkpoint an inclusion proof is asked in.
@@ -74,6 +78,8 @@ impl Setting {
             Setting::KafkaPartition => "the Kafka partition setting",
             Setting::SinkS3Profile => "the S3 sink's profile setting",
             Setting::AnchorS3Profile => "the anchor store's profile setting",
+            Setting::SinkS3CredentialsFile => "the S3 sink's credentials file setting",
+            Setting::AnchorS3CredentialsFile => "the anchor store's credentials file setting",
             Setting::ProofSeq => "the seq to prove",
             Setting::ProofCheckpoint => "the checkpoint to prove in",
             Setting::SigningKeyName => "the signing key name setting",

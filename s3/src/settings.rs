@@ -32,6 +32,14 @@ pub struct S3Settings {
 }
 
 impl S3Settings {
+    /// Whether the credentials come from [`S3Settings::credentials_file`]
+    /// (so an error about them points at that setting, not the profile).
+    pub fn uses_credentials_file(&self) -> bool {
+        self.access_key_id.is_none() && self.credentials_file.is_some()
+    }
+}
+
+impl S3Settings {
     pub async fn client(&self) -> aws_sdk_s3::Client {
         let shared = self.shared_config().await;
         let mut builder = aws_sdk_s3::config::Builder::from(&shared)

@@ -46,7 +46,8 @@ pub enum AnchorCommand {
 Kinds reported: altered, cut, fork, bad-signature, untrusted-key, heads-disagree, stale,
 checkpoint-fork (two checkpoints that are not one tree), tiles-disagree (the tiles do not give a
 checkpoint's root, a tile or bundle is missing or contradicts the newest checkpoint's tree),
-checkpoint-missing (a head without its checkpoint once checkpoints began), uncosigned (with
+checkpoint-missing (a head without its checkpoint once checkpoints began), head-missing (a checkpoint
+without its head, or a head its successor names as kept before it: a publication deleted), uncosigned (with
 --witness-key: checkpoints without the quorum of witness cosignatures), no-trusted-head (none kept for --origin: a typo? --allow-no-heads on a first run).
 Exit codes: 0 all good, 1 any finding, 2 usage or an unreadable store or database.")]
 #[command(mut_arg("db", |a| a.conflicts_with("no_db")))]

@@ -294,3 +294,30 @@ async fn transaction_markers_take_offsets_and_the_end_is_the_high_watermark() {
     })
     .await
 }
+
+/// A topic Apache Kafka auto-creates: the first metadata answer says
+/// UNKNOWN_TOPIC_OR_PARTITION while the broker makes it (tansu answers with
+/// the topic at once). The first follower of a new topic asks again, and
+/// delivers, instead of calling the topic missing.
+#[tokio::test]
+async fn an_auto_created_topic_is_waited_for_not_called_missing() {
+    on_broker(Broker::ApacheKafka, async {
+        let _services = services().await;
+        let dir = TempDir::new().unwrap();
+        let db = generate(dir.path(), "auto.db", 50);
+        let topic = unique_bucket("auto-created");
+        let out = follow_once(&db, &topic, "kafka/auto", &dir.path().join("cursor"), &["--from-start"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let partitions = {
+            let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+                .set("bootstrap.servers", kafka_addr())
+                .create()
+                .unwrap();
+            let m = consumer.fetch_metadata(Some(&topic), Duration::from_secs(10)).unwrap();
+            m.topics()[0].partitions().len() as i32
+        };
+        let partition = chainship_sinks::kafka::partition_for("kafka/auto", partitions as usize);
+        assert_eq!(records(&topic, partition, "read_committed").len(), 50);
+    })
+    .await
+}

@@ -60,10 +60,13 @@ impl S3Store {
     async fn client(&self) -> Result<&aws_sdk_s3::Client, StoreError> {
         self.client
             .get_or_try_init(|| async {
-                self.settings
-                    .check_credentials()
-                    .await
-                    .map_err(|f| self.failure(f).with_setting(Setting::AnchorS3Profile))?;
+                self.settings.check_credentials().await.map_err(|f| {
+                    self.failure(f)
+                        .with_setting(match self.settings.uses_credentials_file() {
+                            true => Setting::AnchorS3CredentialsFile,
+                            false => Setting::AnchorS3Profile,
+                        })
+                })?;
                 Ok(self.settings.client().await)
             })
             .await

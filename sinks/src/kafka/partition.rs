@@ -45,19 +45,38 @@ pub(super) fn lookup_with_count(cfg: &KafkaConfig, origin: &str, purpose: Lookup
         .set("allow.auto.create.topics", if create { "true" } else { "false" })
         .create_with_context(QuietContext)
         .map_err(|e| classify("creating a metadata client", &e))?;
-    let metadata = client
-        .fetch_metadata(Some(topic), Duration::from_secs(10))
-        .map_err(|e| match e.rdkafka_error_code() {
-            Some(
-                RDKafkaErrorCode::BrokerTransportFailure
-                | RDKafkaErrorCode::AllBrokersDown
-                | RDKafkaErrorCode::OperationTimedOut,
-            ) => SinkError::transient(format!(
-                "Kafka sink: broker unreachable: no answer from {} within 10 s ({e})",
-                cfg.brokers
-            )),
-            _ => classify(&format!("reading metadata of topic {topic}"), &e),
-        })?;
+    let fetch = || {
+        client
+            .fetch_metadata(Some(topic), Duration::from_secs(10))
+            .map_err(|e| match e.rdkafka_error_code() {
+                Some(
+                    RDKafkaErrorCode::BrokerTransportFailure
+                    | RDKafkaErrorCode::AllBrokersDown
+                    | RDKafkaErrorCode::OperationTimedOut,
+                ) => SinkError::transient(format!(
+                    "Kafka sink: broker unreachable: no answer from {} within 10 s ({e})",
+                    cfg.brokers
+                )),
+                _ => classify(&format!("reading metadata of topic {topic}"), &e),
+            })
+    };
+    let has_partitions = |m: &rdkafka::metadata::Metadata| {
+        m.topics()
+            .iter()
+            .any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty())
+    };
+    let mut metadata = fetch()?;
+    // Apache Kafka creates an auto-created topic after the metadata request
+    // that asked for it, answering that one UNKNOWN_TOPIC_OR_PARTITION (or
+    // LEADER_NOT_AVAILABLE): a writer asks again for a few seconds before
+    // calling the topic missing. (tansu answers with the topic at once.)
+    for _ in 0..20 {
+        if !create || has_partitions(&metadata) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+        metadata = fetch()?;
+    }
     let unknown = |code: Option<RDKafkaErrorCode>| {
         let code = code.unwrap_or(RDKafkaErrorCode::UnknownTopic);
         let missing = matches!(

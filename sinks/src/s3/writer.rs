@@ -89,11 +89,13 @@ impl S3Sink {
 #[async_trait]
 impl Sink for S3Sink {
     async fn held(&mut self, after: Option<Head>) -> Result<Option<Head>, SinkError> {
-        self.cfg
-            .settings
-            .check_credentials()
-            .await
-            .map_err(|f| self.error(f).with_setting(Setting::SinkS3Profile))?;
+        self.cfg.settings.check_credentials().await.map_err(|f| {
+            let setting = match self.cfg.settings.uses_credentials_file() {
+                true => Setting::SinkS3CredentialsFile,
+                false => Setting::SinkS3Profile,
+            };
+            self.error(f).with_setting(setting)
+        })?;
         let prefix = self.origin_prefix();
         let client = self.client().await.clone();
         let bucket = self.cfg.at.bucket.clone();
@@ -224,11 +226,13 @@ impl Sink for S3Sink {
     }
 
     async fn check(&mut self) -> Result<String, SinkError> {
-        self.cfg
-            .settings
-            .check_credentials()
-            .await
-            .map_err(|f| self.error(f).with_setting(Setting::SinkS3Profile))?;
+        self.cfg.settings.check_credentials().await.map_err(|f| {
+            let setting = match self.cfg.settings.uses_credentials_file() {
+                true => Setting::SinkS3CredentialsFile,
+                false => Setting::SinkS3Profile,
+            };
+            self.error(f).with_setting(setting)
+        })?;
         let client = self.client().await.clone();
         client
             .head_bucket()
