@@ -46,7 +46,7 @@ impl Drop for Installed {
     }
 }
 
-/// The install guide's setup block (the `sh` block after the comment naming
+/// The install guide's setup block (the `bash` block after the comment naming
 /// this test), as written.
 fn guide_setup_block() -> String {
     let guide = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/guides/install.md");
@@ -55,7 +55,7 @@ fn guide_setup_block() -> String {
         .split_once("<!-- tests/it/package.rs runs this block")
         .unwrap_or_else(|| panic!("{}: the block the package test runs is not marked", guide.display()))
         .1;
-    let block = after.split_once("```sh\n").expect("a sh block after the mark").1;
+    let block = after.split_once("```bash\n").expect("a bash block after the mark").1;
     block.split_once("\n```").expect("the block ends").0.to_owned()
 }
 
