@@ -436,7 +436,7 @@ const PREVIOUS_WINDOW: usize = 65_536;
 /// Audits every listed head and checkpoint in seq order (see the module doc).
 pub async fn audit<'a>(
     input: &'a StreamInput<'a>,
-    listing: Listing,
+    mut listing: Listing,
     against: Against<'a>,
 ) -> Result<StreamAudit, StoreError> {
     let (judge, sink) = match against {
@@ -446,7 +446,7 @@ pub async fn audit<'a>(
     };
     let (store, origin) = (input.store, input.origin);
     let mut out = StreamAudit {
-        junk: listing.junk.clone(),
+        junk: std::mem::take(&mut listing.junk),
         origin: origin.to_owned(),
         ..StreamAudit::default()
     };
@@ -691,10 +691,10 @@ impl Pass<'_> {
         if let Some(p) = t.signed.previous {
             let below_all = self.lowest_trusted.is_none_or(|low| p < low);
             let below_state = self.input.since.is_some_and(|s| p <= s.head.seq);
-            let window_start = self.trusted_recent.front().copied().unwrap_or(0);
+            // Older than the window: not checked (the bound on memory).
+            let out_of_window = self.trusted_recent.len() == PREVIOUS_WINDOW && self.trusted_recent.front() > Some(&p);
             let seen = self.trusted_recent.binary_search(&p).is_ok();
-            if !below_all && !below_state && !seen && (p >= window_start || self.trusted_recent.len() < PREVIOUS_WINDOW)
-            {
+            if !below_all && !below_state && !out_of_window && !seen {
                 self.out.note(finding(
                     Kind::HeadMissing,
                     Some(p),

@@ -86,16 +86,23 @@ impl S3Sink {
     }
 }
 
-#[async_trait]
-impl Sink for S3Sink {
-    async fn held(&mut self, after: Option<Head>) -> Result<Option<Head>, SinkError> {
+impl S3Sink {
+    /// The credentials resolve, or one error naming the setting they come from.
+    async fn require_credentials(&self) -> Result<(), SinkError> {
         self.cfg.settings.check_credentials().await.map_err(|f| {
             let setting = match self.cfg.settings.uses_credentials_file() {
                 true => Setting::SinkS3CredentialsFile,
                 false => Setting::SinkS3Profile,
             };
             self.error(f).with_setting(setting)
-        })?;
+        })
+    }
+}
+
+#[async_trait]
+impl Sink for S3Sink {
+    async fn held(&mut self, after: Option<Head>) -> Result<Option<Head>, SinkError> {
+        self.require_credentials().await?;
         let prefix = self.origin_prefix();
         let client = self.client().await.clone();
         let bucket = self.cfg.at.bucket.clone();
@@ -226,13 +233,7 @@ impl Sink for S3Sink {
     }
 
     async fn check(&mut self) -> Result<String, SinkError> {
-        self.cfg.settings.check_credentials().await.map_err(|f| {
-            let setting = match self.cfg.settings.uses_credentials_file() {
-                true => Setting::SinkS3CredentialsFile,
-                false => Setting::SinkS3Profile,
-            };
-            self.error(f).with_setting(setting)
-        })?;
+        self.require_credentials().await?;
         let client = self.client().await.clone();
         client
             .head_bucket()
