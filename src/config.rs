@@ -44,7 +44,7 @@ fn scalar(value: &toml_edit::Value) -> Option<String> {
 
 impl ConfigFile {
     pub fn load(path: &Path) -> Result<ConfigFile, CliError> {
-        let text = chainship_anchor::keys::read_small(path, 16 << 20)
+        let text = chainship_anchor::files::read_small(path, 16 << 20)
             .map_err(|e| CliError::usage(format!("--config {}: {}", path.display(), e.message)))?;
         let doc = toml_edit::Document::parse(text.as_str()).map_err(|e| {
             let line = e.span().map_or(0, |s| line_of(&text, s.start));

@@ -1,11 +1,11 @@
 //! `--metrics-textfile`: a scheduled check's textfile for node_exporter
-//! (`chainship_anchor::job_textfile`), written after every run, also one
+//! (`chainship_verify::job_textfile`), written after every run, also one
 //! that failed to run (its result is `error`).
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-pub use chainship_anchor::job_textfile::{self, JobReport, JobResult, render};
+pub use chainship_verify::job_textfile::{self, JobReport, JobResult, render};
 
 /// Runs a check, then writes its metrics to `textfile` (when given), also
 /// when the check failed to run: its result is then `error`. A textfile

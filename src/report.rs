@@ -3,8 +3,8 @@
 
 use std::io::Write;
 
-use chainship_anchor::{Finding, Kind};
 use chainship_chain::Head;
+use chainship_verify::{Finding, Kind};
 use serde_json::json;
 
 use crate::exit::CliError;

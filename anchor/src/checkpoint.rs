@@ -139,7 +139,7 @@ pub fn size_from_checkpoint_name(name: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::SignerKey;
+    use crate::signer::SignerKey;
 
     #[test]
     fn text_is_the_c2sp_form_and_round_trips() {

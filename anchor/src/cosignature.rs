@@ -160,7 +160,7 @@ pub fn load_witness_keys(args: &[String]) -> Result<Vec<WitnessKey>, Error> {
             keys.push(WitnessKey::parse(arg)?);
             continue;
         }
-        let text = crate::keys::read_small(std::path::Path::new(arg), crate::keys::KEY_LIST_LIMIT)
+        let text = crate::files::read_small(std::path::Path::new(arg), crate::keys::KEY_LIST_LIMIT)
             .map_err(|e| permanent!("{arg}: {e}"))?;
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
@@ -235,7 +235,7 @@ mod tests {
         let twice = check_cosignatures(&parsed, &[w.clone(), w.clone()]);
         assert_eq!(twice.valid.len(), 1);
         // A log key (type 0x01) is not a witness key.
-        let log_key = crate::keys::SignerKey::generate("o").unwrap().verifier().to_text();
+        let log_key = crate::signer::SignerKey::generate("o").unwrap().verifier().to_text();
         assert!(WitnessKey::parse(&log_key).unwrap_err().message.contains("type 0x04"));
     }
 }

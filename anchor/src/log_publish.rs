@@ -184,7 +184,7 @@ pub async fn newest_checkpoint(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::SignerKey;
+    use crate::signer::SignerKey;
     use crate::store::memory::MemoryStore;
     use chainship_chain::ErrorKind;
     use chainship_tlog::tiles::TileBuilder;

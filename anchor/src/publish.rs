@@ -132,7 +132,7 @@ fn verified_by(bytes: &[u8], origin: &str, seq: u64, keys: &[VerifierKey]) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::SignerKey;
+    use crate::signer::SignerKey;
     use crate::store::file::FileStore;
 
     use crate::test_run as run;

@@ -156,8 +156,8 @@ impl SignedHead {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::SignerKey;
     use crate::note::SignedNote;
+    use crate::signer::SignerKey;
 
     #[test]
     fn text_round_trips_and_signature_verifies() {

@@ -8,19 +8,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chainship_anchor::AnchorStore;
-use chainship_anchor::Kind;
-use chainship_anchor::copy_audit::{self, CopyCheck};
 use chainship_anchor::cosignature::WitnessPolicy;
 use chainship_anchor::note::VerifierKey;
-use chainship_anchor::stream_audit::{self, Against, StreamInput};
 use chainship_chain::origin::parse_origin;
 use chainship_chain::record::Record;
 use chainship_chain::{Error, permanent};
 use chainship_runs::Touched;
 use chainship_runs::affected::{Affected, RecordEvent};
 use chainship_sinks::{SinkConfig, read_records};
+use chainship_verify::Kind;
+use chainship_verify::copy::{self, CopyCheck};
+use chainship_verify::pass::{self, Against, StreamInput};
 
-pub use chainship_anchor::copy_audit::{CopyExpectations, CopyOutcome};
+pub use chainship_verify::copy::{CopyExpectations, CopyOutcome};
 
 /// A copy and what it is checked against.
 pub struct CopyInput<'a> {
@@ -118,7 +118,7 @@ fn first_record(source: &SinkConfig) -> Option<FirstRecord> {
 ///
 /// The store is judged by the same pass as `anchor verify`, on a thread of
 /// its own, handing each head and checkpoint it trusts to the copy's check
-/// as the copy reaches its seq ([`chainship_anchor::copy_audit`]).
+/// as the copy reaches its seq ([`chainship_verify::copy`]).
 pub fn read_checked(
     input: &CopyInput<'_>,
     expect: CopyExpectations,
@@ -127,7 +127,7 @@ pub fn read_checked(
     let origin = input.origin;
     let runtime = new_runtime()?;
     let store = (input.open_store)();
-    let (sender, vouchers) = copy_audit::channel();
+    let (sender, vouchers) = copy::channel();
     let mut copy = CopyCheck::new(origin, &expect, vouchers);
     let (read, pass) = std::thread::scope(|scope| {
         let pass = scope.spawn(|| {
@@ -142,8 +142,8 @@ pub fn read_checked(
                 every_tile: true,
             };
             new_runtime()?.block_on(async {
-                let listing = stream_audit::list(&audit).await?;
-                stream_audit::audit(&audit, listing, Against::Copy(&mut sender)).await
+                let listing = pass::list(&audit).await?;
+                pass::audit(&audit, listing, Against::Copy(&mut sender)).await
             })
         });
         let read = runtime.block_on(read_records(input.source, origin, &mut |line, place| {
@@ -164,7 +164,7 @@ pub fn read_checked(
     let strays: Vec<(u64, String)> = read.strays.iter().map(|s| (s.records, s.place.clone())).collect();
     let mut lookup = |seq: u64| {
         runtime
-            .block_on(stream_audit::trusted_head_at(store.as_ref(), origin, input.keys, seq))
+            .block_on(pass::trusted_head_at(store.as_ref(), origin, input.keys, seq))
             .ok()
             .flatten()
     };

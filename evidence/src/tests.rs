@@ -4,10 +4,10 @@
 
 use std::path::Path;
 
-use chainship_anchor::Kind;
 use chainship_chain::record::Record;
 use chainship_chain::{EventDb, Head, OpenOptions};
 use chainship_runs::synth::database::{Settings, SynthDb};
+use chainship_verify::Kind;
 
 use crate::copy::CopyOutcome;
 use crate::diff::Comparison;

@@ -168,7 +168,7 @@ pub struct UnvouchedArgs {
     /// Records (rows) after the last trusted head that still pass (said as a warning):
     /// by default what one default --anchor-interval (10s) leaves at 1,000 events/s.
     /// More is a finding (`unvouched`, exit 1); 0 asks every record to be vouched for.
-    #[arg(long, value_name = "N", default_value_t = chainship_anchor::copy_audit::DEFAULT_MAX_UNVOUCHED)]
+    #[arg(long, value_name = "N", default_value_t = chainship_verify::copy::DEFAULT_MAX_UNVOUCHED)]
     pub max_unvouched: u64,
 }
 
@@ -228,7 +228,7 @@ impl TrustArgs {
         let Some(path) = &self.policy else {
             return Ok(None);
         };
-        let text = chainship_anchor::keys::read_small(path, 16 << 20)
+        let text = chainship_anchor::files::read_small(path, 16 << 20)
             .map_err(|e| CliError::usage(format!("--policy {}: {e}", path.display())))?;
         chainship_anchor::policy::TrustPolicy::parse(&text)
             .map(Some)

@@ -3,11 +3,12 @@
 
 use std::time::Duration;
 
-use chainship_anchor::audit::{self, HeadSet};
-use chainship_anchor::db_audit::{self, DbAudit, DbVerdict};
-use chainship_anchor::stream_audit::{self, StreamInput};
-use chainship_anchor::{Kind, VerifierKey};
+use chainship_anchor::VerifierKey;
 use chainship_chain::{EventDb, WalkPlan, WalkReport, walk_chain};
+use chainship_verify::Kind;
+use chainship_verify::database::{self, DbAudit, DbVerdict};
+use chainship_verify::finding::{self, HeadSet};
+use chainship_verify::pass::{self, StreamInput};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
@@ -18,8 +19,8 @@ use crate::exit::{CliError, CmdResult, OK};
 use crate::job_metrics::JobReport;
 use crate::progress::events_bar;
 use crate::report;
-use chainship_anchor::verify_state;
 use chainship_runs::affected;
+use chainship_verify::state;
 
 #[derive(Subcommand, Debug)]
 pub enum AnchorCommand {
@@ -115,7 +116,7 @@ fn load_heads(common: &AnchorCommon, keys: &[VerifierKey]) -> Result<HeadSet, Cl
     let notes = crate::report::runtime()?
         .block_on(store.list(origin))
         .map_err(|e| CliError::from_kind(&e))?;
-    Ok(audit::check_heads(&notes, origin, keys))
+    Ok(finding::check_heads(&notes, origin, keys))
 }
 
 pub fn run(cmd: &AnchorCommand) -> CmdResult {
@@ -136,7 +137,7 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
     let store = args.common.store.open(args.common.store.url()?, None);
     let state = match &args.state {
         Some(path) => {
-            verify_state::load(path, origin, &store.describe()).map_err(|e| CliError::usage(format!("--state {e}")))?
+            state::load(path, origin, &store.describe()).map_err(|e| CliError::usage(format!("--state {e}")))?
         }
         None => None,
     };
@@ -151,7 +152,7 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
     };
     let runtime = crate::report::runtime()?;
     let listing = runtime
-        .block_on(stream_audit::list(&input))
+        .block_on(pass::list(&input))
         .map_err(|e| CliError::from_kind(&e))?;
     // The walk first (every core), then the heads and checkpoints in seq order against it.
     let walked = if args.no_db {
@@ -160,7 +161,7 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
         Some(walk_database(args, listing.highest_seq())?)
     };
     let verdict = runtime
-        .block_on(db_audit::audit_database(
+        .block_on(database::audit_database(
             &DbAudit {
                 input: &input,
                 walked: walked.as_ref().map(|(r, db)| (r, db)),
@@ -296,7 +297,7 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
     {
         let published = last_trusted_published;
         runtime
-            .block_on(verify_state::save_after(
+            .block_on(state::save_after(
                 path,
                 store.as_ref(),
                 origin,

@@ -4,15 +4,15 @@
 
 use std::path::PathBuf;
 
-use chainship_anchor::proof_check;
 use chainship_chain::record::{Record, RecordError};
 use chainship_tlog::proof::TlogProof;
+use chainship_verify::proof;
 use clap::Args;
 use serde_json::json;
 
 use crate::args::{OutputArgs, TrustArgs, WitnessTrustArgs};
 use crate::exit::{self, CliError, CmdResult};
-use chainship_anchor::Kind;
+use chainship_verify::Kind;
 
 /// Check that a record is in a signed checkpoint, from a proof (C2SP tlog-proof).
 #[derive(Args, Debug)]
@@ -63,7 +63,7 @@ pub fn run(args: &CheckProofArgs) -> CmdResult {
     let (record, altered) = match Record::parse(record_bytes.trim_ascii()) {
         Ok(record) => (record, None),
         Err(e) if e.carried().is_some() => {
-            let why = proof_check::NotProven::new(Some(Kind::Altered), &e);
+            let why = proof::NotProven::new(Some(Kind::Altered), &e);
             (e.into_carried().expect("checked"), Some(why))
         }
         // A record in a SIEM format that cannot be checked (a key twice, no
@@ -93,7 +93,7 @@ pub fn run(args: &CheckProofArgs) -> CmdResult {
     }
     let verdict = match altered {
         Some(why) => Err(why),
-        None => proof_check::check(&proof, &record, &keys, policy.as_ref()),
+        None => proof::check(&proof, &record, &keys, policy.as_ref()),
     };
     let seq = record.seq;
     if args.output.json {

@@ -48,7 +48,7 @@ pub fn run(args: &KeygenArgs) -> CmdResult {
             )));
         }
         // The follower names its notes after the object's label: so must the printed key.
-        let label = chainship_anchor::pkcs11::Pkcs11Uri::parse(&out)
+        let label = chainship_anchor::signer::pkcs11::Pkcs11Uri::parse(&out)
             .map_err(|e| CliError::usage(format!("--out {}: {e}", chainship_anchor::signer::shown(&args.out))))?
             .object;
         if label.as_deref() != Some(args.name.as_str()) {
@@ -58,7 +58,8 @@ pub fn run(args: &KeygenArgs) -> CmdResult {
                 label.unwrap_or_default()
             )));
         }
-        let public = chainship_anchor::pkcs11::generate(&out).map_err(|e| CliError::usage(format!("--out {e}")))?;
+        let public =
+            chainship_anchor::signer::pkcs11::generate(&out).map_err(|e| CliError::usage(format!("--out {e}")))?;
         let verifier = chainship_anchor::VerifierKey::new(&args.name, public).to_text();
         let shown = chainship_anchor::signer::shown(&args.out);
         if args.output.json {

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use chainship_anchor::VerifierKey;
-use chainship_anchor::prove;
+use chainship_verify::prove;
 use clap::Args;
 
 use crate::args::{AnchorStoreArgs, OriginArg, OutputArgs, TrustArgs};

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use chainship_anchor::AnchorUrl;
-use chainship_anchor::{Finding, Kind};
 use chainship_evidence::restore::{self, Restore, Restored};
+use chainship_verify::{Finding, Kind};
 use clap::Args;
 use serde_json::json;
 

@@ -90,7 +90,7 @@ fn affected_range(
     report: &WalkReport,
 ) -> Result<Option<Affected>, CliError> {
     let (Some(from), Some(touched)) = (
-        chainship_anchor::db_audit::walk_invalid_from(report),
+        chainship_verify::database::walk_invalid_from(report),
         args.rules.touched()?,
     ) else {
         return Ok(None);

@@ -248,7 +248,7 @@ async fn a_second_follower_of_the_same_origin_fences_the_first() {
     // order, no gap, no differing duplicate.
     let partition = chainship_sinks::kafka::partition_for("kafka/fence", PARTITIONS as usize);
     let lines = kafka_read_partition(&topic, partition, "kafka/fence");
-    let mut check = chainship_anchor::export_check::ExportCheck::new("kafka/fence", None);
+    let mut check = chainship_verify::export::ExportCheck::new("kafka/fence", None);
     for line in lines.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
         check.feed_line(line, &|| "topic".into());
     }

@@ -7,17 +7,17 @@
 //! What is proven and what the run check found are kept apart: a record is
 //! proven or not ([`RecordStatus`]); the run has findings or not.
 
-use chainship_anchor::Kind;
 use chainship_anchor::checkpoint::{Checkpoint, read_checkpoint};
 use chainship_anchor::cosignature::{WitnessPolicy, check_cosignatures};
 use chainship_anchor::note::{SignedNote, VerifierKey};
-use chainship_anchor::proof_check::{self, NotProven};
 use chainship_anchor::signed_head::SignedHead;
 use chainship_chain::record::{Record, RecordError};
 use chainship_chain::{Error, permanent};
 use chainship_runs::payload::Payload;
 use chainship_runs::{Profile, Role, RunCheck, RunCheckConfig, RunEvent, RunFinding, RunFindingKind, RunSummary};
 use chainship_tlog::proof::TlogProof;
+use chainship_verify::Kind;
+use chainship_verify::proof::{self, NotProven};
 
 use super::gaps::{GapsStatus, RevealStatus, check_gaps, check_reveal};
 use super::{BundleFiles, CHECKPOINT, GAPS, GAPS_PROOF, HEAD, NEWEST, RECORDS, proof_name};
@@ -213,7 +213,7 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
                 format!("{name} is a proof against another checkpoint (or other signatures on it) than the bundle's"),
             ));
         }
-        proof_check::prove_record(&proof, record, &cp)?;
+        proof::prove_record(&proof, record, &cp)?;
         if untrusted {
             return Err(not_proven(
                 None,

@@ -6,12 +6,12 @@
 
 use std::collections::BTreeMap;
 
-use chainship_anchor::Kind;
-use chainship_anchor::proof_check::NotProven;
 use chainship_chain::record::Record;
 use chainship_chain::{Error, permanent};
 use chainship_runs::{Profile, Role};
 use chainship_tlog::range::verify_range;
+use chainship_verify::Kind;
+use chainship_verify::proof::NotProven;
 
 use super::check::{CheckpointStatus, not_proven, text};
 use super::{BundleFiles, GAPS, GAPS_PROOF, RANGE_PROOF_HEADER};

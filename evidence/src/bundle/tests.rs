@@ -5,7 +5,6 @@
 use ed25519_dalek::SigningKey;
 use serde_json::json;
 
-use chainship_anchor::Kind;
 use chainship_anchor::checkpoint::Checkpoint;
 use chainship_anchor::note::{SignedNote, VerifierKey};
 use chainship_anchor::signed_head::SignedHead;
@@ -14,6 +13,7 @@ use chainship_runs::{AGENTRT, RunCheckConfig};
 use chainship_tlog::merkle::{Hash, RangeHashes, inclusion_proof, leaf_hash, root_of};
 use chainship_tlog::proof::TlogProof;
 use chainship_tlog::range::range_proof;
+use chainship_verify::Kind;
 
 use super::check::{CheckInput, EvidenceReport, check};
 use super::*;

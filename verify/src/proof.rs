@@ -10,10 +10,10 @@ use chainship_chain::record::Record;
 use chainship_tlog::merkle::verify_inclusion;
 use chainship_tlog::proof::TlogProof;
 
-use crate::audit::Kind;
-use crate::checkpoint::{Checkpoint, read_checkpoint};
-use crate::cosignature::{WitnessPolicy, check_cosignatures};
-use crate::note::VerifierKey;
+use crate::finding::Kind;
+use chainship_anchor::checkpoint::{Checkpoint, read_checkpoint};
+use chainship_anchor::cosignature::{WitnessPolicy, check_cosignatures};
+use chainship_anchor::note::VerifierKey;
 
 /// Why a proof does not prove its record: the finding's kind where one
 /// applies (a bad signature, a foreign origin, an altered record), and the

@@ -1,6 +1,6 @@
 //! The verdict on an exported copy (`verify-export`, `restore`, `diff`):
 //! the store judged by the same pass as `anchor verify`
-//! ([`crate::stream_audit`], so one store gets one set of findings whoever
+//! ([`crate::pass`], so one store gets one set of findings whoever
 //! reads it), and the copy's records checked against the heads and
 //! checkpoints that pass trusts, handed on in seq order as the copy reaches
 //! them ([`ExportCheck`]). Memory follows the copy's window and the pass's
@@ -19,9 +19,9 @@ use chainship_chain::Head;
 use chainship_chain::record::Record;
 use chainship_tlog::merkle::Hash;
 
-use crate::audit::{self, Finding, Kind};
-use crate::export_check::ExportCheck;
-use crate::stream_audit::{StreamAudit, TrustedSink};
+use crate::export::ExportCheck;
+use crate::finding::{self, Finding, Kind};
+use crate::pass::{StreamAudit, TrustedSink};
 
 /// How far the copy is expected to reach back, and what passes.
 #[derive(Clone, Copy, Debug)]
@@ -311,10 +311,10 @@ impl CopyCheck {
         let what = expect
             .after
             .map_or(String::new(), |a| format!("above the starting head at seq {}", a.seq));
-        match audit::no_trusted_head(&origin, check.heads_covered(), &what) {
+        match finding::no_trusted_head(&origin, check.heads_covered(), &what) {
             Some(_) if expect.allow_no_heads => warnings.push(format!(
                 "{}: no head was checked, only the copy's own chain (as allowed)",
-                audit::no_head_text(&origin, &what)
+                finding::no_head_text(&origin, &what)
             )),
             Some(f) => findings.push(f),
             None => {}
@@ -377,15 +377,15 @@ mod tests {
     //! pass `anchor verify` runs, handing on what it trusts.
 
     use super::*;
-    use crate::checkpoint::Checkpoint;
-    use crate::export_check::tests::chain;
-    use crate::keys::SignerKey;
-    use crate::log_publish::{advance_pointer, publish_checkpoint, put_tiles};
-    use crate::publish::publish_head;
-    use crate::store::AnchorStore;
-    use crate::store::memory::MemoryStore;
-    use crate::stream_audit::{self, Against, StreamInput};
+    use crate::export::tests::chain;
+    use crate::pass::{self, Against, StreamInput};
     use crate::test_run as run;
+    use chainship_anchor::checkpoint::Checkpoint;
+    use chainship_anchor::log_publish::{advance_pointer, publish_checkpoint, put_tiles};
+    use chainship_anchor::publish::publish_head;
+    use chainship_anchor::signer::SignerKey;
+    use chainship_anchor::store::AnchorStore;
+    use chainship_anchor::store::memory::MemoryStore;
     use chainship_tlog::tiles::TileBuilder;
 
     fn hash_of(line: &str) -> String {
@@ -450,8 +450,8 @@ mod tests {
             }
         }
         let audit = run(async {
-            let listing = stream_audit::list(&input).await.unwrap();
-            stream_audit::audit(&input, listing, Against::Copy(&mut Queue(&mut queued)))
+            let listing = pass::list(&input).await.unwrap();
+            pass::audit(&input, listing, Against::Copy(&mut Queue(&mut queued)))
                 .await
                 .unwrap()
         });
@@ -465,7 +465,7 @@ mod tests {
         for line in lines {
             check.feed_line(line.as_bytes(), &|| "copy".into(), &mut |_| {});
         }
-        let mut lookup = |seq: u64| run(stream_audit::trusted_head_at(store, "o", &keys, seq)).unwrap();
+        let mut lookup = |seq: u64| run(pass::trusted_head_at(store, "o", &keys, seq)).unwrap();
         check.finish(audit, &expect, &[], &[], &mut lookup)
     }
 

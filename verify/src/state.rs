@@ -11,8 +11,8 @@
 use std::path::Path;
 use std::time::SystemTime;
 
-use crate::store::{AnchorStore, Below, CHECKPOINTS_DIR};
-use crate::stream_audit::{Since, StreamAudit};
+use crate::pass::{Since, StreamAudit};
+use chainship_anchor::store::{AnchorStore, Below, CHECKPOINTS_DIR};
 use chainship_chain::Head;
 use chainship_tlog::merkle::{CompactRange, Hash};
 use serde_json::{Value, json};

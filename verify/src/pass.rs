@@ -25,14 +25,16 @@ use chainship_tlog::tiles::{WIDTH, entries_path, parse_bundle, tile_path, tile_w
 use chainship_tlog::{hash_b64, leaf_hash};
 use futures::{StreamExt, TryStreamExt};
 
-use crate::audit::{self, FUTURE_SKEW, Finding, Kind, TrustedHead};
-use crate::checkpoint::{Checkpoint, cosigned_path};
-use crate::cosignature::WitnessPolicy;
-use crate::log_audit::{CosignAudit, Uncosigned, judge_cosigned, judge_uncosigned, trusted_checkpoint};
-use crate::note::VerifierKey;
-use crate::store::{AnchorStore, Below, CHECKPOINTS_DIR, COSIGNED_DIR, Junk, NameKey, StoreError, StoredNote};
-use crate::tile_reader::{TileError, TileReader};
+use crate::checkpoints::{CosignAudit, Uncosigned, judge_cosigned, judge_uncosigned, trusted_checkpoint};
+use crate::finding::{self, FUTURE_SKEW, Finding, Kind, TrustedHead};
 use crate::went_backwards::WentBackwards;
+use chainship_anchor::checkpoint::{Checkpoint, cosigned_path};
+use chainship_anchor::cosignature::WitnessPolicy;
+use chainship_anchor::note::VerifierKey;
+use chainship_anchor::store::{
+    AnchorStore, Below, CHECKPOINTS_DIR, COSIGNED_DIR, Junk, NameKey, StoreError, StoredNote,
+};
+use chainship_anchor::tile_reader::{TileError, TileReader};
 
 /// Notes fetched at once (in flight: [`FETCHES_IN_FLIGHT`]).
 const CHUNK: usize = 256;
@@ -219,8 +221,8 @@ pub struct StreamAudit {
 /// independent. The pass itself still takes them one by one, in seq order,
 /// so its findings come in the same order whatever the cores.
 enum Prejudged {
-    Head(audit::HeadSet),
-    Checkpoint(Result<crate::checkpoint::ReadCheckpoint, Box<Finding>>),
+    Head(finding::HeadSet),
+    Checkpoint(Result<chainship_anchor::checkpoint::ReadCheckpoint, Box<Finding>>),
     Nothing,
 }
 
@@ -233,7 +235,7 @@ fn prejudge(
 ) -> Vec<Prejudged> {
     let judge = |(key, note): &(NameKey, Option<StoredNote>)| match (note, dir) {
         (None, _) => Prejudged::Nothing,
-        (Some(n), None) => Prejudged::Head(audit::check_notes(std::slice::from_ref(n), origin, keys)),
+        (Some(n), None) => Prejudged::Head(finding::check_notes(std::slice::from_ref(n), origin, keys)),
         (Some(n), Some(_)) => Prejudged::Checkpoint(trusted_checkpoint(&n.bytes, keys, origin, key.seq, &n.name)),
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -509,7 +511,7 @@ pub async fn audit<'a>(
     {
         let from = since_cp.as_ref().map_or(0, |(size, _, _)| *size);
         let sizes: Vec<u64> = checkpoint_keys.iter().map(|k| k.seq).collect();
-        let tiles = crate::tile_audit::audit_tiles(store, origin, &newest, from, &sizes).await?;
+        let tiles = crate::tiles::audit_tiles(store, origin, &newest, from, &sizes).await?;
         pass.out.tiles_audited = tiles.objects;
         pass.out.junk.extend(tiles.junk);
         pass.tiles_damaged = tiles.newest_damaged;
@@ -560,7 +562,7 @@ pub async fn audit<'a>(
         }
     }
     if let Some(newest) = newest.as_ref().filter(|_| newest_has_head)
-        && let Some(f) = crate::log_audit::audit_pointer(store, origin, input.keys, newest).await?
+        && let Some(f) = crate::checkpoints::audit_pointer(store, origin, input.keys, newest).await?
     {
         pass.out.note(f);
     }
@@ -716,7 +718,7 @@ impl Pass<'_> {
     }
 
     /// A kept note, with what its own signatures and contents said (`set`, from [`prejudge`]).
-    fn head_note(&mut self, note: StoredNote, set: audit::HeadSet) -> Result<(), StoreError> {
+    fn head_note(&mut self, note: StoredNote, set: finding::HeadSet) -> Result<(), StoreError> {
         self.out.heads_kept += 1;
         // Any note at the seq (a forged one is named on its own) is not a deleted head.
         if let Some(seq) = note.seq_in_name {
@@ -760,7 +762,7 @@ impl Pass<'_> {
         let published = t.signed.published_time();
         if let Some(p) = published {
             if p > self.now + FUTURE_SKEW && self.out.published_in_future.is_none() {
-                self.out.published_in_future = Some(audit::published_in_future(t));
+                self.out.published_in_future = Some(finding::published_in_future(t));
             }
             if self.out.newest_published.is_none_or(|(n, _)| p >= n) {
                 self.out.newest_published = Some((p, head));
@@ -789,7 +791,7 @@ impl Pass<'_> {
                 check => self
                     .out
                     .findings
-                    .extend(audit::head_finding(&head, &check, Some(t.source.clone()), None)),
+                    .extend(finding::head_finding(&head, &check, Some(t.source.clone()), None)),
             },
             None => match self.sink.as_mut() {
                 Some(sink) => sink.head(head),
@@ -843,7 +845,7 @@ impl Pass<'_> {
         &mut self,
         key: NameKey,
         note: StoredNote,
-        read: Result<crate::checkpoint::ReadCheckpoint, Box<Finding>>,
+        read: Result<chainship_anchor::checkpoint::ReadCheckpoint, Box<Finding>>,
     ) -> Result<(), StoreError> {
         let source = note.name.clone();
         self.out.checkpoints_kept += 1;
@@ -1347,7 +1349,7 @@ pub async fn trusted_head_at(
         .take_while(|k| k.seq == seq)
     {
         if let Some(note) = store.get_note(origin, key).await?
-            && let Some(t) = audit::check_notes(&[note], origin, keys).trusted.pop()
+            && let Some(t) = finding::check_notes(&[note], origin, keys).trusted.pop()
         {
             return Ok(Some((t.signed.head, t.signed.published_time())));
         }
@@ -1358,8 +1360,8 @@ pub async fn trusted_head_at(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::note::SignedNote;
-    use crate::signed_head::SignedHead;
+    use chainship_anchor::note::SignedNote;
+    use chainship_anchor::signed_head::SignedHead;
     use ed25519_dalek::SigningKey;
 
     /// Judged on every core, each note gets the verdict it gets alone, in the same order.
@@ -1393,7 +1395,7 @@ mod tests {
         let alone: Vec<String> = chunk
             .iter()
             .map(|(_, n)| match n {
-                Some(n) => format!("{:?}", audit::check_notes(std::slice::from_ref(n), origin, &keys)),
+                Some(n) => format!("{:?}", finding::check_notes(std::slice::from_ref(n), origin, &keys)),
                 None => "nothing".into(),
             })
             .collect();

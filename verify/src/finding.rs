@@ -8,9 +8,9 @@ use std::time::{Duration, SystemTime};
 
 use chainship_chain::{Head, HeadCheck, InvalidRange, RangeKind, WalkReport};
 
-use crate::note::{SignedNote, VerifierKey};
-use crate::signed_head::SignedHead;
-use crate::store::StoredNote;
+use chainship_anchor::note::{SignedNote, VerifierKey};
+use chainship_anchor::signed_head::SignedHead;
+use chainship_anchor::store::StoredNote;
 
 /// What kind of fault a finding names: the vocabulary every verifier
 /// (`anchor verify`, `verify-export`, `restore`, `diff`, `check-proof`)

@@ -54,7 +54,7 @@ impl AgentSigner {
     pub fn open(public_file: &Path, name: Option<&str>, socket: Option<PathBuf>) -> Result<AgentSigner, Error> {
         let err = |why: String| permanent!("ssh-agent:{}: {why}", public_file.display());
         // A public key file is a line; anything much larger is not one.
-        let text = crate::keys::read_small(public_file, 64 * 1024).map_err(|e| err(e.message))?;
+        let text = crate::files::read_small(public_file, 64 * 1024).map_err(|e| err(e.message))?;
         let mut fields = text.split_whitespace();
         let (Some(kind), Some(encoded)) = (fields.next(), fields.next()) else {
             return Err(err(
@@ -250,7 +250,7 @@ mod tests {
 
     #[test]
     fn key_blobs_and_wire_strings_are_read_strictly() {
-        let key = crate::keys::SignerKey::generate("k").unwrap();
+        let key = crate::signer::SignerKey::generate("k").unwrap();
         let mut blob = Vec::new();
         put_string(&mut blob, ED25519.as_bytes());
         put_string(&mut blob, key.key.verifying_key().as_bytes());
@@ -275,7 +275,7 @@ mod tests {
             e.message.contains("ssh-rsa key") && e.message.contains("rsa.pub"),
             "{e}"
         );
-        let key = crate::keys::SignerKey::generate("k").unwrap();
+        let key = crate::signer::SignerKey::generate("k").unwrap();
         let mut blob = Vec::new();
         put_string(&mut blob, ED25519.as_bytes());
         put_string(&mut blob, key.key.verifying_key().as_bytes());

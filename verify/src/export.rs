@@ -3,7 +3,7 @@
 //!
 //! Records are fed one at a time, in the order the copy holds them, and the
 //! trusted heads and checkpoints as the copy reaches their seq (the store
-//! audit hands them on in seq order, see [`crate::stream_audit::TrustedSink`]).
+//! audit hands them on in seq order, see [`crate::pass::TrustedSink`]).
 //! Memory is bounded: the check remembers a window of recent records (to
 //! tell an identical duplicate from a differing one, and to check a late
 //! record's links), the missing seqs not yet seen, the heads and
@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, VecDeque};
 use chainship_chain::record::Record;
 use chainship_chain::{Head, HexHash, PrevHash};
 
-use crate::audit::{Finding, Kind};
+use crate::finding::{Finding, Kind};
 
 const WINDOW: usize = 65_536;
 

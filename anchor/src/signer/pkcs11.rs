@@ -141,7 +141,7 @@ impl Pkcs11Uri {
             None => Ok(None),
             Some(Pin::Value(v)) => Ok(Some(AuthPin::from(v.clone()))),
             Some(Pin::File(path)) => {
-                let text = crate::keys::read_small(path, 4096)
+                let text = crate::files::read_small(path, 4096)
                     .map_err(|e| permanent!("pin-source {}: {e}", path.display()))?;
                 let pin = text.lines().next().unwrap_or("").to_owned();
                 Ok(Some(AuthPin::from(pin)))

@@ -1,20 +1,27 @@
 //! What signs heads and checkpoints: one narrow interface, so a key kept
 //! off the follower's disk (a PKCS#11 token, an ssh-agent) is one module
-//! beside the key file's ([`crate::keys::SignerKey`]).
+//! beside the key file's ([`key_file::SignerKey`]). The implementations
+//! depend on this trait; only [`open`] knows them all.
 //!
 //! A signer names its key (the name in a signed note's signature line),
 //! gives its Ed25519 public key, and signs a message. Signing may fail (a
 //! token removed, an agent gone): the failure is transient, so the
 //! follower retries the publication, as it does for a store that is down.
 
-use chainship_chain::{Error, Setting, permanent};
-use std::path::Path;
 use std::sync::Arc;
 
 use ed25519_dalek::{Signature, VerifyingKey};
 
 use crate::note::{NoteSignature, SignedNote, VerifierKey, key_id};
 use crate::store::StoreError;
+
+pub mod key_file;
+mod open;
+pub mod pkcs11;
+pub mod ssh_agent;
+
+pub use key_file::SignerKey;
+pub use open::{open, shown};
 
 /// Signs the follower's notes (see the module doc).
 pub trait Signer: Send + Sync {
@@ -30,41 +37,6 @@ pub trait Signer: Send + Sync {
 
 /// The signers a follower holds (more than one while a key is rotated).
 pub type Signers = [Arc<dyn Signer>];
-
-/// Opens what `--signing-key` names: a key file, `ssh-agent:PATH` (an
-/// Ed25519 key an ssh-agent holds, PATH its public key file), or an RFC
-/// 7512 `pkcs11:` URI (a key in a token). `name` names
-/// a key kept outside a key file (a key file names its own).
-pub fn open(spec: &Path, name: Option<&str>) -> Result<Arc<dyn Signer>, Error> {
-    let text = spec.to_string_lossy();
-    if text.starts_with("pkcs11:") {
-        let signer = crate::pkcs11::Pkcs11Signer::open(&text, name)?;
-        return Ok(Arc::new(signer));
-    }
-    if let Some(public) = text.strip_prefix("ssh-agent:") {
-        let signer = crate::ssh_agent::AgentSigner::open(Path::new(public), name, None)?;
-        return Ok(Arc::new(signer));
-    }
-    if name.is_some() {
-        return Err(permanent!(
-            "{}: a key file names its own key; a key name is for ssh-agent and PKCS#11 keys",
-            spec.display()
-        )
-        .with_setting(Setting::SigningKeyName));
-    }
-    crate::keys::SignerKey::load_signer(spec)
-}
-
-/// What `--signing-key` named, as messages may show it: a `pkcs11:` URI
-/// without its PIN.
-pub fn shown(spec: &Path) -> String {
-    let text = spec.to_string_lossy();
-    match crate::pkcs11::Pkcs11Uri::parse(&text) {
-        Ok(uri) => uri.shown(),
-        Err(_) if text.starts_with("pkcs11:") => text.split('?').next().unwrap_or_default().to_owned() + "?…",
-        Err(_) => text.into_owned(),
-    }
-}
 
 /// The verifier key of `signer`, as `--trusted-key` takes it.
 pub fn verifier(signer: &dyn Signer) -> VerifierKey {
@@ -104,8 +76,8 @@ pub fn sign_note(text: &str, signers: &Signers) -> Result<SignedNote, StoreError
 
 #[cfg(test)]
 mod tests {
+    use super::SignerKey;
     use super::*;
-    use crate::keys::SignerKey;
 
     /// A signer whose key is not the one it claims (a token answering with
     /// another key's signature), or that is gone.

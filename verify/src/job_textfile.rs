@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use crate::audit::{Finding, Kind};
+use crate::finding::{Finding, Kind};
 
 /// How a run ended (`Running` while it runs: a run killed, timed out or
 /// out of memory leaves that, never the previous run's `ok`).

@@ -3,7 +3,7 @@
 //! of that tree, and hold nothing that contradicts it.
 //!
 //! The newest checkpoint's root is reproduced from its partial tiles by
-//! [`crate::log_audit`]; here each of its full tiles must hash to the
+//! [`crate::checkpoints`]; here each of its full tiles must hash to the
 //! entry its parent row holds (so every tile is bound to the signed root),
 //! each entry bundle's entries must hash to its level-0 tile, and every
 //! other tile or bundle kept (a smaller checkpoint's partial tiles, a full
@@ -17,9 +17,9 @@ use std::collections::BTreeMap;
 use chainship_tlog::merkle::{Hash, leaf_hash, root_of};
 use chainship_tlog::tiles::{TileName, WIDTH, entries_path, parse_bundle, parse_tile_path, tile_path, tile_width};
 
-use crate::audit::{Finding, Kind};
-use crate::checkpoint::Checkpoint;
-use crate::store::{AnchorStore, StoreError};
+use crate::finding::{Finding, Kind};
+use chainship_anchor::checkpoint::Checkpoint;
+use chainship_anchor::store::{AnchorStore, StoreError};
 
 /// The kept tiles and bundles by (level, index) (level `None`: bundles),
 /// each with its path and width.
@@ -42,13 +42,13 @@ pub struct TileAudit {
     /// The sizes that kept level-0 partial tiles were written for, at or
     /// below the newest checkpoint (from `from` on), ascending: the follower
     /// writes one only with a checkpoint of exactly that size, so each must
-    /// have its checkpoint (see [`crate::stream_audit`]).
+    /// have its checkpoint (see [`crate::pass`]).
     pub partial_sizes: Vec<u64>,
     /// Sizes of kept level-0 partial tiles above the newest checkpoint: a
     /// publication in flight, or the newest checkpoint deleted.
     pub partial_above: Vec<u64>,
     /// Paths under `tile/` out of the tile grammar, ignored (said as a warning).
-    pub junk: crate::store::Junk,
+    pub junk: chainship_anchor::store::Junk,
 }
 
 impl TileAudit {

@@ -1,7 +1,7 @@
 //! The verdict on a database (`anchor verify`): the store pass
-//! ([`crate::stream_audit`]) with each kept head judged against the
+//! ([`crate::pass`]) with each kept head judged against the
 //! database's walk, the exact invalid ranges past a break or fork
-//! ([`crate::db_ranges`]), and the rules that close a run: a stale log, no
+//! ([`crate::ranges`]), and the rules that close a run: a stale log, no
 //! head checked, the last trusted head and where trust ends. The CLI walks
 //! the database (with its progress bar), calls [`audit_database`] and
 //! renders the [`DbVerdict`].
@@ -10,10 +10,10 @@ use std::time::{Duration, SystemTime};
 
 use chainship_chain::{EventDb, Head, HeadCheck, InvalidRange, WalkReport};
 
-use crate::audit::{self, Finding, Kind};
-use crate::db_ranges::{self, RangeInput};
-use crate::store::StoreError;
-use crate::stream_audit::{self, Against, Judge, Listing, Since, StreamAudit, StreamInput};
+use crate::finding::{self, Finding, Kind};
+use crate::pass::{self, Against, Judge, Listing, Since, StreamAudit, StreamInput};
+use crate::ranges::{self, RangeInput};
+use chainship_anchor::store::StoreError;
 
 /// What to judge, beyond the store pass's input.
 pub struct DbAudit<'a> {
@@ -64,7 +64,7 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
         Some(j) => Against::Database(j as &mut dyn Judge),
         None => Against::Store,
     };
-    let mut audit = stream_audit::audit(input, listing, against).await?;
+    let mut audit = pass::audit(input, listing, against).await?;
     let mut findings = audit.findings.clone();
     let mut warnings = Vec::new();
     if let Some(c) = &audit.cosign {
@@ -77,7 +77,7 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
     };
     if ranges.is_none()
         && let (Some((report, _)), Some(since)) = (a.walked, since)
-        && audit::break_position(report).is_some_and(|b| b <= since.head.seq)
+        && finding::break_position(report).is_some_and(|b| b <= since.head.seq)
     {
         warnings.push(format!(
             "the chain breaks below the state's head (seq {}): verify once without the state file to name the exact invalid ranges",
@@ -87,10 +87,10 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
     if let (Some((report, _)), Some(judge)) = (a.walked, judge.as_mut()) {
         match &ranges {
             Some(ranges) => {
-                findings.extend(audit::range_findings(ranges, report.chain_break.as_ref()));
-                findings.extend(audit::damage_findings(report, audit.after_break));
+                findings.extend(finding::range_findings(ranges, report.chain_break.as_ref()));
+                findings.extend(finding::damage_findings(report, audit.after_break));
             }
-            None => findings.extend(audit::break_findings(report, audit.after_break)),
+            None => findings.extend(finding::break_findings(report, audit.after_break)),
         }
         if let Some(since) = since {
             findings.extend(state_head_finding(since, judge, report)?);
@@ -104,7 +104,7 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
                 let newest = audit
                     .newest_published
                     .or_else(|| since.and_then(|s| s.head_published.map(|p| (p, s.head))));
-                audit::stale_finding(newest.as_ref().map(|(p, h)| (*p, h)), max_age, SystemTime::now())
+                finding::stale_finding(newest.as_ref().map(|(p, h)| (*p, h)), max_age, SystemTime::now())
             }
         };
         findings.extend(stale);
@@ -116,10 +116,10 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
         Some(_) => audit.heads_checked + audit.checkpoints_matched.len(),
         None => audit.heads_checked + audit.checkpoints_trusted,
     };
-    match audit::no_trusted_head(input.origin, checked, "") {
+    match finding::no_trusted_head(input.origin, checked, "") {
         Some(_) if a.allow_no_heads => warnings.push(format!(
             "{}: no head was checked, only the chain itself (as allowed)",
-            audit::no_head_text(input.origin, "")
+            finding::no_head_text(input.origin, "")
         )),
         Some(f) => findings.push(f),
         None => {}
@@ -156,7 +156,7 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
             };
             let published = match head {
                 Some(h) if audit.last_trusted == Some(h) => audit.last_trusted_published,
-                Some(h) => stream_audit::trusted_head_at(input.store, input.origin, input.keys, h.seq)
+                Some(h) => pass::trusted_head_at(input.store, input.origin, input.keys, h.seq)
                     .await?
                     .and_then(|(_, p)| p)
                     .or_else(|| since.filter(|s| s.head == h).and_then(|s| s.head_published)),
@@ -256,7 +256,7 @@ async fn exact_ranges(
         return Ok(None);
     }
     // From the last head matched below the first break or contradiction.
-    let first_problem = audit::break_position(report)
+    let first_problem = finding::break_position(report)
         .into_iter()
         .chain(judge.contradicted.iter().copied())
         .min()
@@ -284,7 +284,7 @@ async fn exact_ranges(
         .largest
         .as_ref()
         .filter(|_| audit.edge.is_some() && input.since.is_none());
-    let ranges = db_ranges::exact_ranges(&RangeInput {
+    let ranges = ranges::exact_ranges(&RangeInput {
         db,
         store: input.store,
         origin: input.origin,
@@ -313,7 +313,7 @@ fn state_head_finding(
             Kind::Altered,
             format!(
                 "breaks at seq {} before it",
-                audit::break_position(report).unwrap_or(since.head.seq)
+                finding::break_position(report).unwrap_or(since.head.seq)
             ),
         ),
     };
@@ -337,7 +337,7 @@ struct DbJudge<'a> {
     report: &'a WalkReport,
     db: &'a EventDb,
     /// Seqs of the kept heads the database matches past its break: they
-    /// vouch again for what links up to them ([`db_ranges`]).
+    /// vouch again for what links up to them ([`ranges`](crate::ranges)).
     past_break: Vec<u64>,
     /// Seqs of the kept heads matched below the break, and of those that
     /// hold another hash than the database (anywhere).
@@ -351,7 +351,7 @@ fn db_error(e: chainship_chain::DbError) -> StoreError {
 
 impl Judge for DbJudge<'_> {
     fn judge(&mut self, head: &Head) -> Result<HeadCheck, StoreError> {
-        if audit::break_position(self.report).is_some_and(|b| head.seq >= b) {
+        if finding::break_position(self.report).is_some_and(|b| head.seq >= b) {
             match self.db.hash_at(head.seq).map_err(db_error)? {
                 Some(h) if h == head.hash => self.past_break.push(head.seq),
                 Some(_) => self.contradicted.push(head.seq),
@@ -372,7 +372,7 @@ impl Judge for DbJudge<'_> {
             // the row at the head is missing or damaged (the break names it),
             // not the tail cut.
             let db_end = self.report.db_head.as_ref().map(|(s, _)| *s);
-            if audit::break_position(self.report).is_some() && db_end.is_some_and(|d| d > head.seq) {
+            if finding::break_position(self.report).is_some() && db_end.is_some_and(|d| d > head.seq) {
                 return Ok(HeadCheck::AfterBreak);
             }
             return Ok(HeadCheck::Beyond { db_end: end });
@@ -397,7 +397,7 @@ impl Judge for DbJudge<'_> {
     }
 
     fn ends_before(&self, seq: u64) -> Option<Option<u64>> {
-        if audit::break_position(self.report).is_some_and(|b| seq >= b) {
+        if finding::break_position(self.report).is_some_and(|b| seq >= b) {
             return None;
         }
         let end = self.report.last_good.map(|h| h.seq);

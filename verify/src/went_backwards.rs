@@ -13,8 +13,8 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
 
-use crate::audit::{Finding, Kind};
-use crate::store::NameKey;
+use crate::finding::{Finding, Kind};
+use chainship_anchor::store::NameKey;
 
 /// Earlier notes held for the comparison.
 pub const HELD: usize = 4096;

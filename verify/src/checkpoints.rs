@@ -1,14 +1,14 @@
 //! The rules for one kept checkpoint, its pointer and its cosignatures,
-//! used by the one pass over the store ([`crate::stream_audit`]): a
+//! used by the one pass over the store ([`crate::pass`]): a
 //! checkpoint must be signed by a trusted key for this origin at its place;
 //! the `checkpoint` pointer must be the newest; a cosigned checkpoint must
 //! carry the witnesses' quorum, and those above the newest cosigned one
 //! are `uncosigned` once past the grace.
 
-use crate::audit::{Finding, Kind};
-use crate::checkpoint::{Checkpoint, read_checkpoint};
-use crate::note::VerifierKey;
-use crate::store::{AnchorStore, StoreError};
+use crate::finding::{Finding, Kind};
+use chainship_anchor::checkpoint::{Checkpoint, read_checkpoint};
+use chainship_anchor::note::VerifierKey;
+use chainship_anchor::store::{AnchorStore, StoreError};
 
 /// A checkpoint a trusted key signed, and where it is kept.
 #[derive(Clone, Debug)]
@@ -41,7 +41,11 @@ pub async fn audit_pointer(
     keys: &[VerifierKey],
     newest: &Checkpoint,
 ) -> Result<Option<Finding>, StoreError> {
-    let source = format!("{}/{origin}/{}", store.describe(), crate::store::LATEST_CHECKPOINT);
+    let source = format!(
+        "{}/{origin}/{}",
+        store.describe(),
+        chainship_anchor::store::LATEST_CHECKPOINT
+    );
     let missing = |why: String| {
         Some(finding(
             Kind::CheckpointMissing,
@@ -53,7 +57,10 @@ pub async fn audit_pointer(
             Some(source.clone()),
         ))
     };
-    let Some(bytes) = store.get_object(origin, crate::store::LATEST_CHECKPOINT).await? else {
+    let Some(bytes) = store
+        .get_object(origin, chainship_anchor::store::LATEST_CHECKPOINT)
+        .await?
+    else {
         return Ok(missing("is missing (tlog clients read it first)".to_owned()));
     };
     let read = match read_checkpoint(&bytes, keys) {
@@ -83,7 +90,7 @@ pub async fn audit_pointer(
         // the listing); one the store no longer keeps was deleted.
         std::cmp::Ordering::Greater => {
             let kept = store
-                .get_object(origin, &crate::checkpoint::checkpoint_path(cp.size))
+                .get_object(origin, &chainship_anchor::checkpoint::checkpoint_path(cp.size))
                 .await?
                 .is_some();
             (!kept).then(|| {
@@ -111,7 +118,7 @@ pub fn trusted_checkpoint(
     origin: &str,
     size_in_name: u64,
     source: &str,
-) -> Result<crate::checkpoint::ReadCheckpoint, Box<Finding>> {
+) -> Result<chainship_anchor::checkpoint::ReadCheckpoint, Box<Finding>> {
     let refuse = |kind, size, message| Err(Box::new(finding(kind, Some(size), message, Some(source.to_owned()))));
     let read = match read_checkpoint(bytes, keys) {
         Ok(read) => read,
@@ -155,11 +162,11 @@ pub struct CosignAudit {
 pub fn judge_cosigned(
     cp: &Checkpoint,
     bytes: &[u8],
-    policy: &crate::cosignature::WitnessPolicy,
+    policy: &chainship_anchor::cosignature::WitnessPolicy,
     source: &str,
     findings: &mut Vec<Finding>,
 ) -> bool {
-    let note = match crate::note::SignedNote::parse(bytes) {
+    let note = match chainship_anchor::note::SignedNote::parse(bytes) {
         Ok(n) if n.text == cp.text() => n,
         _ => {
             findings.push(finding(
@@ -171,7 +178,7 @@ pub fn judge_cosigned(
             return false;
         }
     };
-    let cosigned = crate::cosignature::check_cosignatures(&note, &policy.keys);
+    let cosigned = chainship_anchor::cosignature::check_cosignatures(&note, &policy.keys);
     if !cosigned.bad.is_empty() {
         findings.push(finding(
             Kind::BadSignature,
@@ -200,7 +207,7 @@ pub struct Uncosigned {
 pub fn judge_uncosigned(
     out: &mut CosignAudit,
     above: &[Uncosigned],
-    policy: &crate::cosignature::WitnessPolicy,
+    policy: &chainship_anchor::cosignature::WitnessPolicy,
     grace: std::time::Duration,
     now: std::time::SystemTime,
 ) {

@@ -2,16 +2,18 @@
 //! store keeps: a kept checkpoint that covers the event, the hashes from
 //! its tiles, checked against the signed root before it is handed out, and
 //! the witnesses' cosignatures when a cosigned version is kept. Checked
-//! offline by [`crate::proof_check`].
+//! offline by [`crate::proof`].
 
 use chainship_chain::{Error, ErrorKind, Setting, integrity, permanent};
 use chainship_tlog::merkle::{Hash, RangeHashes, inclusion_proof, verify_inclusion};
 use chainship_tlog::proof::TlogProof;
 
-use crate::checkpoint::{Checkpoint, checkpoint_path, cosigned_path, read_checkpoint, size_from_checkpoint_name};
-use crate::note::{SignedNote, VerifierKey};
-use crate::store::{AnchorStore, CHECKPOINTS_DIR, COSIGNED_DIR};
-use crate::tile_reader::{TileError, TileReader};
+use chainship_anchor::checkpoint::{
+    Checkpoint, checkpoint_path, cosigned_path, read_checkpoint, size_from_checkpoint_name,
+};
+use chainship_anchor::note::{SignedNote, VerifierKey};
+use chainship_anchor::store::{AnchorStore, CHECKPOINTS_DIR, COSIGNED_DIR};
+use chainship_anchor::tile_reader::{TileError, TileReader};
 
 /// The proof that event `seq` of `origin` is in a kept checkpoint: in
 /// checkpoint `checkpoint` when given, else in the first kept checkpoint

@@ -15,8 +15,8 @@ use chainship_tlog::leaf_hash;
 use chainship_tlog::merkle::Hash;
 use chainship_tlog::tiles::{WIDTH, tile_path, tile_width};
 
-use crate::checkpoint::Checkpoint;
-use crate::store::{AnchorStore, StoreError};
+use chainship_anchor::checkpoint::Checkpoint;
+use chainship_anchor::store::{AnchorStore, StoreError};
 
 /// Ranges named at most; past them the rest is one open-ended range.
 pub const MAX_RANGES: usize = 1000;
