@@ -101,5 +101,6 @@ pub fn json_fields(source: &SinkConfig, o: &CopyOutcome) -> serde_json::Value {
         "warnings": o.warnings,
         "last_trusted_head": o.last_trusted.map(|h| serde_json::json!({"seq": h.seq, "hash": h.hash_str()})),
         "unvouched": o.unvouched.map(|(first, last)| serde_json::json!({"from": first, "to": last, "records": last - first + 1})),
+        "invalid_ranges": o.ranges.as_ref().map(|rs| rs.iter().map(chainship_runs::affected::range_json).collect::<Vec<_>>()),
     })
 }

@@ -99,7 +99,7 @@ impl RangeClassifier {
         RangeClassifier {
             prev: Some(after),
             stretch: Some(Stretch {
-                start: after + 1,
+                start: after.saturating_add(1),
                 last_anchor: Some(after),
                 rewritten: false,
                 rewritten_range: None,

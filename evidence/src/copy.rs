@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chainship_anchor::AnchorStore;
+use chainship_anchor::checkpoint::Checkpoint;
 use chainship_anchor::cosignature::WitnessPolicy;
 use chainship_anchor::note::VerifierKey;
 use chainship_chain::origin::parse_origin;
@@ -16,9 +17,11 @@ use chainship_chain::{Error, permanent};
 use chainship_runs::Touched;
 use chainship_runs::affected::{Affected, RecordEvent};
 use chainship_sinks::{SinkConfig, read_records};
+use chainship_tlog::merkle::Hash;
 use chainship_verify::Kind;
-use chainship_verify::copy::{self, CopyCheck};
+use chainship_verify::copy::{self, CopyCheck, RangePlan, RecordWalk};
 use chainship_verify::pass::{self, Against, StreamInput};
+use chainship_verify::ranges;
 
 pub use chainship_verify::copy::{CopyExpectations, CopyOutcome};
 
@@ -168,21 +171,72 @@ pub fn read_checked(
             .ok()
             .flatten()
     };
-    Ok(copy.finish(audit, &expect, &strays, read.narrowed.as_slice(), &mut lookup))
+    // A damaged copy is read again for its exact ranges, the level-0 tiles
+    // fetched on a thread of their own (the walk runs inside the reader's callback).
+    let outcome = std::thread::scope(|scope| {
+        let (ask, asked) = std::sync::mpsc::sync_channel::<(Checkpoint, u64)>(0);
+        let (give, given) = std::sync::mpsc::sync_channel::<Option<Vec<Hash>>>(0);
+        scope.spawn(move || {
+            let mut opened = None;
+            for (cp, index) in asked {
+                let (store, rt) = match &opened {
+                    Some(o) => o,
+                    None => match new_runtime() {
+                        Ok(rt) => opened.insert(((input.open_store)(), rt)),
+                        Err(_) => return,
+                    },
+                };
+                let tile = rt
+                    .block_on(ranges::level0_tile(store.as_ref(), origin, &cp, index))
+                    .ok()
+                    .flatten();
+                if give.send(tile).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut rewalk = |plan: &RangePlan| {
+            let mut walk = RecordWalk::new(plan);
+            let mut tile = |cp: &Checkpoint, index: u64| {
+                ask.send((cp.clone(), index)).ok()?;
+                given.recv().ok().flatten()
+            };
+            runtime.block_on(read_records(input.source, origin, &mut |line, _| {
+                walk.feed_line(origin, line, &mut tile)
+            }))?;
+            walk.finish()
+        };
+        let outcome = copy.finish(
+            audit,
+            &expect,
+            &strays,
+            read.narrowed.as_slice(),
+            &mut lookup,
+            &mut rewalk,
+        );
+        drop(ask);
+        outcome
+    });
+    Ok(outcome)
 }
 
-/// Reads the copy again for the runs and side effects of seqs `from..=to`.
+/// Reads the copy again for the runs and side effects of the seqs in
+/// `ranges` (each `from..=to`, ascending): the exact invalid ranges, or one
+/// range from the first bad seq to the end when they are not known.
 pub fn touched_in(
     source: &SinkConfig,
     origin: &str,
-    from: u64,
-    to: u64,
+    ranges: &[(u64, u64)],
     mut touched: Touched,
 ) -> Result<Affected, Error> {
-    let mut last = from.saturating_sub(1);
+    let mut last = 0;
+    let inside = |seq: u64| {
+        let i = ranges.partition_point(|(_, to)| *to < seq);
+        ranges.get(i).is_some_and(|(from, _)| *from <= seq)
+    };
     new_runtime()?.block_on(read_records(source, origin, &mut |line, _| {
         let Ok(r) = Record::parse(line) else { return };
-        if r.origin != origin || r.seq <= last || r.seq > to {
+        if r.origin != origin || r.seq <= last || !inside(r.seq) {
             return;
         }
         last = r.seq;
@@ -191,9 +245,9 @@ pub fn touched_in(
         }
     }))?;
     Ok(Affected {
-        from,
-        to,
-        ranges: Vec::new(),
+        from: ranges.first().map_or(0, |r| r.0),
+        to: ranges.last().map_or(0, |r| r.1),
+        ranges: ranges.to_vec(),
         touched,
         note: None,
     })

@@ -117,6 +117,8 @@ pub struct Comparison {
     pub same: u64,
     pub changed: Vec<Changed>,
     pub changed_count: u64,
+    /// Every changed seq as ranges (the detail of `changed` stops at `limit`).
+    pub changed_ranges: Ranges,
     pub limit: usize,
     pub missing: Ranges,
     pub database_only: Ranges,
@@ -214,6 +216,7 @@ impl Comparison {
         }
         self.touch(r);
         self.changed_count += 1;
+        self.changed_ranges.add(seq);
         if self.changed.len() < self.limit {
             self.changed.push(Changed {
                 seq,
@@ -263,6 +266,7 @@ impl Comparison {
             same: 0,
             changed: Vec::new(),
             changed_count: 0,
+            changed_ranges: Ranges::new(1000),
             limit,
             missing: Ranges::new(1000),
             database_only: Ranges::new(1000),
@@ -275,20 +279,33 @@ impl Comparison {
     }
 }
 
-/// The runs and side effects of the differing events, when any differ.
+/// The runs and side effects of the differing events, when any differ:
+/// every changed, missing and database-only seq, however many the report
+/// shows in detail.
 pub fn affected(c: &Comparison) -> Option<Affected> {
     let t = c.touched.as_ref().filter(|t| t.events > 0)?;
-    let seqs = c
-        .changed
-        .iter()
-        .map(|ch| ch.seq)
-        .chain(c.missing.list.iter().flat_map(|&(a, b)| [a, b]))
-        .chain(c.database_only.list.iter().flat_map(|&(a, b)| [a, b]));
-    let (from, to) = seqs.fold((u64::MAX, 0), |(lo, hi), s| (lo.min(s), hi.max(s)));
+    let mut ranges: Vec<(u64, u64)> = Vec::new();
+    for kept in [&c.changed_ranges, &c.missing, &c.database_only] {
+        ranges.extend(&kept.list);
+        // Past its 1,000 kept ranges, the rest of a list is one range to the last seq compared.
+        if kept.more
+            && let Some(&(from, _)) = kept.list.last()
+        {
+            ranges.push((from, c.last_copy.max(c.db.head).max(from)));
+        }
+    }
+    ranges.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    for (a, b) in ranges {
+        match merged.last_mut() {
+            Some((_, end)) if a <= end.saturating_add(1) => *end = (*end).max(b),
+            _ => merged.push((a, b)),
+        }
+    }
     Some(Affected {
-        from,
-        to,
-        ranges: Vec::new(),
+        from: merged.first()?.0,
+        to: merged.last()?.1,
+        ranges: merged,
         touched: t.clone(),
         note: None,
     })

@@ -63,15 +63,13 @@ fn check(args: &VerifyExportArgs, job: &mut JobReport) -> CmdResult {
         max_unvouched: args.unvouched.max_unvouched,
     };
     let outcome = trusted_copy::read_checked(&args.copy, expect, &mut |_| {})?;
-    // What the invalid range touches: read the copy again from its first bad seq.
-    let touched = match (outcome.invalid_from(), &outcome.origin, args.rules.touched()?) {
-        (Some(from), Some(origin), Some(touched)) => {
-            let to = outcome.end_seq.unwrap_or(from).max(from);
-            Some(
-                copy::touched_in(&args.copy.sink.apply(&args.copy.source), origin, from, to, touched)
-                    .map_err(|e| CliError::from_kind(&e))?,
-            )
-        }
+    // What the invalid ranges touch: the copy read again for their events.
+    let ranges = outcome.affected_ranges();
+    let touched = match (ranges.is_empty(), &outcome.origin, args.rules.touched()?) {
+        (false, Some(origin), Some(touched)) => Some(
+            copy::touched_in(&args.copy.sink.apply(&args.copy.source), origin, &ranges, touched)
+                .map_err(|e| CliError::from_kind(&e))?,
+        ),
         _ => None,
     };
     job.findings(&outcome.findings);

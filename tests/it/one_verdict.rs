@@ -481,3 +481,191 @@ fn with_heads_only_the_stretch_before_a_break_is_unvouched_not_trusted() {
     assert_eq!(json["invalid_ranges"][1]["trusted_again_from"], 1501, "{json}");
     assert_eq!(json["invalid_ranges"][1]["vouched_again_by"], 3000, "{json}");
 }
+
+/// The export's copy with `change` applied to each record's JSON (a SIEM
+/// team's copy after someone edited it), written beside the original.
+fn copy_with(a: &Anchored, name: &str, change: impl Fn(&mut Value) -> bool) -> PathBuf {
+    let text = std::fs::read_to_string(a.dir.path().join("events.jsonl")).unwrap();
+    let mut out = String::new();
+    for line in text.lines() {
+        let mut r: Value = serde_json::from_str(line).unwrap();
+        if change(&mut r) {
+            out += &r.to_string();
+            out.push('\n');
+        }
+    }
+    let path = a.dir.path().join(name);
+    std::fs::write(&path, out).unwrap();
+    path
+}
+
+fn copy_json(a: &Anchored, command: &[&str], copy: &Path) -> (i32, Value) {
+    let out = bin()
+        .args(command)
+        .args(["--from", &format!("file:{}", path_str(copy)), "--json"])
+        .args(["--anchor", &a.anchor_url(), "--trusted-key", &a.verifier])
+        .output()
+        .unwrap();
+    let json = serde_json::from_str(stdout(&out).trim())
+        .unwrap_or_else(|e| panic!("no JSON ({e}): {} {}", stdout(&out), stderr(&out)));
+    (code(&out), json)
+}
+
+fn affected_runs(json: &Value) -> Vec<String> {
+    json["affected"]["runs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no affected runs: {json}"))
+        .iter()
+        .map(|r| r["run_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Issue 47: a copy gets the exact ranges a database gets for the same
+/// damage (it was 1500..3000 and every run for one edited record, with the
+/// records after it "not vouched" though the head at 3000 matches).
+#[test]
+fn a_copy_and_the_database_name_the_same_exact_ranges() {
+    let a = exported_at_500_and_3000(false);
+    let run_of = |seq: u64| -> String {
+        rusqlite::Connection::open(&a.db)
+            .unwrap()
+            .query_row("SELECT run_id FROM events WHERE seq = ?1", [seq as i64], |r| r.get(0))
+            .unwrap()
+    };
+    // One record's payload edited.
+    let db = tampered(
+        &a,
+        "edited.db",
+        "UPDATE events SET payload_json = '{\"x\":1}' WHERE seq = 1500",
+    );
+    let copy = copy_with(&a, "edited.jsonl", |r| {
+        if r["seq"] == 1500 {
+            r["payload_json"] = "{\"x\":1}".into();
+        }
+        true
+    });
+    let (db_code, db_json) = anchor_verify_json(&a, &db);
+    let (copy_code, copy_json_) = copy_json(&a, &["verify-export"], &copy);
+    assert_eq!((db_code, copy_code), (1, 1));
+    let exact = vec![("altered".to_owned(), 1500, 1500)];
+    assert_eq!(ranges(&db_json), exact, "{db_json}");
+    assert_eq!(ranges(&copy_json_), exact, "{copy_json_}");
+    assert_eq!(affected_runs(&copy_json_), [run_of(1500)], "{copy_json_}");
+    assert_eq!(copy_json_["affected"]["events"], 1, "{copy_json_}");
+    assert_eq!(
+        copy_json_["unvouched"],
+        Value::Null,
+        "the head at 3000 vouches for the rest: {copy_json_}"
+    );
+    assert_eq!(
+        copy_json_["last_trusted_head"]["seq"],
+        db_json["last_trusted_head"]["seq"]
+    );
+    let kinds = |j: &Value| -> Vec<(String, u64)> {
+        j["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| (f["kind"].as_str().unwrap().to_owned(), f["seq"].as_u64().unwrap_or(0)))
+            .collect()
+    };
+    assert_eq!(kinds(&db_json), kinds(&copy_json_));
+
+    // Only the stored hash of one row changed: that row, not the next one too.
+    let db = tampered(
+        &a,
+        "hash.db",
+        &format!("UPDATE events SET hash = '{}' WHERE seq = 1500", "0".repeat(64)),
+    );
+    let copy = copy_with(&a, "hash.jsonl", |r| {
+        if r["seq"] == 1500 {
+            r["hash"] = "0".repeat(64).into();
+        }
+        true
+    });
+    let (_, db_json) = anchor_verify_json(&a, &db);
+    let (_, copy_json_) = copy_json(&a, &["verify-export"], &copy);
+    assert_eq!(ranges(&db_json), exact, "{db_json}");
+    assert_eq!(ranges(&copy_json_), exact, "{copy_json_}");
+    assert_eq!(affected_runs(&db_json), [run_of(1500)], "{db_json}");
+
+    // Rows 700..720 deleted mid-chain: missing, the next one unchecked, no cut.
+    let db = tampered(&a, "deleted.db", "DELETE FROM events WHERE seq BETWEEN 700 AND 720");
+    let copy = copy_with(&a, "deleted.jsonl", |r| {
+        !(700..=720).contains(&r["seq"].as_u64().unwrap())
+    });
+    let (_, db_json) = anchor_verify_json(&a, &db);
+    let (_, copy_json_) = copy_json(&a, &["verify-export"], &copy);
+    let exact = vec![("missing".to_owned(), 700, 720), ("altered".to_owned(), 721, 721)];
+    assert_eq!(ranges(&db_json), exact, "{db_json}");
+    assert_eq!(ranges(&copy_json_), exact, "{copy_json_}");
+    for json in [&db_json, &copy_json_] {
+        assert!(!kinds(json).iter().any(|(k, _)| k == "cut"), "{json}");
+    }
+}
+
+/// Issue 47: `diff`'s affected range is every differing event, not the
+/// first `--limit` shown (it stopped at 1500 + limit).
+#[test]
+fn diff_names_the_whole_rewritten_range_whatever_its_limit() {
+    let a = exported_at_500_and_3000(false);
+    let db = tampered(
+        &a,
+        "rewritten.db",
+        "UPDATE events SET at = '2020-01-01T00:00:00Z' WHERE seq >= 1500",
+    );
+    let out = bin()
+        .args(["diff", "--db", path_str(&db), "--limit", "5", "--json"])
+        .args([
+            "--from",
+            &format!("file:{}", path_str(&a.dir.path().join("events.jsonl"))),
+        ])
+        .args(["--anchor", &a.anchor_url(), "--trusted-key", &a.verifier])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let json: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(
+        (json["affected"]["from"].as_u64(), json["affected"]["to"].as_u64()),
+        (Some(1500), Some(3000)),
+        "{json}"
+    );
+}
+
+/// Issue 47: with every head note deleted and the checkpoints kept, every
+/// verifier says the same: the heads are missing, the checkpoints (matched
+/// by the copy's tree as by the database's) were still checked, and no
+/// verifier adds `no-trusted-head`.
+#[test]
+fn with_every_head_deleted_every_verifier_agrees() {
+    let a = exported();
+    let store = a.dir.path().join("no-heads");
+    copy_dir(&a.anchors, &store);
+    for e in std::fs::read_dir(store.join(ORIGIN)).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "head") {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    let answers = verdicts(&a, &store, &[]);
+    let (_, first) = &answers[0];
+    for (name, answer) in &answers {
+        assert_eq!(answer.0, 1, "{name}: {answer:?}");
+        assert!(answer.1.0.contains("head-missing"), "{name}: {answer:?}");
+        assert!(!answer.1.0.contains("no-trusted-head"), "{name}: {answer:?}");
+        assert_eq!(answer.1, first.1, "{name} disagrees with anchor verify");
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}

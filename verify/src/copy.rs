@@ -15,13 +15,15 @@
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::time::SystemTime;
 
-use chainship_chain::Head;
+use chainship_anchor::checkpoint::Checkpoint;
 use chainship_chain::record::Record;
+use chainship_chain::{Head, HexHash, InvalidRange, RangeKind};
 use chainship_tlog::merkle::Hash;
 
 use crate::export::ExportCheck;
 use crate::finding::{self, Finding, Kind};
 use crate::pass::{StreamAudit, TrustedSink};
+use crate::ranges::Anchors;
 
 /// How far the copy is expected to reach back, and what passes.
 #[derive(Clone, Copy, Debug)]
@@ -58,7 +60,8 @@ pub struct CopyOutcome {
     /// Head notes kept, and those a trusted key signed for this origin.
     pub kept: usize,
     pub trusted: usize,
-    /// Trusted heads the copy was compared with (those above `after`).
+    /// Trusted heads the copy was compared with (those above `after`), and
+    /// the trusted checkpoints its tree matched.
     pub checked: usize,
     /// Trusted checkpoints, and how many the copy's tree matched.
     pub checkpoints: usize,
@@ -72,6 +75,9 @@ pub struct CopyOutcome {
     /// The copy's records after the last trusted head, as `(first, last)`
     /// seq: intact as a chain, but vouched for by no signed head.
     pub unvouched: Option<(u64, u64)>,
+    /// The exact invalid ranges, when the copy's chain is damaged and its
+    /// records could be read again ([`RangePlan`]).
+    pub ranges: Option<Vec<InvalidRange>>,
 }
 
 impl CopyOutcome {
@@ -102,7 +108,40 @@ impl CopyOutcome {
             warnings: Vec::new(),
             last_trusted: None,
             unvouched: None,
+            ranges: None,
         }
+    }
+
+    /// The seqs a consumer of the copy must not take as they are, as ranges
+    /// for the affected runs: the exact ranges, with each seq a finding of
+    /// the copy names outside them (a second, differing copy of a seq); or,
+    /// when the ranges are not known, everything from the first bad seq to
+    /// the copy's end.
+    pub fn affected_ranges(&self) -> Vec<(u64, u64)> {
+        let Some(ranges) = &self.ranges else {
+            return self
+                .invalid_from()
+                .map(|from| vec![(from, self.end_seq.unwrap_or(from).max(from))])
+                .unwrap_or_default();
+        };
+        let mut out: Vec<(u64, u64)> = ranges.iter().map(|r| (r.from, r.to)).collect();
+        out.extend(
+            self.findings
+                .iter()
+                .filter(|f| f.kind.ends_trust() && f.kind != Kind::Unvouched)
+                .filter_map(|f| f.seq)
+                .filter(|s| self.end_seq.is_some_and(|end| *s <= end))
+                .map(|s| (s, s)),
+        );
+        out.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(out.len());
+        for (a, b) in out {
+            match merged.last_mut() {
+                Some((_, end)) if a <= end.saturating_add(1) => *end = (*end).max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        merged
     }
 
     /// The first seq of the copy that cannot be trusted: the lowest seq a
@@ -111,6 +150,9 @@ impl CopyOutcome {
     /// copy is whole, or its findings name no seq it holds (a cut, a bad
     /// signature).
     pub fn invalid_from(&self) -> Option<u64> {
+        if let Some(ranges) = &self.ranges {
+            return ranges.first().map(|r| r.from);
+        }
         self.findings
             .iter()
             .filter_map(|f| match f.kind {
@@ -121,6 +163,112 @@ impl CopyOutcome {
             .min()
     }
 }
+
+/// What the exact ranges of a damaged copy need read again: its records
+/// after `after` (a record the kept heads vouch for, or seq 0), in seq
+/// order, through `through`, walked by a [`crate::ranges::RangeWalk`].
+#[derive(Clone, Debug)]
+pub struct RangePlan {
+    pub after: u64,
+    /// The stored hash at `after` when the copy does not hold it (it starts
+    /// after that head); otherwise the copy's record there gives it.
+    pub after_hash: Option<HexHash>,
+    pub through: u64,
+    pub anchors: Anchors,
+    /// The newest trusted checkpoint whose level-0 tiles give its root.
+    pub leaves: Option<Checkpoint>,
+}
+
+/// A damaged copy's records read again for its [`RangePlan`]: each record
+/// of the origin fed in the copy's order (the walk passes over duplicates
+/// and late records: their own findings name them), with the level-0 tile
+/// of the plan's checkpoint at its seq fetched by `tile` when it has one.
+pub struct RecordWalk {
+    plan: RangePlan,
+    walk: Option<crate::ranges::RangeWalk>,
+    tile: Option<(u64, Option<Vec<Hash>>)>,
+}
+
+impl RecordWalk {
+    pub fn new(plan: &RangePlan) -> Self {
+        let mut w = RecordWalk {
+            plan: plan.clone(),
+            walk: None,
+            tile: None,
+        };
+        if plan.after == 0 || plan.after_hash.is_some() {
+            w.start(plan.after_hash.map_or(Vec::new(), |h| h.to_vec()));
+        }
+        w
+    }
+
+    fn start(&mut self, after_hash: Vec<u8>) {
+        let anchors = std::mem::take(&mut self.plan.anchors);
+        self.walk = Some(crate::ranges::RangeWalk::new(self.plan.after, after_hash, anchors));
+    }
+
+    /// One line of the copy: a record of the plan's origin is walked (one
+    /// whose searchable fields disagree with the record it carries, as
+    /// altered); anything else is passed over (the check named it).
+    pub fn feed_line(
+        &mut self,
+        origin: &str,
+        line: &[u8],
+        tile: &mut dyn FnMut(&Checkpoint, u64) -> Option<Vec<Hash>>,
+    ) {
+        match Record::parse(line) {
+            Ok(r) if r.origin == origin => self.feed(&r, false, tile),
+            Err(e) => {
+                if let Some(r) = e.carried().filter(|r| r.origin == origin) {
+                    self.feed(r, true, tile);
+                }
+            }
+            Ok(_) => {}
+        }
+    }
+
+    /// One record of the copy (of the plan's origin), `altered` when it is
+    /// known to be; `tile` reads level-0 tile `index` of the plan's checkpoint.
+    pub fn feed(&mut self, r: &Record<'_>, altered: bool, tile: &mut dyn FnMut(&Checkpoint, u64) -> Option<Vec<Hash>>) {
+        if r.seq == self.plan.after && self.walk.is_none() {
+            self.start(r.hash.as_bytes().to_vec());
+            return;
+        }
+        let Some(walk) = self
+            .walk
+            .as_mut()
+            .filter(|_| r.seq > self.plan.after && r.seq <= self.plan.through)
+        else {
+            return;
+        };
+        let index = (r.seq - 1) / chainship_tlog::tiles::WIDTH as u64;
+        if let Some(cp) = &self.plan.leaves
+            && self.tile.as_ref().is_none_or(|(i, _)| *i != index)
+        {
+            self.tile = Some((index, tile(cp, index)));
+        }
+        let leaf = self
+            .tile
+            .as_ref()
+            .and_then(|(_, t)| crate::ranges::leaf(t.as_deref(), r.seq));
+        walk.row_known(r, leaf, altered);
+    }
+
+    /// The ranges; an error when the copy no longer holds the record the
+    /// walk starts after (it changed since it was read).
+    pub fn finish(self) -> Result<Vec<InvalidRange>, chainship_chain::Error> {
+        match self.walk {
+            Some(walk) => Ok(walk.finish(self.plan.through)),
+            None => Err(chainship_chain::permanent!(
+                "the copy no longer holds seq {}, read a moment before",
+                self.plan.after
+            )),
+        }
+    }
+}
+
+/// Reads the copy again for a [`RangePlan`]: the ranges, or why not.
+pub type Rewalk<'a> = dyn FnMut(&RangePlan) -> Result<Vec<InvalidRange>, chainship_chain::Error> + 'a;
 
 /// Records `first..=last` past the last trusted head, in words.
 fn unvouched_text(first: u64, last: u64) -> String {
@@ -266,11 +414,14 @@ impl CopyCheck {
         strays: &[(u64, String)],
         narrowed: &[String],
         lookup: &mut dyn FnMut(u64) -> Option<(Head, Option<SystemTime>)>,
+        rewalk: &mut Rewalk<'_>,
     ) -> CopyOutcome {
         self.end_of_copy();
         let origin = self.origin.clone();
         let check = &mut self.check;
         check.close();
+        let plan = range_plan(check, &audit, expect);
+        let mut warnings = Vec::new();
         // The copy's own: what its records vouch for, and so its unvouched tail.
         let own = check.last_trusted(None, &mut |seq| lookup(seq).map(|(h, _)| h));
         // Trust also ends at the store's findings that end it, as for `anchor verify`.
@@ -285,7 +436,6 @@ impl CopyCheck {
             _ => own,
         };
         let mut findings: Vec<Finding> = audit.findings.clone();
-        let mut warnings = Vec::new();
         if let Some(c) = &audit.cosign {
             findings.extend(c.findings.iter().cloned());
         }
@@ -298,7 +448,52 @@ impl CopyCheck {
                 Some(place.clone()),
             ));
         }
-        findings.extend(check.findings.iter().cloned());
+        // The check's chain findings, or the exact ranges that say the same
+        // with their extent (as for a database).
+        let ranges = match plan.as_ref().map(&mut *rewalk) {
+            Some(Ok(ranges)) => Some(ranges),
+            Some(Err(e)) => {
+                warnings.push(format!("the exact invalid ranges could not be read again: {e}"));
+                None
+            }
+            None => None,
+        };
+        match &ranges {
+            Some(ranges) => {
+                // A record's own finding gives way to the range that holds
+                // it, unless the range is that one seq (the record's finding
+                // says more: the line, the field). One the walk could not
+                // place (a second, differing copy of a seq; a late record)
+                // stays, as does a head the copy contradicts (as for a database).
+                let kind_of = |k: Kind| match k {
+                    Kind::Altered => Some(RangeKind::Altered),
+                    Kind::Gap => Some(RangeKind::Missing),
+                    _ => None,
+                };
+                let names = |r: &InvalidRange| {
+                    r.from == r.to
+                        && check
+                            .findings
+                            .iter()
+                            .any(|f| f.seq == Some(r.from) && kind_of(f.kind) == Some(r.kind))
+                };
+                let holding = |f: &Finding| {
+                    let want = kind_of(f.kind)?;
+                    let s = f.seq?;
+                    ranges.iter().find(|r| r.kind == want && r.from <= s && s <= r.to)
+                };
+                findings.extend(
+                    check
+                        .findings
+                        .iter()
+                        .filter(|f| holding(f).is_none_or(names))
+                        .cloned(),
+                );
+                let wider: Vec<InvalidRange> = ranges.iter().filter(|r| !names(r)).cloned().collect();
+                findings.extend(finding::range_findings(&wider, None));
+            }
+            None => findings.extend(check.findings.iter().cloned()),
+        }
         if check.identical_duplicates > 0 {
             warnings.push(format!(
                 "duplicate: {} identical record(s) delivered more than once (drop them by seq)",
@@ -311,7 +506,9 @@ impl CopyCheck {
         let what = expect
             .after
             .map_or(String::new(), |a| format!("above the starting head at seq {}", a.seq));
-        match finding::no_trusted_head(&origin, check.heads_covered(), &what) {
+        // A checkpoint the copy's tree matches is checked as a head would be (as for a database).
+        let checked = check.heads_covered() + check.matched_roots;
+        match finding::no_trusted_head(&origin, checked, &what) {
             Some(_) if expect.allow_no_heads => warnings.push(format!(
                 "{}: no head was checked, only the copy's own chain (as allowed)",
                 finding::no_head_text(&origin, &what)
@@ -330,8 +527,9 @@ impl CopyCheck {
         }
         // Records past the last trusted head: a chain no signed head covers yet.
         let end = check.end();
+        // Only for a whole chain: past damage the exact ranges name what is not vouched for.
         let unvouched = match (own, end) {
-            (Some(h), Some(end)) if end > h.seq => Some((h.seq.saturating_add(1), end)),
+            (Some(h), Some(end)) if end > h.seq && plan.is_none() => Some((h.seq.saturating_add(1), end)),
             _ => None,
         };
         if let Some((first, last)) = unvouched {
@@ -354,13 +552,14 @@ impl CopyCheck {
         let last_trusted_published = last_trusted.and_then(|h| lookup(h.seq)).and_then(|(_, p)| p);
         CopyOutcome {
             unvouched,
+            ranges,
             origin: Some(origin),
             records: check.records,
             end_seq: check.end(),
             identical_duplicates: check.identical_duplicates,
             kept: audit.heads_kept,
             trusted: audit.heads_trusted,
-            checked: check.heads_covered(),
+            checked,
             checkpoints: check.checkpoints_trusted,
             matched_roots: check.matched_roots,
             findings,
@@ -369,6 +568,32 @@ impl CopyCheck {
             last_trusted,
         }
     }
+}
+
+/// The re-read a damaged copy needs for its exact ranges (`None`: the
+/// chain is whole, or the copy holds nothing).
+fn range_plan(check: &ExportCheck, audit: &StreamAudit, expect: &CopyExpectations) -> Option<RangePlan> {
+    let first = check.first_problem()?;
+    let through = check.end()?;
+    let anchors = check.anchors();
+    let start = expect.after.map_or(0, |h| h.seq);
+    let after = anchors
+        .heads
+        .iter()
+        .copied()
+        .filter(|s| *s < first && *s > start)
+        .max()
+        .unwrap_or(start);
+    Some(RangePlan {
+        after,
+        after_hash: expect.after.filter(|h| h.seq == after).map(|h| h.hash),
+        through,
+        anchors: Anchors {
+            heads: anchors.heads.into_iter().filter(|s| *s > after).collect(),
+            contradicted: anchors.contradicted,
+        },
+        leaves: audit.largest.clone().filter(|_| audit.edge.is_some()),
+    })
 }
 
 #[cfg(test)]
@@ -466,7 +691,16 @@ mod tests {
             check.feed_line(line.as_bytes(), &|| "copy".into(), &mut |_| {});
         }
         let mut lookup = |seq: u64| run(pass::trusted_head_at(store, "o", &keys, seq)).unwrap();
-        check.finish(audit, &expect, &[], &[], &mut lookup)
+        let mut rewalk = |plan: &RangePlan| {
+            let mut walk = RecordWalk::new(plan);
+            for line in lines {
+                walk.feed_line("o", line.as_bytes(), &mut |cp, index| {
+                    run(crate::ranges::level0_tile(store, "o", cp, index)).unwrap()
+                });
+            }
+            walk.finish()
+        };
+        check.finish(audit, &expect, &[], &[], &mut lookup, &mut rewalk)
     }
 
     fn kinds(o: &CopyOutcome) -> Vec<(Kind, Option<u64>)> {
@@ -535,7 +769,66 @@ mod tests {
         copy[149] = copy[149].replace(r#"\"n\":150}"#, r#"\"n\":151}"#);
         copy.remove(249);
         let o = verdict(&store, &key, &copy);
-        assert_eq!(kinds(&o), vec![(Kind::Altered, Some(150)), (Kind::Gap, Some(250))]);
+        // As for a database: the record after a missing one cannot be
+        // checked without it, and nothing else is invalid.
+        assert_eq!(
+            kinds(&o),
+            vec![
+                (Kind::Altered, Some(150)),
+                (Kind::Gap, Some(250)),
+                (Kind::Altered, Some(251))
+            ]
+        );
+        let ranges: Vec<(u64, u64)> = o.ranges.iter().flatten().map(|r| (r.from, r.to)).collect();
+        assert_eq!(ranges, [(150, 150), (250, 250), (251, 251)]);
+        assert_eq!(o.invalid_from(), Some(150));
         assert_eq!(o.last_trusted.map(|h| h.seq), Some(100));
+        assert_eq!(o.unvouched, None, "past damage the ranges say what is not vouched for");
+    }
+
+    /// The issue-47 case: one record edited, heads every 100. Only that
+    /// record is invalid; the heads after it still vouch for the rest, so
+    /// nothing is "unvouched".
+    #[test]
+    fn one_edited_record_is_that_record_and_the_heads_after_it_still_vouch() {
+        let key = SignerKey::generate("o").unwrap();
+        let lines = chain(1000);
+        let at: Vec<u64> = (1..=10).map(|n| n * 100).collect();
+        for with_leaves in [true, false] {
+            let store = store_for(&lines, &at, &key);
+            if !with_leaves {
+                store.delete_objects("o", "tile/");
+            }
+            let mut copy = lines.clone();
+            copy[499] = copy[499].replace(r#"\"n\":500}"#, r#"\"n\":9}"#);
+            let o = verdict(&store, &key, &copy);
+            let ranges: Vec<(u64, u64)> = o.ranges.iter().flatten().map(|r| (r.from, r.to)).collect();
+            let expected: &[(u64, u64)] = if with_leaves {
+                &[(500, 500)]
+            } else {
+                &[(401, 499), (500, 500)]
+            };
+            assert_eq!(ranges, expected, "leaves {with_leaves}: {:?}", o.findings);
+            // The checkpoint's leaf at 501 vouches again at once; without tiles, the head at 600.
+            let again = if with_leaves { 501 } else { 600 };
+            assert_eq!(o.ranges.as_ref().unwrap().last().unwrap().anchored_by, Some(again));
+            assert_eq!(o.unvouched, None);
+            assert_eq!(o.last_trusted.map(|h| h.seq), Some(400));
+        }
+    }
+
+    /// Only the stored hash of one record changed: that record, not the
+    /// next one too (whose hash commits to the unchanged fields).
+    #[test]
+    fn a_changed_hash_field_alone_is_that_record() {
+        let key = SignerKey::generate("o").unwrap();
+        let lines = chain(1000);
+        let store = store_for(&lines, &[400, 600, 1000], &key);
+        let mut copy = lines.clone();
+        let hash = hash_of(&copy[499]);
+        copy[499] = copy[499].replace(&hash, &"0".repeat(64));
+        let o = verdict(&store, &key, &copy);
+        let ranges: Vec<(u64, u64)> = o.ranges.iter().flatten().map(|r| (r.from, r.to)).collect();
+        assert_eq!(ranges, [(500, 500)], "{:?}", o.findings);
     }
 }

@@ -12,7 +12,7 @@ use chainship_chain::{EventDb, Head, HeadCheck, InvalidRange, WalkReport};
 
 use crate::finding::{self, Finding, Kind};
 use crate::pass::{self, Against, Judge, Listing, Since, StreamAudit, StreamInput};
-use crate::ranges::{self, RangeInput};
+use crate::ranges::{self, Anchors, RangeInput};
 use chainship_anchor::store::StoreError;
 
 /// What to judge, beyond the store pass's input.
@@ -276,22 +276,21 @@ async fn exact_ranges(
         .unwrap_or(0);
     let mut heads: Vec<u64> = judge.matched.iter().copied().filter(|s| *s > after).collect();
     heads.extend(&judge.past_break);
-    heads.sort_unstable();
-    let mut contradicted = judge.contradicted.clone();
-    contradicted.sort_unstable();
     // Leaves vouch only where this run saw the level-0 tiles give the signed root.
     let leaves = audit
         .largest
         .as_ref()
         .filter(|_| audit.edge.is_some() && input.since.is_none());
-    let ranges = ranges::exact_ranges(&RangeInput {
+    let ranges = ranges::exact_ranges(RangeInput {
         db,
         store: input.store,
         origin: input.origin,
         after,
         through: report.db_head.as_ref().map_or(0, |(s, _)| *s),
-        heads: &heads,
-        contradicted: &contradicted,
+        anchors: Anchors {
+            heads,
+            contradicted: judge.contradicted.clone(),
+        },
         leaves,
     })
     .await?;

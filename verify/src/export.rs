@@ -39,6 +39,8 @@ pub struct ExportCheck {
     /// recent ones (the rest are read again from the store if needed).
     matched: Vec<u64>,
     matched_recent: VecDeque<Head>,
+    /// The seqs of the heads that hold another hash than the copy's record.
+    contradicted: Vec<u64>,
     /// The copy is read: heads handed on now lie past its end.
     read_to_end: bool,
     /// The lowest position of a line that is no record (it names no seq).
@@ -127,6 +129,7 @@ impl ExportCheck {
             heads: BTreeMap::new(),
             matched: Vec::new(),
             matched_recent: VecDeque::new(),
+            contradicted: Vec::new(),
             read_to_end: false,
             more_past_end: 0,
             unplaced: None,
@@ -490,6 +493,7 @@ impl ExportCheck {
                     self.matched_recent.pop_front();
                 }
             } else {
+                self.contradicted.push(seq);
                 let mut f = finding(
                     Kind::Fork,
                     Some(seq),
@@ -602,6 +606,26 @@ impl ExportCheck {
     /// The copy is read to its end: heads handed on from now are past it.
     pub fn read_to_end(&mut self) {
         self.read_to_end = true;
+    }
+
+    /// What vouches for the copy's records, for the exact ranges: the seqs
+    /// of the heads and checkpoints it matched, and of the heads it contradicts.
+    pub fn anchors(&self) -> crate::ranges::Anchors {
+        crate::ranges::Anchors {
+            heads: self.matched.clone(),
+            contradicted: self.contradicted.clone(),
+        }
+    }
+
+    /// Where trust in the copy's records ends: the lowest seq of a finding
+    /// that ends it, or of a line that is no record.
+    pub fn first_problem(&self) -> Option<u64> {
+        self.findings
+            .iter()
+            .filter(|f| f.kind.ends_trust())
+            .filter_map(|f| f.seq)
+            .chain(self.unplaced)
+            .min()
     }
 
     /// The highest seq the copy holds.

@@ -1,16 +1,24 @@
-//! The exact invalid ranges of a database past its first break or fork:
-//! the rows from the last trusted head below it are read again, in
-//! tile-sized chunks, and each is fed to [`RangeClassifier`] with whether
-//! it links to the row before it and whether a kept head, or a leaf of the
-//! newest trusted checkpoint's tree, vouches for its stored hash or
-//! contradicts it. One altered event is then that event, not everything
-//! after it; a rewrite starts where its first row does.
+//! The exact invalid ranges past a first break or fork, for a database and
+//! for a copy alike: the rows from the last trusted head below it are read
+//! again in seq order and fed to one [`RangeWalk`], which tells the
+//! [`RangeClassifier`] whether each row links to the row before it and
+//! whether a kept head, or a leaf of the newest trusted checkpoint's tree,
+//! vouches for its stored hash or contradicts it. One altered event is
+//! then that event, not everything after it; a rewrite starts where its
+//! first row does.
+//!
+//! A row links when its fields give its stored hash after the previous
+//! row's stored hash, or after the hash the previous row's own fields give:
+//! a row whose stored hash alone was changed is that row, and the next one
+//! (whose hash commits to the unchanged fields) is intact.
 //!
 //! Leaves count only from a checkpoint whose level-0 tiles the store pass
 //! showed give its signed root (so a tile planted to vouch for a rewritten
 //! row would have been named `tiles-disagree` first).
 
-use chainship_chain::{EventDb, InvalidRange, RangeClassifier, Vouch};
+use chainship_chain::event::EventRef;
+use chainship_chain::record::Record;
+use chainship_chain::{EventDb, HexHash, InvalidRange, RangeClassifier, RangeKind, Vouch};
 use chainship_tlog::leaf_hash;
 use chainship_tlog::merkle::Hash;
 use chainship_tlog::tiles::{WIDTH, tile_path, tile_width};
@@ -21,7 +29,170 @@ use chainship_anchor::store::{AnchorStore, StoreError};
 /// Ranges named at most; past them the rest is one open-ended range.
 pub const MAX_RANGES: usize = 1000;
 
-/// What to classify.
+/// One row of a chain as the walk reads it: a database row or a copy's record.
+pub trait ChainRow {
+    fn seq(&self) -> u64;
+    /// The stored hash (the `hash` column, a record's `hash` field).
+    fn stored(&self) -> &[u8];
+    /// The hash the row's fields give after `prev`.
+    fn hash_after(&self, prev: &[u8]) -> HexHash;
+    /// What the row says its predecessor's hash is, when it says (a copy's
+    /// record does): it must be the one it links to.
+    fn prev_field(&self) -> Option<&[u8]> {
+        None
+    }
+}
+
+impl ChainRow for EventRef<'_> {
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+    fn stored(&self) -> &[u8] {
+        self.hash
+    }
+    fn hash_after(&self, prev: &[u8]) -> HexHash {
+        self.expected_hash(prev)
+    }
+}
+
+impl ChainRow for Record<'_> {
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+    fn stored(&self) -> &[u8] {
+        self.hash.as_bytes()
+    }
+    fn hash_after(&self, prev: &[u8]) -> HexHash {
+        Record::hash_after(self, prev)
+    }
+    fn prev_field(&self) -> Option<&[u8]> {
+        Some(self.prev_hash.as_bytes())
+    }
+}
+
+/// What vouches for rows past the walk's start.
+#[derive(Clone, Debug, Default)]
+pub struct Anchors {
+    /// The seqs of the kept heads (and matched checkpoints) the rows match, ascending.
+    pub heads: Vec<u64>,
+    /// The seqs of the kept heads that hold another hash than the rows, ascending.
+    pub contradicted: Vec<u64>,
+}
+
+/// The walk over rows in seq order (see the module doc). Rows must come
+/// in ascending seq, each once; a seq not fed is missing.
+pub struct RangeWalk {
+    classifier: RangeClassifier,
+    /// The previous row: its seq, stored hash and the hash its fields give.
+    prev: (u64, Vec<u8>, Option<HexHash>),
+    anchors: Anchors,
+    next_head: usize,
+    next_contradicted: usize,
+    last: u64,
+}
+
+impl RangeWalk {
+    /// A walk that starts after row `after` (trusted: a kept head the rows
+    /// matched, or seq 0 before the first row), whose stored hash is `after_hash`.
+    pub fn new(after: u64, after_hash: Vec<u8>, mut anchors: Anchors) -> Self {
+        anchors.heads.sort_unstable();
+        anchors.contradicted.sort_unstable();
+        RangeWalk {
+            classifier: RangeClassifier::after(after),
+            prev: (after, after_hash, None),
+            anchors,
+            next_head: 0,
+            next_contradicted: 0,
+            last: after,
+        }
+    }
+
+    /// Row `row`, with the newest trusted checkpoint's leaf at its seq if
+    /// there is one. False once the ranges are too many to go on.
+    pub fn row(&mut self, row: &dyn ChainRow, leaf: Option<&Hash>) -> bool {
+        self.row_known(row, leaf, false)
+    }
+
+    /// [`RangeWalk::row`] for a row already known to be altered (a SIEM
+    /// record whose searchable fields disagree with the record it carries).
+    pub fn row_known(&mut self, row: &dyn ChainRow, leaf: Option<&Hash>, altered: bool) -> bool {
+        let seq = row.seq();
+        if seq <= self.last {
+            // Not in order (a duplicate or a late record): its own finding says so.
+            return true;
+        }
+        let content = row.hash_after(&self.prev.1);
+        let stored = row.stored();
+        let follows = self.prev.0.checked_add(1) == Some(seq) && !altered;
+        let after_stored = content[..] == *stored;
+        let after_content = self
+            .prev
+            .2
+            .filter(|c| c[..] != self.prev.1[..])
+            .map(|c| (c, row.hash_after(&c)))
+            .filter(|(_, h)| h[..] == *stored);
+        let says = row.prev_field();
+        let linked = follows
+            && (after_stored && says.is_none_or(|p| p == self.prev.1.as_slice())
+                || after_content.is_some_and(|(c, _)| says.is_none_or(|p| p == c.as_slice())));
+        let by_head = self.take(seq, true);
+        let against_head = self.take(seq, false);
+        let vouch = match leaf.map(|l| *l == leaf_hash(stored)) {
+            // Another head at the seq may be a forgery beside the true one.
+            _ if by_head => Vouch::Anchor,
+            Some(true) => Vouch::Anchor,
+            Some(false) => Vouch::Contradicted,
+            None if against_head => Vouch::Contradicted,
+            None => Vouch::Nothing,
+        };
+        self.classifier.row(seq, linked, vouch);
+        // What the row's own fields give, after its own predecessor as it says.
+        let own = match says {
+            Some(p) => row.hash_after(p),
+            None => content,
+        };
+        self.prev = (seq, stored.to_vec(), Some(own));
+        self.last = seq;
+        self.classifier.ranges().len() <= MAX_RANGES
+    }
+
+    /// Whether the next head (or contradicted head) is at `seq`, passing those below it.
+    fn take(&mut self, seq: u64, matched: bool) -> bool {
+        let (list, at) = match matched {
+            true => (&self.anchors.heads, &mut self.next_head),
+            false => (&self.anchors.contradicted, &mut self.next_contradicted),
+        };
+        while list.get(*at).is_some_and(|s| *s < seq) {
+            *at += 1;
+        }
+        let here = list.get(*at) == Some(&seq);
+        if here {
+            *at += 1;
+        }
+        here
+    }
+
+    /// The ranges, once the rows were fed (or the walk stopped at
+    /// [`MAX_RANGES`]: the rest, through `through`, is one open-ended range).
+    pub fn finish(self, through: u64) -> Vec<InvalidRange> {
+        let mut ranges = self.classifier.finish();
+        if ranges.len() > MAX_RANGES {
+            // The rest, unclassified: open from the first range not named.
+            let from = ranges[MAX_RANGES].from;
+            ranges.truncate(MAX_RANGES);
+            ranges.push(InvalidRange {
+                kind: RangeKind::Unvouched,
+                from,
+                to: through,
+                anchored_by: None,
+                open: true,
+            });
+        }
+        ranges
+    }
+}
+
+/// What to classify in a database.
 pub struct RangeInput<'a> {
     pub db: &'a EventDb,
     pub store: &'a dyn AnchorStore,
@@ -31,84 +202,56 @@ pub struct RangeInput<'a> {
     pub after: u64,
     /// The last seq to read (the database's head).
     pub through: u64,
-    /// The seqs of the kept heads the database matches above `after`, ascending.
-    pub heads: &'a [u64],
-    /// The seqs of the kept heads that hold another hash than the database, ascending.
-    pub contradicted: &'a [u64],
+    pub anchors: Anchors,
     /// The newest trusted checkpoint whose level-0 tiles give its root.
     pub leaves: Option<&'a Checkpoint>,
 }
 
-/// The invalid ranges from `after` on (see [`RangeClassifier`]).
-pub async fn exact_ranges(input: &RangeInput<'_>) -> Result<Vec<InvalidRange>, StoreError> {
+/// The database's invalid ranges from `after` on, read a tile at a time.
+pub async fn exact_ranges(input: RangeInput<'_>) -> Result<Vec<InvalidRange>, StoreError> {
     let db_error = |e: chainship_chain::DbError| StoreError::permanent(e.to_string());
-    let mut prev: (u64, Vec<u8>) = match input.after {
-        0 => (0, Vec::new()),
-        after => (after, input.db.hash_at(after).map_err(db_error)?.unwrap_or_default()),
+    let after_hash = match input.after {
+        0 => Vec::new(),
+        after => input.db.hash_at(after).map_err(db_error)?.unwrap_or_default(),
     };
-    let mut classifier = RangeClassifier::after(input.after);
-    let mut heads = input.heads.iter().copied().peekable();
-    let mut contradicted = input.contradicted.iter().copied().peekable();
+    let mut walk = RangeWalk::new(input.after, after_hash, input.anchors);
     let mut pos = input.after;
-    while pos < input.through {
+    let mut going = true;
+    while going && pos < input.through {
         let index = pos / WIDTH as u64;
         let chunk_end = ((index + 1) * WIDTH as u64).min(input.through);
         let tile = match input.leaves {
-            Some(cp) if index * (WIDTH as u64) < cp.size => level0_tile(input.store, input.origin, cp, index).await?,
-            _ => None,
+            Some(cp) => level0_tile(input.store, input.origin, cp, index).await?,
+            None => None,
         };
-        let mut too_many = false;
         input
             .db
             .scan(pos, chunk_end, &mut |e| {
-                let linked = e.seq == prev.0 + 1 && e.expected_hash(&prev.1)[..] == *e.hash;
-                while heads.next_if(|h| *h < e.seq).is_some() {}
-                while contradicted.next_if(|h| *h < e.seq).is_some() {}
-                let by_head = heads.next_if_eq(&e.seq).is_some();
-                let against_head = contradicted.next_if_eq(&e.seq).is_some();
-                let leaf = tile.as_ref().and_then(|t| t.get((e.seq - 1) as usize % WIDTH));
-                let vouch = match leaf.map(|l| *l == leaf_hash(e.hash)) {
-                    // Another head at the seq may be a forgery beside the true one.
-                    _ if by_head => Vouch::Anchor,
-                    Some(true) => Vouch::Anchor,
-                    Some(false) => Vouch::Contradicted,
-                    None if against_head => Vouch::Contradicted,
-                    None => Vouch::Nothing,
-                };
-                classifier.row(e.seq, linked, vouch);
-                prev = (e.seq, e.hash.to_vec());
-                too_many = classifier.ranges().len() > MAX_RANGES;
-                !too_many
+                going = walk.row(e, leaf(tile.as_deref(), e.seq));
+                going
             })
             .map_err(db_error)?;
-        if too_many {
-            break;
-        }
         pos = chunk_end;
     }
-    let mut ranges = classifier.finish();
-    if ranges.len() > MAX_RANGES {
-        // The rest, unclassified: open from the first range not named.
-        let from = ranges[MAX_RANGES].from;
-        ranges.truncate(MAX_RANGES);
-        ranges.push(InvalidRange {
-            kind: chainship_chain::RangeKind::Unvouched,
-            from,
-            to: input.through,
-            anchored_by: None,
-            open: true,
-        });
-    }
-    Ok(ranges)
+    Ok(walk.finish(input.through))
 }
 
-/// Level-0 tile `index` of `cp`'s tree, if the store holds it whole.
-async fn level0_tile(
+/// The leaf at `seq` in its level-0 tile, if the tile is at hand.
+pub fn leaf(tile: Option<&[Hash]>, seq: u64) -> Option<&Hash> {
+    tile.and_then(|t| t.get((seq.checked_sub(1)? as usize) % WIDTH))
+}
+
+/// Level-0 tile `index` of `cp`'s tree, if the store holds it whole
+/// (`None` too for a tile past the checkpoint's size).
+pub async fn level0_tile(
     store: &dyn AnchorStore,
     origin: &str,
     cp: &Checkpoint,
     index: u64,
 ) -> Result<Option<Vec<Hash>>, StoreError> {
+    if index * (WIDTH as u64) >= cp.size {
+        return Ok(None);
+    }
     let width = tile_width(cp.size, 0, index);
     let Some(data) = store.get_object(origin, &tile_path(0, index, width)).await? else {
         return Ok(None);
@@ -117,4 +260,154 @@ async fn level0_tile(
         return Ok(None);
     }
     Ok(Some(data.chunks(32).map(|c| c.try_into().expect("32 bytes")).collect()))
+}
+
+#[cfg(test)]
+mod tests {
+    //! The walk against rows built by hand: the same facts for a database
+    //! row and a copy's record give the same ranges.
+
+    use super::*;
+    use chainship_chain::event_hash;
+
+    /// A database row with its own fields.
+    struct Row {
+        seq: u64,
+        payload: String,
+        stored: Vec<u8>,
+        prev_field: Option<Vec<u8>>,
+    }
+
+    impl ChainRow for Row {
+        fn seq(&self) -> u64 {
+            self.seq
+        }
+        fn stored(&self) -> &[u8] {
+            &self.stored
+        }
+        fn hash_after(&self, prev: &[u8]) -> HexHash {
+            event_hash(prev, self.seq, b"r", b"s", b"t", b"k", self.payload.as_bytes())
+        }
+        fn prev_field(&self) -> Option<&[u8]> {
+            self.prev_field.as_deref()
+        }
+    }
+
+    /// A whole chain 1..=n; as a copy, each row says its predecessor's hash.
+    fn chain(n: u64, copy: bool) -> Vec<Row> {
+        let mut prev = Vec::new();
+        (1..=n)
+            .map(|seq| {
+                let payload = format!("{{\"n\":{seq}}}");
+                let stored = event_hash(&prev, seq, b"r", b"s", b"t", b"k", payload.as_bytes()).to_vec();
+                let row = Row {
+                    seq,
+                    payload,
+                    stored: stored.clone(),
+                    prev_field: copy.then(|| prev.clone()),
+                };
+                prev = stored;
+                row
+            })
+            .collect()
+    }
+
+    /// The ranges of `rows` with kept heads at `heads` and, with `leaves`,
+    /// the leaves of a checkpoint of the untouched chain of `n`.
+    fn walk_with(rows: &[Row], heads: &[u64], leaves: bool) -> Vec<(RangeKind, u64, u64)> {
+        let anchors = Anchors {
+            heads: heads.to_vec(),
+            contradicted: Vec::new(),
+        };
+        let tree: Vec<Hash> = chain(2000, false).iter().map(|r| leaf_hash(&r.stored)).collect();
+        let mut w = RangeWalk::new(0, Vec::new(), anchors);
+        for r in rows {
+            w.row(r, leaves.then(|| &tree[r.seq as usize - 1]));
+        }
+        w.finish(2000).iter().map(|r| (r.kind, r.from, r.to)).collect()
+    }
+
+    fn walk(rows: &[Row], heads: &[u64], _through: u64) -> Vec<(RangeKind, u64, u64)> {
+        walk_with(rows, heads, true)
+    }
+
+    #[test]
+    fn with_heads_only_the_stretch_before_a_break_is_unvouched() {
+        for copy in [false, true] {
+            let mut rows = chain(1000, copy);
+            rows[499].payload = "{\"edited\":true}".into();
+            assert_eq!(
+                walk_with(&rows, &[400, 600, 1000], false),
+                [(RangeKind::Unvouched, 401, 499), (RangeKind::Altered, 500, 500)],
+                "copy {copy}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_edited_row_is_that_row_in_a_database_and_in_a_copy() {
+        for copy in [false, true] {
+            let mut rows = chain(1000, copy);
+            rows[499].payload = "{\"edited\":true}".into();
+            assert_eq!(
+                walk(&rows, &[400, 600, 1000], 1000),
+                [(RangeKind::Altered, 500, 500)],
+                "copy {copy}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_changed_stored_hash_is_that_row_alone() {
+        for copy in [false, true] {
+            let mut rows = chain(1000, copy);
+            rows[499].stored = vec![b'0'; 64];
+            assert_eq!(
+                walk(&rows, &[400, 600, 1000], 1000),
+                [(RangeKind::Altered, 500, 500)],
+                "copy {copy}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_copy_record_whose_prev_field_was_changed_is_altered() {
+        let mut rows = chain(1000, true);
+        rows[499].prev_field = Some(vec![b'f'; 64]);
+        assert_eq!(walk(&rows, &[400, 600, 1000], 1000), [(RangeKind::Altered, 500, 500)]);
+    }
+
+    #[test]
+    fn deleted_rows_are_missing_and_the_next_row_cannot_be_checked() {
+        for copy in [false, true] {
+            let mut rows = chain(1000, copy);
+            rows.drain(699..720);
+            assert_eq!(
+                walk(&rows, &[600, 800, 1000], 1000),
+                [(RangeKind::Missing, 700, 720), (RangeKind::Altered, 721, 721)],
+                "copy {copy}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_duplicate_or_late_row_is_passed_over() {
+        let rows = chain(1000, true);
+        let mut w = RangeWalk::new(
+            0,
+            Vec::new(),
+            Anchors {
+                heads: vec![1000],
+                contradicted: vec![],
+            },
+        );
+        for r in &rows[..600] {
+            w.row(r, None);
+        }
+        w.row(&rows[300], None);
+        for r in &rows[600..] {
+            w.row(r, None);
+        }
+        assert!(w.finish(1000).is_empty());
+    }
 }

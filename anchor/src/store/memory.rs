@@ -28,6 +28,16 @@ impl MemoryStore {
         self.put(format!("{origin}/{path}"), bytes);
     }
 
+    /// Deletes every object of `origin` whose path starts with `prefix`, as
+    /// someone with write access to the store could.
+    pub fn delete_objects(&self, origin: &str, prefix: &str) {
+        let start = format!("{origin}/{prefix}");
+        self.objects
+            .lock()
+            .expect("store lock")
+            .retain(|k, _| !k.starts_with(&start));
+    }
+
     fn put(&self, key: String, bytes: &[u8]) {
         self.objects.lock().expect("store lock").insert(key, bytes.to_vec());
     }

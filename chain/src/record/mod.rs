@@ -212,6 +212,13 @@ impl<'a> Record<'a> {
     /// `b64` list names an unknown field or holds bad base64 gives all zero
     /// bytes, which no stored hash equals.
     pub fn expected_hash(&self) -> HexHash {
+        self.hash_after(self.prev_hash.as_bytes())
+    }
+
+    /// The hash this record's fields give after `prev_hash` (another
+    /// record's stored hash, when the range walk asks whether it links to
+    /// it whatever its own `prev_hash` says).
+    pub fn hash_after(&self, prev_hash: &[u8]) -> HexHash {
         const FIELDS: [&str; 5] = ["run_id", "step_id", "at", "type", "payload_json"];
         if self.b64.iter().any(|f| !FIELDS.contains(&f.as_ref())) {
             return [0; 64];
@@ -220,15 +227,7 @@ impl<'a> Record<'a> {
         else {
             return [0; 64];
         };
-        event_hash(
-            self.prev_hash.as_bytes(),
-            self.seq,
-            &run_id,
-            &step_id,
-            &at,
-            &kind,
-            &payload,
-        )
+        event_hash(prev_hash, self.seq, &run_id, &step_id, &at, &kind, &payload)
     }
 }
 

@@ -20,7 +20,7 @@ use chainship_verify::Kind;
 use chainship_verify::proof::{self, NotProven};
 
 use super::gaps::{GapsStatus, RevealStatus, check_gaps, check_reveal};
-use super::{BundleFiles, CHECKPOINT, GAPS, GAPS_PROOF, HEAD, NEWEST, RECORDS, proof_name};
+use super::{BundleFiles, CHECKPOINT, GAPS, GAPS_PROOF, HEAD, NEWEST, PROOFS_DIR, RECORDS, proof_name};
 
 /// What the bundle is checked against.
 pub struct CheckInput<'a> {
@@ -309,6 +309,26 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
             last_seq = record.seq;
             run.push(record);
         }
+    }
+    // A proof is only for a record of the bundle (or its newest event):
+    // any other proves nothing here, and nothing unchecked travels inside.
+    let held: std::collections::HashSet<String> = records
+        .iter()
+        .map(|r| proof_name(r.seq))
+        .chain(newest.as_ref().map(|r| proof_name(r.seq)))
+        .collect();
+    for name in files
+        .names()
+        .filter(|n| n.starts_with(PROOFS_DIR) && !held.contains(*n))
+    {
+        records.push(RecordStatus {
+            seq: 0,
+            line: 0,
+            problem: Some(not_proven(
+                Some(Kind::Foreign),
+                format!("{name} proves no record of the bundle (planted beside them, or its record was removed)"),
+            )),
+        });
     }
     let run_id = String::from_utf8_lossy(&run_id.unwrap_or_default()).into_owned();
     if records.is_empty() {

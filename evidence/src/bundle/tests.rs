@@ -229,6 +229,18 @@ fn each_change_is_named() {
         r.not_proven().iter().map(|(s, _)| *s).collect::<Vec<_>>(),
         vec![Some(4)]
     );
+    // A stray proof beside the records (issue 47): proves no record of the bundle.
+    let mut files = bundle();
+    let p3 = files.iter().find(|(n, _)| n == &proof_name(3)).unwrap().1.clone();
+    files.push((proof_name(999), p3));
+    let r = checked(files);
+    assert!(!r.ok());
+    assert_eq!(kinds(&r), vec![Some(Kind::Foreign)], "{:?}", r.not_proven());
+    assert!(
+        r.not_proven()[0].1.reason.contains("proofs/999.proof"),
+        "{:?}",
+        r.not_proven()
+    );
     // A gap's hash changed: the range proof no longer leads to the root.
     let r = checked(with(bundle(), GAPS, |t| {
         let (first, rest) = t.split_once('\n').unwrap();
