@@ -134,6 +134,33 @@ impl RangeClassifier {
                 rewritten_range: None,
             });
         }
+        self.vouched(seq, linked, vouch);
+        self.prev = Some(seq);
+    }
+
+    /// Row `seq` after rows missing before it (which [`RangeClassifier::row`]
+    /// would call altered: nothing to link to), whose own fields give its
+    /// stored hash after the predecessor hash it names (a copy's record
+    /// names it). Its hash commits to its fields and that predecessor, so
+    /// it starts a new stretch, valid once an anchor vouches for it.
+    pub fn resume(&mut self, seq: u64, vouch: Vouch) {
+        let prev = self.prev.unwrap_or(0);
+        self.close(prev);
+        if seq > prev.saturating_add(1) {
+            self.push(RangeKind::Missing, prev + 1, seq - 1);
+        }
+        self.stretch = Some(Stretch {
+            start: seq,
+            last_anchor: None,
+            rewritten: false,
+            rewritten_range: None,
+        });
+        self.vouched(seq, true, vouch);
+        self.prev = Some(seq);
+    }
+
+    /// What vouches for row `seq` (linked to the row before it, or not).
+    fn vouched(&mut self, seq: u64, linked: bool, vouch: Vouch) {
         match vouch {
             Vouch::Anchor => {
                 if let Some(s) = self.stretch.as_mut().filter(|_| linked) {
@@ -171,7 +198,6 @@ impl RangeClassifier {
             }
             _ => {}
         }
-        self.prev = Some(seq);
     }
 
     /// Ends the stretch before a break at `prev + 1`: what follows its last

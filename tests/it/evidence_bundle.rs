@@ -521,12 +521,31 @@ fn a_withheld_event_is_caught_by_the_gaps_and_refuted_by_revealing_it() {
             .unwrap()
             .to_owned()
     };
+    // The careful withholder removes the records and their proofs.
     let leave_out = |dir: &Path| {
         let mut l = lines(&dir.join("records.jsonl"));
-        l.remove(i);
-        l.remove(j);
+        for at in [i.max(j), i.min(j)] {
+            let removed = l.remove(at);
+            std::fs::remove_file(dir.join(format!("proofs/{}.proof", seq_of(&removed)))).unwrap();
+        }
         write_lines(&dir.join("records.jsonl"), &l);
     };
+
+    // A proof left behind for a record taken out proves no record of the bundle: named.
+    let sloppy = a.dir.path().join("sloppy");
+    evidence(&a, &clean, &["--db", path_str(&a.db)], &sloppy, &[]);
+    let mut l = lines(&sloppy.join("records.jsonl"));
+    let removed = l.remove(i);
+    write_lines(&sloppy.join("records.jsonl"), &l);
+    let (c, json, _) = check(&sloppy, &a.verifier, &[]);
+    assert_eq!(c, 1, "{json}");
+    assert_eq!(json["proven"]["all"], false, "{json}");
+    assert!(
+        json["proven"]["not_proven"]
+            .to_string()
+            .contains(&format!("proofs/{}.proof proves no record", seq_of(&removed))),
+        "{json}"
+    );
 
     // Without --with-gaps the removal is invisible: the bundle cannot prove completeness.
     let plain = a.dir.path().join("plain");

@@ -60,8 +60,7 @@ pub struct CopyOutcome {
     /// Head notes kept, and those a trusted key signed for this origin.
     pub kept: usize,
     pub trusted: usize,
-    /// Trusted heads the copy was compared with (those above `after`), and
-    /// the trusted checkpoints its tree matched.
+    /// Trusted heads the copy was compared with (those above `after`).
     pub checked: usize,
     /// Trusted checkpoints, and how many the copy's tree matched.
     pub checkpoints: usize,
@@ -267,6 +266,39 @@ impl RecordWalk {
     }
 }
 
+/// `ranges` with `seqs` taken out of those of `kind` (a range split or gone).
+fn without_seqs(ranges: Vec<InvalidRange>, kind: RangeKind, seqs: &[u64]) -> Vec<InvalidRange> {
+    if seqs.is_empty() {
+        return ranges;
+    }
+    let mut seqs = seqs.to_vec();
+    seqs.sort_unstable();
+    let mut out = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        if r.kind != kind {
+            out.push(r);
+            continue;
+        }
+        // The start of what is left of the range, if anything is.
+        let mut from = Some(r.from);
+        let inside = seqs.partition_point(|s| *s < r.from)..seqs.partition_point(|s| *s <= r.to);
+        for &s in &seqs[inside] {
+            if let Some(f) = from.filter(|f| s > *f) {
+                out.push(InvalidRange {
+                    from: f,
+                    to: s - 1,
+                    ..r.clone()
+                });
+            }
+            from = s.checked_add(1);
+        }
+        if let Some(f) = from.filter(|f| *f <= r.to) {
+            out.push(InvalidRange { from: f, ..r });
+        }
+    }
+    out
+}
+
 /// Reads the copy again for a [`RangePlan`]: the ranges, or why not.
 pub type Rewalk<'a> = dyn FnMut(&RangePlan) -> Result<Vec<InvalidRange>, chainship_chain::Error> + 'a;
 
@@ -451,7 +483,8 @@ impl CopyCheck {
         // The check's chain findings, or the exact ranges that say the same
         // with their extent (as for a database).
         let ranges = match plan.as_ref().map(&mut *rewalk) {
-            Some(Ok(ranges)) => Some(ranges),
+            // The walk goes in the copy's order: what came late is held, not missing.
+            Some(Ok(ranges)) => Some(without_seqs(ranges, RangeKind::Missing, &check.filled_late)),
             Some(Err(e)) => {
                 warnings.push(format!("the exact invalid ranges could not be read again: {e}"));
                 None
@@ -482,13 +515,7 @@ impl CopyCheck {
                     let s = f.seq?;
                     ranges.iter().find(|r| r.kind == want && r.from <= s && s <= r.to)
                 };
-                findings.extend(
-                    check
-                        .findings
-                        .iter()
-                        .filter(|f| holding(f).is_none_or(names))
-                        .cloned(),
-                );
+                findings.extend(check.findings.iter().filter(|f| holding(f).is_none_or(names)).cloned());
                 let wider: Vec<InvalidRange> = ranges.iter().filter(|r| !names(r)).cloned().collect();
                 findings.extend(finding::range_findings(&wider, None));
             }
@@ -559,7 +586,7 @@ impl CopyCheck {
             identical_duplicates: check.identical_duplicates,
             kept: audit.heads_kept,
             trusted: audit.heads_trusted,
-            checked,
+            checked: check.heads_covered(),
             checkpoints: check.checkpoints_trusted,
             matched_roots: check.matched_roots,
             findings,
@@ -769,21 +796,66 @@ mod tests {
         copy[149] = copy[149].replace(r#"\"n\":150}"#, r#"\"n\":151}"#);
         copy.remove(249);
         let o = verdict(&store, &key, &copy);
-        // As for a database: the record after a missing one cannot be
-        // checked without it, and nothing else is invalid.
-        assert_eq!(
-            kinds(&o),
-            vec![
-                (Kind::Altered, Some(150)),
-                (Kind::Gap, Some(250)),
-                (Kind::Altered, Some(251))
-            ]
-        );
+        // The record after the missing one names its predecessor's hash, so
+        // its own fields show it intact: nothing else is invalid.
+        assert_eq!(kinds(&o), vec![(Kind::Altered, Some(150)), (Kind::Gap, Some(250))]);
         let ranges: Vec<(u64, u64)> = o.ranges.iter().flatten().map(|r| (r.from, r.to)).collect();
-        assert_eq!(ranges, [(150, 150), (250, 250), (251, 251)]);
+        assert_eq!(ranges, [(150, 150), (250, 250)]);
         assert_eq!(o.invalid_from(), Some(150));
         assert_eq!(o.last_trusted.map(|h| h.seq), Some(100));
         assert_eq!(o.unvouched, None, "past damage the ranges say what is not vouched for");
+    }
+
+    /// Walked again in the copy's order, a swapped pair looks like a gap;
+    /// the check saw the late record fill it, so only its lateness is named.
+    #[test]
+    fn a_late_record_is_reordered_not_missing() {
+        let key = SignerKey::generate("o").unwrap();
+        let lines = chain(300);
+        let store = store_for(&lines, &[100, 200, 300], &key);
+        let mut copy = lines.clone();
+        copy.swap(149, 150);
+        let o = verdict(&store, &key, &copy);
+        assert_eq!(kinds(&o), vec![(Kind::Reordered, Some(150))]);
+        assert_eq!(o.ranges.as_deref().map(<[_]>::len), Some(0), "{:?}", o.ranges);
+        // A late record and a record that never came, side by side: only the latter is missing.
+        copy.remove(249);
+        let o = verdict(&store, &key, &copy);
+        assert_eq!(kinds(&o), vec![(Kind::Reordered, Some(150)), (Kind::Gap, Some(250))]);
+        let ranges: Vec<(u64, u64)> = o.ranges.iter().flatten().map(|r| (r.from, r.to)).collect();
+        assert_eq!(ranges, [(250, 250)]);
+    }
+
+    #[test]
+    fn seqs_are_taken_out_of_ranges_of_their_kind_only() {
+        let r = |kind, from, to| InvalidRange {
+            kind,
+            from,
+            to,
+            anchored_by: None,
+            open: false,
+        };
+        let ranges = vec![
+            r(RangeKind::Missing, 10, 20),
+            r(RangeKind::Altered, 30, 30),
+            r(RangeKind::Missing, 40, 40),
+        ];
+        let left = without_seqs(ranges, RangeKind::Missing, &[40, 30, 15, 10, 20]);
+        let spans: Vec<(RangeKind, u64, u64)> = left.iter().map(|r| (r.kind, r.from, r.to)).collect();
+        assert_eq!(
+            spans,
+            [
+                (RangeKind::Missing, 11, 14),
+                (RangeKind::Missing, 16, 19),
+                (RangeKind::Altered, 30, 30)
+            ]
+        );
+        let top = without_seqs(
+            vec![r(RangeKind::Missing, u64::MAX, u64::MAX)],
+            RangeKind::Missing,
+            &[u64::MAX],
+        );
+        assert!(top.is_empty());
     }
 
     /// The issue-47 case: one record edited, heads every 100. Only that

@@ -57,6 +57,10 @@ pub struct ExportCheck {
     recent: Recent,
     /// Missing ranges `start -> end` (inclusive) not yet filled by a late record.
     missing: BTreeMap<u64, u64>,
+    /// The seqs a late record filled, as they came (at most [`MAX_FINDINGS`]:
+    /// each is also a finding), so a re-walk in the copy's order that saw
+    /// them missing can take them back.
+    pub filled_late: Vec<u64>,
     pub records: u64,
     pub identical_duplicates: u64,
     pub findings: Vec<Finding>,
@@ -138,6 +142,7 @@ impl ExportCheck {
             start: after,
             recent: Recent::default(),
             missing: BTreeMap::new(),
+            filled_late: Vec::new(),
             records: 0,
             identical_duplicates: 0,
             findings: Vec::new(),
@@ -353,6 +358,9 @@ impl ExportCheck {
                 return;
             }
             if self.fill_missing(r.seq) {
+                if self.filled_late.len() < MAX_FINDINGS {
+                    self.filled_late.push(r.seq);
+                }
                 self.note(finding(
                     Kind::Reordered,
                     Some(r.seq),

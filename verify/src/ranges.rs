@@ -145,12 +145,19 @@ impl RangeWalk {
             None if against_head => Vouch::Contradicted,
             None => Vouch::Nothing,
         };
-        self.classifier.row(seq, linked, vouch);
         // What the row's own fields give, after its own predecessor as it says.
         let own = match says {
             Some(p) => row.hash_after(p),
             None => content,
         };
+        let gap = self.prev.0.checked_add(1).is_some_and(|next| seq > next);
+        if gap && says.is_some() && !altered && own[..] == *stored {
+            // Past missing rows, a record that names its predecessor still
+            // shows its own fields give its hash.
+            self.classifier.resume(seq, vouch);
+        } else {
+            self.classifier.row(seq, linked, vouch);
+        }
         self.prev = (seq, stored.to_vec(), Some(own));
         self.last = seq;
         self.classifier.ranges().len() <= MAX_RANGES
@@ -377,17 +384,47 @@ mod tests {
         assert_eq!(walk(&rows, &[400, 600, 1000], 1000), [(RangeKind::Altered, 500, 500)]);
     }
 
+    /// A database row after deleted rows cannot be checked without them; a
+    /// copy's record names its predecessor's hash, so its own fields still
+    /// show it intact.
     #[test]
-    fn deleted_rows_are_missing_and_the_next_row_cannot_be_checked() {
-        for copy in [false, true] {
-            let mut rows = chain(1000, copy);
-            rows.drain(699..720);
-            assert_eq!(
-                walk(&rows, &[600, 800, 1000], 1000),
-                [(RangeKind::Missing, 700, 720), (RangeKind::Altered, 721, 721)],
-                "copy {copy}"
-            );
-        }
+    fn deleted_rows_are_missing_and_only_a_database_cannot_check_the_next() {
+        let mut rows = chain(1000, false);
+        rows.drain(699..720);
+        assert_eq!(
+            walk(&rows, &[600, 800, 1000], 1000),
+            [(RangeKind::Missing, 700, 720), (RangeKind::Altered, 721, 721)]
+        );
+        let mut rows = chain(1000, true);
+        rows.drain(699..720);
+        assert_eq!(walk(&rows, &[600, 800, 1000], 1000), [(RangeKind::Missing, 700, 720)]);
+        // With heads only, those before the gap cannot be told from a
+        // rewrite ending there; those after it are vouched again by the next head.
+        assert_eq!(
+            walk_with(&rows, &[600, 800, 1000], false),
+            [(RangeKind::Unvouched, 601, 699), (RangeKind::Missing, 700, 720)]
+        );
+        // And with no head after the gap, they are not vouched for.
+        assert_eq!(
+            walk_with(&rows, &[600], false),
+            [
+                (RangeKind::Unvouched, 601, 699),
+                (RangeKind::Missing, 700, 720),
+                (RangeKind::Unvouched, 721, 1000)
+            ]
+        );
+    }
+
+    /// Past a gap, a record whose fields do not give its hash is altered.
+    #[test]
+    fn an_edited_record_right_after_a_gap_is_altered() {
+        let mut rows = chain(1000, true);
+        rows[720].payload = "x".into();
+        rows.drain(699..720);
+        assert_eq!(
+            walk(&rows, &[600, 800, 1000], 1000),
+            [(RangeKind::Missing, 700, 720), (RangeKind::Altered, 721, 721)]
+        );
     }
 
     #[test]
