@@ -11,6 +11,8 @@ use chainship_chain::{ErrorKind, HasKind, Setting};
 pub const OK: u8 = 0;
 pub const FAILED: u8 = 1;
 pub const USAGE: u8 = 2;
+/// The exit status of a tool whose stdout reader has gone (128 + SIGPIPE).
+pub const CLOSED_STDOUT: u8 = 141;
 
 /// A one-line message and the exit code it maps to.
 #[derive(Debug)]
@@ -50,10 +52,12 @@ pub fn verdict(passed: bool) -> u8 {
 }
 
 /// The one mapping from an error's kind to an exit code: the data failed a
-/// check (1), or anything else stopped the command (2).
+/// check (1), the output's reader left (141), or anything else stopped the
+/// command (2).
 pub fn code_for(kind: ErrorKind) -> u8 {
     match kind {
         ErrorKind::Integrity => FAILED,
+        ErrorKind::Closed => CLOSED_STDOUT,
         ErrorKind::Transient | ErrorKind::Permanent => USAGE,
     }
 }

@@ -183,7 +183,10 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            logging::fatal(cli.log_format, e.code, &e.message);
+            // A reader that left (`| head`) is told nothing, as by Unix tools.
+            if e.code != exit::CLOSED_STDOUT {
+                logging::fatal(cli.log_format, e.code, &e.message);
+            }
             ExitCode::from(e.code)
         }
     }

@@ -80,8 +80,7 @@ pub fn print_outcome(findings: &[Finding], ok: &str, last_trusted: Option<Head>)
     }
 }
 
-/// The exit status of a tool whose stdout reader has gone (128 + SIGPIPE).
-pub const CLOSED_STDOUT: u8 = 141;
+pub use crate::exit::CLOSED_STDOUT;
 
 /// Writes one line to stdout. When the reader has gone (a closed pipe) the
 /// process exits as Unix tools do on SIGPIPE (status 141), without a panic;

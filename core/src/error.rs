@@ -14,6 +14,9 @@ pub enum ErrorKind {
     /// The data contradicts the chain (a sink or store holds what the chain
     /// does not, a damaged record): never retried; stop (exit 1).
     Integrity,
+    /// The reader of what the process writes has gone (`... | head`): stop
+    /// without a word, as Unix tools do on SIGPIPE (exit 141).
+    Closed,
 }
 
 impl ErrorKind {
@@ -23,6 +26,7 @@ impl ErrorKind {
             ErrorKind::Transient => "transient",
             ErrorKind::Permanent => "permanent",
             ErrorKind::Integrity => "integrity",
+            ErrorKind::Closed => "closed",
         }
     }
 }
@@ -143,6 +147,11 @@ impl Error {
     /// The data contradicts the chain: stops, exit 1, never retried.
     pub fn integrity(message: impl fmt::Display) -> Self {
         Error::new(ErrorKind::Integrity, message)
+    }
+
+    /// The output's reader has gone: stops quietly, exit 141.
+    pub fn closed(message: impl fmt::Display) -> Self {
+        Error::new(ErrorKind::Closed, message)
     }
 
     /// Whether retrying may help.

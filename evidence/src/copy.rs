@@ -13,7 +13,7 @@ use chainship_anchor::cosignature::WitnessPolicy;
 use chainship_anchor::note::VerifierKey;
 use chainship_chain::origin::parse_origin;
 use chainship_chain::record::Record;
-use chainship_chain::{Error, permanent};
+use chainship_chain::{Error, integrity, permanent};
 use chainship_runs::Touched;
 use chainship_runs::affected::{Affected, RecordEvent};
 use chainship_sinks::{SinkConfig, read_records};
@@ -261,19 +261,19 @@ pub fn touched_in(
 pub async fn read_in_order(
     source: &SinkConfig,
     origin: &str,
-    each: &mut dyn FnMut(Result<chainship_runs::RunEvent<'_>, String>),
+    each: &mut dyn FnMut(Result<chainship_runs::RunEvent<'_>, Error>),
 ) -> Result<(), Error> {
     let mut last = 0u64;
     read_records(source, origin, &mut |line, place| {
         let r = match Record::parse(line) {
             Ok(r) => r,
-            Err(e) => return each(Err(format!("{}: not a record: {e}", place()))),
+            Err(e) => return each(Err(integrity!("{}: not a record: {e}", place()))),
         };
         if r.origin != origin || r.seq <= last {
             return;
         }
         if r.seq != last + 1 {
-            each(Err(format!("{}: seq {} follows seq {last}", place(), r.seq)));
+            each(Err(integrity!("{}: seq {} follows seq {last}", place(), r.seq)));
         }
         last = r.seq;
         if let Some(e) = RecordEvent::of(&r) {

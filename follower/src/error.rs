@@ -34,6 +34,7 @@ impl FollowError {
     pub fn from_kind(e: &impl HasKind) -> Self {
         let kind = match e.kind() {
             ErrorKind::Integrity => ErrorKind::Integrity,
+            ErrorKind::Closed => ErrorKind::Closed,
             ErrorKind::Transient | ErrorKind::Permanent => ErrorKind::Permanent,
         };
         let error = Error::new(kind, e.bare_message());

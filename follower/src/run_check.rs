@@ -416,27 +416,27 @@ impl FollowerRunCheck {
 /// The saved state usable at `after`, with the head it describes; `None`
 /// (said, unless there is simply none) when there is none that can be used.
 fn restore(rules: &RunRules, db: &EventDb, file: &RunStateFile, after: Head) -> Option<(RunCheck, Head)> {
-    let usable = || -> Result<Option<(RunCheck, Head)>, String> {
+    let usable = || -> Result<Option<(RunCheck, Head)>, Error> {
         let restored = file.load_with(|head, input| {
             if head.seq > after.seq {
-                return Err(format!(
+                return Err(Error::integrity(format!(
                     "it describes seq {}, past the resume point {} (the cursor was moved back)",
                     head.seq, after.seq
-                ));
+                )));
             }
-            let stored = db.hash_at(head.seq).map_err(|e| e.to_string())?;
+            let stored = db.hash_at(head.seq).map_err(Error::integrity)?;
             if Head::from_stored(head.seq, &stored.unwrap_or_default()) != Some(head) {
-                return Err(format!(
+                return Err(Error::integrity(format!(
                     "the database no longer holds {head} (rewritten, restored, or another database)"
-                ));
+                )));
             }
             let check =
-                RunCheck::restore_from(rules.profile, rules.config.clone(), input).map_err(|e| e.to_string())?;
+                RunCheck::restore_from(rules.profile, rules.config.clone(), input).map_err(Error::integrity)?;
             if let Some(seq) = check.last_seq_held().filter(|seq| *seq > head.seq) {
-                return Err(format!(
+                return Err(Error::integrity(format!(
                     "it holds a run fed seq {seq}, past the event it describes ({}): not a state the check made",
                     head.seq
-                ));
+                )));
             }
             Ok(check)
         })?;

@@ -23,7 +23,7 @@
 
 use std::path::{Path, PathBuf};
 
-use chainship_chain::Head;
+use chainship_chain::{Error, Head};
 
 const MAGIC: &[u8] = b"chainship-run-state/3\n";
 
@@ -98,6 +98,11 @@ pub struct SavedState {
     pub check: Vec<u8>,
 }
 
+/// Why a saved state on disk cannot be used (the check is then rebuilt).
+fn unusable(why: impl std::fmt::Display) -> Error {
+    Error::integrity(why)
+}
+
 impl RunStateFile {
     pub fn new(path: PathBuf, origin: &str) -> Self {
         RunStateFile {
@@ -112,10 +117,10 @@ impl RunStateFile {
 
     /// The saved state, read whole; `Ok(None)` when there is none.
     #[cfg(test)]
-    pub fn load(&self) -> Result<Option<SavedState>, String> {
+    pub fn load(&self) -> Result<Option<SavedState>, Error> {
         let loaded = self.load_with(|_, input| {
             let mut check = Vec::new();
-            input.read_to_end(&mut check).map_err(|e| e.to_string())?;
+            input.read_to_end(&mut check).map_err(unusable)?;
             Ok(check)
         })?;
         Ok(loaded.map(|(head, check)| SavedState { head, check }))
@@ -127,11 +132,11 @@ impl RunStateFile {
     /// there is none; `Err` saying why a file that is there cannot be used.
     pub fn load_with<T>(
         &self,
-        read: impl FnOnce(Head, &mut dyn std::io::Read) -> Result<T, String>,
-    ) -> Result<Option<(Head, T)>, String> {
+        read: impl FnOnce(Head, &mut dyn std::io::Read) -> Result<T, Error>,
+    ) -> Result<Option<(Head, T)>, Error> {
         use std::io::{Read, Seek};
         use std::os::unix::fs::OpenOptionsExt;
-        let not_a_state = || "not a chainship run state (or another version of one)".to_owned();
+        let not_a_state = || unusable("not a chainship run state (or another version of one)");
         // Non-blocking: a FIFO planted here must not hang the start. Not
         // through a symbolic link: the follower writes this file, never a link.
         let mut file = match std::fs::OpenOptions::new()
@@ -141,15 +146,15 @@ impl RunStateFile {
         {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err("a symbolic link".into()),
-            Err(e) => return Err(e.to_string()),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(unusable("a symbolic link")),
+            Err(e) => return Err(unusable(e)),
         };
-        let meta = file.metadata().map_err(|e| e.to_string())?;
+        let meta = file.metadata().map_err(unusable)?;
         if !meta.is_file() {
-            return Err("not a regular file".into());
+            return Err(unusable("not a regular file"));
         }
         if meta.len() > MAX_BYTES as u64 {
-            return Err(format!("larger than {} MiB", MAX_BYTES >> 20));
+            return Err(unusable(format!("larger than {} MiB", MAX_BYTES >> 20)));
         }
         // The magic first: a large file that is something else is not read.
         let mut magic = vec![0u8; MAGIC.len()];
@@ -160,7 +165,7 @@ impl RunStateFile {
             .len()
             .checked_sub(4)
             .filter(|b| *b >= MAGIC.len() as u64)
-            .ok_or("cut short")?;
+            .ok_or_else(|| unusable("cut short"))?;
         let mut crc = crc32fast::Hasher::new();
         crc.update(MAGIC);
         let mut rest = (&mut file).take(body - MAGIC.len() as u64);
@@ -169,24 +174,24 @@ impl RunStateFile {
             match rest.read(&mut chunk) {
                 Ok(0) => break,
                 Ok(n) => crc.update(&chunk[..n]),
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(unusable(e)),
             }
         }
         let mut digest = [0u8; 4];
-        file.read_exact(&mut digest).map_err(|_| "cut short")?;
+        file.read_exact(&mut digest).map_err(|_| unusable("cut short"))?;
         if crc.finalize().to_be_bytes() != digest {
-            return Err("its checksum does not hold (damaged or cut short)".into());
+            return Err(unusable("its checksum does not hold (damaged or cut short)"));
         }
         file.seek(std::io::SeekFrom::Start(MAGIC.len() as u64))
-            .map_err(|e| e.to_string())?;
+            .map_err(unusable)?;
         let mut fields = std::io::BufReader::with_capacity(64 << 10, file.take(body - MAGIC.len() as u64));
         // A field's first `longest` bytes (no more are read) and its length.
-        let mut field = |longest: usize| -> Result<(Vec<u8>, usize), String> {
+        let mut field = |longest: usize| -> Result<(Vec<u8>, usize), Error> {
             let mut len = [0u8; 4];
-            fields.read_exact(&mut len).map_err(|_| "cut short")?;
+            fields.read_exact(&mut len).map_err(|_| unusable("cut short"))?;
             let len = u32::from_be_bytes(len) as usize;
             let mut value = vec![0u8; len.min(longest)];
-            fields.read_exact(&mut value).map_err(|_| "cut short")?;
+            fields.read_exact(&mut value).map_err(|_| unusable("cut short"))?;
             Ok((value, len))
         };
         // Longer than this one's, it is another's: shown shortened (the
@@ -194,18 +199,18 @@ impl RunStateFile {
         let (origin, origin_len) = field(self.origin.len().max(200))?;
         if origin_len != origin.len() || origin != self.origin.as_bytes() {
             let shown: String = String::from_utf8_lossy(&origin).chars().take(200).collect();
-            return Err(format!(
+            return Err(unusable(format!(
                 "saved for origin {:?}{}, not this follower's",
                 shown.escape_debug().to_string(),
                 if origin_len > shown.len() { " (shortened)" } else { "" }
-            ));
+            )));
         }
         let (head, head_len) = field(100)?;
         let head = std::str::from_utf8(&head)
             .ok()
             .filter(|_| head_len == head.len())
             .and_then(|h| h.parse::<Head>().ok())
-            .ok_or("its head is not SEQ:HASH")?;
+            .ok_or_else(|| unusable("its head is not SEQ:HASH"))?;
         let check = read(head, &mut fields)?;
         Ok(Some((head, check)))
     }

@@ -481,13 +481,14 @@ fn verify(w: &Witness, cp: &PublishedCheckpoint, lines: &str) -> Outcome {
 /// (from the size it knows, with a consistency proof); a witness passes
 /// only if its cosignature verifies with the key given. With no store, or
 /// no checkpoint kept yet, nothing can be asked, and each says so. Returns
-/// each witness's name and address, and what it did or why it failed.
+/// each witness's name and address, and what it did or why it failed (a
+/// contradiction is an integrity error, an unreachable witness transient).
 pub async fn probe(
     store: Option<&dyn AnchorStore>,
     origin: &str,
     keys: &[VerifierKey],
     witnesses: &[Witness],
-) -> Result<Vec<(String, Result<String, String>)>, Error> {
+) -> Result<Vec<(String, Result<String, Error>)>, Error> {
     let newest = match store {
         Some(store) => newest_checkpoint(store, origin, keys).await?,
         None => None,
@@ -499,10 +500,9 @@ pub async fn probe(
         let (Some(store), Some((cp, note))) = (store, &newest) else {
             out.push((
                 what,
-                Err(
-                    "not asked: no checkpoint signed by the signing key is kept yet (check again after the first one)"
-                        .into(),
-                ),
+                Err(Error::permanent(
+                    "not asked: no checkpoint signed by the signing key is kept yet (check again after the first one)",
+                )),
             ));
             continue;
         };
@@ -516,16 +516,16 @@ pub async fn probe(
                 "cosigned checkpoint {} of {origin:?}; its cosignature verifies with the key given",
                 cp.size
             )),
-            Outcome::Ahead(size) => Err(format!(
+            Outcome::Ahead(size) => Err(chainship_chain::integrity!(
                 "has cosigned size {size} of {origin:?}, above the newest checkpoint {}: another publisher or another history",
                 cp.size
             )),
-            Outcome::Inconsistent { old, why } => Err(format!(
+            Outcome::Inconsistent { old, why } => Err(chainship_chain::integrity!(
                 "refuses checkpoint {} as inconsistent with the size {old} it cosigned: {why}",
                 cp.size
             )),
-            Outcome::Refused(why) => Err(format!("does not know origin {origin:?} or its key: {why}")),
-            Outcome::Failed { why, .. } => Err(why),
+            Outcome::Refused(why) => Err(chainship_chain::permanent!("does not know origin {origin:?} or its key: {why}")),
+            Outcome::Failed { why, .. } => Err(Error::transient(why)),
         };
         out.push((what, r));
     }

@@ -87,7 +87,7 @@ impl S3Settings {
         if self.access_key_id.is_none()
             && let Some(path) = &self.credentials_file
         {
-            read_credentials_file(path).map_err(permanent)?;
+            read_credentials_file(path).map_err(|e| permanent(e.message))?;
         }
         let shared = self.shared_config().await;
         let Some(provider) = shared.credentials_provider() else {
@@ -109,7 +109,8 @@ impl S3Settings {
 /// `;` comments). Only a regular file, opened without blocking (a FIFO
 /// nobody writes must not hold the process); errors name the file and line,
 /// never a value.
-pub fn read_credentials_file(path: &std::path::Path) -> Result<(String, String), String> {
+pub fn read_credentials_file(path: &std::path::Path) -> Result<(String, String), chainship_core::Error> {
+    use chainship_core::permanent;
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let shown = path.display();
@@ -117,17 +118,17 @@ pub fn read_credentials_file(path: &std::path::Path) -> Result<(String, String),
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
-        .map_err(|e| format!("S3 credentials file {shown}: {e}"))?;
+        .map_err(|e| permanent!("S3 credentials file {shown}: {e}"))?;
     let meta = file
         .metadata()
-        .map_err(|e| format!("S3 credentials file {shown}: {e}"))?;
+        .map_err(|e| permanent!("S3 credentials file {shown}: {e}"))?;
     if !meta.is_file() {
-        return Err(format!("S3 credentials file {shown}: not a regular file"));
+        return Err(permanent!("S3 credentials file {shown}: not a regular file"));
     }
     let mut text = String::new();
     file.take(64 * 1024)
         .read_to_string(&mut text)
-        .map_err(|e| format!("S3 credentials file {shown}: {e}"))?;
+        .map_err(|e| permanent!("S3 credentials file {shown}: {e}"))?;
     let (mut id, mut secret, mut section) = (None, None, None::<String>);
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -143,7 +144,7 @@ pub fn read_credentials_file(path: &std::path::Path) -> Result<(String, String),
             continue;
         }
         let Some((key, value)) = line.split_once('=') else {
-            return Err(format!(
+            return Err(permanent!(
                 "S3 credentials file {shown} line {}: expected KEY = VALUE",
                 n + 1
             ));
@@ -159,7 +160,7 @@ pub fn read_credentials_file(path: &std::path::Path) -> Result<(String, String),
     }
     match (id.filter(|v| !v.is_empty()), secret.filter(|v| !v.is_empty())) {
         (Some(id), Some(secret)) => Ok((id, secret)),
-        _ => Err(format!(
+        _ => Err(permanent!(
             "S3 credentials file {shown}: needs aws_access_key_id and aws_secret_access_key (AWS credentials format)"
         )),
     }
@@ -183,12 +184,12 @@ mod tests {
         std::fs::write(&file, "aws_access_key_id=AKID\naws_secret_access_key=s3cr3t\n").unwrap();
         assert_eq!(read_credentials_file(&file).unwrap(), ("AKID".into(), "s3cr3t".into()));
         std::fs::write(&file, "aws_secret_access_key = s3cr3t\n").unwrap();
-        let e = read_credentials_file(&file).unwrap_err();
+        let e = read_credentials_file(&file).unwrap_err().message;
         assert!(e.contains("needs aws_access_key_id") && !e.contains("s3cr3t"), "{e}");
         std::fs::write(&file, "s3cr3t\n").unwrap();
-        let e = read_credentials_file(&file).unwrap_err();
+        let e = read_credentials_file(&file).unwrap_err().message;
         assert!(e.contains("line 1") && !e.contains("s3cr3t"), "{e}");
-        let e = read_credentials_file(&dir).unwrap_err();
+        let e = read_credentials_file(&dir).unwrap_err().message;
         assert!(e.contains("not a regular file"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }

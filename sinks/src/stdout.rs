@@ -26,9 +26,12 @@ impl Sink for StdoutSink {
         match out.write_all(&batch.jsonl).and_then(|_| out.flush()) {
             Ok(()) => Ok(()),
             // The reader has gone (`... | head`): nothing to retry or report.
-            // End as Unix tools do on SIGPIPE (status 141), like the CLI's own
-            // output; the cursor stays at the last batch written whole.
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(141),
+            // The follower stops as Unix tools do on SIGPIPE (status 141),
+            // like the CLI's own output; the cursor stays at the last batch
+            // written whole.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(SinkError::closed(
+                "stdout sink: the reader of standard output has gone",
+            )),
             Err(e) => Err(SinkError::permanent(format!("stdout sink: {e}"))),
         }
     }

@@ -302,7 +302,7 @@ pub fn run(args: &RunsArgs) -> CmdResult {
             report::runtime()?
                 .block_on(copy::read_in_order(&source, origin, &mut |r| match r {
                     Ok(event) => feed(&event, &mut report),
-                    Err(why) => report.not_whole(why),
+                    Err(why) => report.not_whole(why.message),
                 }))
                 .map_err(|e| CliError::from_kind(&e))?;
         }

@@ -102,15 +102,15 @@ impl Mapping for Ecs {
             || value.get("event").is_some_and(|e| e.get("original").is_some())
     }
 
-    fn carried(&self, value: &Value) -> Result<Record<'static>, String> {
+    fn carried(&self, value: &Value) -> Result<Record<'static>, crate::Error> {
         let line = value
             .get("event")
             .and_then(|e| e.get("original"))
             .and_then(Value::as_str)
-            .ok_or("it has no event.original string")?;
+            .ok_or_else(|| crate::integrity!("it has no event.original string"))?;
         Record::parse_own(line.as_bytes())
             .map(Record::into_owned)
-            .map_err(|e| format!("event.original is no record: {e}"))
+            .map_err(|e| crate::integrity!("event.original is no record: {e}"))
     }
 
     fn carried_quickly(&self, json: &[u8]) -> Option<Record<'static>> {

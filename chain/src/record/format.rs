@@ -167,7 +167,7 @@ pub(super) fn parse_profile(json: &[u8]) -> Option<Result<Record<'static>, Recor
     if let Err(e) = serde_json::from_slice::<NoRepeatedKeys>(json) {
         return Some(Err(malformed(e.to_string())));
     }
-    let record = mapping.carried(&value).map_err(malformed);
+    let record = mapping.carried(&value).map_err(|e| malformed(e.message));
     let record = match record {
         Ok(r) => r,
         Err(e) => return Some(Err(e)),

@@ -26,8 +26,9 @@ pub trait Mapping: Sync {
     /// class is then found not to be ours by the comparison).
     fn detect(&self, value: &Value) -> bool;
 
-    /// The chainship record a parsed line carries, or why it has none.
-    fn carried(&self, value: &Value) -> Result<Record<'static>, String>;
+    /// The chainship record a parsed line carries, or why it has none (an
+    /// integrity error: the line proves nothing).
+    fn carried(&self, value: &Value) -> Result<Record<'static>, crate::Error>;
 
     /// The carried record of a line in this format, read without building
     /// the whole JSON tree (the caller then checks the line is byte for

@@ -119,12 +119,12 @@ impl Mapping for Ocsf {
         value.get("class_uid").is_some()
     }
 
-    fn carried(&self, value: &Value) -> Result<Record<'static>, String> {
+    fn carried(&self, value: &Value) -> Result<Record<'static>, crate::Error> {
         let carried = value
             .get("unmapped")
             .and_then(|u| u.get("chainship"))
-            .ok_or("it has no unmapped.chainship")?;
-        Record::from_value(carried).map_err(|e| format!("unmapped.chainship is no record: {e}"))
+            .ok_or_else(|| crate::integrity!("it has no unmapped.chainship"))?;
+        Record::from_value(carried).map_err(|e| crate::integrity!("unmapped.chainship is no record: {e}"))
     }
 
     fn carried_quickly(&self, json: &[u8]) -> Option<Record<'static>> {

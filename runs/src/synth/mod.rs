@@ -47,22 +47,22 @@ const FAULTS: [(&str, Fault); 7] = [
 ];
 
 impl FromStr for Inject {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = chainship_chain::Error;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
         let names = FAULTS.map(|(n, _)| n).join(", ");
         let (name, at) = s
             .split_once('@')
-            .ok_or_else(|| format!("{s:?}: expected KIND@SEQ, KIND one of {names}"))?;
+            .ok_or_else(|| chainship_chain::permanent!("{s:?}: expected KIND@SEQ, KIND one of {names}"))?;
         let fault = FAULTS
             .iter()
             .find(|(n, _)| *n == name)
             .map(|&(_, f)| f)
-            .ok_or_else(|| format!("{name:?}: not a fault; one of {names}"))?;
+            .ok_or_else(|| chainship_chain::permanent!("{name:?}: not a fault; one of {names}"))?;
         let at = at
             .parse::<u64>()
             .ok()
             .filter(|&n| n >= 1)
-            .ok_or_else(|| format!("{at:?}: not a seq (1 or more)"))?;
+            .ok_or_else(|| chainship_chain::permanent!("{at:?}: not a seq (1 or more)"))?;
         Ok(Inject { fault, at })
     }
 }
