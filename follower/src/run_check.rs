@@ -430,8 +430,7 @@ fn restore(rules: &RunRules, db: &EventDb, file: &RunStateFile, after: Head) -> 
                     "the database no longer holds {head} (rewritten, restored, or another database)"
                 )));
             }
-            let check =
-                RunCheck::restore_from(rules.profile, rules.config.clone(), input).map_err(Error::integrity)?;
+            let check = RunCheck::restore_from(rules.profile, rules.config.clone(), input).map_err(Error::integrity)?;
             if let Some(seq) = check.last_seq_held().filter(|seq| *seq > head.seq) {
                 return Err(Error::integrity(format!(
                     "it holds a run fed seq {seq}, past the event it describes ({}): not a state the check made",

@@ -330,7 +330,7 @@ mod tests {
         assert_eq!(saved.check, b"the check's bytes");
 
         let other = RunStateFile::new(file.path().to_owned(), "example.com/other");
-        assert!(other.load().unwrap_err().contains("not this follower's"));
+        assert!(other.load().unwrap_err().message.contains("not this follower's"));
 
         let bytes = std::fs::read(file.path()).unwrap();
         for cut in [0, 5, MAGIC.len(), MAGIC.len() + 3, bytes.len() - 5, bytes.len() - 1] {
@@ -341,19 +341,19 @@ mod tests {
         std::fs::remove_file(file.path()).unwrap();
         let path = std::ffi::CString::new(file.path().as_os_str().as_encoded_bytes()).unwrap();
         assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
-        assert!(file.load().unwrap_err().contains("not a regular file"));
+        assert!(file.load().unwrap_err().message.contains("not a regular file"));
         std::fs::remove_file(file.path()).unwrap();
         std::fs::write(file.path(), vec![0u8; 1 << 20]).unwrap();
-        assert!(file.load().unwrap_err().contains("not a chainship run state"));
+        assert!(file.load().unwrap_err().message.contains("not a chainship run state"));
         // A link, even to a state that would do, is refused (and said), not followed.
         let real = dir.path().join("elsewhere.runs");
         std::fs::write(&real, &bytes).unwrap();
         std::fs::remove_file(file.path()).unwrap();
         std::os::unix::fs::symlink(&real, file.path()).unwrap();
-        assert_eq!(file.load().unwrap_err(), "a symbolic link");
+        assert_eq!(file.load().unwrap_err().message, "a symbolic link");
         std::fs::remove_file(file.path()).unwrap();
         std::os::unix::fs::symlink(dir.path().join("nowhere"), file.path()).unwrap();
-        assert_eq!(file.load().unwrap_err(), "a symbolic link");
+        assert_eq!(file.load().unwrap_err().message, "a symbolic link");
         std::fs::remove_file(file.path()).unwrap();
         // Bytes added after the check's, with a checksum that holds over
         // them, are read as the check's (whose own decoding refuses them).

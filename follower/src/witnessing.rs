@@ -524,7 +524,9 @@ pub async fn probe(
                 "refuses checkpoint {} as inconsistent with the size {old} it cosigned: {why}",
                 cp.size
             )),
-            Outcome::Refused(why) => Err(chainship_chain::permanent!("does not know origin {origin:?} or its key: {why}")),
+            Outcome::Refused(why) => Err(chainship_chain::permanent!(
+                "does not know origin {origin:?} or its key: {why}"
+            )),
             Outcome::Failed { why, .. } => Err(Error::transient(why)),
         };
         out.push((what, r));

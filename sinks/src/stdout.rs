@@ -29,9 +29,9 @@ impl Sink for StdoutSink {
             // The follower stops as Unix tools do on SIGPIPE (status 141),
             // like the CLI's own output; the cursor stays at the last batch
             // written whole.
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(SinkError::closed(
-                "stdout sink: the reader of standard output has gone",
-            )),
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                Err(SinkError::closed("stdout sink: the reader of standard output has gone"))
+            }
             Err(e) => Err(SinkError::permanent(format!("stdout sink: {e}"))),
         }
     }

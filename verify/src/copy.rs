@@ -103,7 +103,7 @@ impl CopyOutcome {
             checkpoints: 0,
             matched_roots: 0,
             last_trusted_published: None,
-            findings: vec![plain(kind, None, message, None)],
+            findings: vec![Finding::new(kind, None, message).at(None)],
             warnings: Vec::new(),
             last_trusted: None,
             unvouched: None,
@@ -310,18 +310,6 @@ fn unvouched_text(first: u64, last: u64) -> String {
     )
 }
 
-fn plain(kind: Kind, seq: Option<u64>, message: String, source: Option<String>) -> Finding {
-    Finding {
-        kind,
-        seq,
-        message,
-        expected: None,
-        found: None,
-        source,
-        remedy: None,
-    }
-}
-
 /// What the store pass trusts, in seq order.
 #[derive(Debug)]
 pub enum Voucher {
@@ -473,12 +461,16 @@ impl CopyCheck {
         }
         // What a consumer reads where this origin's records do not belong.
         for (records, place) in strays {
-            findings.push(plain(
-                Kind::ForeignPartition,
-                None,
-                format!("{records} record(s) of origin {origin:?} on {place}: a SIEM reading the topic ingests them"),
-                Some(place.clone()),
-            ));
+            findings.push(
+                Finding::new(
+                    Kind::ForeignPartition,
+                    None,
+                    format!(
+                        "{records} record(s) of origin {origin:?} on {place}: a SIEM reading the topic ingests them"
+                    ),
+                )
+                .at(Some(place.clone())),
+            );
         }
         // The check's chain findings, or the exact ranges that say the same
         // with their extent (as for a database).
@@ -545,12 +537,14 @@ impl CopyCheck {
         }
         // An empty copy vouches for nothing, whatever else was (not) compared.
         if check.records == 0 && !findings.iter().any(|f| f.kind == Kind::Cut) {
-            findings.push(plain(
-                Kind::Cut,
-                None,
-                format!("the copy holds no record of origin {origin:?}: nothing was checked"),
-                None,
-            ));
+            findings.push(
+                Finding::new(
+                    Kind::Cut,
+                    None,
+                    format!("the copy holds no record of origin {origin:?}: nothing was checked"),
+                )
+                .at(None),
+            );
         }
         // Records past the last trusted head: a chain no signed head covers yet.
         let end = check.end();
@@ -564,12 +558,12 @@ impl CopyCheck {
             if last.saturating_sub(first).saturating_add(1) > expect.max_unvouched {
                 findings.push(Finding {
                     remedy: Some(chainship_chain::Setting::MaxUnvouched),
-                    ..plain(
+                    ..Finding::new(
                         Kind::Unvouched,
                         Some(first),
                         format!("{text} (more than the {} allowed)", expect.max_unvouched),
-                        None,
                     )
+                    .at(None)
                 });
             } else {
                 warnings.push(text);

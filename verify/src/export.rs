@@ -106,18 +106,6 @@ pub const MAX_FINDINGS: usize = 10_000;
 /// Matched heads whose hash is kept at hand.
 const RECENT_HEADS: usize = 1024;
 
-fn finding(kind: Kind, seq: Option<u64>, message: String) -> Finding {
-    Finding {
-        kind,
-        seq,
-        message,
-        expected: None,
-        found: None,
-        source: None,
-        remedy: None,
-    }
-}
-
 fn to_hash(text: &str) -> Option<HexHash> {
     Head::from_stored(1, text.as_bytes()).map(|h| h.hash)
 }
@@ -162,7 +150,7 @@ impl ExportCheck {
         }
         if head.seq == floor {
             if let Some(start) = self.start.filter(|a| a.hash != head.hash) {
-                let mut f = finding(
+                let mut f = Finding::new(
                     Kind::Fork,
                     Some(floor),
                     format!(
@@ -232,7 +220,7 @@ impl ExportCheck {
                 }
             } else {
                 let (ours, theirs) = (chainship_tlog::hash_b64(&ours), chainship_tlog::hash_b64(&root));
-                let mut f = finding(
+                let mut f = Finding::new(
                     Kind::Fork,
                     Some(size),
                     format!(
@@ -274,15 +262,22 @@ impl ExportCheck {
             // with its seq, and the record it carries still holds its place.
             Err(e) if e.carried().is_some() => {
                 let record = e.carried().expect("checked");
-                self.findings
-                    .push(finding(Kind::Altered, Some(record.seq), format!("{}: {e}", where_())));
+                self.findings.push(Finding::new(
+                    Kind::Altered,
+                    Some(record.seq),
+                    format!("{}: {e}", where_()),
+                ));
                 self.feed_checked(record, where_, false);
             }
             Err(e) => {
                 // Not a record: trust ends where the copy stood when it came.
                 let at = self.last.map_or(1, |(s, _)| s.saturating_add(1));
                 self.unplaced = Some(self.unplaced.map_or(at, |u| u.min(at)));
-                self.note(finding(Kind::Altered, None, format!("{}: not a record: {e}", where_())));
+                self.note(Finding::new(
+                    Kind::Altered,
+                    None,
+                    format!("{}: not a record: {e}", where_()),
+                ));
             }
         }
     }
@@ -298,17 +293,17 @@ impl ExportCheck {
         self.records += 1;
         if r.origin != self.origin {
             let msg = format!("{}: a record of origin {:?} (seq {})", where_(), r.origin, r.seq);
-            self.note(finding(Kind::Foreign, Some(r.seq), msg));
+            self.note(Finding::new(Kind::Foreign, Some(r.seq), msg));
             return;
         }
         let (Some(hash), Some(prev)) = (to_hash(&r.hash), PrevHash::parse(r.prev_hash.as_bytes())) else {
             let msg = format!("{}: seq {} has a malformed hash or prev_hash", where_(), r.seq);
-            self.note(finding(Kind::Altered, Some(r.seq), msg));
+            self.note(Finding::new(Kind::Altered, Some(r.seq), msg));
             return;
         };
         let content = r.expected_hash();
         if content != hash {
-            let mut f = finding(
+            let mut f = Finding::new(
                 Kind::Altered,
                 Some(r.seq),
                 format!("{}: seq {} does not hash to its own hash field", where_(), r.seq),
@@ -321,7 +316,7 @@ impl ExportCheck {
         let seen = Seen { hash, prev, content };
         // Nothing can follow the largest seq: such a record is out of place.
         let Some(next) = self.last.map_or(Some(1), |(s, _)| s.checked_add(1)) else {
-            self.note(finding(
+            self.note(Finding::new(
                 Kind::Reordered,
                 Some(r.seq),
                 format!(
@@ -343,7 +338,7 @@ impl ExportCheck {
                 if as_delivered && earlier.hash == hash && earlier.content == content && content != [0; 64] {
                     self.identical_duplicates += 1;
                 } else {
-                    let mut f = finding(
+                    let mut f = Finding::new(
                         Kind::Duplicate,
                         Some(r.seq),
                         format!("{}: seq {} delivered twice with different contents", where_(), r.seq),
@@ -361,7 +356,7 @@ impl ExportCheck {
                 if self.filled_late.len() < MAX_FINDINGS {
                     self.filled_late.push(r.seq);
                 }
-                self.note(finding(
+                self.note(Finding::new(
                     Kind::Reordered,
                     Some(r.seq),
                     format!("{}: seq {} comes after a later seq", where_(), r.seq),
@@ -370,7 +365,7 @@ impl ExportCheck {
                 self.remember(r.seq, seen);
                 self.match_head(r.seq, hash);
             } else {
-                self.note(finding(
+                self.note(Finding::new(
                     Kind::Reordered,
                     Some(r.seq),
                     format!("{}: seq {} comes far after later seqs", where_(), r.seq),
@@ -384,7 +379,7 @@ impl ExportCheck {
         } else if let Some(expected_prev) = self.hash_before(r.seq - 1)
             && expected_prev[..] != *prev.as_bytes()
         {
-            let mut f = finding(
+            let mut f = Finding::new(
                 Kind::Altered,
                 Some(r.seq),
                 format!(
@@ -431,7 +426,7 @@ impl ExportCheck {
             self.more_past_end += 1;
             return;
         }
-        let mut f = finding(
+        let mut f = Finding::new(
             kind,
             Some(head.seq),
             format!(
@@ -478,7 +473,7 @@ impl ExportCheck {
             .get(&seq.saturating_add(1))
             .is_none_or(|n| *n.prev.as_bytes() == seen.hash[..]);
         if !before_ok || !after_ok {
-            self.note(finding(
+            self.note(Finding::new(
                 Kind::Altered,
                 Some(seq),
                 format!("{}: seq {} does not link to its neighbours", where_(), seq),
@@ -502,7 +497,7 @@ impl ExportCheck {
                 }
             } else {
                 self.contradicted.push(seq);
-                let mut f = finding(
+                let mut f = Finding::new(
                     Kind::Fork,
                     Some(seq),
                     format!("the copy's seq {seq} has another hash than the kept head"),
@@ -537,7 +532,7 @@ impl ExportCheck {
         if let Some(size) = beyond
             && !self.findings.iter().any(|f| f.kind == Kind::Cut)
         {
-            self.note(finding(
+            self.note(Finding::new(
                 Kind::Cut,
                 Some(size),
                 format!("checkpoint {size} vouches for seq {size}, but the copy ends at seq {end}"),
@@ -558,11 +553,11 @@ impl ExportCheck {
             } else {
                 format!("seqs {start} to {end} are missing")
             };
-            self.note(finding(Kind::Gap, Some(start), msg));
+            self.note(Finding::new(Kind::Gap, Some(start), msg));
         }
         if self.more_findings > 0 {
             let first = self.findings.iter().filter_map(|f| f.seq).min();
-            self.findings.push(finding(
+            self.findings.push(Finding::new(
                 Kind::Altered,
                 first,
                 format!(

@@ -152,6 +152,28 @@ pub struct Finding {
     pub remedy: Option<chainship_chain::Setting>,
 }
 
+impl Finding {
+    /// A finding of `kind` at `seq` (a checkpoint's: its size), in words;
+    /// the hashes, source and remedy are added where they are known.
+    pub fn new(kind: Kind, seq: Option<u64>, message: impl Into<String>) -> Self {
+        Finding {
+            kind,
+            seq,
+            message: message.into(),
+            expected: None,
+            found: None,
+            source: None,
+            remedy: None,
+        }
+    }
+
+    /// The same finding, about the file or object at `source`.
+    pub fn at(mut self, source: Option<String>) -> Self {
+        self.source = source;
+        self
+    }
+}
+
 /// A head whose signature a trusted key verified.
 #[derive(Clone, Debug)]
 pub struct TrustedHead {

@@ -525,12 +525,14 @@ pub async fn audit<'a>(
             pass.out.note(f);
         }
         if tiles.more > 0 {
-            pass.out.note(finding(
-                Kind::TilesDisagree,
-                Some(newest.size),
-                format!("and {} more tile(s) or bundle(s) like those above", tiles.more),
-                None,
-            ));
+            pass.out.note(
+                Finding::new(
+                    Kind::TilesDisagree,
+                    Some(newest.size),
+                    format!("and {} more tile(s) or bundle(s) like those above", tiles.more),
+                )
+                .at(None),
+            );
         }
     }
     // The pointer is judged against the newest checkpoint once its head is
@@ -582,18 +584,6 @@ async fn newest_checkpoint(input: &StreamInput<'_>, keys: &[NameKey]) -> Result<
     Ok(None)
 }
 
-fn finding(kind: Kind, seq: Option<u64>, message: String, source: Option<String>) -> Finding {
-    Finding {
-        kind,
-        seq,
-        message,
-        expected: None,
-        found: None,
-        source,
-        remedy: None,
-    }
-}
-
 /// How the names below a point changed, in words.
 fn changed_names(then: Below, now: Below) -> String {
     if then.count == now.count {
@@ -617,15 +607,10 @@ impl Pass<'_> {
     fn since_still_kept(&mut self, since: &Since, listing: &Listing) {
         let state = format!("the state file {}", since.source);
         if !listing.heads.iter().any(|k| k.seq == since.head.seq) {
-            self.out.note(finding(
-                Kind::HeadsDisagree,
-                Some(since.head.seq),
-                format!(
+            self.out.note(Finding::new(Kind::HeadsDisagree, Some(since.head.seq), format!(
                     "head {} verified by the previous run ({state}) is no longer kept in the store: the store was rolled back or pruned",
                     since.head
-                ),
-                Some(state.clone()),
-            ));
+                )).at(Some(state.clone())));
         }
         // Below the state nothing is read, but a directory names what is
         // there: one more (a fork planted below the head), one fewer, or one
@@ -633,16 +618,11 @@ impl Pass<'_> {
         if let (Some(then), Some(now)) = (since.notes_below, listing.heads_below)
             && then != now
         {
-            self.out.note(finding(
-                Kind::HeadsDisagree,
-                Some(since.head.seq),
-                format!(
+            self.out.note(Finding::new(Kind::HeadsDisagree, Some(since.head.seq), format!(
                     "the notes kept below head {} are not those the previous run verified ({state}): {}; verify once without the state file to judge them",
                     since.head,
                     changed_names(then, now)
-                ),
-                Some(state.clone()),
-            ));
+                )).at(Some(state.clone())));
         }
         if let (Some((size, _, _)), Some(then), Some(below_start)) =
             (&since.checkpoint, since.checkpoints_below, listing.checkpoints_below)
@@ -659,28 +639,18 @@ impl Pass<'_> {
                 } else {
                     Kind::CheckpointMissing
                 };
-                self.out.note(finding(
-                    kind,
-                    Some(*size),
-                    format!(
+                self.out.note(Finding::new(kind, Some(*size), format!(
                         "the checkpoints kept below size {size} are not those the previous run verified ({state}): {}; verify once without the state file to judge them",
                         changed_names(then, now)
-                    ),
-                    Some(state.clone()),
-                ));
+                    )).at(Some(state.clone())));
             }
         }
         if let Some((size, _, _)) = &since.checkpoint
             && !listing.checkpoints.iter().any(|k| k.seq == *size)
         {
-            self.out.note(finding(
-                Kind::CheckpointMissing,
-                Some(*size),
-                format!(
+            self.out.note(Finding::new(Kind::CheckpointMissing, Some(*size), format!(
                     "checkpoint {size} verified by the previous run ({state}) is no longer kept in the store: the store was rolled back or pruned"
-                ),
-                Some(state),
-            ));
+                )).at(Some(state)));
         }
     }
 
@@ -697,15 +667,10 @@ impl Pass<'_> {
             let out_of_window = self.trusted_recent.len() == PREVIOUS_WINDOW && self.trusted_recent.front() > Some(&p);
             let seen = self.trusted_recent.binary_search(&p).is_ok();
             if !below_all && !below_state && !out_of_window && !seen {
-                self.out.note(finding(
-                    Kind::HeadMissing,
-                    Some(p),
-                    format!(
+                self.out.note(Finding::new(Kind::HeadMissing, Some(p), format!(
                         "head {} says the head kept before it was at seq {p}; the store keeps no trusted head at {p}: a publication deleted (its head, and its checkpoint if it had one)",
                         t.signed.head
-                    ),
-                    Some(t.source.clone()),
-                ));
+                    )).at(Some(t.source.clone())));
             }
         }
         if self.trusted_recent.back() != Some(&seq) {
@@ -814,12 +779,14 @@ impl Pass<'_> {
                     }
                     None => "(deleted)".to_owned(),
                 };
-                self.out.note(finding(
-                    Kind::CheckpointMissing,
-                    Some(head.seq),
-                    format!("head {head} has no checkpoint of size {} {why}", head.seq),
-                    Some(t.source.clone()),
-                ));
+                self.out.note(
+                    Finding::new(
+                        Kind::CheckpointMissing,
+                        Some(head.seq),
+                        format!("head {head} has no checkpoint of size {} {why}", head.seq),
+                    )
+                    .at(Some(t.source.clone())),
+                );
             } else if let Some(sweep) = &self.sweep
                 && sweep.tree.size() == head.seq
                 && self.prev_cp.as_ref().is_some_and(|p| p.consistent)
@@ -873,7 +840,7 @@ impl Pass<'_> {
             );
             self.out
                 .findings
-                .push(finding(Kind::CheckpointFork, Some(size), message, Some(source)));
+                .push(Finding::new(Kind::CheckpointFork, Some(size), message).at(Some(source)));
             return Ok(());
         }
         // Below the state's checkpoint: verified before, read again only
@@ -978,12 +945,12 @@ impl Pass<'_> {
     /// from its own tiles, and a consistency proof from the previous one.
     async fn pairwise(&mut self, cp: &Checkpoint, source: &str) -> Result<bool, StoreError> {
         let tiles_disagree = |why: String| {
-            finding(
+            Finding::new(
                 Kind::TilesDisagree,
                 Some(cp.size),
                 format!("checkpoint {} (root {}): {why}", cp.size, cp.root_b64()),
-                Some(source.to_owned()),
             )
+            .at(Some(source.to_owned()))
         };
         // Both are judged: tiles that do not give the root, and whether it
         // is one tree with the previous checkpoint at all.
@@ -1035,15 +1002,10 @@ impl Pass<'_> {
                 Ok(false)
             }
             Ok(_) => {
-                self.out.note(finding(
-                    Kind::CheckpointFork,
-                    Some(cp.size),
-                    format!(
+                self.out.note(Finding::new(Kind::CheckpointFork, Some(cp.size), format!(
                         "checkpoints {} and {} are not one tree: no consistency proof between them (the larger is another history, e.g. a database restored from a backup and grown again)",
                         prev.size, cp.size
-                    ),
-                    Some(source.to_owned()),
-                ));
+                    )).at(Some(source.to_owned())));
                 Ok(false)
             }
             Err(TileError::Store(e)) => Err(e),
@@ -1103,12 +1065,7 @@ impl Pass<'_> {
     /// in its place, or removed while the audit read): never passed over.
     fn unreadable(&mut self, name: &str, seq: u64) {
         let source = format!("{}/{}/{name}", self.input.store.describe(), self.input.origin);
-        self.out.note(finding(
-            Kind::BadSignature,
-            Some(seq),
-            format!("{source} is listed but cannot be read as a note (a directory in its place, or removed while this audit read)"),
-            Some(source.clone()),
-        ));
+        self.out.note(Finding::new(Kind::BadSignature, Some(seq), format!("{source} is listed but cannot be read as a note (a directory in its place, or removed while this audit read)")).at(Some(source.clone())));
     }
 
     /// A head at `seq`: the checkpoint waiting for its head has it, or
@@ -1125,15 +1082,10 @@ impl Pass<'_> {
     /// that ends before it was cut, as it would be before a head there.
     fn headless_beyond_database(&mut self, size: u64, source: &str) {
         if let Some(end) = self.judge.as_ref().and_then(|j| j.ends_before(size)) {
-            self.out.note(finding(
-                Kind::Cut,
-                Some(size),
-                format!(
+            self.out.note(Finding::new(Kind::Cut, Some(size), format!(
                     "checkpoint {size} (kept without its head) vouches for seq {size}, but the database ends at seq {}",
                     end.unwrap_or(0)
-                ),
-                Some(source.to_owned()),
-            ));
+                )).at(Some(source.to_owned())));
         }
     }
 
@@ -1141,14 +1093,9 @@ impl Pass<'_> {
     fn flush_headless(&mut self) {
         if let Some((size, source)) = self.headless.take() {
             self.headless_beyond_database(size, &source);
-            self.out.note(finding(
-                Kind::HeadMissing,
-                Some(size),
-                format!(
+            self.out.note(Finding::new(Kind::HeadMissing, Some(size), format!(
                     "checkpoint {size} is kept without its head: the follower writes the head of seq {size} right after it, so the head was deleted"
-                ),
-                Some(source),
-            ));
+                )).at(Some(source)));
         }
     }
 
@@ -1162,14 +1109,9 @@ impl Pass<'_> {
             self.partial_sizes.pop_front();
             if size < seq {
                 let source = format!("{}/{}/{path}", self.input.store.describe(), self.input.origin);
-                self.out.note(finding(
-                    Kind::CheckpointMissing,
-                    Some(size),
-                    format!(
+                self.out.note(Finding::new(Kind::CheckpointMissing, Some(size), format!(
                         "{path} is a partial tile of a tree of size {size}, which the follower writes only with the checkpoint of that size; no checkpoint {size} is kept: deleted"
-                    ),
-                    Some(source),
-                ));
+                    )).at(Some(source)));
             }
         }
     }
@@ -1181,15 +1123,17 @@ impl Pass<'_> {
         }
         if self.out.more_findings > 0 {
             let first = self.out.findings.iter().filter_map(|f| f.seq).min();
-            self.out.findings.push(finding(
-                Kind::BadSignature,
-                first,
-                format!(
-                    "and {} more finding(s) about the store's notes, not listed (at most {MAX_FINDINGS} are kept)",
-                    self.out.more_findings
-                ),
-                None,
-            ));
+            self.out.findings.push(
+                Finding::new(
+                    Kind::BadSignature,
+                    first,
+                    format!(
+                        "and {} more finding(s) about the store's notes, not listed (at most {MAX_FINDINGS} are kept)",
+                        self.out.more_findings
+                    ),
+                )
+                .at(None),
+            );
         }
         if let Some((size, root, source, consistent)) = self.db_candidate.take()
             && self.compare_with_database(size, root, &source)?
@@ -1213,12 +1157,14 @@ impl Pass<'_> {
         self.partial_tiles_up_to(u64::MAX);
         if let (Some(mut cosign), Some((policy, grace))) = (self.cosign.take(), self.input.witness) {
             if self.out.checkpoints_trusted == 0 && self.prev_cp.is_none() {
-                cosign.findings.push(finding(
-                    Kind::Uncosigned,
-                    None,
-                    format!("no trusted checkpoint of origin {origin:?} to check witness cosignatures on"),
-                    None,
-                ));
+                cosign.findings.push(
+                    Finding::new(
+                        Kind::Uncosigned,
+                        None,
+                        format!("no trusted checkpoint of origin {origin:?} to check witness cosignatures on"),
+                    )
+                    .at(None),
+                );
             } else {
                 if cosign.newest_cosigned.is_none() {
                     cosign.newest_cosigned = self.input.since.and_then(|s| s.newest_cosigned);

@@ -11,8 +11,8 @@ use chainship_tlog::merkle::verify_inclusion;
 use chainship_tlog::proof::TlogProof;
 
 use crate::finding::Kind;
-use chainship_anchor::checkpoint::{Checkpoint, read_checkpoint};
-use chainship_anchor::cosignature::{WitnessPolicy, check_cosignatures};
+use chainship_anchor::checkpoint::Checkpoint;
+use chainship_anchor::cosignature::WitnessPolicy;
 use chainship_anchor::note::VerifierKey;
 
 /// Why a proof does not prove its record: the finding's kind where one
@@ -56,45 +56,10 @@ pub fn check(
     keys: &[VerifierKey],
     witnesses: Option<&WitnessPolicy>,
 ) -> Result<Proven, NotProven> {
-    let read = read_checkpoint(proof.checkpoint.as_bytes(), keys)
-        .map_err(|e| NotProven::new(None, format!("the proof's checkpoint: {e}")))?;
+    let judged = crate::checkpoints::trust_checkpoint(proof.checkpoint.as_bytes(), keys, witnesses, Default::default())
+        .map_err(|e| NotProven::new(None, format!("the proof's checkpoint: {}", e.message)))?;
+    let read = judged.trusted().map_err(|d| NotProven::new(Some(d.kind), d.message))?;
     let cp = &read.checkpoint;
-    if read.bad_signature {
-        return Err(NotProven::new(
-            Some(Kind::BadSignature),
-            format!("a trusted key's signature on checkpoint {} does not verify", cp.size),
-        ));
-    }
-    if read.signers.is_empty() {
-        return Err(NotProven::new(
-            Some(Kind::UntrustedKey),
-            format!("checkpoint {} is signed by no trusted key (for that size)", cp.size),
-        ));
-    }
-    if let Some(policy) = witnesses {
-        let cosigned = check_cosignatures(&read.note, &policy.keys);
-        if !cosigned.bad.is_empty() {
-            return Err(NotProven::new(
-                Some(Kind::BadSignature),
-                format!(
-                    "the cosignature of {} on checkpoint {} does not verify",
-                    cosigned.bad.join(", "),
-                    cp.size
-                ),
-            ));
-        }
-        if !policy.met(&cosigned.valid) {
-            return Err(NotProven::new(
-                Some(Kind::Uncosigned),
-                format!(
-                    "checkpoint {} carries {} valid cosignature(s): {}",
-                    cp.size,
-                    cosigned.valid.len(),
-                    policy.shortfall()
-                ),
-            ));
-        }
-    }
     prove_record(proof, record, cp)?;
     Ok(Proven {
         size: cp.size,

@@ -9,7 +9,7 @@ use chainship_tlog::merkle::{Hash, RangeHashes, inclusion_proof, verify_inclusio
 use chainship_tlog::proof::TlogProof;
 
 use chainship_anchor::checkpoint::{
-    Checkpoint, checkpoint_path, cosigned_path, read_checkpoint, size_from_checkpoint_name,
+    Checkpoint, ReadCheckpoint, checkpoint_path, cosigned_path, read_checkpoint, size_from_checkpoint_name,
 };
 use chainship_anchor::note::{SignedNote, VerifierKey};
 use chainship_anchor::store::{AnchorStore, CHECKPOINTS_DIR, COSIGNED_DIR};
@@ -54,17 +54,8 @@ pub async fn build(
                 _ => continue,
             },
         };
-        let read = read_checkpoint(&note, keys).map_err(|e| permanent!("{}/{origin}/{path}: {e}", store.describe()))?;
-        if !keys.is_empty() && read.signers.is_empty() {
-            return Err(permanent!(
-                "{}/{origin}/{path}: signed by no trusted key",
-                store.describe()
-            ));
-        }
+        let read = judge(&note, origin, keys).map_err(|e| permanent!("{}/{origin}/{path}: {e}", store.describe()))?;
         let cp = &read.checkpoint;
-        if cp.origin != origin {
-            return Err(permanent!("{path}: holds a checkpoint of origin {:?}", cp.origin));
-        }
         if seq > cp.size {
             // Candidates go from the largest down: none further covers the seq.
             return Err(last_failure.unwrap_or_else(|| {
@@ -158,8 +149,27 @@ async fn with_cosignatures(store: &dyn AnchorStore, origin: &str, note: &SignedN
     Ok(cosigned.map_or_else(|| note.to_text(), |c| c.to_text()))
 }
 
-/// A checkpoint of `origin` (signed by a trusted key, when keys are given).
+/// A checkpoint of `origin` trusted by the one rule
+/// ([`crate::checkpoints::trust_checkpoint`]); with no keys given, any
+/// checkpoint of `origin` (whoever checks the proof judges its signatures).
+fn judge(note: &[u8], origin: &str, keys: &[VerifierKey]) -> Result<ReadCheckpoint, Error> {
+    if keys.is_empty() {
+        let read = read_checkpoint(note, keys)?;
+        return match read.checkpoint.origin == origin {
+            true => Ok(read),
+            false => Err(permanent!("holds a checkpoint of origin {:?}", read.checkpoint.origin)),
+        };
+    }
+    let expect = crate::checkpoints::Expect {
+        origin: Some(origin),
+        size: None,
+    };
+    crate::checkpoints::trust_checkpoint(note, keys, None, expect)?
+        .trusted()
+        .map_err(|d| permanent!("{}", d.message))
+}
+
+/// Whether [`judge`] takes the note.
 fn usable(note: &[u8], origin: &str, keys: &[VerifierKey]) -> bool {
-    read_checkpoint(note, keys)
-        .is_ok_and(|r| r.checkpoint.origin == origin && (keys.is_empty() || !r.signers.is_empty()))
+    judge(note, origin, keys).is_ok()
 }

@@ -9,8 +9,8 @@ use std::io::Write;
 use std::path::Path;
 
 use chainship_anchor::AnchorStore;
-use chainship_anchor::checkpoint::{checkpoint_path, cosigned_path, read_checkpoint, size_from_checkpoint_name};
-use chainship_anchor::cosignature::{WitnessPolicy, check_cosignatures};
+use chainship_anchor::checkpoint::{checkpoint_path, cosigned_path, size_from_checkpoint_name};
+use chainship_anchor::cosignature::WitnessPolicy;
 use chainship_anchor::note::VerifierKey;
 use chainship_anchor::store::{CHECKPOINTS_DIR, COSIGNED_DIR};
 use chainship_anchor::tile_reader::{TileError, TileReader};
@@ -19,6 +19,7 @@ use chainship_chain::{Error, EventDb, integrity, permanent};
 use chainship_tlog::merkle::{Hash, inclusion_proof};
 use chainship_tlog::proof::TlogProof;
 use chainship_tlog::range::range_proof;
+use chainship_verify::checkpoints::{Expect, JudgedCheckpoint, trust_checkpoint};
 
 use super::check::{CheckInput, EvidenceReport, check};
 use super::{
@@ -63,22 +64,13 @@ pub async fn choose_checkpoint(
                 None => continue,
             },
         };
-        let Ok(read) = read_checkpoint(&note, keys) else {
+        let expect = Expect {
+            origin: Some(origin),
+            size: Some(size),
+        };
+        let Ok(Ok(read)) = trust_checkpoint(&note, keys, witnesses, expect).map(JudgedCheckpoint::trusted) else {
             continue;
         };
-        if read.signers.is_empty()
-            || read.bad_signature
-            || read.checkpoint.origin != origin
-            || read.checkpoint.size != size
-        {
-            continue;
-        }
-        if let Some(w) = witnesses {
-            let c = check_cosignatures(&read.note, &w.keys);
-            if !c.bad.is_empty() || !w.met(&c.valid) {
-                continue;
-            }
-        }
         let Some(head) = store.get_head(origin, size).await? else {
             tracing::warn!(
                 size,

@@ -7,8 +7,8 @@
 //! What is proven and what the run check found are kept apart: a record is
 //! proven or not ([`RecordStatus`]); the run has findings or not.
 
-use chainship_anchor::checkpoint::{Checkpoint, read_checkpoint};
-use chainship_anchor::cosignature::{WitnessPolicy, check_cosignatures};
+use chainship_anchor::checkpoint::Checkpoint;
+use chainship_anchor::cosignature::WitnessPolicy;
 use chainship_anchor::note::{SignedNote, VerifierKey};
 use chainship_anchor::signed_head::SignedHead;
 use chainship_chain::record::{Record, RecordError};
@@ -17,6 +17,7 @@ use chainship_runs::payload::Payload;
 use chainship_runs::{Profile, Role, RunCheck, RunCheckConfig, RunEvent, RunFinding, RunFindingKind, RunSummary};
 use chainship_tlog::proof::TlogProof;
 use chainship_verify::Kind;
+use chainship_verify::checkpoints::trust_checkpoint;
 use chainship_verify::proof::{self, NotProven};
 
 use super::gaps::{GapsStatus, RevealStatus, check_gaps, check_reveal};
@@ -416,47 +417,17 @@ pub fn check_renderings(files: &BundleFiles, report: &mut EvidenceReport) {
 /// Reads the checkpoint and checks its signatures and cosignatures; `Err`
 /// only when it is not a checkpoint at all.
 fn check_checkpoint(text: &str, input: &CheckInput<'_>) -> Result<(CheckpointStatus, SignedNote), Error> {
-    let read = read_checkpoint(text.as_bytes(), input.keys).map_err(|e| permanent!("{CHECKPOINT}: {e}"))?;
+    let judged = trust_checkpoint(text.as_bytes(), input.keys, input.witnesses, Default::default())
+        .map_err(|e| permanent!("{CHECKPOINT}: {e}"))?;
+    let problem = judged.distrust.map(|d| not_proven(Some(d.kind), d.message));
+    let read = judged.read;
     let cp: &Checkpoint = &read.checkpoint;
-    let cosigned = input.witnesses.map(|w| (w, check_cosignatures(&read.note, &w.keys)));
-    let problem = if read.bad_signature {
-        Some(not_proven(
-            Some(Kind::BadSignature),
-            format!("a trusted key's signature on checkpoint {} does not verify", cp.size),
-        ))
-    } else if read.signers.is_empty() {
-        Some(not_proven(
-            Some(Kind::UntrustedKey),
-            format!("checkpoint {} is signed by no trusted key", cp.size),
-        ))
-    } else {
-        match &cosigned {
-            Some((_, c)) if !c.bad.is_empty() => Some(not_proven(
-                Some(Kind::BadSignature),
-                format!(
-                    "the cosignature of {} on checkpoint {} does not verify",
-                    c.bad.join(", "),
-                    cp.size
-                ),
-            )),
-            Some((w, c)) if !w.met(&c.valid) => Some(not_proven(
-                Some(Kind::Uncosigned),
-                format!(
-                    "checkpoint {} carries {} valid cosignature(s): {}",
-                    cp.size,
-                    c.valid.len(),
-                    w.shortfall()
-                ),
-            )),
-            _ => None,
-        }
-    };
     let status = CheckpointStatus {
         origin: cp.origin.clone(),
         size: cp.size,
         root_b64: cp.root_b64(),
         signers: read.signers.clone(),
-        witnesses: cosigned.map(|(_, c)| c.valid).unwrap_or_default(),
+        witnesses: judged.cosignatures.map(|c| c.valid).unwrap_or_default(),
         problem,
     };
     Ok((status, read.note))
