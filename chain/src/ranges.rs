@@ -117,18 +117,18 @@ impl RangeClassifier {
     /// `seq - 1`), and what vouches for its stored hash.
     pub fn row(&mut self, seq: u64, linked: bool, vouch: Vouch) {
         let prev = self.prev.unwrap_or(0);
-        if seq > prev + 1 {
+        if seq > prev.saturating_add(1) {
             self.close(prev);
-            self.push(RangeKind::Missing, prev + 1, seq - 1);
+            self.push(RangeKind::Missing, prev.saturating_add(1), seq - 1);
         }
-        let linked = linked && seq == prev + 1;
+        let linked = linked && seq == prev.saturating_add(1);
         if !linked {
-            if seq == prev + 1 {
+            if seq == prev.saturating_add(1) {
                 self.close(prev);
             }
             self.push(RangeKind::Altered, seq, seq);
             self.stretch = Some(Stretch {
-                start: seq + 1,
+                start: seq.saturating_add(1),
                 last_anchor: None,
                 rewritten: vouch == Vouch::Contradicted,
                 rewritten_range: None,
@@ -147,7 +147,7 @@ impl RangeClassifier {
         let prev = self.prev.unwrap_or(0);
         self.close(prev);
         if seq > prev.saturating_add(1) {
-            self.push(RangeKind::Missing, prev + 1, seq - 1);
+            self.push(RangeKind::Missing, prev.saturating_add(1), seq - 1);
         }
         self.stretch = Some(Stretch {
             start: seq,
@@ -179,7 +179,7 @@ impl RangeClassifier {
                 // Everything since the stretch's last anchor links up to it.
                 let mut range = None;
                 if let Some(s) = self.stretch.take() {
-                    let from = s.last_anchor.map_or(s.start, |a| a + 1);
+                    let from = s.last_anchor.map_or(s.start, |a| a.saturating_add(1));
                     let kind = RangeKind::Rewritten;
                     if s.rewritten {
                         self.push(kind, s.start, seq);
@@ -190,7 +190,7 @@ impl RangeClassifier {
                     }
                 }
                 self.stretch = Some(Stretch {
-                    start: seq + 1,
+                    start: seq.saturating_add(1),
                     last_anchor: None,
                     rewritten: true,
                     rewritten_range: range,
@@ -210,7 +210,7 @@ impl RangeClassifier {
                 }
                 return;
             }
-            let from = s.last_anchor.map_or(s.start, |a| a + 1);
+            let from = s.last_anchor.map_or(s.start, |a| a.saturating_add(1));
             if from <= prev {
                 self.push(RangeKind::Unvouched, from, prev);
             }
@@ -222,7 +222,7 @@ impl RangeClassifier {
     fn push(&mut self, kind: RangeKind, from: u64, to: u64) {
         if let Some(last) = self.out.last_mut()
             && last.kind == kind
-            && last.to + 1 == from
+            && last.to.saturating_add(1) == from
             && last.anchored_by.is_none()
         {
             last.to = to;
@@ -273,6 +273,24 @@ impl RangeClassifier {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_largest_seq_is_classified_without_overflow() {
+        let mut c = RangeClassifier::after(0);
+        for seq in 1..=3 {
+            c.row(seq, true, Vouch::Anchor);
+        }
+        c.row(u64::MAX, false, Vouch::Nothing);
+        c.resume(u64::MAX, Vouch::Nothing);
+        let kinds: Vec<(RangeKind, u64, u64)> = c.ranges().iter().map(|r| (r.kind, r.from, r.to)).collect();
+        assert_eq!(
+            kinds[..2],
+            [
+                (RangeKind::Missing, 4, u64::MAX - 1),
+                (RangeKind::Altered, u64::MAX, u64::MAX)
+            ]
+        );
+    }
 
     /// The rows of a chain 1..=n after tampering, with anchors: what the
     /// classifier is fed, computed by brute force from the definition.

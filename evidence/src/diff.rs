@@ -50,7 +50,7 @@ impl Ranges {
     pub fn add(&mut self, seq: u64) {
         self.count += 1;
         if let Some((_, end)) = self.list.last_mut()
-            && *end + 1 == seq
+            && end.saturating_add(1) == seq
         {
             *end = seq;
         } else if self.list.len() < self.cap {

@@ -51,7 +51,7 @@ impl Restore {
     /// altered, with its place in the copy); it is never written.
     pub fn take(&mut self, record: &Record<'_>) -> bool {
         if self.write_error.is_some()
-            || record.seq != self.db.last() + 1
+            || record.seq != self.db.last().saturating_add(1)
             || self.to.is_some_and(|to| record.seq > to)
             || RecordEvent::of(record).is_none()
         {

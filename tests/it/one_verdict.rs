@@ -588,6 +588,30 @@ fn a_copy_and_the_database_name_the_same_exact_ranges() {
     assert_eq!(ranges(&db_json), exact, "{db_json}");
     assert_eq!(ranges(&copy_json_), exact, "{copy_json_}");
     assert_eq!(affected_runs(&db_json), [run_of(1500)], "{db_json}");
+    // The next record's prev_hash, the checkpoints' roots and the head's
+    // hash name no record of their own: the affected runs are one record's.
+    assert_eq!(affected_runs(&copy_json_), [run_of(1500)], "{copy_json_}");
+    assert_eq!(
+        copy_json_["affected"]["ranges"],
+        serde_json::json!([{"from": 1500, "to": 1500}])
+    );
+
+    // A second record at 1500 naming another run: a consumer may have
+    // taken either, so both runs are affected.
+    let text = std::fs::read_to_string(a.dir.path().join("events.jsonl")).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let mut forged: Value = serde_json::from_str(&lines[1499]).unwrap();
+    forged["run_id"] = "run_attacker".into();
+    lines.insert(1500, forged.to_string());
+    let copy = a.dir.path().join("duplicate.jsonl");
+    std::fs::write(&copy, lines.join("\n") + "\n").unwrap();
+    let (code_, json) = copy_json(&a, &["verify-export"], &copy);
+    assert_eq!(code_, 1, "{json}");
+    let mut runs = affected_runs(&json);
+    runs.sort();
+    let mut expected = vec![run_of(1500), "run_attacker".to_owned()];
+    expected.sort();
+    assert_eq!(runs, expected, "{json}");
 
     // Rows 700..720 deleted mid-chain: missing, and no cut. The database's
     // next row cannot be checked without them; the copy's next record names
@@ -660,6 +684,100 @@ fn with_every_head_deleted_every_verifier_agrees() {
         assert!(answer.1.0.contains("head-missing"), "{name}: {answer:?}");
         assert!(!answer.1.0.contains("no-trusted-head"), "{name}: {answer:?}");
         assert_eq!(answer.1, first.1, "{name} disagrees with anchor verify");
+    }
+    // The row at the checkpoint of 600 rewritten with its hash recomputed:
+    // the database's tree parts from that checkpoint's, and the largest one
+    // below (300) still matches it, as a copy's tree does.
+    let db = a.dir.path().join("rewritten.db");
+    std::fs::copy(&a.db, &db).unwrap();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let (prev, run, step, at, kind): (String, String, String, String, String) = conn
+        .query_row(
+            "SELECT (SELECT hash FROM events WHERE seq = 599), run_id, step_id, at, type FROM events WHERE seq = 600",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )
+        .unwrap();
+    let payload = "{\"rewritten\":true}";
+    let hash = chainship_chain::event_hash(
+        prev.as_bytes(),
+        600,
+        run.as_bytes(),
+        step.as_bytes(),
+        at.as_bytes(),
+        kind.as_bytes(),
+        payload.as_bytes(),
+    );
+    conn.execute(
+        "UPDATE events SET payload_json = ?1, hash = ?2 WHERE seq = 600",
+        rusqlite::params![payload, String::from_utf8(hash.to_vec()).unwrap()],
+    )
+    .unwrap();
+    let out = bin()
+        .args(["anchor", "verify", "--db", path_str(&db), "--origin", ORIGIN, "--json"])
+        .args([
+            "--anchor",
+            &format!("file:{}", path_str(&store)),
+            "--trusted-key",
+            &a.verifier,
+        ])
+        .output()
+        .unwrap();
+    let (code_, (kinds_, last)) = kinds(&out);
+    assert_eq!(code_, 1, "{}", stdout(&out));
+    assert!(!kinds_.contains("no-trusted-head"), "{}", stdout(&out));
+    assert_eq!(last, Some(300), "{}", stdout(&out));
+}
+
+/// A row or record at the largest seqs is a finding like any other: named
+/// at once (a gap of any width is one read, never one per tile) and never a
+/// crash.
+#[test]
+fn the_largest_seqs_are_named_at_once_and_never_crash() {
+    let a = exported_at_500_and_3000(false);
+    let db = tampered(
+        &a,
+        "huge.db",
+        &format!(
+            "INSERT INTO events (seq, run_id, step_id, at, type, payload_json, hash) VALUES ({}, 'r', '', 'x', 't', '{{}}', '{}')",
+            i64::MAX,
+            "a".repeat(64)
+        ),
+    );
+    let mut child = KillOnDrop(
+        bin()
+            .args(["anchor", "verify", "--db", path_str(&db), "--origin", ORIGIN, "--json"])
+            .args(["--anchor", &a.anchor_url(), "--trusted-key", &a.verifier])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let status = wait_with_limit(&mut child, std::time::Duration::from_secs(60));
+    let mut out = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    assert_eq!(status.code(), Some(1), "{out}");
+    let json: Value = serde_json::from_str(out.trim()).unwrap();
+    assert!(
+        ranges(&json).contains(&("missing".to_owned(), 3001, i64::MAX as u64 - 1)),
+        "{json}"
+    );
+
+    let copy = copy_with(&a, "largest.jsonl", |r| {
+        if r["seq"] == 1500 {
+            r["seq"] = u64::MAX.into();
+        }
+        true
+    });
+    for command in [&["verify-export"][..], &["diff", "--db", path_str(&a.db)]] {
+        let out = bin()
+            .args(command)
+            .args(["--from", &format!("file:{}", path_str(&copy)), "--json"])
+            .args(["--anchor", &a.anchor_url(), "--trusted-key", &a.verifier])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 1, "{command:?}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("panicked"), "{command:?}: {}", stderr(&out));
     }
 }
 

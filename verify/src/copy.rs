@@ -112,10 +112,12 @@ impl CopyOutcome {
     }
 
     /// The seqs a consumer of the copy must not take as they are, as ranges
-    /// for the affected runs: the exact ranges, with each seq a finding of
-    /// the copy names outside them (a second, differing copy of a seq); or,
-    /// when the ranges are not known, everything from the first bad seq to
-    /// the copy's end.
+    /// for the affected runs: the exact ranges, with each seq a record's own
+    /// finding names outside them (a second, differing copy of a seq, a late
+    /// record, one the walk could not read); or, when the ranges are not
+    /// known, everything from the first bad seq to the copy's end. A
+    /// checkpoint's root or a head the copy contradicts names no record of
+    /// its own: the ranges hold what made it so.
     pub fn affected_ranges(&self) -> Vec<(u64, u64)> {
         let Some(ranges) = &self.ranges else {
             return self
@@ -127,7 +129,7 @@ impl CopyOutcome {
         out.extend(
             self.findings
                 .iter()
-                .filter(|f| f.kind.ends_trust() && f.kind != Kind::Unvouched)
+                .filter(|f| matches!(f.kind, Kind::Altered | Kind::Gap | Kind::Duplicate | Kind::Reordered))
                 .filter_map(|f| f.seq)
                 .filter(|s| self.end_seq.is_some_and(|end| *s <= end))
                 .map(|s| (s, s)),
@@ -507,7 +509,21 @@ impl CopyCheck {
                     let s = f.seq?;
                     ranges.iter().find(|r| r.kind == want && r.from <= s && s <= r.to)
                 };
-                findings.extend(check.findings.iter().filter(|f| holding(f).is_none_or(names)).cloned());
+                // A link the walk found whole (the record links after its
+                // predecessor's fields, or its own fields give its hash
+                // after the predecessor it names) is no finding.
+                let breaks: std::collections::HashSet<usize> = check.link_breaks.iter().copied().collect();
+                let walked = plan.as_ref().map_or(0..=0, |p| p.after.saturating_add(1)..=p.through);
+                let walked_whole = |i: usize, f: &Finding| {
+                    breaks.contains(&i)
+                        && f.seq
+                            .is_some_and(|s| walked.contains(&s) && !ranges.iter().any(|r| r.from <= s && s <= r.to))
+                };
+                findings.extend(
+                    (check.findings.iter().enumerate())
+                        .filter(|(i, f)| !walked_whole(*i, f) && holding(f).is_none_or(names))
+                        .map(|(_, f)| f.clone()),
+                );
                 let wider: Vec<InvalidRange> = ranges.iter().filter(|r| !names(r)).cloned().collect();
                 findings.extend(finding::range_findings(&wider, None));
             }
@@ -896,5 +912,54 @@ mod tests {
         let o = verdict(&store, &key, &copy);
         let ranges: Vec<(u64, u64)> = o.ranges.iter().flatten().map(|r| (r.from, r.to)).collect();
         assert_eq!(ranges, [(500, 500)], "{:?}", o.findings);
+        // The next record's prev_hash names the hash the fields give: no
+        // finding of its own, and the affected runs are that one record's.
+        assert!(!o.findings.iter().any(|f| f.seq == Some(501)), "{:?}", o.findings);
+        assert_eq!(o.affected_ranges(), [(500, 500)]);
+    }
+
+    /// One record's fields changed and its hash recomputed, the next one
+    /// left as it was: the rewritten record is named, and the next (whose
+    /// own fields give its hash after the predecessor it names, which the
+    /// tree vouches for) is not.
+    #[test]
+    fn a_record_rewritten_alone_is_that_record() {
+        let key = SignerKey::generate("o").unwrap();
+        let lines = chain(1000);
+        let store = store_for(&lines, &[400, 600, 1000], &key);
+        let mut copy = lines.clone();
+        let mut v: serde_json::Value = serde_json::from_str(&copy[499]).unwrap();
+        let payload = "{\"n\":0}";
+        let prev = hash_of(&copy[498]);
+        let h = chainship_chain::event_hash(prev.as_bytes(), 500, b"r", b"", b"t", b"k", payload.as_bytes());
+        v["payload_json"] = payload.into();
+        v["hash"] = String::from_utf8(h.to_vec()).unwrap().into();
+        copy[499] = v.to_string();
+        let o = verdict(&store, &key, &copy);
+        let ranges: Vec<(RangeKind, u64, u64)> = o.ranges.iter().flatten().map(|r| (r.kind, r.from, r.to)).collect();
+        assert_eq!(ranges, [(RangeKind::Rewritten, 500, 500)], "{:?}", o.findings);
+        assert!(!o.findings.iter().any(|f| f.seq == Some(501)), "{:?}", o.findings);
+        assert_eq!(o.affected_ranges(), [(500, 500)]);
+        assert_eq!(o.last_trusted.map(|h| h.seq), Some(400));
+    }
+
+    /// A second, differing record at a seq is named, and a consumer may
+    /// have taken either: its seq is affected though no range holds it.
+    #[test]
+    fn a_differing_duplicate_is_affected_without_a_range() {
+        let key = SignerKey::generate("o").unwrap();
+        let lines = chain(300);
+        let store = store_for(&lines, &[100, 200, 300], &key);
+        let mut copy = lines.clone();
+        copy.insert(150, copy[149].replace(r#"\"n\":150}"#, r#"\"n\":7}"#));
+        let o = verdict(&store, &key, &copy);
+        assert!(
+            o.findings
+                .iter()
+                .any(|f| f.kind == Kind::Duplicate && f.seq == Some(150)),
+            "{:?}",
+            o.findings
+        );
+        assert_eq!(o.affected_ranges(), [(150, 150)]);
     }
 }

@@ -888,6 +888,37 @@ impl Pass<'_> {
         self.witnessed(&cp, source).await
     }
 
+    /// The largest checkpoint of the newest tree below `size` whose root the
+    /// database's tree gives (a prefix of one tree matches up to where they
+    /// part, so a binary search: a few notes read again, none held).
+    async fn largest_matching_below(&mut self, size: u64) -> Result<Option<u64>, StoreError> {
+        let sizes: Vec<u64> = self.checkpoints_in_db.iter().copied().filter(|s| *s < size).collect();
+        let (mut lo, mut hi, mut best) = (0usize, sizes.len(), None);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let at = sizes[mid];
+            let path = chainship_anchor::checkpoint::checkpoint_path(at);
+            let root = match self.input.store.get_object(self.input.origin, &path).await? {
+                Some(bytes) => trusted_checkpoint(&bytes, self.input.keys, self.input.origin, at, &path)
+                    .ok()
+                    .map(|r| r.checkpoint.root),
+                None => None,
+            };
+            let judge = self.judge.as_mut().filter(|j| at <= j.tree_end());
+            let matches = match (root, judge) {
+                (Some(root), Some(judge)) => judge.root_at(at)? == Some(root),
+                _ => false,
+            };
+            if matches {
+                best = Some(at);
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(best)
+    }
+
     /// A trusted checkpoint's root against the database's first `size`
     /// hashes: another root is a `fork`. True when they match.
     fn compare_with_database(&mut self, size: u64, root: Hash, source: &str) -> Result<bool, StoreError> {
@@ -1135,14 +1166,23 @@ impl Pass<'_> {
                 .at(None),
             );
         }
-        if let Some((size, root, source, consistent)) = self.db_candidate.take()
-            && self.compare_with_database(size, root, &source)?
-        {
-            self.out.matched_database = consistent;
-            // One tree with the database at `size`: so are the smaller ones of the newest tree.
-            let matched = self.checkpoints_in_db.iter().filter(|s| **s <= size);
-            self.out.checkpoints_matched.extend(matched);
-            self.out.checkpoints_matched.sort_unstable();
+        if let Some((size, root, source, consistent)) = self.db_candidate.take() {
+            let matched_at = match self.compare_with_database(size, root, &source)? {
+                true => {
+                    self.out.matched_database = consistent;
+                    Some(size)
+                }
+                // The database left the tree below `size`: the largest smaller
+                // checkpoint it still matches, as a copy's check finds it.
+                false => self.largest_matching_below(size).await?,
+            };
+            if let Some(at) = matched_at {
+                // One tree with the database at `at`: so are the smaller ones of the newest tree.
+                let matched = self.checkpoints_in_db.iter().filter(|s| **s <= at);
+                self.out.checkpoints_matched.extend(matched);
+                self.out.checkpoints_matched.sort_unstable();
+                self.out.checkpoints_matched.dedup();
+            }
         }
         match self.headless.take() {
             Some((size, source)) if self.out.largest.as_ref().is_some_and(|l| l.size == size) => {

@@ -150,10 +150,10 @@ impl RangeWalk {
             Some(p) => row.hash_after(p),
             None => content,
         };
-        let gap = self.prev.0.checked_add(1).is_some_and(|next| seq > next);
-        if gap && says.is_some() && !altered && own[..] == *stored {
-            // Past missing rows, a record that names its predecessor still
-            // shows its own fields give its hash.
+        if !linked && says.is_some() && !altered && own[..] == *stored {
+            // Past missing rows, or after a predecessor that is not what it
+            // names (that one is named), a record that names its
+            // predecessor still shows its own fields give its hash.
             self.classifier.resume(seq, vouch);
         } else {
             self.classifier.row(seq, linked, vouch);
@@ -226,19 +226,37 @@ pub async fn exact_ranges(input: RangeInput<'_>) -> Result<Vec<InvalidRange>, St
     let mut going = true;
     while going && pos < input.through {
         let index = pos / WIDTH as u64;
-        let chunk_end = ((index + 1) * WIDTH as u64).min(input.through);
+        let chunk_end = (index.saturating_add(1).saturating_mul(WIDTH as u64)).min(input.through);
         let tile = match input.leaves {
             Some(cp) => level0_tile(input.store, input.origin, cp, index).await?,
             None => None,
         };
+        let mut seen = false;
         input
             .db
             .scan(pos, chunk_end, &mut |e| {
+                seen = true;
                 going = walk.row(e, leaf(tile.as_deref(), e.seq));
                 going
             })
             .map_err(db_error)?;
         pos = chunk_end;
+        if !seen && going {
+            // No row in this tile's span: go on at the tile of the next row,
+            // so a gap of any width costs one read, not one per tile.
+            let mut next = None;
+            input
+                .db
+                .scan(pos, input.through, &mut |e| {
+                    next = Some(e.seq);
+                    false
+                })
+                .map_err(db_error)?;
+            match next {
+                Some(seq) => pos = pos.max((seq - 1) / WIDTH as u64 * WIDTH as u64),
+                None => break,
+            }
+        }
     }
     Ok(walk.finish(input.through))
 }
