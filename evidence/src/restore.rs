@@ -74,9 +74,8 @@ impl Restore {
         if let Some(e) = self.write_error.take() {
             return Err(e);
         }
-        let trusted = match (outcome.findings.is_empty(), outcome.last_trusted) {
-            (true, Some(head)) => head,
-            _ => return Ok(None),
+        let Ok(trusted) = outcome.restorable() else {
+            return Ok(None);
         };
         let copy_end = outcome.end_seq.unwrap_or(0);
         let limit = self.to.unwrap_or(u64::MAX);

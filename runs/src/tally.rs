@@ -42,6 +42,11 @@ pub enum TallyStatus {
 }
 
 impl TallyStatus {
+    /// Whether the check passed: every run read, and none broke a rule.
+    pub fn passed(self) -> bool {
+        self == TallyStatus::Ok
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             TallyStatus::NothingChecked => "nothing checked",

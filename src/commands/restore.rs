@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use chainship_anchor::AnchorUrl;
 use chainship_evidence::restore::{self, Restore, Restored};
-use chainship_verify::{Finding, Kind};
 use clap::Args;
 use serde_json::json;
 
@@ -84,19 +83,7 @@ fn out_error(e: chainship_chain::Error) -> CliError {
 
 /// The copy cannot be trusted: say why, and that nothing was written.
 fn refuse(args: &RestoreArgs, o: &CopyOutcome) -> u8 {
-    let mut findings = o.findings.clone();
-    if findings.is_empty() {
-        // No finding and no trusted head cannot happen; never restore on it.
-        findings.push(Finding {
-            kind: Kind::NoTrustedHead,
-            seq: None,
-            message: "no trusted head covers the copy".into(),
-            expected: None,
-            found: None,
-            source: None,
-            remedy: None,
-        });
-    }
+    let findings = o.restorable().err().unwrap_or_default();
     let nothing = format!("restore refused: nothing was written to {}", args.out.display());
     if args.output.json {
         let mut doc = trusted_copy::json_fields(&args.copy.source, o);

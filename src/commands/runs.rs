@@ -8,7 +8,7 @@
 use chainship_chain::EventDb;
 use chainship_evidence::copy;
 use chainship_runs::payload::Payload;
-use chainship_runs::tally::RunTally;
+use chainship_runs::tally::{RunTally, TallyStatus};
 use chainship_runs::{RunCheck, RunEvent, RunFinding, RunSummary};
 use chainship_sinks::SinkConfig;
 use clap::Args;
@@ -170,7 +170,8 @@ impl<'a> Report<'a> {
         let t = &self.tally;
         let findings: Vec<&RunFinding> = t.findings.iter().collect();
         let relevant = t.relevant();
-        let status = t.status(self.timeline).as_str();
+        let tally_status = t.status(self.timeline);
+        let status = tally_status.as_str();
         if self.args.output.json {
             let mut tail = json!({
                 "findings": findings.iter().map(|f| finding_json(f)).collect::<Vec<_>>(),
@@ -225,22 +226,22 @@ impl<'a> Report<'a> {
                     "not whole ({n} unreadable line(s), seq gap(s) or row(s) no seq reaches, the first: {first}): findings cover only what was read; run verify or verify-export"
                 );
             }
-            match status {
-                "nothing checked" => outln!(
+            match tally_status {
+                TallyStatus::NothingChecked => outln!(
                     "nothing checked: no event read{}",
                     self.args
                         .run
                         .as_ref()
                         .map_or(String::new(), |id| format!(" of run {id}"))
                 ),
-                "ok" => outln!(
+                TallyStatus::Ok => outln!(
                     "ok: every run's transitions follow the {} rules",
                     self.args.rules.profile
                 ),
                 _ => {}
             }
         }
-        verdict(status == "ok")
+        verdict(tally_status.passed())
     }
 }
 

@@ -145,6 +145,21 @@ impl CopyOutcome {
         merged
     }
 
+    /// The head a copy may be restored up to: the last trusted one, when
+    /// the copy has no finding; else the findings that refuse it (a copy
+    /// with none and no trusted head is refused for that).
+    pub fn restorable(&self) -> Result<Head, Vec<Finding>> {
+        match (self.findings.is_empty(), self.last_trusted) {
+            (true, Some(head)) => Ok(head),
+            (true, None) => Err(vec![Finding::new(
+                Kind::NoTrustedHead,
+                None,
+                "no trusted head covers the copy",
+            )]),
+            (false, _) => Err(self.findings.clone()),
+        }
+    }
+
     /// The first seq of the copy that cannot be trusted: the lowest seq a
     /// finding names (for a fork at a kept head, the seq after the last
     /// trusted head: the copy forked somewhere after it). `None` when the
