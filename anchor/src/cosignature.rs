@@ -52,32 +52,32 @@ impl WitnessKey {
     }
 
     /// Checks this witness's cosignature line(s) on `note`: `None` when the
-    /// note has none, else the timestamp of one that verifies, or `Some(Err)`
-    /// when its line does not verify.
+    /// note has none, else the timestamp of the first when every one
+    /// verifies, or `Some(Err)` when any does not (a good line must not
+    /// hide a forged one beside it).
     pub fn check(&self, note: &SignedNote) -> Option<Result<u64, ()>> {
-        let mut seen = false;
+        let mut first = None;
         for line in note.signatures.iter().filter(|s| match self.any_name {
             true => s.id == typed_key_id(&s.name, COSIGNATURE_V1, self.key.as_bytes()),
             false => s.name == self.name && s.id == self.id,
         }) {
-            seen = true;
-            if line.signature.len() != 8 + 64 {
-                continue;
-            }
-            let time = u64::from_be_bytes(line.signature[..8].try_into().expect("8 bytes"));
-            let Ok(signature) = Signature::from_slice(&line.signature[8..]) else {
-                continue;
-            };
-            if time <= i64::MAX as u64
-                && self
-                    .key
-                    .verify_strict(cosigned_message(time, &note.text).as_bytes(), &signature)
-                    .is_ok()
-            {
-                return Some(Ok(time));
+            let verified = (line.signature.len() == 8 + 64)
+                .then(|| u64::from_be_bytes(line.signature[..8].try_into().expect("8 bytes")))
+                .filter(|time| *time <= i64::MAX as u64)
+                .zip(Signature::from_slice(line.signature.get(8..).unwrap_or_default()).ok())
+                .filter(|(time, signature)| {
+                    self.key
+                        .verify_strict(cosigned_message(*time, &note.text).as_bytes(), signature)
+                        .is_ok()
+                });
+            match verified {
+                Some((time, _)) => {
+                    first.get_or_insert(time);
+                }
+                None => return Some(Err(())),
             }
         }
-        seen.then_some(Err(()))
+        first.map(Ok)
     }
 }
 
@@ -227,6 +227,11 @@ mod tests {
         );
         let parsed = SignedNote::parse(note.as_bytes()).unwrap();
         assert_eq!(w.check(&parsed), Some(Ok(1700000000)));
+        // A second line of the same witness that does not verify, after a good one: bad.
+        let good = cosign(&key, &w.name, 1700000000, text);
+        let forged = cosign(&key, &w.name, 1700000001, "o\n6\nAAAA\n");
+        let both = SignedNote::parse(format!("{note}{forged}").as_bytes()).unwrap();
+        assert_eq!(w.check(&both), Some(Err(())), "{good}");
         let other = SignedNote::parse(note.replacen("\n5\n", "\n6\n", 1).as_bytes()).unwrap();
         assert_eq!(w.check(&other), Some(Err(())));
         let cosigned = check_cosignatures(&other, std::slice::from_ref(&w));

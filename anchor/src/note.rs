@@ -257,15 +257,23 @@ impl VerifierKey {
     /// Checks this key's signature line(s) in a note: `None` when the note
     /// has no line for this key, else whether the (first) one verifies.
     pub fn check(&self, note: &SignedNote) -> Option<bool> {
-        let line = note.signatures.iter().find(|s| match self.any_name {
-            true => s.id == key_id(&s.name, self.key.as_bytes()),
-            false => s.name == self.name && s.id == self.id,
-        })?;
+        // Every line of this key must verify, wherever it stands: a good
+        // line first must not hide a forged one after it.
+        let mut lines = note
+            .signatures
+            .iter()
+            .filter(|s| match self.any_name {
+                true => s.id == key_id(&s.name, self.key.as_bytes()),
+                false => s.name == self.name && s.id == self.id,
+            })
+            .peekable();
+        lines.peek()?;
         // verify_strict also refuses malleable signatures.
-        let ok = Signature::from_slice(&line.signature)
-            .map(|sig| self.key.verify_strict(note.text.as_bytes(), &sig).is_ok())
-            .unwrap_or(false);
-        Some(ok)
+        Some(lines.all(|line| {
+            Signature::from_slice(&line.signature)
+                .map(|sig| self.key.verify_strict(note.text.as_bytes(), &sig).is_ok())
+                .unwrap_or(false)
+        }))
     }
 }
 

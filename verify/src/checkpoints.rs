@@ -444,6 +444,16 @@ mod tests {
         };
         assert_eq!(kind(judge(&edited, &keys, None, wrong)), Some(Kind::BadSignature));
         assert!(trust_checkpoint(b"not a note", &keys, None, expect).is_err());
+        // A forged line of the trusted key after its good one: whatever the order, bad.
+        let line = good.lines().last().unwrap();
+        let (head, blob) = line.rsplit_once(' ').unwrap();
+        let mut bytes = base64::engine::general_purpose::STANDARD.decode(blob).unwrap();
+        *bytes.last_mut().unwrap() ^= 1;
+        let forged_line = format!("{head} {}\n", base64::engine::general_purpose::STANDARD.encode(&bytes));
+        let twice = format!("{good}{forged_line}");
+        assert_eq!(kind(judge(&twice, &keys, None, expect)), Some(Kind::BadSignature));
+        let first = good.replace(&format!("{line}\n"), &format!("{forged_line}{line}\n"));
+        assert_eq!(kind(judge(&first, &keys, None, expect)), Some(Kind::BadSignature));
 
         // Witnesses: none cosigned, then one whose cosignature does not verify.
         let w = ed25519_dalek::SigningKey::from_bytes(&[3; 32]);

@@ -493,7 +493,33 @@ impl CopyCheck {
         // with their extent (as for a database).
         let ranges = match plan.as_ref().map(&mut *rewalk) {
             // The walk goes in the copy's order: what came late is held, not missing.
-            Some(Ok(ranges)) => Some(without_seqs(ranges, RangeKind::Missing, &check.filled_late)),
+            Some(Ok(ranges)) => {
+                let mut ranges = without_seqs(ranges, RangeKind::Missing, &check.filled_late);
+                // A checkpoint the copy's tree contradicts with nothing invalid at
+                // or below its size and nothing after it that vouches for the
+                // records up to it (else that checkpoint is the store's fault): the
+                // records since the walk's start link up to it, and no head or leaf
+                // says which changed (a consistent rewrite).
+                if let (Some(&size), Some(p)) = (check.roots_contradicted.first(), &plan)
+                    && !ranges.iter().any(|r| r.from <= size)
+                    && !p.anchors.heads.iter().any(|s| *s >= size)
+                    && p.leaves.is_none()
+                {
+                    // Up to the first range the walk found (past it, its ranges say what follows).
+                    let next = ranges.first().map(|r| r.from);
+                    ranges.insert(
+                        0,
+                        InvalidRange {
+                            kind: RangeKind::Unvouched,
+                            from: p.after.saturating_add(1),
+                            to: next.map_or(p.through, |n| n - 1),
+                            anchored_by: next,
+                            open: next.is_none(),
+                        },
+                    );
+                }
+                Some(ranges)
+            }
             Some(Err(e)) => {
                 warnings.push(format!("the exact invalid ranges could not be read again: {e}"));
                 None
@@ -956,6 +982,64 @@ mod tests {
         assert!(!o.findings.iter().any(|f| f.seq == Some(501)), "{:?}", o.findings);
         assert_eq!(o.affected_ranges(), [(500, 500)]);
         assert_eq!(o.last_trusted.map(|h| h.seq), Some(400));
+    }
+
+    /// A consistent rewrite from 500 on, seen with the checkpoints alone
+    /// (no head, no tile): the copy's tree gives the roots up to 400 and
+    /// none after, and nothing says which record changed, so everything
+    /// after 400 is not vouched for (it was no range at all).
+    #[test]
+    fn a_rewrite_only_checkpoint_roots_contradict_is_unvouched_past_the_last_match() {
+        let key = SignerKey::generate("o").unwrap();
+        let lines = chain(1000);
+        let at: Vec<u64> = (1..=10).map(|n| n * 100).collect();
+        let store = store_for(&lines, &at, &key);
+        store.delete_objects("o", "tile/");
+        store.delete_objects("o", "0");
+        let mut copy = lines[..499].to_vec();
+        let mut prev = hash_of(&copy[498]);
+        for seq in 500..=1000u64 {
+            let payload = format!("{{\"n\":{seq},\"rewritten\":true}}");
+            let h = chainship_chain::event_hash(prev.as_bytes(), seq, b"r", b"", b"t", b"k", payload.as_bytes());
+            let hash = String::from_utf8(h.to_vec()).unwrap();
+            copy.push(serde_json::json!({"origin":"o","seq":seq,"run_id":"r","step_id":"","at":"t","type":"k","payload_json":payload,"hash":hash,"prev_hash":prev}).to_string());
+            prev = hash;
+        }
+        let o = verdict(&store, &key, &copy);
+        let ranges: Vec<(RangeKind, u64, u64)> = o.ranges.iter().flatten().map(|r| (r.kind, r.from, r.to)).collect();
+        assert_eq!(ranges, [(RangeKind::Unvouched, 401, 1000)], "{:?}", o.findings);
+        assert_eq!(o.affected_ranges(), [(401, 1000)]);
+        assert_eq!(o.last_trusted.map(|h| h.seq), Some(400));
+    }
+
+    /// Records past the last head whose first names a predecessor hash the
+    /// head's record does not have: that record is the break (the head
+    /// vouches for its predecessor), and those after it link to nothing a
+    /// head vouches for. It passed as whole before.
+    #[test]
+    fn a_forged_tail_after_the_last_head_is_the_break_and_unvouched() {
+        let key = SignerKey::generate("o").unwrap();
+        let lines = chain(1000);
+        let store = store_for(&lines, &[500, 1000], &key);
+        let mut copy = lines.clone();
+        let mut prev = "2".repeat(64);
+        for seq in 1001..=1005u64 {
+            let payload = format!("{{\"forged\":{seq}}}");
+            let h = chainship_chain::event_hash(prev.as_bytes(), seq, b"r", b"", b"t", b"k", payload.as_bytes());
+            let hash = String::from_utf8(h.to_vec()).unwrap();
+            copy.push(serde_json::json!({"origin":"o","seq":seq,"run_id":"r","step_id":"","at":"t","type":"k","payload_json":payload,"hash":hash,"prev_hash":prev}).to_string());
+            prev = hash;
+        }
+        let o = verdict(&store, &key, &copy);
+        let ranges: Vec<(RangeKind, u64, u64)> = o.ranges.iter().flatten().map(|r| (r.kind, r.from, r.to)).collect();
+        assert_eq!(
+            ranges,
+            [(RangeKind::Altered, 1001, 1001), (RangeKind::Unvouched, 1002, 1005)],
+            "{:?}",
+            o.findings
+        );
+        assert!(o.findings.iter().any(|f| f.kind.ends_trust()), "{:?}", o.findings);
+        assert_eq!(o.last_trusted.map(|h| h.seq), Some(1000));
     }
 
     /// A second, differing record at a seq is named, and a consumer may

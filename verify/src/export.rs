@@ -65,6 +65,8 @@ pub struct ExportCheck {
     /// predecessor's hash field: the exact ranges judge the link again (a
     /// record after one whose hash field alone changed links after its fields).
     pub link_breaks: Vec<usize>,
+    /// The sizes of trusted checkpoints whose root the copy's tree does not give.
+    pub roots_contradicted: Vec<u64>,
     pub records: u64,
     pub identical_duplicates: u64,
     pub findings: Vec<Finding>,
@@ -136,6 +138,7 @@ impl ExportCheck {
             missing: BTreeMap::new(),
             filled_late: Vec::new(),
             link_breaks: Vec::new(),
+            roots_contradicted: Vec::new(),
             records: 0,
             identical_duplicates: 0,
             findings: Vec::new(),
@@ -235,6 +238,7 @@ impl ExportCheck {
                 f.expected = Some(theirs);
                 f.found = Some(ours);
                 self.note(f);
+                self.roots_contradicted.push(size);
             }
         }
     }

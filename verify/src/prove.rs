@@ -50,11 +50,12 @@ pub async fn build(
             Some(note) => note,
             None => match store.get_object(origin, &path).await? {
                 // Without --checkpoint, a note that is not a usable checkpoint is passed over.
-                Some(note) if usable(&note, origin, keys) => note,
+                Some(note) if usable(&note, origin, keys, kept_size(&path)) => note,
                 _ => continue,
             },
         };
-        let read = judge(&note, origin, keys).map_err(|e| permanent!("{}/{origin}/{path}: {e}", store.describe()))?;
+        let read = judge(&note, origin, keys, kept_size(&path))
+            .map_err(|e| permanent!("{}/{origin}/{path}: {e}", store.describe()))?;
         let cp = &read.checkpoint;
         if seq > cp.size {
             // Candidates go from the largest down: none further covers the seq.
@@ -149,20 +150,31 @@ async fn with_cosignatures(store: &dyn AnchorStore, origin: &str, note: &SignedN
     Ok(cosigned.map_or_else(|| note.to_text(), |c| c.to_text()))
 }
 
-/// A checkpoint of `origin` trusted by the one rule
-/// ([`crate::checkpoints::trust_checkpoint`]); with no keys given, any
-/// checkpoint of `origin` (whoever checks the proof judges its signatures).
-fn judge(note: &[u8], origin: &str, keys: &[VerifierKey]) -> Result<ReadCheckpoint, Error> {
+/// The size a checkpoint kept at `path` must have (its name says it).
+fn kept_size(path: &str) -> Option<u64> {
+    size_from_checkpoint_name(path.rsplit('/').next().unwrap_or(path))
+}
+
+/// A checkpoint of `origin` (of `size`, where its name says one) trusted
+/// by the one rule ([`crate::checkpoints::trust_checkpoint`]); with no keys
+/// given, any such checkpoint (whoever checks the proof judges its
+/// signatures).
+fn judge(note: &[u8], origin: &str, keys: &[VerifierKey], size: Option<u64>) -> Result<ReadCheckpoint, Error> {
     if keys.is_empty() {
         let read = read_checkpoint(note, keys)?;
-        return match read.checkpoint.origin == origin {
+        let cp = &read.checkpoint;
+        return match cp.origin == origin && size.is_none_or(|s| s == cp.size) {
             true => Ok(read),
-            false => Err(permanent!("holds a checkpoint of origin {:?}", read.checkpoint.origin)),
+            false => Err(permanent!(
+                "holds checkpoint {} of origin {:?}, not one of its name and origin",
+                cp.size,
+                cp.origin
+            )),
         };
     }
     let expect = crate::checkpoints::Expect {
         origin: Some(origin),
-        size: None,
+        size,
     };
     crate::checkpoints::trust_checkpoint(note, keys, None, expect)?
         .trusted()
@@ -170,6 +182,6 @@ fn judge(note: &[u8], origin: &str, keys: &[VerifierKey]) -> Result<ReadCheckpoi
 }
 
 /// Whether [`judge`] takes the note.
-fn usable(note: &[u8], origin: &str, keys: &[VerifierKey]) -> bool {
-    judge(note, origin, keys).is_ok()
+fn usable(note: &[u8], origin: &str, keys: &[VerifierKey], size: Option<u64>) -> bool {
+    judge(note, origin, keys, size).is_ok()
 }

@@ -150,10 +150,18 @@ impl RangeWalk {
             Some(p) => row.hash_after(p),
             None => content,
         };
-        if !linked && says.is_some() && !altered && own[..] == *stored {
-            // Past missing rows, or after a predecessor that is not what it
-            // names (that one is named), a record that names its
-            // predecessor still shows its own fields give its hash.
+        // The predecessor is already named invalid (altered or rewritten up to it).
+        let prev_named = self
+            .classifier
+            .ranges()
+            .last()
+            .is_some_and(|r| r.to == self.prev.0 && matches!(r.kind, RangeKind::Altered | RangeKind::Rewritten));
+        let gap = self.prev.0.checked_add(1).is_some_and(|next| seq > next);
+        if !linked && (gap || prev_named) && says.is_some() && !altered && own[..] == *stored {
+            // Past missing rows, or after a predecessor named invalid, a
+            // record that names its predecessor still shows its own fields
+            // give its hash: it starts a stretch an anchor must vouch for.
+            // After a valid predecessor it is the break: altered, below.
             self.classifier.resume(seq, vouch);
         } else {
             self.classifier.row(seq, linked, vouch);

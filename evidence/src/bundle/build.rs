@@ -68,8 +68,30 @@ pub async fn choose_checkpoint(
             origin: Some(origin),
             size: Some(size),
         };
-        let Ok(Ok(read)) = trust_checkpoint(&note, keys, witnesses, expect).map(JudgedCheckpoint::trusted) else {
-            continue;
+        let read = match trust_checkpoint(&note, keys, witnesses, expect).map(JudgedCheckpoint::trusted) {
+            Ok(Ok(read)) => read,
+            // Passed over, and said: a newer one refused is worth a look (anchor verify names it).
+            // The newest ones wait for their witnesses as a rule: no warning for that.
+            Ok(Err(why)) if why.kind == chainship_verify::Kind::Uncosigned => {
+                tracing::info!(
+                    size,
+                    "checkpoint {size} not used: {}; trying the next smaller one",
+                    why.message
+                );
+                continue;
+            }
+            Ok(Err(why)) => {
+                tracing::warn!(
+                    size,
+                    "checkpoint {size} not used: {}; trying the next smaller one",
+                    why.message
+                );
+                continue;
+            }
+            Err(why) => {
+                tracing::warn!(size, "checkpoint {size} not used: {why}; trying the next smaller one");
+                continue;
+            }
         };
         let Some(head) = store.get_head(origin, size).await? else {
             tracing::warn!(
