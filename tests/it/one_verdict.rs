@@ -729,6 +729,84 @@ fn with_every_head_deleted_every_verifier_agrees() {
     assert_eq!(last, Some(300), "{}", stdout(&out));
 }
 
+/// Issue 47: with only checkpoints kept (no head, no tile), a chain
+/// rewritten consistently from 700 to its end shows only in the roots of
+/// the checkpoints from 900 on: the database and the copy both name what
+/// follows the last matched checkpoint (600) unvouched, open-ended, and
+/// trust it (the database named no range; the copy passed the checkpoint
+/// forks with no range either).
+#[test]
+fn a_rewrite_only_checkpoint_roots_show_is_the_same_range_for_database_and_copy() {
+    let a = exported();
+    let store = a.dir.path().join("checkpoints-only");
+    copy_dir(&a.anchors, &store);
+    std::fs::remove_dir_all(store.join(ORIGIN).join("tile")).unwrap();
+    for e in std::fs::read_dir(store.join(ORIGIN)).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "head") {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    // The copy rewritten, and the database rewritten the same way.
+    let text = std::fs::read_to_string(a.dir.path().join("events.jsonl")).unwrap();
+    let db = a.dir.path().join("rewritten.db");
+    std::fs::copy(&a.db, &db).unwrap();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let mut prev = String::new();
+    let mut lines = Vec::new();
+    for line in text.lines() {
+        let mut r: Value = serde_json::from_str(line).unwrap();
+        let seq = r["seq"].as_u64().unwrap();
+        if seq >= 700 {
+            let payload = format!("{{\"rewritten\":{seq}}}");
+            let field = |k: &str| r[k].as_str().unwrap().to_owned();
+            let hash = chainship_chain::event_hash(
+                prev.as_bytes(),
+                seq,
+                field("run_id").as_bytes(),
+                field("step_id").as_bytes(),
+                field("at").as_bytes(),
+                field("type").as_bytes(),
+                payload.as_bytes(),
+            );
+            let hash = String::from_utf8(hash.to_vec()).unwrap();
+            conn.execute(
+                "UPDATE events SET payload_json = ?1, hash = ?2 WHERE seq = ?3",
+                rusqlite::params![payload, hash, seq as i64],
+            )
+            .unwrap();
+            r["payload_json"] = payload.into();
+            r["hash"] = hash.into();
+            r["prev_hash"] = prev.clone().into();
+        }
+        prev = r["hash"].as_str().unwrap().to_owned();
+        lines.push(r.to_string());
+    }
+    let copy = a.dir.path().join("rewritten.jsonl");
+    std::fs::write(&copy, lines.join("\n") + "\n").unwrap();
+    let anchor = format!("file:{}", path_str(&store));
+    let answer = |args: &[&str]| -> (i32, Value) {
+        let out = bin()
+            .args(args)
+            .args(["--anchor", &anchor, "--trusted-key", &a.verifier, "--json"])
+            .output()
+            .unwrap();
+        let json = serde_json::from_str(stdout(&out).trim())
+            .unwrap_or_else(|e| panic!("no JSON ({e}): {} {}", stdout(&out), stderr(&out)));
+        (code(&out), json)
+    };
+    let (db_code, db_json) = answer(&["anchor", "verify", "--db", path_str(&db), "--origin", ORIGIN]);
+    let (copy_code, copy_json_) = answer(&["verify-export", "--from", &format!("file:{}", path_str(&copy))]);
+    assert_eq!((db_code, copy_code), (1, 1), "{db_json}\n{copy_json_}");
+    let expected = vec![("unvouched".to_owned(), 601, 1200)];
+    assert_eq!(ranges(&db_json), expected, "{db_json}");
+    assert_eq!(ranges(&copy_json_), expected, "{copy_json_}");
+    for json in [&db_json, &copy_json_] {
+        assert_eq!(json["last_trusted_head"]["seq"], 600, "{json}");
+        assert_eq!(json["affected"]["from"], 601, "{json}");
+    }
+}
+
 /// A row or record at the largest seqs is a finding like any other: named
 /// at once (a gap of any width is one read, never one per tile) and never a
 /// crash.

@@ -495,27 +495,14 @@ impl CopyCheck {
             // The walk goes in the copy's order: what came late is held, not missing.
             Some(Ok(ranges)) => {
                 let mut ranges = without_seqs(ranges, RangeKind::Missing, &check.filled_late);
-                // A checkpoint the copy's tree contradicts with nothing invalid at
-                // or below its size and nothing after it that vouches for the
-                // records up to it (else that checkpoint is the store's fault): the
-                // records since the walk's start link up to it, and no head or leaf
-                // says which changed (a consistent rewrite).
-                if let (Some(&size), Some(p)) = (check.roots_contradicted.first(), &plan)
-                    && !ranges.iter().any(|r| r.from <= size)
-                    && !p.anchors.heads.iter().any(|s| *s >= size)
-                    && p.leaves.is_none()
-                {
-                    // Up to the first range the walk found (past it, its ranges say what follows).
-                    let next = ranges.first().map(|r| r.from);
-                    ranges.insert(
-                        0,
-                        InvalidRange {
-                            kind: RangeKind::Unvouched,
-                            from: p.after.saturating_add(1),
-                            to: next.map_or(p.through, |n| n - 1),
-                            anchored_by: next,
-                            open: next.is_none(),
-                        },
+                // Only checkpoint roots say the copy changed: the same rule as for a database.
+                if let Some(p) = &plan {
+                    crate::ranges::unvouched_below_contradicted_root(
+                        &mut ranges,
+                        check.roots_contradicted.first().copied(),
+                        (p.after, p.through),
+                        &p.anchors.heads,
+                        p.leaves.is_some(),
                     );
                 }
                 Some(ranges)

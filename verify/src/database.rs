@@ -185,13 +185,18 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
         (None, None) => None,
     };
     // Rows past the last trusted head of an intact chain: what no signed head covers yet.
+    // Only for a whole chain: past damage the exact ranges name what is not
+    // vouched for (as for a copy).
+    let damaged = ranges.as_ref().is_some_and(|r| !r.is_empty());
     let unvouched = match (a.walked, last_trusted) {
-        (Some((report, _)), Some(trusted)) if report.chain_break.is_none() && report.damage.is_none() => report
-            .db_head
-            .as_ref()
-            .map(|(end, _)| *end)
-            .filter(|end| *end > trusted.seq)
-            .map(|end| (trusted.seq.saturating_add(1), end)),
+        (Some((report, _)), Some(trusted)) if report.chain_break.is_none() && report.damage.is_none() && !damaged => {
+            report
+                .db_head
+                .as_ref()
+                .map(|(end, _)| *end)
+                .filter(|end| *end > trusted.seq)
+                .map(|end| (trusted.seq.saturating_add(1), end))
+        }
         _ => None,
     };
     if let Some((first, last)) = unvouched {
@@ -255,13 +260,17 @@ async fn exact_ranges(
     db: &EventDb,
     judge: &DbJudge<'_>,
 ) -> Result<Option<Vec<InvalidRange>>, StoreError> {
-    if report.damage.is_some() || (report.chain_break.is_none() && judge.contradicted.is_empty()) {
+    // A trusted checkpoint whose root the database's tree does not give (the
+    // only sign of a consistent rewrite when no head is kept).
+    let root = audit.roots_contradicted.iter().copied().min();
+    if report.damage.is_some() || (report.chain_break.is_none() && judge.contradicted.is_empty() && root.is_none()) {
         return Ok(None);
     }
-    // From the last head matched below the first break or contradiction.
+    // From the last head (or checkpoint) matched below the first break or contradiction.
     let first_problem = finding::break_position(report)
         .into_iter()
         .chain(judge.contradicted.iter().copied())
+        .chain(root)
         .min()
         .unwrap_or(0);
     // Below the state's head the incremental run read no heads: the exact
@@ -272,6 +281,7 @@ async fn exact_ranges(
     let after = judge
         .matched
         .iter()
+        .chain(&audit.checkpoints_matched)
         .copied()
         .filter(|s| *s < first_problem)
         .max()
@@ -279,17 +289,23 @@ async fn exact_ranges(
         .unwrap_or(0);
     let mut heads: Vec<u64> = judge.matched.iter().copied().filter(|s| *s > after).collect();
     heads.extend(&judge.past_break);
+    // A checkpoint the database's tree matches vouches for the hash at its size, as a head would.
+    heads.extend(audit.checkpoints_matched.iter().filter(|s| **s > after));
+    heads.sort_unstable();
+    heads.dedup();
     // Leaves vouch only where this run saw the level-0 tiles give the signed root.
     let leaves = audit
         .largest
         .as_ref()
         .filter(|_| audit.edge.is_some() && input.since.is_none());
-    let ranges = ranges::exact_ranges(RangeInput {
+    let through = report.db_head.as_ref().map_or(0, |(s, _)| *s);
+    let vouching = heads.clone();
+    let mut ranges = ranges::exact_ranges(RangeInput {
         db,
         store: input.store,
         origin: input.origin,
         after,
-        through: report.db_head.as_ref().map_or(0, |(s, _)| *s),
+        through,
         anchors: Anchors {
             heads,
             contradicted: judge.contradicted.clone(),
@@ -297,6 +313,7 @@ async fn exact_ranges(
         leaves,
     })
     .await?;
+    ranges::unvouched_below_contradicted_root(&mut ranges, root, (after, through), &vouching, leaves.is_some());
     Ok(Some(ranges))
 }
 

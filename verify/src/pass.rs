@@ -205,6 +205,8 @@ pub struct StreamAudit {
     /// With a database: the trusted checkpoint sizes its tree matches
     /// (each vouches for the database's hash at its size, as a head would).
     pub checkpoints_matched: Vec<u64>,
+    /// With a database: the trusted checkpoint sizes whose root its tree does not give.
+    pub roots_contradicted: Vec<u64>,
     pub findings: Vec<Finding>,
     /// Findings past [`MAX_FINDINGS`], counted.
     pub more_findings: u64,
@@ -928,6 +930,7 @@ impl Pass<'_> {
         Ok(match judge.root_at(size)? {
             Some(db_root) if db_root == root => true,
             Some(db_root) => {
+                self.out.roots_contradicted.push(size);
                 self.out.note(Finding {
                     kind: Kind::Fork,
                     seq: Some(size),

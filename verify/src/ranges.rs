@@ -269,6 +269,37 @@ pub async fn exact_ranges(input: RangeInput<'_>) -> Result<Vec<InvalidRange>, St
     Ok(walk.finish(input.through))
 }
 
+/// The rule where only a checkpoint's root says the chain changed: a trusted
+/// checkpoint of `size` whose root the chain's stored hashes do not give,
+/// with no range at or below it, no anchor at or after it that vouches for
+/// the rows up to it (else the checkpoint is the store's fault), and no
+/// leaves to say which row changed. The rows since the walk's start
+/// (`after`) link up to it: unvouched, to the first range the walk found,
+/// or open-ended to `through`. For a database and a copy alike.
+pub fn unvouched_below_contradicted_root(
+    ranges: &mut Vec<InvalidRange>,
+    contradicted: Option<u64>,
+    (after, through): (u64, u64),
+    anchors: &[u64],
+    leaves: bool,
+) {
+    let Some(size) = contradicted else { return };
+    if leaves || ranges.iter().any(|r| r.from <= size) || anchors.iter().any(|s| *s >= size) || after >= through {
+        return;
+    }
+    let next = ranges.first().map(|r| r.from);
+    ranges.insert(
+        0,
+        InvalidRange {
+            kind: RangeKind::Unvouched,
+            from: after.saturating_add(1),
+            to: next.map_or(through, |n| n - 1),
+            anchored_by: next,
+            open: next.is_none(),
+        },
+    );
+}
+
 /// The leaf at `seq` in its level-0 tile, if the tile is at hand.
 pub fn leaf(tile: Option<&[Hash]>, seq: u64) -> Option<&Hash> {
     tile.and_then(|t| t.get((seq.checked_sub(1)? as usize) % WIDTH))
