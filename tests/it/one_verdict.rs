@@ -321,12 +321,40 @@ fn exported_at_500_and_3000(heads_only: bool) -> Anchored {
 
 /// `anchor verify --json` of `db` (a tampered copy of the export's database).
 fn anchor_verify_json(a: &Anchored, db: &Path) -> (i32, Value) {
+    json_answer(
+        a,
+        &a.anchor_url(),
+        &["anchor", "verify", "--db", path_str(db), "--origin", ORIGIN],
+    )
+}
+
+/// A command's `--json` answer and exit code, against the store at `anchor`.
+fn json_answer(a: &Anchored, anchor: &str, command: &[&str]) -> (i32, Value) {
     let out = bin()
-        .args(["anchor", "verify", "--db", path_str(db), "--origin", ORIGIN, "--json"])
-        .args(["--anchor", &a.anchor_url(), "--trusted-key", &a.verifier])
+        .args(command)
+        .args(["--anchor", anchor, "--trusted-key", &a.verifier, "--json"])
         .output()
         .unwrap();
-    (code(&out), serde_json::from_str(stdout(&out).trim()).unwrap())
+    let json = serde_json::from_str(stdout(&out).trim())
+        .unwrap_or_else(|e| panic!("no JSON ({e}): {} {}", stdout(&out), stderr(&out)));
+    (code(&out), json)
+}
+
+/// A copy of the export's store without its head notes (and, with `tiles`
+/// false, without its tiles): its `file:` URL.
+fn store_without_heads(a: &Anchored, name: &str, tiles: bool) -> String {
+    let store = a.dir.path().join(name);
+    copy_tree(&a.anchors, &store);
+    if !tiles {
+        std::fs::remove_dir_all(store.join(ORIGIN).join("tile")).unwrap();
+    }
+    for e in std::fs::read_dir(store.join(ORIGIN)).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "head") {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    format!("file:{}", path_str(&store))
 }
 
 fn tampered(a: &Anchored, name: &str, sql: &str) -> PathBuf {
@@ -500,15 +528,8 @@ fn copy_with(a: &Anchored, name: &str, change: impl Fn(&mut Value) -> bool) -> P
 }
 
 fn copy_json(a: &Anchored, command: &[&str], copy: &Path) -> (i32, Value) {
-    let out = bin()
-        .args(command)
-        .args(["--from", &format!("file:{}", path_str(copy)), "--json"])
-        .args(["--anchor", &a.anchor_url(), "--trusted-key", &a.verifier])
-        .output()
-        .unwrap();
-    let json = serde_json::from_str(stdout(&out).trim())
-        .unwrap_or_else(|e| panic!("no JSON ({e}): {} {}", stdout(&out), stderr(&out)));
-    (code(&out), json)
+    let from = format!("file:{}", path_str(copy));
+    json_answer(a, &a.anchor_url(), &[command, &["--from", &from]].concat())
 }
 
 fn affected_runs(json: &Value) -> Vec<String> {
@@ -669,14 +690,8 @@ fn diff_names_the_whole_rewritten_range_whatever_its_limit() {
 #[test]
 fn with_every_head_deleted_every_verifier_agrees() {
     let a = exported();
+    let store_url = store_without_heads(&a, "no-heads", true);
     let store = a.dir.path().join("no-heads");
-    copy_dir(&a.anchors, &store);
-    for e in std::fs::read_dir(store.join(ORIGIN)).unwrap() {
-        let path = e.unwrap().path();
-        if path.extension().is_some_and(|x| x == "head") {
-            std::fs::remove_file(path).unwrap();
-        }
-    }
     let answers = verdicts(&a, &store, &[]);
     let (_, first) = &answers[0];
     for (name, answer) in &answers {
@@ -713,20 +728,21 @@ fn with_every_head_deleted_every_verifier_agrees() {
         rusqlite::params![payload, String::from_utf8(hash.to_vec()).unwrap()],
     )
     .unwrap();
-    let out = bin()
-        .args(["anchor", "verify", "--db", path_str(&db), "--origin", ORIGIN, "--json"])
-        .args([
-            "--anchor",
-            &format!("file:{}", path_str(&store)),
-            "--trusted-key",
-            &a.verifier,
-        ])
-        .output()
-        .unwrap();
-    let (code_, (kinds_, last)) = kinds(&out);
-    assert_eq!(code_, 1, "{}", stdout(&out));
-    assert!(!kinds_.contains("no-trusted-head"), "{}", stdout(&out));
-    assert_eq!(last, Some(300), "{}", stdout(&out));
+    let (code_, json) = json_answer(
+        &a,
+        &store_url,
+        &["anchor", "verify", "--db", path_str(&db), "--origin", ORIGIN],
+    );
+    assert_eq!(code_, 1, "{json}");
+    assert!(
+        !json["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["kind"] == "no-trusted-head"),
+        "{json}"
+    );
+    assert_eq!(json["last_trusted_head"]["seq"], 300, "{json}");
 }
 
 /// Issue 47: with only checkpoints kept (no head, no tile), a chain
@@ -738,15 +754,7 @@ fn with_every_head_deleted_every_verifier_agrees() {
 #[test]
 fn a_rewrite_only_checkpoint_roots_show_is_the_same_range_for_database_and_copy() {
     let a = exported();
-    let store = a.dir.path().join("checkpoints-only");
-    copy_dir(&a.anchors, &store);
-    std::fs::remove_dir_all(store.join(ORIGIN).join("tile")).unwrap();
-    for e in std::fs::read_dir(store.join(ORIGIN)).unwrap() {
-        let path = e.unwrap().path();
-        if path.extension().is_some_and(|x| x == "head") {
-            std::fs::remove_file(path).unwrap();
-        }
-    }
+    let anchor = store_without_heads(&a, "checkpoints-only", false);
     // The copy rewritten, and the database rewritten the same way.
     let text = std::fs::read_to_string(a.dir.path().join("events.jsonl")).unwrap();
     let db = a.dir.path().join("rewritten.db");
@@ -784,19 +792,13 @@ fn a_rewrite_only_checkpoint_roots_show_is_the_same_range_for_database_and_copy(
     }
     let copy = a.dir.path().join("rewritten.jsonl");
     std::fs::write(&copy, lines.join("\n") + "\n").unwrap();
-    let anchor = format!("file:{}", path_str(&store));
-    let answer = |args: &[&str]| -> (i32, Value) {
-        let out = bin()
-            .args(args)
-            .args(["--anchor", &anchor, "--trusted-key", &a.verifier, "--json"])
-            .output()
-            .unwrap();
-        let json = serde_json::from_str(stdout(&out).trim())
-            .unwrap_or_else(|e| panic!("no JSON ({e}): {} {}", stdout(&out), stderr(&out)));
-        (code(&out), json)
-    };
-    let (db_code, db_json) = answer(&["anchor", "verify", "--db", path_str(&db), "--origin", ORIGIN]);
-    let (copy_code, copy_json_) = answer(&["verify-export", "--from", &format!("file:{}", path_str(&copy))]);
+    let (db_code, db_json) = json_answer(
+        &a,
+        &anchor,
+        &["anchor", "verify", "--db", path_str(&db), "--origin", ORIGIN],
+    );
+    let from = format!("file:{}", path_str(&copy));
+    let (copy_code, copy_json_) = json_answer(&a, &anchor, &["verify-export", "--from", &from]);
     assert_eq!((db_code, copy_code), (1, 1), "{db_json}\n{copy_json_}");
     let expected = vec![("unvouched".to_owned(), 601, 1200)];
     assert_eq!(ranges(&db_json), expected, "{db_json}");
@@ -856,18 +858,5 @@ fn the_largest_seqs_are_named_at_once_and_never_crash() {
             .unwrap();
         assert_eq!(code(&out), 1, "{command:?}: {}", stderr(&out));
         assert!(!stderr(&out).contains("panicked"), "{command:?}: {}", stderr(&out));
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), target).unwrap();
-        }
     }
 }

@@ -103,7 +103,7 @@ impl CopyOutcome {
             checkpoints: 0,
             matched_roots: 0,
             last_trusted_published: None,
-            findings: vec![Finding::new(kind, None, message).at(None)],
+            findings: vec![Finding::new(kind, None, message)],
             warnings: Vec::new(),
             last_trusted: None,
             unvouched: None,
@@ -501,7 +501,7 @@ impl CopyCheck {
                         &mut ranges,
                         check.roots_contradicted.first().copied(),
                         (p.after, p.through),
-                        &p.anchors.heads,
+                        p.anchors.heads.iter().copied().max(),
                         p.leaves.is_some(),
                     );
                 }
@@ -581,14 +581,11 @@ impl CopyCheck {
         }
         // An empty copy vouches for nothing, whatever else was (not) compared.
         if check.records == 0 && !findings.iter().any(|f| f.kind == Kind::Cut) {
-            findings.push(
-                Finding::new(
-                    Kind::Cut,
-                    None,
-                    format!("the copy holds no record of origin {origin:?}: nothing was checked"),
-                )
-                .at(None),
-            );
+            findings.push(Finding::new(
+                Kind::Cut,
+                None,
+                format!("the copy holds no record of origin {origin:?}: nothing was checked"),
+            ));
         }
         // Records past the last trusted head: a chain no signed head covers yet.
         let end = check.end();
@@ -607,7 +604,6 @@ impl CopyCheck {
                         Some(first),
                         format!("{text} (more than the {} allowed)", expect.max_unvouched),
                     )
-                    .at(None)
                 });
             } else {
                 warnings.push(text);
@@ -662,12 +658,12 @@ fn range_plan(check: &ExportCheck, audit: &StreamAudit, expect: &CopyExpectation
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     //! The copy's verdict end to end against the in-memory store: the same
     //! pass `anchor verify` runs, handing on what it trusts.
 
     use super::*;
-    use crate::export::tests::chain;
+    use crate::export::tests::{chain, record};
     use crate::pass::{self, Against, StreamInput};
     use crate::test_run as run;
     use chainship_anchor::checkpoint::Checkpoint;
@@ -685,7 +681,7 @@ mod tests {
 
     /// A store as the follower leaves it: at each of `at`, the tiles, a
     /// checkpoint and a head (and the pointer at the newest).
-    fn store_for(lines: &[String], at: &[u64], key: &SignerKey) -> MemoryStore {
+    pub(crate) fn store_for(lines: &[String], at: &[u64], key: &SignerKey) -> MemoryStore {
         let store = MemoryStore::default();
         let keys = &[key.shared()];
         let mut builder = TileBuilder::default();
@@ -956,13 +952,7 @@ mod tests {
         let lines = chain(1000);
         let store = store_for(&lines, &[400, 600, 1000], &key);
         let mut copy = lines.clone();
-        let mut v: serde_json::Value = serde_json::from_str(&copy[499]).unwrap();
-        let payload = "{\"n\":0}";
-        let prev = hash_of(&copy[498]);
-        let h = chainship_chain::event_hash(prev.as_bytes(), 500, b"r", b"", b"t", b"k", payload.as_bytes());
-        v["payload_json"] = payload.into();
-        v["hash"] = String::from_utf8(h.to_vec()).unwrap().into();
-        copy[499] = v.to_string();
+        copy[499] = record(500, &hash_of(&copy[498]), "{\"n\":0}").0;
         let o = verdict(&store, &key, &copy);
         let ranges: Vec<(RangeKind, u64, u64)> = o.ranges.iter().flatten().map(|r| (r.kind, r.from, r.to)).collect();
         assert_eq!(ranges, [(RangeKind::Rewritten, 500, 500)], "{:?}", o.findings);
@@ -986,10 +976,8 @@ mod tests {
         let mut copy = lines[..499].to_vec();
         let mut prev = hash_of(&copy[498]);
         for seq in 500..=1000u64 {
-            let payload = format!("{{\"n\":{seq},\"rewritten\":true}}");
-            let h = chainship_chain::event_hash(prev.as_bytes(), seq, b"r", b"", b"t", b"k", payload.as_bytes());
-            let hash = String::from_utf8(h.to_vec()).unwrap();
-            copy.push(serde_json::json!({"origin":"o","seq":seq,"run_id":"r","step_id":"","at":"t","type":"k","payload_json":payload,"hash":hash,"prev_hash":prev}).to_string());
+            let (line, hash) = record(seq, &prev, &format!("{{\"n\":{seq},\"rewritten\":true}}"));
+            copy.push(line);
             prev = hash;
         }
         let o = verdict(&store, &key, &copy);
@@ -1011,10 +999,8 @@ mod tests {
         let mut copy = lines.clone();
         let mut prev = "2".repeat(64);
         for seq in 1001..=1005u64 {
-            let payload = format!("{{\"forged\":{seq}}}");
-            let h = chainship_chain::event_hash(prev.as_bytes(), seq, b"r", b"", b"t", b"k", payload.as_bytes());
-            let hash = String::from_utf8(h.to_vec()).unwrap();
-            copy.push(serde_json::json!({"origin":"o","seq":seq,"run_id":"r","step_id":"","at":"t","type":"k","payload_json":payload,"hash":hash,"prev_hash":prev}).to_string());
+            let (line, hash) = record(seq, &prev, &format!("{{\"forged\":{seq}}}"));
+            copy.push(line);
             prev = hash;
         }
         let o = verdict(&store, &key, &copy);

@@ -299,7 +299,7 @@ async fn exact_ranges(
         .as_ref()
         .filter(|_| audit.edge.is_some() && input.since.is_none());
     let through = report.db_head.as_ref().map_or(0, |(s, _)| *s);
-    let vouching = heads.clone();
+    let highest_anchor = heads.last().copied();
     let mut ranges = ranges::exact_ranges(RangeInput {
         db,
         store: input.store,
@@ -313,7 +313,7 @@ async fn exact_ranges(
         leaves,
     })
     .await?;
-    ranges::unvouched_below_contradicted_root(&mut ranges, root, (after, through), &vouching, leaves.is_some());
+    ranges::unvouched_below_contradicted_root(&mut ranges, root, (after, through), highest_anchor, leaves.is_some());
     Ok(Some(ranges))
 }
 

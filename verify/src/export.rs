@@ -663,14 +663,20 @@ pub(crate) mod tests {
         let mut prev = String::new();
         (1..=n)
             .map(|seq| {
-                let payload = format!("{{\"n\":{seq}}}");
-                let h = event_hash(prev.as_bytes(), seq, b"r", b"", b"t", b"k", payload.as_bytes());
-                let hash = String::from_utf8(h.to_vec()).unwrap();
-                let line = serde_json::json!({"origin":"o","seq":seq,"run_id":"r","step_id":"","at":"t","type":"k","payload_json":payload,"hash":hash,"prev_hash":prev}).to_string();
+                let (line, hash) = record(seq, &prev, &format!("{{\"n\":{seq}}}"));
                 prev = hash;
                 line
             })
             .collect()
+    }
+
+    /// The record of `seq` with `payload` after `prev` (its hash computed),
+    /// as a copy holds it, and its hash.
+    pub(crate) fn record(seq: u64, prev: &str, payload: &str) -> (String, String) {
+        let h = event_hash(prev.as_bytes(), seq, b"r", b"", b"t", b"k", payload.as_bytes());
+        let hash = String::from_utf8(h.to_vec()).unwrap();
+        let line = serde_json::json!({"origin":"o","seq":seq,"run_id":"r","step_id":"","at":"t","type":"k","payload_json":payload,"hash":hash,"prev_hash":prev}).to_string();
+        (line, hash)
     }
 
     /// (findings as kind and seq, last trusted seq, identical duplicates)

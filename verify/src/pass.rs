@@ -527,14 +527,11 @@ pub async fn audit<'a>(
             pass.out.note(f);
         }
         if tiles.more > 0 {
-            pass.out.note(
-                Finding::new(
-                    Kind::TilesDisagree,
-                    Some(newest.size),
-                    format!("and {} more tile(s) or bundle(s) like those above", tiles.more),
-                )
-                .at(None),
-            );
+            pass.out.note(Finding::new(
+                Kind::TilesDisagree,
+                Some(newest.size),
+                format!("and {} more tile(s) or bundle(s) like those above", tiles.more),
+            ));
         }
     }
     // The pointer is judged against the newest checkpoint once its head is
@@ -1157,17 +1154,14 @@ impl Pass<'_> {
         }
         if self.out.more_findings > 0 {
             let first = self.out.findings.iter().filter_map(|f| f.seq).min();
-            self.out.findings.push(
-                Finding::new(
-                    Kind::BadSignature,
-                    first,
-                    format!(
-                        "and {} more finding(s) about the store's notes, not listed (at most {MAX_FINDINGS} are kept)",
-                        self.out.more_findings
-                    ),
-                )
-                .at(None),
-            );
+            self.out.findings.push(Finding::new(
+                Kind::BadSignature,
+                first,
+                format!(
+                    "and {} more finding(s) about the store's notes, not listed (at most {MAX_FINDINGS} are kept)",
+                    self.out.more_findings
+                ),
+            ));
         }
         if let Some((size, root, source, consistent)) = self.db_candidate.take() {
             let matched_at = match self.compare_with_database(size, root, &source)? {
@@ -1200,14 +1194,11 @@ impl Pass<'_> {
         self.partial_tiles_up_to(u64::MAX);
         if let (Some(mut cosign), Some((policy, grace))) = (self.cosign.take(), self.input.witness) {
             if self.out.checkpoints_trusted == 0 && self.prev_cp.is_none() {
-                cosign.findings.push(
-                    Finding::new(
-                        Kind::Uncosigned,
-                        None,
-                        format!("no trusted checkpoint of origin {origin:?} to check witness cosignatures on"),
-                    )
-                    .at(None),
-                );
+                cosign.findings.push(Finding::new(
+                    Kind::Uncosigned,
+                    None,
+                    format!("no trusted checkpoint of origin {origin:?} to check witness cosignatures on"),
+                ));
             } else {
                 if cosign.newest_cosigned.is_none() {
                     cosign.newest_cosigned = self.input.since.and_then(|s| s.newest_cosigned);

@@ -185,3 +185,29 @@ fn judge(note: &[u8], origin: &str, keys: &[VerifierKey], size: Option<u64>) -> 
 fn usable(note: &[u8], origin: &str, keys: &[VerifierKey], size: Option<u64>) -> bool {
     judge(note, origin, keys, size).is_ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::copy::tests::store_for;
+    use crate::export::tests::chain;
+    use crate::test_run as run;
+    use chainship_anchor::signer::SignerKey;
+
+    /// A checkpoint kept under another size's name (copied there by someone
+    /// with write access) proves nothing at that size.
+    #[test]
+    fn a_checkpoint_is_taken_only_at_the_size_its_name_says() {
+        let key = SignerKey::generate("o").unwrap();
+        let keys = [key.verifier()];
+        let store = store_for(&chain(500), &[400, 500], &key);
+        assert!(run(build(&store, "o", 350, Some(500), &keys)).is_ok());
+        let at_400 = run(store.get_object("o", &checkpoint_path(400))).unwrap().unwrap();
+        store.plant_object("o", &checkpoint_path(500), &at_400);
+        let e = run(build(&store, "o", 350, Some(500), &keys)).unwrap_err();
+        assert!(e.message.contains("where size 500"), "{e}");
+        // Without --checkpoint it is passed over for one kept at its own size.
+        let proof = run(build(&store, "o", 350, None, &keys)).unwrap();
+        assert!(proof.checkpoint.contains("\n400\n"), "{}", proof.checkpoint);
+    }
+}

@@ -271,7 +271,8 @@ pub async fn exact_ranges(input: RangeInput<'_>) -> Result<Vec<InvalidRange>, St
 
 /// The rule where only a checkpoint's root says the chain changed: a trusted
 /// checkpoint of `size` whose root the chain's stored hashes do not give,
-/// with no range at or below it, no anchor at or after it that vouches for
+/// with no range at or below it, no anchor (`highest_anchor`, the highest
+/// the walk had) at or after it that vouches for
 /// the rows up to it (else the checkpoint is the store's fault), and no
 /// leaves to say which row changed. The rows since the walk's start
 /// (`after`) link up to it: unvouched, to the first range the walk found,
@@ -280,11 +281,12 @@ pub fn unvouched_below_contradicted_root(
     ranges: &mut Vec<InvalidRange>,
     contradicted: Option<u64>,
     (after, through): (u64, u64),
-    anchors: &[u64],
+    highest_anchor: Option<u64>,
     leaves: bool,
 ) {
     let Some(size) = contradicted else { return };
-    if leaves || ranges.iter().any(|r| r.from <= size) || anchors.iter().any(|s| *s >= size) || after >= through {
+    if leaves || ranges.iter().any(|r| r.from <= size) || highest_anchor.is_some_and(|a| a >= size) || after >= through
+    {
         return;
     }
     let next = ranges.first().map(|r| r.from);

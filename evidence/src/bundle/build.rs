@@ -70,34 +70,17 @@ pub async fn choose_checkpoint(
         };
         let read = match trust_checkpoint(&note, keys, witnesses, expect).map(JudgedCheckpoint::trusted) {
             Ok(Ok(read)) => read,
-            // Passed over, and said: a newer one refused is worth a look (anchor verify names it).
-            // The newest ones wait for their witnesses as a rule: no warning for that.
-            Ok(Err(why)) if why.kind == chainship_verify::Kind::Uncosigned => {
-                tracing::info!(
-                    size,
-                    "checkpoint {size} not used: {}; trying the next smaller one",
-                    why.message
-                );
-                continue;
-            }
             Ok(Err(why)) => {
-                tracing::warn!(
-                    size,
-                    "checkpoint {size} not used: {}; trying the next smaller one",
-                    why.message
-                );
+                passed_over(size, why.kind == chainship_verify::Kind::Uncosigned, &why.message);
                 continue;
             }
             Err(why) => {
-                tracing::warn!(size, "checkpoint {size} not used: {why}; trying the next smaller one");
+                passed_over(size, false, &why.message);
                 continue;
             }
         };
         let Some(head) = store.get_head(origin, size).await? else {
-            tracing::warn!(
-                size,
-                "checkpoint {size} has no signed head at its size kept; trying the next smaller one"
-            );
+            passed_over(size, false, "no signed head at its size is kept");
             continue;
         };
         return Ok(Chosen {
@@ -115,6 +98,17 @@ pub async fn choose_checkpoint(
             ""
         }
     ))
+}
+
+/// A checkpoint not used, and why, said: a newer one refused is worth a
+/// look (anchor verify names it); the newest wait for their witnesses as a
+/// rule (`waiting`: no warning for that).
+fn passed_over(size: u64, waiting: bool, why: &str) {
+    let message = format!("checkpoint {size} not used: {why}; trying the next smaller one");
+    match waiting {
+        true => tracing::info!(size, "{message}"),
+        false => tracing::warn!(size, "{message}"),
+    }
 }
 
 /// The run's records up to the checkpoint's size, fed every record of the
