@@ -96,7 +96,7 @@ impl Follower {
         let lock = Arc::new(std::sync::Mutex::new(delivery.cursor().lock()?));
         delivery.guard_with(Arc::clone(&lock));
         let db = opened(&cfg, &health)?;
-        let point = resume::resume(&db, &mut delivery, cfg.start)?;
+        let point = resume::resume(&db, &mut delivery, cfg.start, &cfg.origin)?;
         let after_seq = point.after.map_or(0, |h| h.seq);
         delivery.announce(point.after);
         let db_head = db.head()?.map_or(0, |(s, _)| s);

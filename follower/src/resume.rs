@@ -11,12 +11,13 @@
 //! 3. Resume after that, never below the cursor: the sink may hold a batch
 //!    whose cursor write a crash cut short.
 
-use chainship_chain::{Error, EventDb, Head, Setting};
+use chainship_chain::{Error, ErrorKind, EventDb, Head, Setting};
 
 use crate::config::StartFrom;
 use crate::delivery::Delivery;
 use crate::error::FollowError;
 use crate::metrics;
+use crate::run_state::RunStateFile;
 
 /// The agreed starting point: deliver events after `after` (`None`: from seq 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,11 +30,19 @@ pub struct ResumePoint {
 /// The resume phase: the cursor checked against the database, the sink
 /// read back past it and checked too, and the cursor moved up to what the
 /// sink provably holds. Returns where to deliver from.
-pub fn resume(db: &EventDb, delivery: &mut Delivery, start: StartFrom) -> Result<ResumePoint, FollowError> {
+pub fn resume(
+    db: &EventDb,
+    delivery: &mut Delivery,
+    start: StartFrom,
+    origin: &str,
+) -> Result<ResumePoint, FollowError> {
     delivery.cursor().check_writable()?;
     let cursor_head = delivery.cursor().load()?;
     let cursor_path = delivery.cursor().path().display().to_string();
-    let start = database_start(db, cursor_head, start, &cursor_path)?;
+    let start = database_start(db, cursor_head, start, &cursor_path).map_err(|e| {
+        let runs = RunStateFile::new(delivery.cursor().sibling(".runs"), origin);
+        another_followers_cursor(e, &runs, origin)
+    })?;
     let held = delivery.with_retry("reading back what the sink holds", |sink, rt| {
         rt.block_on(sink.held(start))
     })?;
@@ -65,6 +74,25 @@ pub fn resume(db: &EventDb, delivery: &mut Delivery, start: StartFrom) -> Result
         );
     }
     Ok(point)
+}
+
+/// A cursor the database does not hold reads as tampering; when the run
+/// state beside it was saved for another origin, it is more likely another
+/// follower's cursor given to this one: say so.
+fn another_followers_cursor(e: FollowError, runs: &RunStateFile, origin: &str) -> FollowError {
+    match e {
+        FollowError::Stop(mut error) if error.kind == ErrorKind::Integrity => {
+            if let Some(other) = runs.other_origin() {
+                error.message = format!(
+                    "{}; but the run state beside the cursor ({}) was saved for origin \"{other}\", not {origin:?}: is this another follower's cursor? Each origin needs its own --cursor",
+                    error.message,
+                    runs.path().display()
+                );
+            }
+            FollowError::Stop(error)
+        }
+        e => e,
+    }
 }
 
 /// Step 1 on its own, as `follow` takes it and `check` reports it: every row
@@ -260,7 +288,7 @@ mod tests {
                 Arc::new(Health::new(Duration::from_secs(60))),
                 retry,
             );
-            resume(&db, &mut delivery, start)
+            resume(&db, &mut delivery, start, ORIGIN)
         }
     }
 
@@ -289,6 +317,43 @@ mod tests {
         let e = f.resume(StartFrom::Cursor).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Integrity, "{e}");
         assert!(e.to_string().contains("no longer holds seq 5"), "{e}");
+    }
+
+    #[test]
+    fn another_origins_cursor_is_named_as_a_mix_up_not_only_a_rewrite() {
+        let f = Fixture::new(20);
+        let theirs = f._dir.path().join("theirs.db");
+        chain_db(&theirs, 20, "theirs");
+        f.cursor.store(head_at(&theirs, 5)).unwrap();
+        let e = f.resume(StartFrom::Cursor).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Integrity, "{e}");
+        assert!(
+            !e.to_string().contains("another follower's cursor"),
+            "no run state, no hint: {e}"
+        );
+        crate::run_state::RunStateFile::new(f.cursor.sibling(".runs"), "team/other")
+            .store(head_at(&theirs, 5), b"")
+            .unwrap();
+        let e = f.resume(StartFrom::Cursor).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Integrity, "{e}");
+        let message = e.to_string();
+        assert!(
+            message.contains("the database was rewritten under the cursor"),
+            "{message}"
+        );
+        assert!(
+            message.contains("saved for origin \"team/other\", not \"test/origin\"")
+                && message.contains("another follower's cursor"),
+            "{message}"
+        );
+        crate::run_state::RunStateFile::new(f.cursor.sibling(".runs"), ORIGIN)
+            .store(head_at(&theirs, 5), b"")
+            .unwrap();
+        let e = f.resume(StartFrom::Cursor).unwrap_err();
+        assert!(
+            !e.to_string().contains("another follower's cursor"),
+            "its own origin's state: {e}"
+        );
     }
 
     #[test]

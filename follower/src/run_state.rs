@@ -126,6 +126,30 @@ impl RunStateFile {
         Ok(loaded.map(|(head, check)| SavedState { head, check }))
     }
 
+    /// The origin the state was saved for, when there is a state and it names
+    /// another one than this follower's: read from its first field alone,
+    /// unchecked, and shortened. Only a hint for a message: a cursor given to
+    /// the wrong follower carries its origin's run state beside it.
+    pub fn other_origin(&self) -> Option<String> {
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+            .open(&self.path)
+            .ok()
+            .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))?;
+        let mut head = Vec::with_capacity(MAGIC.len() + 4 + 200);
+        file.take((MAGIC.len() + 4 + 200) as u64).read_to_end(&mut head).ok()?;
+        let rest = head.strip_prefix(MAGIC)?;
+        let len = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+        let origin = rest.get(4..4 + len.min(200))?;
+        (origin != self.origin.as_bytes()).then(|| {
+            let shown: String = String::from_utf8_lossy(origin).chars().take(200).collect();
+            shown.escape_debug().to_string()
+        })
+    }
+
     /// The saved state's head, and what `read` makes of it and the check's
     /// bytes, handed over as a stream once the whole file's checksum held
     /// (the file is read twice, never held whole in memory). `Ok(None)` when

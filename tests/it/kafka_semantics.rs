@@ -69,8 +69,10 @@ fn high_watermark(topic: &str, partition: i32) -> i64 {
 }
 
 fn follow_once(db: &Path, topic: &str, origin: &str, cursor: &Path, extra: &[&str]) -> std::process::Output {
+    // At info: the resume says what the sink already held, which a test looks for.
     kafka_follow(db, topic, origin, cursor, &["--once"])
         .args(extra)
+        .env("RUST_LOG", "info")
         .output()
         .unwrap()
 }

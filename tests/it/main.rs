@@ -26,6 +26,7 @@ mod follow_file;
 mod hardening_follow;
 mod hardening_store;
 mod hardening_verify;
+mod kafka_fleet;
 mod kafka_semantics;
 mod one_verdict;
 mod operator_checks;

@@ -8,12 +8,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chainship_chain::record::Record;
-use rdkafka::Offset;
 use rdkafka::consumer::BaseConsumer;
 use rdkafka::message::{BorrowedMessage, Message};
 
 use super::config::{KafkaConfig, QuietContext, classify};
-use super::scan::{ScanLimits, scan, scan_all};
+use super::scan::{ScanLimits, Until, ends, scan, scan_all};
 use super::{belongs_to, partition};
 use crate::error::SinkError;
 use crate::lines::OnRecord;
@@ -30,9 +29,12 @@ pub fn read_records(cfg: &KafkaConfig, origin: &str, each: &mut OnRecord<'_>) ->
         .create_with_context(QuietContext)
         .map_err(|e| classify("creating a consumer", &e))?;
     let url = cfg.url();
+    // A transaction a producer left open when it died holds the end back
+    // until the broker aborts it (its transaction.timeout.ms, a minute by
+    // default): wait that long before saying why the copy cannot be read.
     let limits = ScanLimits {
         idle: Duration::from_secs(10),
-        total: None,
+        open_transaction: Duration::from_secs(90),
     };
     let mut report = ReadReport::default();
     let others: Vec<i32> = match cfg.partition {
@@ -61,9 +63,18 @@ pub fn read_records(cfg: &KafkaConfig, origin: &str, each: &mut OnRecord<'_>) ->
         }
         each(payload, &|| format!("{url} partition {partition} offset {offset}"));
     };
-    scan(&consumer, &cfg.topic, own, Offset::Beginning, limits, &mut read)?;
+    // Every partition's end as the read starts: what is written meanwhile is
+    // not this check's (a live topic never stops growing).
+    let mut all = vec![own];
+    all.extend(&others);
+    let ranges: Vec<(i32, i64, i64)> = ends(cfg, &consumer, &cfg.topic, &all, Until::Written)?
+        .into_iter()
+        .zip(&all)
+        .map(|((low, high), p)| (*p, low, high))
+        .collect();
+    scan(&consumer, &cfg.topic, ranges[0], limits, &mut read)?;
     if !others.is_empty() {
-        scan_all(&consumer, &cfg.topic, &others, Offset::Beginning, limits, &mut read)?;
+        scan_all(&consumer, &cfg.topic, &ranges[1..], limits, &mut read)?;
     }
     for (partition, (records, first_offset)) in strays {
         report.strays.push(Stray {

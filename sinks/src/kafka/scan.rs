@@ -1,13 +1,25 @@
-//! Reading partitions from an offset to their end, the one loop both the
-//! sink's read-back and `verify-export` use.
+//! Reading partitions from an offset to an end fixed when the read starts,
+//! the one loop both the sink's read-back and `verify-export` use.
 //!
-//! Brokers differ in what the high watermark counts (tansu reports the last
-//! batch's base offset + 1), so the end is where the consumer reports
-//! end-of-partition and nothing more arrives for a moment. A scan that cannot
-//! get there is an error, never a short read: a short read-back would resend
-//! what the partition holds, a short verify would report a cut copy.
+//! The end is asked once, before the first fetch ([`Until`]), and never
+//! moves: a partition that other producers write to non-stop (a fleet
+//! sharing a topic) is read to where it stood, not until it falls quiet,
+//! which it never does. Reading is `read_committed`, so the end is reached
+//! only once every transaction open below it has ended: a transaction a
+//! dead producer left open holds the partition's last stable offset back,
+//! and the records past it (committed or not) stay invisible until the
+//! broker aborts it. That wait is said, never taken for the end: a short
+//! read-back would resend what the partition holds, or call a record it
+//! holds missing; a short verify would report a cut copy.
+//!
+//! Brokers differ in the high watermark (tansu reports the last batch's base
+//! offset + 1, Kafka the last offset + 1, past a commit marker), so a
+//! partition counts as read when the consumer's position — which moves past
+//! commit markers too — reaches the end, and the records already fetched
+//! with the one that reached it are taken as well (the rest of tansu's last
+//! batch).
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
@@ -15,89 +27,243 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
-use super::config::classify;
+use super::config::{KafkaConfig, QuietContext, classify};
 use crate::error::SinkError;
+
+/// Quiet for this long below the end: ask the last stable offset.
+const PROBE_AFTER: Duration = Duration::from_secs(1);
+
+/// The most a scan spends taking records already fetched past its end.
+const DRAIN: Duration = Duration::from_millis(200);
+
+/// Where a scan ends, asked once as it starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Until {
+    /// Every record written before the scan started: each partition's high
+    /// watermark. A transaction open then is waited for (up to
+    /// [`ScanLimits::open_transaction`]): its records, and every committed
+    /// one after them, are only readable once it ends.
+    Written,
+    /// What is committed and readable now: the last stable offset. Never
+    /// waits on an open transaction (used to look before fencing one's own).
+    Stable,
+}
 
 /// How long a scan may take.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct ScanLimits {
     /// No message and no end for this long: the broker is not answering.
     pub idle: Duration,
-    /// The whole scan, when bounded (another producer writing non-stop could
-    /// keep a read-back from ever reaching the end).
-    pub total: Option<Duration>,
+    /// Stopped below the end by a transaction still open for this long.
+    pub open_transaction: Duration,
 }
 
-/// Quiet since the last message, once the end of the partition was
-/// reported, before the scan counts as done.
-const SETTLE: Duration = Duration::from_millis(600);
+/// One partition's place in a scan.
+#[derive(Clone, Copy, Debug)]
+struct Progress {
+    /// Where the scan starts, and the offset it reads up to (exclusive).
+    start: i64,
+    end: i64,
+    reached: bool,
+    /// Where the consumer last reported end-of-partition below `end`, and
+    /// since when: the last stable offset, held by an open transaction.
+    held: Option<(i64, Instant)>,
+}
 
-/// Calls `each` with every message of `partition` from `start` to the end.
-pub(super) fn scan<C: ConsumerContext>(
-    consumer: &BaseConsumer<C>,
+/// Each partition's (low, high) watermarks as the broker has them now,
+/// whatever transaction is open (read_uncommitted).
+pub(super) fn high_watermarks(
+    cfg: &KafkaConfig,
     topic: &str,
-    partition: i32,
-    start: Offset,
-    limits: ScanLimits,
-    each: impl FnMut(&BorrowedMessage<'_>),
-) -> Result<(), SinkError> {
-    scan_all(consumer, topic, &[partition], start, limits, each)
+    partitions: &[i32],
+) -> Result<Vec<(i64, i64)>, SinkError> {
+    let client: BaseConsumer<QuietContext> = cfg
+        .consumer_config()
+        .set("group.id", "chainship-watermarks")
+        .set("isolation.level", "read_uncommitted")
+        .create_with_context(QuietContext)
+        .map_err(|e| classify("creating a watermark client", &e))?;
+    partitions
+        .iter()
+        .map(|p| {
+            client
+                .fetch_watermarks(topic, *p, Duration::from_secs(10))
+                .map_err(|e| classify(&format!("reading topic {topic} partition {p}'s watermarks"), &e))
+        })
+        .collect()
 }
 
-/// Calls `each` with every message of `partitions`, read together (each in
-/// its own order, interleaved), from `start` to the end of every one.
-pub(super) fn scan_all<C: ConsumerContext>(
+/// The offsets a scan of `partitions` ends at: see [`Until`].
+pub(super) fn ends<C: ConsumerContext>(
+    cfg: &KafkaConfig,
     consumer: &BaseConsumer<C>,
     topic: &str,
     partitions: &[i32],
-    start: Offset,
+    until: Until,
+) -> Result<Vec<(i64, i64)>, SinkError> {
+    match until {
+        Until::Written => high_watermarks(cfg, topic, partitions),
+        // The reading consumer is read_committed: its "high" is the last stable offset.
+        Until::Stable => partitions
+            .iter()
+            .map(|p| {
+                consumer
+                    .fetch_watermarks(topic, *p, Duration::from_secs(10))
+                    .map_err(|e| classify(&format!("reading topic {topic} partition {p}'s last stable offset"), &e))
+            })
+            .collect(),
+    }
+}
+
+/// Calls `each` with every message of `partition` from `start` to `end`
+/// (see [`scan_all`]).
+pub(super) fn scan<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    topic: &str,
+    (partition, start, end): (i32, i64, i64),
+    limits: ScanLimits,
+    each: impl FnMut(&BorrowedMessage<'_>),
+) -> Result<(), SinkError> {
+    scan_all(consumer, topic, &[(partition, start, end)], limits, each)
+}
+
+/// Calls `each` with every message of each `(partition, start, end)`, read
+/// together (each in its own order, interleaved), from `start` until the
+/// consumer's position reaches `end` in every one. A scan that cannot get
+/// there is an error naming why, never a short read.
+pub(super) fn scan_all<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    topic: &str,
+    ranges: &[(i32, i64, i64)],
     limits: ScanLimits,
     mut each: impl FnMut(&BorrowedMessage<'_>),
 ) -> Result<(), SinkError> {
+    let mut progress: HashMap<i32, Progress> = HashMap::new();
     let mut tpl = TopicPartitionList::new();
-    for partition in partitions {
-        tpl.add_partition_offset(topic, *partition, start)
+    for &(partition, start, end) in ranges {
+        if start >= end {
+            continue;
+        }
+        tpl.add_partition_offset(topic, partition, Offset::Offset(start))
             .map_err(|e| classify("assigning the partition", &e))?;
+        progress.insert(
+            partition,
+            Progress {
+                start,
+                end,
+                reached: false,
+                held: None,
+            },
+        );
+    }
+    if progress.is_empty() {
+        return Ok(());
     }
     consumer
         .assign(&tpl)
         .map_err(|e| classify("assigning the partition", &e))?;
-    let named = match partitions {
-        [one] => format!("partition {one}"),
-        many => format!("partitions {many:?}"),
+    let named = match ranges {
+        [(one, ..)] => format!("partition {one}"),
+        many => format!("partitions {:?}", many.iter().map(|r| r.0).collect::<Vec<_>>()),
     };
     let started = Instant::now();
-    let mut last_message = Instant::now();
-    // The partitions that reported their end since their last message.
-    let mut at_end: HashSet<i32> = HashSet::new();
-    loop {
-        match consumer.poll(Duration::from_millis(200)) {
+    let mut last_progress = Instant::now();
+    while progress.values().any(|p| !p.reached) {
+        match consumer.poll(Duration::from_millis(100)) {
             Some(Ok(msg)) => {
-                last_message = Instant::now();
-                at_end.remove(&msg.partition());
+                last_progress = Instant::now();
+                if let Some(p) = progress.get_mut(&msg.partition()) {
+                    p.reached |= msg.offset() + 1 >= p.end;
+                    p.held = None;
+                }
                 each(&msg);
             }
-            Some(Err(KafkaError::PartitionEOF(p))) => {
-                at_end.insert(p);
+            Some(Err(KafkaError::PartitionEOF(partition))) => {
+                last_progress = Instant::now();
+                // The position moved past commit markers and aborted records too.
+                let at = position(consumer, topic, partition)?;
+                if let Some(p) = progress.get_mut(&partition) {
+                    if at.is_some_and(|at| at >= p.end) {
+                        p.reached = true;
+                    } else if p.held.is_none() {
+                        p.held = Some((at.unwrap_or(p.start), Instant::now()));
+                    }
+                }
             }
-            // The error does not say which: every partition is past its start.
+            // The start is gone (retention deleted it while the scan began): what
+            // was there cannot be read, so the caller must read again, never short.
             Some(Err(e)) if e.rdkafka_error_code() == Some(RDKafkaErrorCode::OffsetOutOfRange) => {
-                at_end.extend(partitions)
+                return Err(SinkError::transient(format!(
+                    "Kafka sink: reading topic {topic} {named}: an offset the scan started from is no longer in the partition (retention removed it meanwhile): reading again"
+                )));
             }
             Some(Err(e)) => return Err(classify(&format!("reading topic {topic} {named}"), &e)),
             None => {}
         }
-        let quiet = last_message.elapsed();
-        if partitions.iter().all(|p| at_end.contains(p)) && quiet > SETTLE {
-            return Ok(());
+        if last_progress.elapsed() > PROBE_AFTER {
+            // Quiet below the end: ask whether a transaction still open holds the
+            // last stable offset there (the consumer says so only when it reads
+            // from exactly that offset). The reading consumer is read_committed.
+            for (n, p) in progress.iter_mut().filter(|(_, p)| !p.reached && p.held.is_none()) {
+                let (_, stable) = consumer
+                    .fetch_watermarks(topic, *n, Duration::from_secs(10))
+                    .map_err(|e| classify(&format!("reading topic {topic} partition {n}'s last stable offset"), &e))?;
+                if stable < p.end {
+                    p.held = Some((stable, Instant::now()));
+                }
+            }
+            if progress.values().any(|p| p.held.is_some()) {
+                last_progress = Instant::now();
+            }
         }
-        let too_long = limits.total.is_some_and(|t| started.elapsed() > t);
-        if quiet > limits.idle || too_long {
+        if let Some((partition, at, since, end)) = progress
+            .iter()
+            .filter(|(_, p)| !p.reached)
+            .find_map(|(n, p)| p.held.map(|(at, since)| (*n, at, since, p.end)))
+            .filter(|(.., since, _)| since.elapsed() > limits.open_transaction)
+        {
             return Err(SinkError::transient(format!(
-                "Kafka sink: reading topic {topic} {named} did not reach its end within {} s \
-                 (the broker is slow, or another producer writes to it non-stop)",
+                "Kafka sink: topic {topic} partition {partition}: the records from offset {at} to {end} stay unreadable: a transaction opened below offset {end} is still open after {} s (a producer that died mid-transaction: the broker aborts it after that producer's transaction.timeout.ms, or at once when a producer of its transactional.id starts); waiting for it, never reading short",
+                since.elapsed().as_secs()
+            )));
+        }
+        if last_progress.elapsed() > limits.idle {
+            return Err(SinkError::transient(format!(
+                "Kafka sink: reading topic {topic} {named}: no answer from the broker for {} s ({} s in all)",
+                limits.idle.as_secs(),
                 started.elapsed().as_secs()
             )));
         }
     }
+    // What was fetched with the record that reached the end is the same batch
+    // (tansu's high watermark is inside its last batch): take it too. Only what
+    // is already here, and briefly: records written since the start are not
+    // the scan's to wait for.
+    let draining = Instant::now();
+    while let Some(next) = consumer.poll(Duration::ZERO).filter(|_| draining.elapsed() < DRAIN) {
+        match next {
+            Ok(msg) => each(&msg),
+            Err(KafkaError::PartitionEOF(_)) => break,
+            Err(e) => return Err(classify(&format!("reading topic {topic} {named}"), &e)),
+        }
+    }
+    Ok(())
+}
+
+/// The consumer's position in `partition`: the offset after the last record
+/// or commit marker it passed.
+fn position<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    topic: &str,
+    partition: i32,
+) -> Result<Option<i64>, SinkError> {
+    let positions = consumer
+        .position()
+        .map_err(|e| classify(&format!("reading the position in topic {topic}"), &e))?;
+    Ok(positions
+        .find_partition(topic, partition)
+        .and_then(|e| match e.offset() {
+            Offset::Offset(n) => Some(n),
+            _ => None,
+        }))
 }

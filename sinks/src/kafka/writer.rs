@@ -16,15 +16,14 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use chainship_chain::record::Record;
 use chainship_chain::{Head, HeldCheck};
-use rdkafka::Offset;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::BaseConsumer;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::util::Timeout;
 
 use super::config::{KafkaConfig, QuietContext, classify};
-use super::scan::{ScanLimits, scan};
+use super::scan::{ScanLimits, Until, ends, scan};
 use super::{belongs_to, partition};
 use crate::Sink;
 use crate::batch::Batch;
@@ -107,6 +106,11 @@ impl KafkaSink {
         self.read_back_with(after, self.cfg.fence)
     }
 
+    /// `fence_first`: fence (and so end any transaction an earlier producer
+    /// of this origin left open), then read to the end as it stands after
+    /// that ([`Until::Written`]). Without it, read only what is committed
+    /// now ([`Until::Stable`]): this process's own failed transaction may
+    /// still be open, and waiting for it would wait for nothing.
     fn read_back_with(&mut self, after: Option<Head>, fence_first: bool) -> Result<Option<Head>, SinkError> {
         let partition = self.partition()?;
         if fence_first {
@@ -118,19 +122,18 @@ impl KafkaSink {
             .reader_config("chainship-readback")
             .create_with_context(ReadBackContext)
             .map_err(|e| classify("creating the read-back consumer", &e))?;
-        let (low, high) = consumer
-            .fetch_watermarks(&topic, partition, Duration::from_secs(10))
-            .map_err(|e| classify("reading the partition's watermarks", &e))?;
+        let until = if fence_first { Until::Written } else { Until::Stable };
+        let (low, high) = ends(&self.cfg, &consumer, &topic, &[partition], until)?[0];
         if high <= low {
+            self.seen_after = after.map(|a| (a, false));
             return Ok(after);
         }
         let after_seq = after.map_or(0, |h| h.seq);
-        // The high watermark is not the end on every broker (see the scan):
-        // start just below it, widening the window backwards until the
+        // Start just below the end, widening the window backwards until the
         // boundary — the last record at or below `after` — is in it.
         let limits = ScanLimits {
             idle: Duration::from_secs(10),
-            total: Some(Duration::from_secs(60)),
+            open_transaction: Duration::from_secs(10),
         };
         let mut window = 1i64;
         loop {
@@ -141,7 +144,7 @@ impl KafkaSink {
             let mut planted: Option<String> = None;
             let mut boundary = false;
             let mut after_held = false;
-            scan(&consumer, &topic, partition, Offset::Offset(start), limits, |msg| {
+            scan(&consumer, &topic, (partition, start, high), limits, |msg| {
                 let parsed = Record::parse(msg.payload().unwrap_or_default());
                 if !belongs_to(&self.origin, msg.key(), &parsed) {
                     return;
