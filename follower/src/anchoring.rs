@@ -257,28 +257,26 @@ impl Anchoring {
                     }
                     continue;
                 }
-                // The checkpoint first: a head is never kept without its Merkle companion.
-                let outcome = match self.tree_log.as_mut() {
-                    Some(log) => log.publish(head).await,
-                    None => Ok(()),
-                };
-                let outcome = match outcome {
-                    Ok(()) => {
-                        let with_checkpoint = self.tree_log.is_some();
-                        // The highest head kept before it (0: none known, say nothing).
-                        let previous = Some(last);
-                        publish_head(
-                            self.store.as_ref(),
-                            &self.keys,
-                            &self.origin,
-                            head,
-                            with_checkpoint,
-                            previous,
-                        )
-                        .await
+                let store = self.store.describe();
+                let outcome = said_while_slow(&store, head, async {
+                    // The checkpoint first: a head is never kept without its Merkle companion.
+                    if let Some(log) = self.tree_log.as_mut() {
+                        log.publish(head).await?;
                     }
-                    Err(e) => Err(e),
-                };
+                    let with_checkpoint = self.tree_log.is_some();
+                    // The highest head kept before it (0: none known, say nothing).
+                    let previous = Some(last);
+                    publish_head(
+                        self.store.as_ref(),
+                        &self.keys,
+                        &self.origin,
+                        head,
+                        with_checkpoint,
+                        previous,
+                    )
+                    .await
+                })
+                .await;
                 match outcome {
                     Ok(()) => {
                         if let Some(log) = self.tree_log.as_mut() {
@@ -368,7 +366,8 @@ impl Anchoring {
     /// --max-age` tells a quiet runtime from a frozen follower. Returns
     /// when the next heartbeat is due.
     async fn heartbeat_once(&self, head: Head, published_at: &watch::Sender<Instant>) -> Instant {
-        match publish_heartbeat(self.store.as_ref(), &self.keys, &self.origin, head).await {
+        let publishing = publish_heartbeat(self.store.as_ref(), &self.keys, &self.origin, head);
+        match said_while_slow(&self.store.describe(), head, publishing).await {
             Ok(()) => {
                 let now = Instant::now();
                 published_at.send_replace(now);
@@ -383,6 +382,37 @@ impl Anchoring {
                 self.health.anchor_failed(&e.message);
                 tracing::warn!(store = %self.store.describe(), %head, error = %e, "publishing a heartbeat failed; retrying");
                 Instant::now() + self.max_delay.min(self.heartbeat)
+            }
+        }
+    }
+}
+
+/// How long a publication may take before the log says the store is not
+/// answering (a store that hangs returns no error to log).
+const SLOW_PUBLISH: Duration = Duration::from_secs(5);
+
+/// Runs a publication to `store`, saying in the log every [`SLOW_PUBLISH`]
+/// that it has not finished, and once it has: a frozen store shows in the
+/// log, not only in `/readyz`.
+async fn said_while_slow<T>(store: &str, head: Head, publishing: impl std::future::Future<Output = T>) -> T {
+    let started = Instant::now();
+    tokio::pin!(publishing);
+    loop {
+        tokio::select! {
+            out = &mut publishing => {
+                if started.elapsed() >= SLOW_PUBLISH {
+                    tracing::info!(store, %head, after_s = started.elapsed().as_secs(), "the anchor store answered after {:.1}s", started.elapsed().as_secs_f64());
+                }
+                return out;
+            }
+            _ = tokio::time::sleep(SLOW_PUBLISH) => {
+                tracing::warn!(
+                    store,
+                    %head,
+                    waited_s = started.elapsed().as_secs(),
+                    "the anchor store has not answered for {}s while publishing a head (frozen or unreachable?); export goes on, the newest head is published when it answers",
+                    started.elapsed().as_secs()
+                );
             }
         }
     }

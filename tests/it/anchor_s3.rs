@@ -159,7 +159,7 @@ async fn an_anchor_store_outage_delays_anchoring_but_not_the_export() {
         .args(["--signing-key", path_str(&key), "--retry-max-delay", "1s"])
         .args(anchor_args(&bucket))
         .args(RETAIN)
-        .stderr(std::process::Stdio::null());
+        .stderr(std::fs::File::create(dir.path().join("follower.log")).unwrap());
     let mut follower = KillOnDrop(cmd.spawn().unwrap());
     let anchored = cursor.with_file_name("cursor.anchored");
     let seq_of = |p: &std::path::Path| -> u64 {
@@ -175,7 +175,8 @@ async fn an_anchor_store_outage_delays_anchoring_but_not_the_export() {
         let _paused = Paused::new(service_pid("CHAINSHIP_TEST_S3_PID"));
         std::thread::sleep(Duration::from_millis(500));
         cursor_before = seq_of(&cursor);
-        std::thread::sleep(Duration::from_secs(5));
+        // Past the 5 s after which a publication the store does not answer is logged.
+        std::thread::sleep(Duration::from_secs(7));
         anchored_during = seq_of(&anchored);
         assert!(
             seq_of(&cursor) > cursor_before + 300,
@@ -187,6 +188,11 @@ async fn an_anchor_store_outage_delays_anchoring_but_not_the_export() {
     assert!(
         anchored_during <= cursor_before + 50,
         "nothing was anchored while the store was paused"
+    );
+    let log = std::fs::read_to_string(dir.path().join("follower.log")).unwrap();
+    assert!(
+        log.contains("the anchor store has not answered for"),
+        "a frozen store is said in the log, not only in /readyz: {log}"
     );
     let final_seq: u64 = stop_writer(&mut writer, &db)
         .split(':')
