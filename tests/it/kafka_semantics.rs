@@ -105,9 +105,21 @@ async fn a_follower_killed_inside_a_transaction_resumes_at_once_without_a_duplic
         let partition = chainship_sinks::kafka::partition_for(origin, PARTITIONS as usize);
         let cursor = dir.path().join("cursor");
         let timeout = ["--kafka-opt", "transaction.timeout.ms=60000", "--batch-size", "5000"];
-        // Kill it until a kill lands inside a transaction: records sent, not committed.
+        // Kill it the moment a transaction of its is open (the partition's end
+        // past its last stable offset: records sent, not committed), until a
+        // kill lands there: seen, not timed by sleeps, so a loaded machine
+        // still gets one.
+        let watermarks = |isolation: &str| -> BaseConsumer {
+            rdkafka::ClientConfig::new()
+                .set("bootstrap.servers", kafka_addr())
+                .set("group.id", "chainship-tests-semantics")
+                .set("isolation.level", isolation)
+                .create()
+                .unwrap()
+        };
+        let (uncommitted_end, committed_end) = (watermarks("read_uncommitted"), watermarks("read_committed"));
         let mut open = false;
-        for attempt in 0..20 {
+        for _attempt in 0..20 {
             let mut follower = KillOnDrop(
                 kafka_follow(&db, &topic, origin, &cursor, &["--from-start"])
                     .args(timeout)
@@ -116,7 +128,18 @@ async fn a_follower_killed_inside_a_transaction_resumes_at_once_without_a_duplic
                     .spawn()
                     .unwrap(),
             );
-            std::thread::sleep(Duration::from_millis(600 + 150 * attempt));
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < deadline && follower.try_wait().unwrap().is_none() {
+                let end = |c: &BaseConsumer| {
+                    c.fetch_watermarks(&topic, partition, Duration::from_secs(5))
+                        .map(|w| w.1)
+                };
+                if let (Ok(high), Ok(stable)) = (end(&uncommitted_end), end(&committed_end))
+                    && stable < high
+                {
+                    break;
+                }
+            }
             signal(&follower, SIGKILL);
             let _ = follower.wait();
             let uncommitted = records(&topic, partition, "read_uncommitted").len();
