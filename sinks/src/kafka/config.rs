@@ -84,6 +84,11 @@ impl KafkaConfig {
     /// committed transactions, and the end reported.
     pub(super) fn reader_config(&self, group: &str) -> ClientConfig {
         let mut config = self.consumer_config();
+        // A read ends at an end fixed as it starts, so a fetch with nothing new
+        // is answered at once instead of after the broker's 500 ms wait for more.
+        if config.get("fetch.wait.max.ms").is_none() {
+            config.set("fetch.wait.max.ms", "10");
+        }
         config
             .set("group.id", group)
             .set("enable.auto.commit", "false")
@@ -166,6 +171,13 @@ pub(super) fn classify(what: &str, e: &KafkaError) -> SinkError {
         Some(C::InvalidConfig) | Some(C::InvalidArgument) => SinkError::permanent(message).with_setting(Setting::KafkaClient),
         _ => SinkError::transient(message),
     }
+}
+
+/// Destroys a client on a thread of its own: librdkafka's destroy waits
+/// about 100 ms for its threads, which a short read (a start-up read-back,
+/// `verify-export` of a small topic) would otherwise wait for each time.
+pub(super) fn drop_in_background<T: Send + 'static>(client: T) {
+    std::thread::spawn(move || drop(client));
 }
 
 /// A client whose failures come back as errors from its calls: librdkafka's

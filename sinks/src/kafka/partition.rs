@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 
 use chainship_chain::Setting;
 
-use super::config::{KafkaConfig, QuietContext, classify};
+use super::config::{KafkaConfig, QuietContext, classify, drop_in_background};
 use crate::error::SinkError;
 
 /// The partition an origin's events go to: a stable hash of the origin.
@@ -37,7 +37,6 @@ pub(super) fn lookup(cfg: &KafkaConfig, origin: &str, purpose: Lookup) -> Result
 
 /// [`lookup`], with how many partitions the topic has.
 pub(super) fn lookup_with_count(cfg: &KafkaConfig, origin: &str, purpose: Lookup) -> Result<(i32, usize), SinkError> {
-    let topic = &cfg.topic;
     let create = purpose == Lookup::ForWriting;
     let client: BaseConsumer<QuietContext> = cfg
         .consumer_config()
@@ -45,6 +44,18 @@ pub(super) fn lookup_with_count(cfg: &KafkaConfig, origin: &str, purpose: Lookup
         .set("allow.auto.create.topics", if create { "true" } else { "false" })
         .create_with_context(QuietContext)
         .map_err(|e| classify("creating a metadata client", &e))?;
+    let found = lookup_with(&client, cfg, origin, create);
+    drop_in_background(client);
+    found
+}
+
+fn lookup_with(
+    client: &BaseConsumer<QuietContext>,
+    cfg: &KafkaConfig,
+    origin: &str,
+    create: bool,
+) -> Result<(i32, usize), SinkError> {
+    let topic = &cfg.topic;
     let fetch = || {
         client
             .fetch_metadata(Some(topic), Duration::from_secs(10))

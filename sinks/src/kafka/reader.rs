@@ -11,7 +11,7 @@ use chainship_chain::record::Record;
 use rdkafka::consumer::BaseConsumer;
 use rdkafka::message::{BorrowedMessage, Message};
 
-use super::config::{KafkaConfig, QuietContext, classify};
+use super::config::{KafkaConfig, QuietContext, classify, drop_in_background};
 use super::scan::{ScanLimits, Until, ends, scan, scan_all};
 use super::{belongs_to, partition};
 use crate::error::SinkError;
@@ -84,5 +84,6 @@ pub fn read_records(cfg: &KafkaConfig, origin: &str, each: &mut OnRecord<'_>) ->
             records,
         });
     }
+    drop_in_background(consumer);
     Ok(report)
 }

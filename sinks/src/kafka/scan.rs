@@ -27,7 +27,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
-use super::config::{KafkaConfig, QuietContext, classify};
+use super::config::{KafkaConfig, QuietContext, classify, drop_in_background};
 use crate::error::SinkError;
 
 /// Quiet for this long below the end: ask the last stable offset.
@@ -83,14 +83,16 @@ pub(super) fn high_watermarks(
         .set("isolation.level", "read_uncommitted")
         .create_with_context(QuietContext)
         .map_err(|e| classify("creating a watermark client", &e))?;
-    partitions
+    let found = partitions
         .iter()
         .map(|p| {
             client
                 .fetch_watermarks(topic, *p, Duration::from_secs(10))
                 .map_err(|e| classify(&format!("reading topic {topic} partition {p}'s watermarks"), &e))
         })
-        .collect()
+        .collect();
+    drop_in_background(client);
+    found
 }
 
 /// The offsets a scan of `partitions` ends at: see [`Until`].
@@ -169,7 +171,7 @@ pub(super) fn scan_all<C: ConsumerContext>(
     let started = Instant::now();
     let mut last_progress = Instant::now();
     while progress.values().any(|p| !p.reached) {
-        match consumer.poll(Duration::from_millis(100)) {
+        match consumer.poll(Duration::from_millis(20)) {
             Some(Ok(msg)) => {
                 last_progress = Instant::now();
                 if let Some(p) = progress.get_mut(&msg.partition()) {
@@ -198,7 +200,13 @@ pub(super) fn scan_all<C: ConsumerContext>(
                 )));
             }
             Some(Err(e)) => return Err(classify(&format!("reading topic {topic} {named}"), &e)),
-            None => {}
+            // Nothing to hand out: a commit marker may have been passed (the
+            // end on Kafka is past the last one), which no message reports.
+            None => {
+                for (n, p) in progress.iter_mut().filter(|(_, p)| !p.reached) {
+                    p.reached = position(consumer, topic, *n)?.is_some_and(|at| at >= p.end);
+                }
+            }
         }
         if last_progress.elapsed() > PROBE_AFTER {
             // Quiet below the end: ask whether a transaction still open holds the

@@ -22,7 +22,7 @@ use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::util::Timeout;
 
-use super::config::{KafkaConfig, QuietContext, classify};
+use super::config::{KafkaConfig, QuietContext, classify, drop_in_background};
 use super::scan::{ScanLimits, Until, ends, scan};
 use super::{belongs_to, partition};
 use crate::Sink;
@@ -116,14 +116,27 @@ impl KafkaSink {
         if fence_first {
             self.producer()?;
         }
-        let topic = self.cfg.topic.clone();
         let consumer: BaseConsumer<ReadBackContext> = self
             .cfg
             .reader_config("chainship-readback")
             .create_with_context(ReadBackContext)
             .map_err(|e| classify("creating the read-back consumer", &e))?;
         let until = if fence_first { Until::Written } else { Until::Stable };
-        let (low, high) = ends(&self.cfg, &consumer, &topic, &[partition], until)?[0];
+        let held = self.read_back_on(&consumer, partition, after, until);
+        drop_in_background(consumer);
+        held
+    }
+
+    /// [`Self::read_back_with`]'s reading, on `consumer`.
+    fn read_back_on(
+        &mut self,
+        consumer: &BaseConsumer<ReadBackContext>,
+        partition: i32,
+        after: Option<Head>,
+        until: Until,
+    ) -> Result<Option<Head>, SinkError> {
+        let topic = self.cfg.topic.clone();
+        let (low, high) = ends(&self.cfg, consumer, &topic, &[partition], until)?[0];
         if high <= low {
             self.seen_after = after.map(|a| (a, false));
             return Ok(after);
@@ -144,7 +157,7 @@ impl KafkaSink {
             let mut planted: Option<String> = None;
             let mut boundary = false;
             let mut after_held = false;
-            scan(&consumer, &topic, (partition, start, high), limits, |msg| {
+            scan(consumer, &topic, (partition, start, high), limits, |msg| {
                 let parsed = Record::parse(msg.payload().unwrap_or_default());
                 if !belongs_to(&self.origin, msg.key(), &parsed) {
                     return;
