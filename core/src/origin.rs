@@ -21,6 +21,15 @@ pub fn origin_segment(origin: &str) -> String {
     out
 }
 
+/// Whether `part` is a name the anchor layout keeps directly under an
+/// origin's directory (`chainship_anchor::store::layout`): an origin whose
+/// later part is one would put its directory where another origin (the one
+/// it nests in) keeps that file, in a file store, whose origin paths are
+/// not encoded.
+fn is_layout_name(part: &str) -> bool {
+    matches!(part, "checkpoint" | "checkpoints" | "cosigned" | "tile") || part.ends_with(".head")
+}
+
 /// Checks an origin: the log's identity (`prod-eu1/agentrt`) goes into
 /// every record, Kafka key, S3 key and signed head, so it is kept to
 /// characters that are safe in all of them.
@@ -35,6 +44,11 @@ pub fn parse_origin(text: &str) -> Result<String, crate::Error> {
         && !text
             .split('/')
             .any(|part| part.is_empty() || part == "." || part == "..");
+    if let Some(part) = text.split('/').skip(1).find(|p| is_layout_name(p)) {
+        return Err(crate::permanent!(
+            "{text:?} is not a usable origin: its part {part:?} is a name the file anchor store keeps under each origin (checkpoint, checkpoints, cosigned, tile, *.head), so this origin's directory would collide with another origin's files"
+        ));
+    }
     if ok {
         Ok(text.to_owned())
     } else {
@@ -63,7 +77,24 @@ mod tests {
     #[test]
     fn accepts_plain_names_and_refuses_path_tricks() {
         assert!(parse_origin("prod-eu1/agentrt").is_ok());
-        for bad in ["", "/abs", "a//b", "a/../b", "a b", "a\nb", "x/"] {
+        // A layout name is only refused where it would nest in another origin.
+        assert!(parse_origin("tile/a").is_ok());
+        assert!(parse_origin("team/tiles").is_ok());
+        assert!(parse_origin("team/checkpoint-eu").is_ok());
+        for bad in [
+            "",
+            "/abs",
+            "a//b",
+            "a/../b",
+            "a b",
+            "a\nb",
+            "x/",
+            "team/a/checkpoint",
+            "team/a/tile",
+            "team/a/checkpoints",
+            "team/a/cosigned/x",
+            "team/a/00000000000000000001.head",
+        ] {
             assert!(parse_origin(bad).is_err(), "{bad:?}");
         }
     }

@@ -29,20 +29,23 @@ pub struct ResumePoint {
 
 /// The resume phase: the cursor checked against the database, the sink
 /// read back past it and checked too, and the cursor moved up to what the
-/// sink provably holds. Returns where to deliver from.
+/// sink provably holds. Returns where to deliver from. A refusal says so
+/// when the cursor looks like another origin's follower's.
 pub fn resume(
     db: &EventDb,
     delivery: &mut Delivery,
     start: StartFrom,
     origin: &str,
 ) -> Result<ResumePoint, FollowError> {
+    let runs = RunStateFile::new(delivery.cursor().sibling(".runs"), origin);
+    resume_from_cursor(db, delivery, start).map_err(|e| another_followers_cursor(e, &runs, origin))
+}
+
+fn resume_from_cursor(db: &EventDb, delivery: &mut Delivery, start: StartFrom) -> Result<ResumePoint, FollowError> {
     delivery.cursor().check_writable()?;
     let cursor_head = delivery.cursor().load()?;
     let cursor_path = delivery.cursor().path().display().to_string();
-    let start = database_start(db, cursor_head, start, &cursor_path).map_err(|e| {
-        let runs = RunStateFile::new(delivery.cursor().sibling(".runs"), origin);
-        another_followers_cursor(e, &runs, origin)
-    })?;
+    let start = database_start(db, cursor_head, start, &cursor_path)?;
     let held = delivery.with_retry("reading back what the sink holds", |sink, rt| {
         rt.block_on(sink.held(start))
     })?;
@@ -76,9 +79,9 @@ pub fn resume(
     Ok(point)
 }
 
-/// A cursor the database does not hold reads as tampering; when the run
-/// state beside it was saved for another origin, it is more likely another
-/// follower's cursor given to this one: say so.
+/// A cursor the database or the sink does not hold reads as tampering or
+/// loss; when the run state beside it was saved for another origin, it is
+/// more likely another follower's cursor given to this one: say so.
 fn another_followers_cursor(e: FollowError, runs: &RunStateFile, origin: &str) -> FollowError {
     match e {
         FollowError::Stop(mut error) if error.kind == ErrorKind::Integrity => {
@@ -353,6 +356,16 @@ mod tests {
         assert!(
             !e.to_string().contains("another follower's cursor"),
             "its own origin's state: {e}"
+        );
+        // A cursor the database holds (identical chains) but the sink does not.
+        f.cursor.store(head_at(&f.db_path, 5)).unwrap();
+        crate::run_state::RunStateFile::new(f.cursor.sibling(".runs"), "team/other")
+            .store(head_at(&f.db_path, 5), b"")
+            .unwrap();
+        let message = f.resume(StartFrom::Cursor).unwrap_err().to_string();
+        assert!(
+            message.contains("no longer holds seq 5") && message.contains("another follower's cursor"),
+            "{message}"
         );
     }
 

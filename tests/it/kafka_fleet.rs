@@ -22,7 +22,8 @@ use crate::common::*;
 on_both_brokers!(
     a_follower_starting_on_a_busy_shared_partition_delivers_at_once,
     restarts_under_a_fleets_load_neither_refuse_nor_resend,
-    a_transaction_left_open_below_an_origins_records_is_waited_out
+    a_transaction_left_open_below_an_origins_records_is_waited_out,
+    a_long_shared_partition_is_read_to_its_end
 );
 
 /// One partition: every origin of the test shares it.
@@ -346,5 +347,62 @@ async fn a_transaction_left_open_below_an_origins_records_is_waited_out() {
     }
     for i in 0..2 {
         exactly_once(&topic, origins[i], head_seq(&dbs[i]));
+    }
+}
+
+/// A partition of tens of thousands of offsets (commit markers between
+/// batches), two origins in it, is read to its end by a restart's read-back
+/// and by `verify-export`, each origin's records every one.
+async fn a_long_shared_partition_is_read_to_its_end() {
+    let _services = services().await;
+    let dir = TempDir::new().unwrap();
+    let topic = kafka_topic("fleet-long", PARTITIONS).await;
+    let anchors = dir.path().join("anchors");
+    std::fs::create_dir(&anchors).unwrap();
+    let anchor = format!("file:{}", path_str(&anchors));
+    let mut verifiers = Vec::new();
+    for (i, origin) in ["kafka/long-a", "kafka/long-b"].iter().enumerate() {
+        let db = generate(dir.path(), &format!("long{i}.db"), 12_000);
+        let (key, vkey) = keygen(dir.path(), origin, &format!("k{i}"));
+        let cursor = dir.path().join(format!("cursor{i}"));
+        let args = [
+            "--from-start",
+            "--batch-size",
+            "500",
+            "--anchor",
+            &anchor,
+            "--signing-key",
+            path_str(&key),
+        ];
+        let (code, log, _) = limited(kafka_follow(
+            &db,
+            &topic,
+            origin,
+            &cursor,
+            &[&["--once"][..], &args].concat(),
+        ));
+        assert_eq!(code, 0, "{log}");
+        append(&db, 10);
+        let (code, log, _) = limited(kafka_follow(
+            &db,
+            &topic,
+            origin,
+            &cursor,
+            &[&["--once"][..], &args].concat(),
+        ));
+        assert_eq!(code, 0, "{origin}: the restart read its partition back: {log}");
+        assert_eq!(std::fs::read_to_string(&cursor).unwrap().trim(), db_head(&db));
+        verifiers.push((origin.to_string(), vkey));
+    }
+    let from = format!("kafka://{}/{topic}", kafka_addr());
+    for (origin, vkey) in verifiers {
+        let out = bin()
+            .args(["verify-export", "--from", &from, "--origin", &origin])
+            .args(["--anchor", &anchor, "--trusted-key", &vkey, "--json"])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{origin}: {}{}", stdout(&out), stderr(&out));
+        let json: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+        assert_eq!(json["records"].as_u64(), Some(12_010), "{json}");
     }
 }

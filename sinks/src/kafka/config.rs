@@ -84,11 +84,6 @@ impl KafkaConfig {
     /// committed transactions, and the end reported.
     pub(super) fn reader_config(&self, group: &str) -> ClientConfig {
         let mut config = self.consumer_config();
-        // A read ends at an end fixed as it starts, so a fetch with nothing new
-        // is answered at once instead of after the broker's 500 ms wait for more.
-        if config.get("fetch.wait.max.ms").is_none() {
-            config.set("fetch.wait.max.ms", "10");
-        }
         config
             .set("group.id", group)
             .set("enable.auto.commit", "false")

@@ -170,6 +170,7 @@ pub(super) fn scan_all<C: ConsumerContext>(
     };
     let started = Instant::now();
     let mut last_progress = Instant::now();
+    let mut last_probe = Instant::now();
     while progress.values().any(|p| !p.reached) {
         match consumer.poll(Duration::from_millis(20)) {
             Some(Ok(msg)) => {
@@ -208,7 +209,8 @@ pub(super) fn scan_all<C: ConsumerContext>(
                 }
             }
         }
-        if last_progress.elapsed() > PROBE_AFTER {
+        if last_progress.elapsed() > PROBE_AFTER && last_probe.elapsed() > PROBE_AFTER {
+            last_probe = Instant::now();
             // Quiet below the end: ask whether a transaction still open holds the
             // last stable offset there (the consumer says so only when it reads
             // from exactly that offset). The reading consumer is read_committed.
@@ -231,7 +233,7 @@ pub(super) fn scan_all<C: ConsumerContext>(
             .filter(|(.., since, _)| since.elapsed() > limits.open_transaction)
         {
             return Err(SinkError::transient(format!(
-                "Kafka sink: topic {topic} partition {partition}: the records from offset {at} to {end} stay unreadable: a transaction opened below offset {end} is still open after {} s (a producer that died mid-transaction: the broker aborts it after that producer's transaction.timeout.ms, or at once when a producer of its transactional.id starts); waiting for it, never reading short",
+                "Kafka sink: topic {topic} partition {partition}: the records from offset {at} to {end} stay unreadable: a transaction opened below offset {end} is still open after {} s (a producer that died mid-transaction: the broker aborts it after that producer's transaction.timeout.ms, or at once when a producer of its transactional.id starts); what lies past it is not read short",
                 since.elapsed().as_secs()
             )));
         }
