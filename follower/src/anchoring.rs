@@ -410,7 +410,7 @@ async fn said_while_slow<T>(store: &str, head: Head, publishing: impl std::futur
                     store,
                     %head,
                     waited_s = started.elapsed().as_secs(),
-                    "the anchor store has not answered for {}s while publishing a head (frozen or unreachable?); export goes on, the newest head is published when it answers",
+                    "the anchor store has not answered for {} s while publishing a head (frozen or unreachable?); export goes on, the newest head is published when it answers",
                     started.elapsed().as_secs()
                 );
             }
