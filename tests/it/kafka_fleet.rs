@@ -366,6 +366,7 @@ async fn a_long_shared_partition_is_read_to_its_end() {
         let (key, vkey) = keygen(dir.path(), origin, &format!("k{i}"));
         let cursor = dir.path().join(format!("cursor{i}"));
         let args = [
+            "--once",
             "--from-start",
             "--batch-size",
             "500",
@@ -374,22 +375,11 @@ async fn a_long_shared_partition_is_read_to_its_end() {
             "--signing-key",
             path_str(&key),
         ];
-        let (code, log, _) = limited(kafka_follow(
-            &db,
-            &topic,
-            origin,
-            &cursor,
-            &[&["--once"][..], &args].concat(),
-        ));
+        let ship = || limited(kafka_follow(&db, &topic, origin, &cursor, &args));
+        let (code, log, _) = ship();
         assert_eq!(code, 0, "{log}");
         append(&db, 10);
-        let (code, log, _) = limited(kafka_follow(
-            &db,
-            &topic,
-            origin,
-            &cursor,
-            &[&["--once"][..], &args].concat(),
-        ));
+        let (code, log, _) = ship();
         assert_eq!(code, 0, "{origin}: the restart read its partition back: {log}");
         assert_eq!(std::fs::read_to_string(&cursor).unwrap().trim(), db_head(&db));
         verifiers.push((origin.to_string(), vkey));
