@@ -357,6 +357,23 @@ mod tests {
             !e.to_string().contains("another follower's cursor"),
             "its own origin's state: {e}"
         );
+        // An origin too long to show, or whose escapes make it so, is cut at 200 characters and said to be.
+        let long = "\u{202e}".repeat(300);
+        crate::run_state::RunStateFile::new(f.cursor.sibling(".runs"), &long)
+            .store(head_at(&theirs, 5), b"")
+            .unwrap();
+        let message = f.resume(StartFrom::Cursor).unwrap_err().to_string();
+        let shown = message
+            .split("saved for origin \"")
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap();
+        assert!(
+            shown.chars().count() <= 203 && shown.ends_with("...") && !shown.contains('\u{202e}'),
+            "{shown}"
+        );
         // A cursor the database holds (identical chains) but the sink does not.
         f.cursor.store(head_at(&f.db_path, 5)).unwrap();
         crate::run_state::RunStateFile::new(f.cursor.sibling(".runs"), "team/other")

@@ -143,10 +143,17 @@ impl RunStateFile {
         file.take((MAGIC.len() + 4 + 200) as u64).read_to_end(&mut head).ok()?;
         let rest = head.strip_prefix(MAGIC)?;
         let len = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+        // A field the file does not hold whole (as far as it is read) is no origin.
         let origin = rest.get(4..4 + len.min(200))?;
         (origin != self.origin.as_bytes()).then(|| {
-            let shown: String = String::from_utf8_lossy(origin).chars().take(200).collect();
-            shown.escape_debug().to_string()
+            // At most 200 characters shown, escapes included, and said when cut.
+            let escaped = String::from_utf8_lossy(origin).escape_debug().to_string();
+            let shown: String = escaped.chars().take(200).collect();
+            if shown.len() < escaped.len() || len > origin.len() {
+                format!("{shown}...")
+            } else {
+                shown
+            }
         })
     }
 

@@ -190,6 +190,7 @@ pub(super) fn scan_all<C: ConsumerContext>(
                         p.reached = true;
                     } else if p.held.is_none() {
                         p.held = Some((at.unwrap_or(p.start), Instant::now()));
+                        said_held(topic, partition, at.unwrap_or(p.start), p.end);
                     }
                 }
             }
@@ -220,6 +221,7 @@ pub(super) fn scan_all<C: ConsumerContext>(
                     .map_err(|e| classify(&format!("reading topic {topic} partition {n}'s last stable offset"), &e))?;
                 if stable < p.end {
                     p.held = Some((stable, Instant::now()));
+                    said_held(topic, *n, stable, p.end);
                 }
             }
             if progress.values().any(|p| p.held.is_some()) {
@@ -258,6 +260,16 @@ pub(super) fn scan_all<C: ConsumerContext>(
         }
     }
     Ok(())
+}
+
+/// Says, when it is first seen, that a transaction still open holds the
+/// read below its end: the wait may be long, and must not look like a hang.
+fn said_held(topic: &str, partition: i32, at: i64, end: i64) {
+    tracing::warn!(
+        topic,
+        partition,
+        "Kafka: topic {topic} partition {partition}: the records from offset {at} to {end} are not readable yet: a transaction opened below offset {end} is still open (a producer that died mid-transaction?); waiting for the broker to end it"
+    );
 }
 
 /// The consumer's position in `partition`: the offset after the last record
