@@ -7,6 +7,7 @@
 use std::fmt;
 
 use chainship_chain::{ErrorKind, HasKind, Setting};
+use chainship_verify::Verdict;
 
 pub const OK: u8 = 0;
 pub const FAILED: u8 = 1;
@@ -45,10 +46,10 @@ impl fmt::Display for CliError {
     }
 }
 
-/// The one pass/fail decision of every check: 0 when it passed, 1 when
-/// it found something (each command says what "passed" means for it).
-pub fn verdict(passed: bool) -> u8 {
-    if passed { OK } else { FAILED }
+/// The exit code of every check, from its one verdict: 0 when it passed,
+/// 1 when it found something ([`Verdict::passed`]).
+pub fn of<C>(verdict: &Verdict<C>) -> u8 {
+    if verdict.passed() { OK } else { FAILED }
 }
 
 /// The one mapping from an error's kind to an exit code: the data failed a
@@ -91,6 +92,7 @@ pub fn flag_for(setting: Setting) -> &'static str {
         Setting::RunProfile => "--profile",
         Setting::Append => "--append",
         Setting::MaxUnvouched => "--max-unvouched",
+        Setting::VerifyState => "--state",
     }
 }
 

@@ -5,9 +5,10 @@ use std::io::IsTerminal;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-/// A bar counting events towards `total`, or a hidden one.
+/// A bar counting events towards `total` (0: told later, with
+/// `set_length`), or a hidden one.
 pub fn events_bar(total: u64, json: bool) -> ProgressBar {
-    if json || !std::io::stderr().is_terminal() || total == 0 {
+    if json || !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(total);

@@ -4,8 +4,9 @@
 use std::io::Write;
 
 use chainship_chain::Head;
-use chainship_verify::{Finding, Kind};
-use serde_json::json;
+use chainship_runs::affected;
+use chainship_verify::{Finding, Kind, Verdict};
+use serde_json::{Value, json};
 
 use crate::exit::CliError;
 
@@ -66,10 +67,47 @@ pub fn finding_json(f: &Finding) -> serde_json::Value {
     })
 }
 
-/// The findings, then `ok: ...` if there are none, then the last trusted head.
-pub fn print_outcome(findings: &[Finding], ok: &str, last_trusted: Option<Head>) {
+/// What every verdict says as JSON: its status, findings, warnings, last
+/// trusted head, unvouched tail, exact invalid ranges and the runs they
+/// touch. Each command adds what it covered ([`with`]).
+pub fn verdict_json<C>(v: &Verdict<C>) -> Value {
+    json!({
+        "status": v.status(),
+        "findings": v.findings.iter().map(finding_json).collect::<Vec<_>>(),
+        "warnings": v.warnings,
+        "last_trusted_head": v.last_trusted.map(|h| json!({"seq": h.seq, "hash": h.hash_str()})),
+        "unvouched": v.unvouched.map(|(first, last)| json!({"from": first, "to": last, "records": v.unvouched_count()})),
+        "invalid_ranges": v.ranges.as_ref().map(|rs| rs.iter().map(affected::range_json).collect::<Vec<_>>()),
+        "affected": v.touched.as_ref().map(affected::json),
+    })
+}
+
+/// `doc` (a JSON object) with `fields` added.
+pub fn with(mut doc: Value, fields: Value) -> Value {
+    if let (Some(doc), Value::Object(fields)) = (doc.as_object_mut(), fields) {
+        doc.extend(fields);
+    }
+    doc
+}
+
+/// A verdict as text, after the command's own lines: its warnings, its
+/// findings (or `ok: ...` when it passed), the last trusted head, and the
+/// runs the invalid seqs touch.
+pub fn print_verdict<C>(v: &Verdict<C>, ok: &str) {
+    for w in &v.warnings {
+        outln!("warning: {w}");
+    }
+    print_findings(&v.findings, "", ok, v.last_trusted);
+    for line in v.touched.iter().flat_map(affected::lines) {
+        outln!("{line}");
+    }
+}
+
+/// The findings (each after `prefix`), then `ok: ...` if there are none,
+/// then the last trusted head.
+pub fn print_findings(findings: &[Finding], prefix: &str, ok: &str, last_trusted: Option<Head>) {
     for f in findings {
-        outln!("{}", finding_text(f));
+        outln!("{prefix}{}", finding_text(f));
     }
     if findings.is_empty() {
         outln!("ok: {ok}");

@@ -5,6 +5,7 @@
 //! same read and judge the copy alike.
 
 use chainship_chain::record::Record;
+use chainship_runs::Touched;
 use chainship_sinks::SinkConfig;
 use clap::Args;
 
@@ -31,6 +32,8 @@ pub struct TrustedCopyArgs {
 }
 
 pub use chainship_evidence::copy::{self, CopyExpectations, CopyInput, CopyOrigin, CopyOutcome};
+use chainship_verify::Verdict;
+use chainship_verify::copy::CopyCovered;
 
 /// The copy's origin: `--origin`, or the first record's for a file
 /// ([`copy::origin_of`]); `Err(outcome)` when the copy is refused as it is.
@@ -54,6 +57,25 @@ pub fn read_checked(
     expect: CopyExpectations,
     each: &mut dyn FnMut(&Record<'_>),
 ) -> Result<CopyOutcome, CliError> {
+    with_input(args, |input| copy::read_checked(input, expect, each))
+}
+
+/// The copy checked, and read again for the runs its invalid seqs touch
+/// when `touched` is given ([`chainship_evidence::copy::check_copy`]).
+pub fn check(
+    args: &TrustedCopyArgs,
+    expect: CopyExpectations,
+    touched: Option<Touched>,
+) -> Result<CopyOutcome, CliError> {
+    with_input(args, |input| copy::check_copy(input, expect, touched))
+}
+
+/// Calls `f` with the copy's input: its keys, witness policy, origin and
+/// store; a copy refused for its origin is that verdict, not read.
+fn with_input(
+    args: &TrustedCopyArgs,
+    f: impl FnOnce(&CopyInput<'_>) -> Result<CopyOutcome, chainship_chain::Error>,
+) -> Result<CopyOutcome, CliError> {
     let keys = args.trust.load()?;
     let policy = args.trust.witness_policy(&args.witness)?;
     let origin = match origin_of(args)? {
@@ -69,38 +91,36 @@ pub fn read_checked(
         witness: policy.as_ref().map(|p| (p, args.witness.witness_grace)),
         open_store: &|| args.anchor.open(url, None),
     };
-    copy::read_checked(&input, expect, each).map_err(|e| CliError::from_kind(&e))
+    f(&input).map_err(|e| CliError::from_kind(&e))
 }
 
 /// The copy's summary line, for every command that read one.
-pub fn summary(source: &SinkConfig, o: &CopyOutcome) -> String {
+pub fn summary(source: &SinkConfig, c: &CopyCovered) -> String {
     format!(
         "copy: {} record(s) read from {}, up to seq {}; heads: {} kept, {} trusted, {} checked; checkpoints: {} trusted, {} matching the copy",
-        o.records,
+        c.records,
         source,
-        o.end_seq.map_or("-".into(), |s| s.to_string()),
-        o.kept,
-        o.trusted,
-        o.checked,
-        o.checkpoints,
-        o.matched_roots
+        c.end_seq.map_or("-".into(), |s| s.to_string()),
+        c.kept,
+        c.trusted,
+        c.checked,
+        c.checkpoints,
+        c.matched_roots
     )
 }
 
-/// The copy's outcome as JSON fields (merged into each command's object).
-pub fn json_fields(source: &SinkConfig, o: &CopyOutcome) -> serde_json::Value {
-    serde_json::json!({
-        "origin": o.origin,
-        "source": source.to_string(),
-        "records": o.records,
-        "end_seq": o.end_seq,
-        "identical_duplicates": o.identical_duplicates,
-        "heads": {"kept": o.kept, "trusted": o.trusted, "checked": o.checked},
-        "checkpoints": {"trusted": o.checkpoints, "matched_copy": o.matched_roots},
-        "findings": o.findings.iter().map(report::finding_json).collect::<Vec<_>>(),
-        "warnings": o.warnings,
-        "last_trusted_head": o.last_trusted.map(|h| serde_json::json!({"seq": h.seq, "hash": h.hash_str()})),
-        "unvouched": o.unvouched.map(|(first, last)| serde_json::json!({"from": first, "to": last, "records": last - first + 1})),
-        "invalid_ranges": o.ranges.as_ref().map(|rs| rs.iter().map(chainship_runs::affected::range_json).collect::<Vec<_>>()),
-    })
+/// A verdict on a copy as JSON: every verdict's fields, and what the copy covered.
+pub fn verdict_json<C>(source: &SinkConfig, v: &Verdict<C>, c: &CopyCovered) -> serde_json::Value {
+    report::with(
+        report::verdict_json(v),
+        serde_json::json!({
+            "origin": c.origin,
+            "source": source.to_string(),
+            "records": c.records,
+            "end_seq": c.end_seq,
+            "identical_duplicates": c.identical_duplicates,
+            "heads": {"kept": c.kept, "trusted": c.trusted, "checked": c.checked},
+            "checkpoints": {"trusted": c.checkpoints, "matched_copy": c.matched_roots},
+        }),
+    )
 }

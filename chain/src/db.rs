@@ -94,6 +94,18 @@ pub enum DbError {
     Replaced { path: PathBuf, seq: u64, found: String },
 }
 
+/// The workspace's one error, with the database error's kind, message and setting.
+impl From<DbError> for crate::Error {
+    fn from(e: DbError) -> Self {
+        use crate::HasKind;
+        let error = crate::Error::new(e.kind(), e.bare_message());
+        match e.setting() {
+            Some(s) => error.with_setting(s),
+            None => error,
+        }
+    }
+}
+
 impl crate::HasKind for DbError {
     fn kind(&self) -> crate::ErrorKind {
         match self {

@@ -68,6 +68,8 @@ pub enum Setting {
     Append,
     /// How many records after the last trusted head a check lets pass.
     MaxUnvouched,
+    /// The file a nightly verify keeps what it verified in.
+    VerifyState,
 }
 
 impl Setting {
@@ -90,6 +92,7 @@ impl Setting {
             Setting::RunProfile => "the run check's profile setting",
             Setting::Append => "the append setting",
             Setting::MaxUnvouched => "the unvouched limit",
+            Setting::VerifyState => "the verify state file setting",
         }
     }
 }

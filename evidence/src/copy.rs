@@ -220,6 +220,23 @@ pub fn read_checked(
     Ok(outcome)
 }
 
+/// The copy use case (`verify-export`): the copy read and checked once
+/// ([`read_checked`]), then, when it is damaged and `touched` is given, read
+/// again for the runs and side effects of the seqs a consumer must not take
+/// as they are ([`CopyOutcome::affected_ranges`]).
+pub fn check_copy(
+    input: &CopyInput<'_>,
+    expect: CopyExpectations,
+    touched: Option<Touched>,
+) -> Result<CopyOutcome, Error> {
+    let mut verdict = read_checked(input, expect, &mut |_| {})?;
+    let ranges = verdict.affected_ranges();
+    if let (false, Some(touched)) = (ranges.is_empty(), touched) {
+        verdict.touched = Some(touched_in(input.source, input.origin, &ranges, touched)?);
+    }
+    Ok(verdict)
+}
+
 /// Reads the copy again for the runs and side effects of the seqs in
 /// `ranges` (each `from..=to`, ascending): the exact invalid ranges, or one
 /// range from the first bad seq to the end when they are not known.

@@ -12,6 +12,101 @@ use chainship_chain::record::Record;
 use chainship_chain::{ChainBreak, ChainCheck, DbError, EventBatch, EventDb, EventRef};
 use chainship_runs::Touched;
 use chainship_runs::affected::{Affected, RecordEvent};
+use chainship_verify::copy::CopyCovered;
+use chainship_verify::{Finding, Kind, Verdict};
+
+use crate::copy::CopyOutcome;
+
+/// A diff's verdict: the copy's findings, and one for each kind of
+/// difference the comparison found.
+pub type DiffVerdict = Verdict<DiffCovered>;
+
+/// What a diff covered: the copy, and the database compared with it.
+pub struct DiffCovered {
+    pub copy: CopyCovered,
+    pub comparison: Comparison,
+}
+
+impl std::fmt::Debug for DiffCovered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiffCovered")
+            .field("copy", &self.copy)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The verdict on the database against the copy: the copy's own findings
+/// (a copy that is not trusted proves nothing either way), then each kind
+/// of difference as a finding at its first seq, and the runs the differing
+/// seqs touch.
+pub fn verdict(copy: CopyOutcome, mut c: Comparison) -> DiffVerdict {
+    c.finish();
+    let touched = affected(&c);
+    let trusted = copy.last_trusted.map_or(0, |h| h.seq);
+    let mut found = Vec::new();
+    let first = |r: &Ranges| r.list.first().map(|&(a, _)| a);
+    if c.changed_count > 0 {
+        found.push(Finding::new(
+            Kind::Altered,
+            first(&c.changed_ranges),
+            format!("{} event(s) of the database differ from the copy's", c.changed_count),
+        ));
+    }
+    if c.missing.count > 0 {
+        let at = first(&c.missing);
+        // Missing past the database's end is a cut; records no head vouches for prove none.
+        let kind = match at {
+            Some(a) if a > c.db.head && a <= trusted => Kind::Cut,
+            _ => Kind::Gap,
+        };
+        found.push(Finding::new(
+            kind,
+            at,
+            format!("{} event(s) of the copy are missing from the database", c.missing.count),
+        ));
+    }
+    if c.database_only.count > 0 {
+        found.push(Finding::new(
+            Kind::Gap,
+            first(&c.database_only),
+            format!(
+                "{} event(s) of the database are missing from the copy",
+                c.database_only.count
+            ),
+        ));
+    }
+    if let Some(value) = &c.unreachable {
+        found.push(Finding::new(
+            Kind::Altered,
+            None,
+            format!(
+                "in the database only: {}",
+                chainship_chain::check::unreachable_reason(value)
+            ),
+        ));
+    }
+    if let Some(b) = &c.db.broken {
+        found.push(Finding::new(
+            Kind::Altered,
+            Some(b.seq),
+            format!("the database's own chain breaks at seq {}: {}", b.seq, b.reason()),
+        ));
+    }
+    if let Some(e) = &c.db.unreadable {
+        found.push(Finding::new(
+            Kind::NotWhole,
+            None,
+            format!(
+                "the database could not be read on: {e} ({} copy record(s) not compared)",
+                c.not_compared
+            ),
+        ));
+    }
+    let mut v = copy.map(|copy| DiffCovered { copy, comparison: c });
+    v.findings.extend(found);
+    v.touched = touched;
+    v
+}
 
 /// One field that differs.
 pub struct FieldDiff {
@@ -295,13 +390,7 @@ pub fn affected(c: &Comparison) -> Option<Affected> {
         }
     }
     ranges.sort_unstable();
-    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
-    for (a, b) in ranges {
-        match merged.last_mut() {
-            Some((_, end)) if a <= end.saturating_add(1) => *end = (*end).max(b),
-            _ => merged.push((a, b)),
-        }
-    }
+    let merged = chainship_verify::verdict::merge(ranges);
     Some(Affected {
         from: merged.first()?.0,
         to: merged.last()?.1,

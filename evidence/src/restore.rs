@@ -14,6 +14,8 @@ use chainship_runs::affected::RecordEvent;
 
 use crate::copy::CopyOutcome;
 use crate::new_database::NewDatabase;
+use chainship_verify::Verdict;
+use chainship_verify::copy::CopyCovered;
 
 /// A restore in progress: fed the copy's records as they are checked.
 pub struct Restore {
@@ -23,6 +25,16 @@ pub struct Restore {
 }
 
 /// What was restored.
+/// A restore's verdict: the copy's, and what was written.
+pub type RestoreVerdict = Verdict<RestoreCovered>;
+
+/// What a restore covered: the copy, and what it wrote (`None`: refused, nothing written).
+#[derive(Debug)]
+pub struct RestoreCovered {
+    pub copy: CopyCovered,
+    pub restored: Option<Restored>,
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct Restored {
     /// The last seq written (events 1 to it).
@@ -66,18 +78,24 @@ impl Restore {
         }
     }
 
-    /// Ends the restore after the copy was read: `None` when the copy
-    /// cannot be trusted (the outcome says why; nothing is left at the
-    /// final name), else the database is put in place and what it holds
-    /// returned.
-    pub fn finish(mut self, outcome: &CopyOutcome, include_unanchored: bool) -> Result<Option<Restored>, Error> {
+    /// Ends the restore after the copy was read, with the copy's verdict:
+    /// when the copy cannot be trusted, nothing is left at the final name
+    /// and the verdict's findings say why (a copy with none and no trusted
+    /// head is refused for that); else the database is put in place and the
+    /// verdict says what it holds.
+    pub fn finish(mut self, outcome: CopyOutcome, include_unanchored: bool) -> Result<RestoreVerdict, Error> {
         if let Some(e) = self.write_error.take() {
             return Err(e);
         }
-        let Ok(trusted) = outcome.restorable() else {
-            return Ok(None);
+        let trusted = match outcome.restorable() {
+            Ok(trusted) => trusted,
+            Err(findings) => {
+                let mut refused = outcome.map(|copy| RestoreCovered { copy, restored: None });
+                refused.findings = findings;
+                return Ok(refused);
+            }
         };
-        let copy_end = outcome.end_seq.unwrap_or(0);
+        let copy_end = outcome.covered.end_seq.unwrap_or(0);
         let limit = self.to.unwrap_or(u64::MAX);
         let end = if include_unanchored {
             self.db.last().min(limit)
@@ -87,7 +105,7 @@ impl Restore {
         self.db.complete(end)?;
         recheck(&self.db, end, trusted)?;
         self.db.place()?;
-        Ok(Some(Restored {
+        let restored = Restored {
             end,
             last_trusted: trusted,
             unanchored_written: end.saturating_sub(trusted.seq),
@@ -97,6 +115,10 @@ impl Restore {
             } else {
                 0
             },
+        };
+        Ok(outcome.map(|copy| RestoreCovered {
+            copy,
+            restored: Some(restored),
         }))
     }
 }

@@ -96,7 +96,7 @@ fn trusted_up_to(head: Option<Head>, end: u64) -> CopyOutcome {
     let mut o = CopyOutcome::refused(Some(ORIGIN.into()), Kind::NoTrustedHead, String::new());
     o.findings.clear();
     o.last_trusted = head;
-    o.end_seq = Some(end);
+    o.covered.end_seq = Some(end);
     o
 }
 
@@ -117,8 +117,10 @@ fn a_trusted_copy_is_restored_to_its_last_trusted_head_byte_for_byte() {
     }
     let trusted = head_of(&copy[39]);
     let restored = restore
-        .finish(&trusted_up_to(Some(trusted), 50), false)
+        .finish(trusted_up_to(Some(trusted), 50), false)
         .unwrap()
+        .covered
+        .restored
         .unwrap();
     assert_eq!((restored.end, restored.unanchored_left), (40, 10));
     assert_eq!(records(&out), copy[..40].to_vec());
@@ -136,7 +138,8 @@ fn an_untrusted_copy_leaves_nothing_and_a_gap_stops_the_writing() {
     }
     let mut refused = trusted_up_to(Some(head_of(&copy[19])), 20);
     refused.findings = CopyOutcome::refused(None, Kind::Gap, "seq 3 is missing".into()).findings;
-    assert!(restore.finish(&refused, false).unwrap().is_none());
+    let verdict = restore.finish(refused, false).unwrap();
+    assert!(!verdict.passed() && verdict.covered.restored.is_none(), "{verdict:?}");
     assert!(!out.exists());
     // Records after a gap are never written: the restore ends before it.
     let mut restore = Restore::create(&out, None).unwrap();

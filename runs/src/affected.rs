@@ -43,6 +43,7 @@ impl<'a> RecordEvent<'a> {
 }
 
 /// The invalid range and what it holds.
+#[derive(Debug)]
 pub struct Affected {
     pub from: u64,
     pub to: u64,

@@ -1,8 +1,6 @@
-//! The verdict of a whole run check (`chainship runs`): every finding and
-//! run counted, the first findings kept for showing, and the status the
-//! counts add up to. A check that read nothing never says ok, and neither
-//! does one that read only part of the events (a copy with unreadable
-//! lines or seq gaps, rows no seq order reaches).
+//! The counts of a whole run check (`chainship runs`): every finding and
+//! run counted, the first findings kept for showing, and what could not be
+//! read. What they add up to is `chainship_verify::run_rules::verdict`.
 
 use std::collections::BTreeMap;
 
@@ -12,7 +10,7 @@ use crate::{RunCheck, RunFinding, RunSummary};
 pub const FINDINGS_KEPT: usize = 10_000;
 
 /// What a run check found over a whole read.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct RunTally {
     /// The run asked for, when one is: only its findings are kept.
     pub run: Option<String>,
@@ -28,33 +26,6 @@ pub struct RunTally {
     pub the_run: Option<RunSummary>,
     /// What made the read not whole: the first, and how many.
     pub not_whole: Option<(String, u64)>,
-}
-
-/// What the counts add up to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TallyStatus {
-    /// No event read (or none of the run asked for).
-    NothingChecked,
-    /// Only part of the events was read.
-    NotWhole,
-    Findings,
-    Ok,
-}
-
-impl TallyStatus {
-    /// Whether the check passed: every run read, and none broke a rule.
-    pub fn passed(self) -> bool {
-        self == TallyStatus::Ok
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TallyStatus::NothingChecked => "nothing checked",
-            TallyStatus::NotWhole => "not whole",
-            TallyStatus::Findings => "findings",
-            TallyStatus::Ok => "ok",
-        }
-    }
 }
 
 impl RunTally {
@@ -101,19 +72,6 @@ impl RunTally {
         match &self.run {
             Some(_) => self.findings.len() as u64,
             None => self.finding_count,
-        }
-    }
-
-    /// The verdict, given how many events of the run asked for were read.
-    pub fn status(&self, run_events: u64) -> TallyStatus {
-        if self.events == 0 || (self.run.is_some() && run_events == 0) {
-            TallyStatus::NothingChecked
-        } else if self.not_whole.is_some() {
-            TallyStatus::NotWhole
-        } else if self.relevant() > 0 {
-            TallyStatus::Findings
-        } else {
-            TallyStatus::Ok
         }
     }
 }

@@ -4,13 +4,13 @@
 use std::time::Duration;
 
 use chainship_anchor::VerifierKey;
-use chainship_chain::{EventDb, WalkPlan, WalkReport, walk_chain};
+use chainship_anchor::cosignature::WitnessPolicy;
 use chainship_verify::Kind;
-use chainship_verify::database::{self, DbAudit, DbVerdict};
+use chainship_verify::database::DbVerdict;
+use chainship_verify::db_check::{self, DbCheck, DbSource};
 use chainship_verify::finding::{self, HeadSet};
-use chainship_verify::pass::{self, StreamInput};
 use clap::{Args, Subcommand};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::args::{
     AnchorStoreArgs, DbArgs, JobMetricsArgs, OriginArg, OutputArgs, RunRulesArgs, TrustArgs, WalkArgs, WitnessTrustArgs,
@@ -19,8 +19,6 @@ use crate::exit::{CliError, CmdResult, OK};
 use crate::job_metrics::JobReport;
 use crate::progress::events_bar;
 use crate::report;
-use chainship_runs::affected;
-use chainship_verify::state;
 
 #[derive(Subcommand, Debug)]
 pub enum AnchorCommand {
@@ -135,204 +133,127 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
     let policy = args.common.trust.witness_policy(&args.witness)?;
     let origin = args.common.origin.get()?;
     let store = args.common.store.open(args.common.store.url()?, None);
-    let state = match &args.state {
-        Some(path) => {
-            state::load(path, origin, &store.describe()).map_err(|e| CliError::usage(format!("--state {e}")))?
-        }
-        None => None,
+    let open = match args.no_db {
+        true => None,
+        false => Some(args.db.open_options().map_err(|e| CliError::from_kind(&e))?),
     };
-    let since = state.as_ref();
-    let input = StreamInput {
-        store: store.as_ref(),
-        origin,
-        keys: &keys,
-        witness: policy.as_ref().map(|p| (p, args.witness.witness_grace)),
-        since,
-        every_tile: true,
-    };
-    let runtime = crate::report::runtime()?;
-    let listing = runtime
-        .block_on(pass::list(&input))
-        .map_err(|e| CliError::from_kind(&e))?;
-    // The walk first (every core), then the heads and checkpoints in seq order against it.
-    let walked = if args.no_db {
-        None
-    } else {
-        Some(walk_database(args, listing.highest_seq())?)
-    };
-    let verdict = runtime
-        .block_on(database::audit_database(
-            &DbAudit {
-                input: &input,
-                walked: walked.as_ref().map(|(r, db)| (r, db)),
-                max_age: args.max_age,
-                allow_no_heads: args.no_heads.allow_no_heads,
-                max_unvouched: args.unvouched.max_unvouched,
+    let bar = events_bar(0, args.common.output.json);
+    bar.set_message("walking the chain");
+    let verdict = db_check::check_database(
+        DbCheck {
+            store: store.as_ref(),
+            origin,
+            keys: &keys,
+            witness: policy.as_ref().map(|p| (p, args.witness.witness_grace)),
+            db: match &open {
+                Some(open) => Some(DbSource {
+                    path: args.db.path()?,
+                    open,
+                    jobs: args.walk.jobs(),
+                }),
+                None => None,
             },
-            listing,
-        ))
-        .map_err(|e| CliError::from_kind(&e))?;
-    let report = walked.as_ref().map(|(r, _)| r);
-    let DbVerdict {
-        audit,
-        findings,
-        warnings,
-        ranges,
-        last_trusted,
-        last_trusted_published,
-        invalid_from,
-        checked,
-        unvouched,
-    } = verdict;
-    // What the invalid range touches: its runs, and side effects to reconcile.
-    let touched = match (invalid_from, args.rules.touched()?) {
-        (Some(from), Some(touched)) => {
-            let open = args.db.open_options().map_err(|e| CliError::from_kind(&e))?;
-            let db = EventDb::open(args.db.path()?, &open)?;
-            Some(match &ranges {
-                Some(ranges) => affected::scan_ranges(&db, ranges, touched),
-                None => affected::scan_to_head(&db, from, touched),
-            })
-        }
-        _ => None,
-    };
-    let cosigns = audit.cosign.as_ref();
-    let checkpoint_json = json!({
-        "kept": audit.checkpoints_kept,
-        "trusted": audit.checkpoints_trusted,
-        "consistency_proofs": audit.consistent,
-        "tiles_checked": audit.tiles_audited,
-        "largest": audit.largest.as_ref().map(|c| json!({"size": c.size, "root": c.root_b64()})),
-        "matched_database": report.map(|_| audit.matched_database),
-        "cosigned": cosigns.map(|c| json!({"quorum": policy.as_ref().map(|p| match p.rule { Some(_) => json!(p.describe()), None => json!(p.quorum) }), "checkpoints": c.cosigned, "newest": c.newest_cosigned})),
-    });
-    let state_json = args.state.as_ref().map(|path| {
-        json!({
-            "file": path.display().to_string(),
-            "incremental": since.is_some(),
-            "since_head": since.map(|s| json!({"seq": s.head.seq, "hash": s.head.hash_str()})),
-            "since_checkpoint": since.and_then(|s| s.checkpoint.as_ref().map(|(size, _, _)| *size)),
-        })
-    });
-
+            state: args.state.as_deref(),
+            max_age: args.max_age,
+            allow_no_heads: args.no_heads.allow_no_heads,
+            max_unvouched: args.unvouched.max_unvouched,
+            touched: args.rules.touched()?,
+        },
+        &mut |done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+        },
+    )
+    .map_err(|e| CliError::from_kind(&e))?;
+    bar.finish_and_clear();
+    job.verdict(&verdict);
+    job.events_checked = verdict.covered.database.as_ref().map_or(0, |d| d.checked);
+    job.heads_checked = verdict.covered.checked as u64;
     if args.common.output.json {
-        outln!(
-            "{}",
-            json!({
-                "status": if findings.is_empty() { "ok" } else { "failed" },
-                "origin": origin,
-                "heads": {"kept": audit.heads_kept, "trusted": audit.heads_trusted, "checked": checked},
-                "checkpoints": checkpoint_json,
-                "state": state_json,
-                "warnings": warnings,
-                "database": report.map(|r| json!({
-                    "head": r.db_head.as_ref().map(|(s, h)| json!({"seq": s, "hash": h})),
-                    "checked": r.checked,
-                })),
-                "findings": findings.iter().map(report::finding_json).collect::<Vec<_>>(),
-                "last_trusted_head": last_trusted.map(|h| json!({"seq": h.seq, "hash": h.hash_str()})),
-                "unvouched": unvouched.map(|(first, last)| json!({"from": first, "to": last, "records": last.saturating_sub(first).saturating_add(1)})),
-                "affected": touched.as_ref().map(affected::json),
-                "invalid_ranges": ranges.as_ref().map(|rs| rs.iter().map(affected::range_json).collect::<Vec<_>>()),
-            })
-        );
+        outln!("{}", verdict_json(args, origin, policy.as_ref(), &verdict));
     } else {
-        let since_text = since.map_or(String::new(), |s| format!(" (since seq {}, --state)", s.head.seq));
-        match report {
-            Some(r) => outln!(
-                "heads: {} kept, {} trusted{since_text}; database: {} event(s) checked{}",
-                audit.heads_kept,
-                audit.heads_trusted,
-                r.checked,
-                r.db_head
-                    .as_ref()
-                    .map_or(String::new(), |(s, h)| format!(", head seq {s} {h}"))
-            ),
-            None => outln!(
-                "heads: {} kept, {} trusted{since_text}; no database (--no-db)",
-                audit.heads_kept,
-                audit.heads_trusted
-            ),
-        }
-        outln!(
-            "checkpoints: {} kept, {} trusted, {} consistency proof(s) and {} tile(s) checked{}",
-            audit.checkpoints_kept,
-            audit.checkpoints_trusted,
-            audit.consistent,
-            audit.tiles_audited,
-            report.map_or(String::new(), |_| format!(
-                ", {} matching the database",
-                audit.matched_database
-            ))
-        );
-        if let (Some(c), Some(p)) = (cosigns, &policy) {
-            outln!(
-                "witnesses: {} checkpoint(s) meeting the quorum of {} ({} trusted witness key(s)); newest cosigned: {}",
-                c.cosigned,
-                p.describe(),
-                p.keys.len(),
-                c.newest_cosigned.map_or("none".into(), |s| s.to_string())
-            );
-        }
-        for w in &warnings {
-            outln!("warning: {w}");
-        }
-        let ok = match report {
-            None => "the store's heads and checkpoints are signed and its checkpoints are one tree",
-            Some(_) if checked == 0 => "the chain is intact; no head was checked",
-            Some(_) => "the database matches every trusted head",
-        };
-        report::print_outcome(&findings, ok, last_trusted);
-        for line in touched.iter().flat_map(affected::lines) {
-            outln!("{line}");
-        }
+        print_text(policy.as_ref(), &verdict);
     }
-    job.findings(&findings);
-    job.last_trusted_seq = last_trusted.map(|h| h.seq);
-    job.last_trusted_published = last_trusted_published;
-    job.events_checked = report.map_or(0, |r| r.checked);
-    job.heads_checked = checked as u64;
-    if findings.is_empty()
-        && let (Some(path), Some(head)) = (&args.state, last_trusted)
-    {
-        let published = last_trusted_published;
-        runtime
-            .block_on(state::save_after(
-                path,
-                store.as_ref(),
-                origin,
-                (head, published),
-                &audit,
-                since,
-            ))
-            .map_err(|e| CliError::usage(format!("--state {e}")))?;
-    }
-    Ok(crate::exit::verdict(findings.is_empty()))
+    Ok(crate::exit::of(&verdict))
 }
 
-/// Walks the whole database (at least to `reach`, the highest kept seq),
-/// keeping the tree's groups for the checkpoints' roots.
-fn walk_database(args: &AnchorVerifyArgs, reach: u64) -> Result<(WalkReport, EventDb), CliError> {
-    let open = args.db.open_options().map_err(|e| CliError::from_kind(&e))?;
-    let db = EventDb::open(args.db.path()?, &open)?;
-    // Only for the progress bar: a head the walk cannot read is its to report.
-    let total = db.head().ok().flatten().map_or(0, |(s, _)| s);
-    let bar = events_bar(total, args.common.output.json);
-    bar.set_message("walking the chain");
-    let lookup = EventDb::open(args.db.path()?, &open)?;
-    let report = walk_chain(
-        db,
-        &WalkPlan {
-            from: 1,
-            reach: Some(reach),
-            tree: true,
-            jobs: args.walk.jobs(),
-            ..WalkPlan::default()
-        },
-        &mut |n| bar.set_position(n),
-    )?;
-    bar.finish_and_clear();
-    Ok((report, lookup))
+fn verdict_json(args: &AnchorVerifyArgs, origin: &str, policy: Option<&WitnessPolicy>, v: &DbVerdict) -> Value {
+    let (audit, since) = (&v.covered.audit, v.covered.since.as_ref());
+    let database = v.covered.database.as_ref();
+    report::with(
+        report::verdict_json(v),
+        json!({
+            "origin": origin,
+            "heads": {"kept": audit.heads_kept, "trusted": audit.heads_trusted, "checked": v.covered.checked},
+            "checkpoints": {
+                "kept": audit.checkpoints_kept,
+                "trusted": audit.checkpoints_trusted,
+                "consistency_proofs": audit.consistent,
+                "tiles_checked": audit.tiles_audited,
+                "largest": audit.largest.as_ref().map(|c| json!({"size": c.size, "root": c.root_b64()})),
+                "matched_database": database.map(|_| audit.matched_database),
+                "cosigned": audit.cosign.as_ref().map(|c| json!({"quorum": policy.map(|p| match p.rule { Some(_) => json!(p.describe()), None => json!(p.quorum) }), "checkpoints": c.cosigned, "newest": c.newest_cosigned})),
+            },
+            "state": args.state.as_ref().map(|path| json!({
+                "file": path.display().to_string(),
+                "incremental": since.is_some(),
+                "since_head": since.map(|s| json!({"seq": s.head.seq, "hash": s.head.hash_str()})),
+                "since_checkpoint": since.and_then(|s| s.checkpoint.as_ref().map(|(size, _, _)| *size)),
+            })),
+            "database": database.map(|d| json!({
+                "head": d.head.as_ref().map(|(s, h)| json!({"seq": s, "hash": h})),
+                "checked": d.checked,
+            })),
+        }),
+    )
+}
+
+fn print_text(policy: Option<&WitnessPolicy>, v: &DbVerdict) {
+    let (audit, since) = (&v.covered.audit, v.covered.since.as_ref());
+    let database = v.covered.database.as_ref();
+    let since_text = since.map_or(String::new(), |s| format!(" (since seq {}, --state)", s.head.seq));
+    match database {
+        Some(d) => outln!(
+            "heads: {} kept, {} trusted{since_text}; database: {} event(s) checked{}",
+            audit.heads_kept,
+            audit.heads_trusted,
+            d.checked,
+            d.head
+                .as_ref()
+                .map_or(String::new(), |(s, h)| format!(", head seq {s} {h}"))
+        ),
+        None => outln!(
+            "heads: {} kept, {} trusted{since_text}; no database (--no-db)",
+            audit.heads_kept,
+            audit.heads_trusted
+        ),
+    }
+    outln!(
+        "checkpoints: {} kept, {} trusted, {} consistency proof(s) and {} tile(s) checked{}",
+        audit.checkpoints_kept,
+        audit.checkpoints_trusted,
+        audit.consistent,
+        audit.tiles_audited,
+        database.map_or(String::new(), |_| format!(
+            ", {} matching the database",
+            audit.matched_database
+        ))
+    );
+    if let (Some(c), Some(p)) = (&audit.cosign, policy) {
+        outln!(
+            "witnesses: {} checkpoint(s) meeting the quorum of {} ({} trusted witness key(s)); newest cosigned: {}",
+            c.cosigned,
+            p.describe(),
+            p.keys.len(),
+            c.newest_cosigned.map_or("none".into(), |s| s.to_string())
+        );
+    }
+    let ok = match database {
+        None => "the store's heads and checkpoints are signed and its checkpoints are one tree",
+        Some(_) if v.covered.checked == 0 => "the chain is intact; no head was checked",
+        Some(_) => "the database matches every trusted head",
+    };
+    report::print_verdict(v, ok);
 }
 
 fn list(args: &AnchorListArgs) -> CmdResult {

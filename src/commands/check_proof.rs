@@ -70,12 +70,13 @@ pub fn run(args: &CheckProofArgs) -> CmdResult {
         // carried record) is a record, and not proven.
         Err(e @ RecordError::Malformed { .. }) => {
             let reason = format!("--record {}: {e}", shorten(&args.record));
+            let verdict = proof::verdict(Err(proof::NotProven::new(None, &reason)), None);
             if args.output.json {
-                outln!("{}", json!({"status": "failed", "reason": reason}));
+                outln!("{}", json!({"status": verdict.status(), "reason": reason}));
             } else {
                 outln!("not proven: {reason}");
             }
-            return Ok(exit::verdict(false));
+            return Ok(exit::of(&verdict));
         }
         Err(e) => {
             return Err(CliError::usage(format!(
@@ -91,28 +92,31 @@ pub fn run(args: &CheckProofArgs) -> CmdResult {
             shorten(&args.record)
         )));
     }
-    let verdict = match altered {
+    let checked = match altered {
         Some(why) => Err(why),
         None => proof::check(&proof, &record, &keys, policy.as_ref()),
     };
     let seq = record.seq;
+    let reason = checked.as_ref().err().map(ToString::to_string);
+    let verdict = proof::verdict(checked, Some(seq));
     if args.output.json {
         outln!(
             "{}",
             json!({
-                "status": if verdict.is_ok() { "ok" } else { "failed" },
+                "status": verdict.status(),
                 "origin": record.origin,
                 "seq": seq,
                 "hash": record.hash,
                 "index": proof.index,
-                "proven": verdict.as_ref().ok().map(|p| json!({"checkpoint_size": p.size, "signers": p.signers})),
-                "kind": verdict.as_ref().err().and_then(|e| e.kind).map(Kind::as_str),
-                "reason": verdict.as_ref().err().map(ToString::to_string),
+                "proven": verdict.covered.as_ref().map(|p| json!({"checkpoint_size": p.size, "signers": p.signers})),
+                "kind": verdict.findings.first().map(|f| f.kind.as_str()).filter(|k| *k != Kind::Unproven.as_str()),
+                "reason": reason,
+                "findings": verdict.findings.iter().map(crate::report::finding_json).collect::<Vec<_>>(),
             })
         );
     } else {
-        match &verdict {
-            Ok(p) => outln!(
+        match (&verdict.covered, &reason) {
+            (Some(p), _) => outln!(
                 "ok: seq {seq} of {:?} (hash {}) is entry {} of checkpoint {}, signed by {}",
                 record.origin,
                 record.hash,
@@ -120,10 +124,10 @@ pub fn run(args: &CheckProofArgs) -> CmdResult {
                 p.size,
                 p.signers.join(",")
             ),
-            Err(why) => outln!("not proven: seq {seq}: {why}"),
+            (None, why) => outln!("not proven: seq {seq}: {}", why.as_deref().unwrap_or_default()),
         }
     }
-    Ok(exit::verdict(verdict.is_ok()))
+    Ok(exit::of(&verdict))
 }
 
 fn shorten(text: &str) -> String {

@@ -7,15 +7,15 @@
 //! events in detail; everything past that is counted.
 
 use chainship_chain::EventDb;
-use chainship_evidence::diff::{self, Comparison, Ranges, readable};
+use chainship_evidence::diff::{self, Comparison, DiffVerdict, Ranges, readable};
 use clap::Args;
 use serde_json::{Value, json};
 
 use crate::args::{DbArgs, OutputArgs, RunRulesArgs};
-use crate::exit::{CliError, CmdResult, verdict};
+use crate::exit::{CliError, CmdResult};
 use crate::progress::records_spinner;
 use crate::report;
-use crate::trusted_copy::{self, CopyExpectations, CopyOutcome, TrustedCopyArgs};
+use crate::trusted_copy::{self, CopyExpectations, TrustedCopyArgs};
 use chainship_runs::affected;
 
 /// Show what changed in the database against the trusted copy.
@@ -66,14 +66,13 @@ pub fn run(args: &DiffArgs) -> CmdResult {
         bar.inc(1);
     })?;
     bar.finish_and_clear();
-    cmp.finish();
-    let different = cmp.differs() || !outcome.findings.is_empty();
+    let verdict = diff::verdict(outcome, cmp);
     if args.output.json {
-        outln!("{}", to_json(args, &outcome, &cmp, head, different));
+        outln!("{}", to_json(args, &verdict, head));
     } else {
-        print_text(args, &outcome, &cmp, head);
+        print_text(args, &verdict, head);
     }
-    Ok(verdict(!different))
+    Ok(crate::exit::of(&verdict))
 }
 
 /// The part of a long value worth showing: from a little before the first
@@ -128,15 +127,17 @@ fn range_text(a: u64, b: u64) -> String {
     }
 }
 
-fn print_text(args: &DiffArgs, o: &CopyOutcome, c: &Comparison, head: u64) {
-    outln!("{}", trusted_copy::summary(&args.copy.source, o));
-    for w in &o.warnings {
+fn print_text(args: &DiffArgs, v: &DiffVerdict, head: u64) {
+    let c = &v.covered.comparison;
+    outln!("{}", trusted_copy::summary(&args.copy.source, &v.covered.copy));
+    for w in &v.warnings {
         outln!("warning: {w}");
     }
-    for f in &o.findings {
+    // The copy's own findings; the differences are shown in detail below.
+    for f in v.findings.iter().take(v.findings.len() - differences(v)) {
         outln!("the copy: {}", report::finding_text(f));
     }
-    let trusted = o.last_trusted.map_or(0, |h| h.seq);
+    let trusted = v.last_trusted.map_or(0, |h| h.seq);
     if let Some((seq, copy, database)) = &c.fork {
         outln!("fork at seq {seq}: from here the database's chain is not the copy's");
         outln!("  copy:     {copy}\n  database: {database}");
@@ -203,10 +204,8 @@ fn print_text(args: &DiffArgs, o: &CopyOutcome, c: &Comparison, head: u64) {
             range_text(a, head)
         );
     }
-    if let Some(a) = diff::affected(c) {
-        for line in affected::lines(&a) {
-            outln!("{line}");
-        }
+    for line in v.touched.iter().flat_map(affected::lines) {
+        outln!("{line}");
     }
     outln!(
         "compared: {} the same, {} changed, {} missing from the database, {} in the database only, {} beyond the copy",
@@ -216,17 +215,33 @@ fn print_text(args: &DiffArgs, o: &CopyOutcome, c: &Comparison, head: u64) {
         c.database_only.count,
         c.beyond.count
     );
-    if !c.differs() && o.findings.is_empty() {
+    if v.passed() {
         outln!("ok: the database holds the trusted copy's events unchanged");
     }
-    match o.last_trusted {
+    match v.last_trusted {
         Some(h) => outln!("last trusted head: seq {} {}", h.seq, h.hash_str()),
         None => outln!("last trusted head: none"),
     }
 }
 
-fn to_json(args: &DiffArgs, o: &CopyOutcome, c: &Comparison, head: u64, different: bool) -> Value {
-    let trusted = o.last_trusted.map_or(0, |h| h.seq);
+/// How many of the verdict's findings are the comparison's (after the copy's own).
+fn differences(v: &DiffVerdict) -> usize {
+    let c = &v.covered.comparison;
+    [
+        c.changed_count > 0,
+        c.missing.count > 0,
+        c.database_only.count > 0,
+        c.unreachable.is_some(),
+        c.db.broken.is_some(),
+        c.db.unreadable.is_some(),
+    ]
+    .iter()
+    .filter(|d| **d)
+    .count()
+}
+
+fn to_json(args: &DiffArgs, v: &DiffVerdict, head: u64) -> Value {
+    let (c, trusted) = (&v.covered.comparison, v.last_trusted.map_or(0, |h| h.seq));
     let changed: Vec<Value> = c
         .changed
         .iter()
@@ -258,10 +273,10 @@ fn to_json(args: &DiffArgs, o: &CopyOutcome, c: &Comparison, head: u64, differen
             .collect()
     };
     let mut doc = json!({
-        "status": if different { "different" } else { "same" },
-        "copy": trusted_copy::json_fields(&args.copy.source, o),
-        // The copy's verdict, where every verifier puts its findings.
-        "findings": o.findings.iter().map(crate::report::finding_json).collect::<Vec<_>>(),
+        "status": if v.passed() { "same" } else { "different" },
+        "copy": trusted_copy::verdict_json(&args.copy.source, v, &v.covered.copy),
+        // The verdict's findings: the copy's own, then the differences.
+        "findings": v.findings.iter().map(crate::report::finding_json).collect::<Vec<_>>(),
         "database": {"path": args.db.db.as_ref().map(|p| p.display().to_string()), "head_seq": head},
         "counts": {
             "same": c.same,
@@ -273,7 +288,6 @@ fn to_json(args: &DiffArgs, o: &CopyOutcome, c: &Comparison, head: u64, differen
         "changed": changed,
         "changed_shown": c.changed.len(),
         "missing": ranges(&c.missing, &|a| {
-            let trusted = o.last_trusted.map_or(0, |h| h.seq);
             Some(if a > trusted { "unvouched" } else { missing_why(a, head) })
         }),
         "database_only": ranges(&c.database_only, &|_| None),
@@ -282,8 +296,8 @@ fn to_json(args: &DiffArgs, o: &CopyOutcome, c: &Comparison, head: u64, differen
         "unreachable_row": c.unreachable.as_ref().map(|v| chainship_chain::check::unreachable_reason(v)),
         "database_break": c.db.broken.as_ref().map(|b| json!({"seq": b.seq, "reason": b.reason()})),
         "database_unreadable": c.db.unreadable.as_ref().map(|e| json!({"error": e, "copy_records_not_compared": c.not_compared})),
-        "last_trusted_head": o.last_trusted.map(|h| json!({"seq": h.seq, "hash": h.hash_str()})),
-        "affected": diff::affected(c).as_ref().map(affected::json),
+        "last_trusted_head": v.last_trusted.map(|h| json!({"seq": h.seq, "hash": h.hash_str()})),
+        "affected": v.touched.as_ref().map(affected::json),
     });
     if c.missing.more || c.database_only.more {
         doc["ranges_truncated"] = true.into();

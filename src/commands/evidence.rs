@@ -16,8 +16,9 @@ use clap::Args;
 use crate::args::{
     AnchorStoreArgs, DbArgs, OriginArg, OutputArgs, RunRulesArgs, SinkConnectArgs, TrustArgs, WitnessTrustArgs,
 };
-use crate::exit::{CliError, CmdResult, OK, verdict};
+use crate::exit::{self, CliError, CmdResult};
 use crate::report;
+use chainship_verify::Verdict;
 
 /// Write one run's evidence: its records, a proof for each, the checkpoint, a report.
 #[derive(Args, Debug)]
@@ -204,19 +205,22 @@ pub fn run(args: &EvidenceArgs) -> CmdResult {
     let partial = build::partial_path(&args.out);
     remove_when_interrupted([partial.clone(), bundle::files::tar_temp_path(&args.out)]);
     let written = runtime.block_on(build::write(&partial, collected, &chosen, &input));
-    let report = match written {
-        Ok(report) if report.all_proven() => report,
-        other => {
+    // A bundle is written when it proves every record; the run's findings are its content.
+    let verdict = match written {
+        Ok(report) => report.verdict(false),
+        Err(e) => {
             let _ = std::fs::remove_dir_all(&partial);
-            let report = other.map_err(|e| CliError::from_kind(&e))?;
-            render(&report, &args.out, args.output.json, false);
-            return Ok(verdict(false));
+            return Err(CliError::from_kind(&e));
         }
     };
-    build::place(&partial, &args.out)
-        .map_err(|e| CliError::usage(format!("--out {}: {}", args.out.display(), e.message)))?;
-    render(&report, &args.out, args.output.json, true);
-    Ok(OK)
+    if verdict.passed() {
+        build::place(&partial, &args.out)
+            .map_err(|e| CliError::usage(format!("--out {}: {}", args.out.display(), e.message)))?;
+    } else {
+        let _ = std::fs::remove_dir_all(&partial);
+    }
+    render(&verdict, &args.out, args.output.json, verdict.passed());
+    Ok(exit::of(&verdict))
 }
 
 /// Ctrl-C or SIGTERM while the bundle is built removes what was written, then exits 130.
@@ -276,15 +280,17 @@ pub fn check(args: &CheckEvidenceArgs) -> CmdResult {
                 .map_err(|e| CliError::usage(format!("--render {}: {e}", dir.display())))?;
         }
     }
-    render(&report, &args.bundle, args.output.json, false);
-    Ok(verdict(report.ok()))
+    let verdict = report.verdict(true);
+    render(&verdict, &args.bundle, args.output.json, false);
+    Ok(exit::of(&verdict))
 }
 
 /// The verdict, as text or JSON; `written` when `evidence` wrote it.
-fn render(r: &EvidenceReport, path: &Path, json: bool, written: bool) {
+fn render(v: &Verdict<EvidenceReport>, path: &Path, json: bool, written: bool) {
+    let r = &v.covered;
     if json {
         let mut doc = bundle::run_json::render(r);
-        doc["status"] = serde_json::json!(if r.ok() { "ok" } else { "failed" });
+        doc["status"] = serde_json::json!(v.status());
         doc["bundle"] = serde_json::json!(path);
         doc["written"] = serde_json::json!(written);
         let reveal = r.reveal.as_ref();

@@ -4,15 +4,15 @@
 use std::path::PathBuf;
 
 use chainship_anchor::AnchorUrl;
-use chainship_evidence::restore::{self, Restore, Restored};
+use chainship_evidence::restore::{self, Restore, RestoreVerdict, Restored};
 use clap::Args;
 use serde_json::json;
 
 use crate::args::OutputArgs;
-use crate::exit::{CliError, CmdResult, OK, verdict};
+use crate::exit::{CliError, CmdResult};
 use crate::progress::records_spinner;
 use crate::report;
-use crate::trusted_copy::{self, CopyExpectations, CopyOutcome, TrustedCopyArgs};
+use crate::trusted_copy::{self, CopyExpectations, TrustedCopyArgs};
 
 /// Rebuild the events database from the exported copy, checked against the kept heads.
 #[derive(Args, Debug)]
@@ -64,13 +64,12 @@ pub fn run(args: &RestoreArgs) -> CmdResult {
         }
     })?;
     bar.finish_and_clear();
-    match restore.finish(&outcome, args.include_unanchored).map_err(out_error)? {
-        Some(restored) => {
-            print(args, &outcome, &restored);
-            Ok(OK)
-        }
-        None => Ok(refuse(args, &outcome)),
+    let verdict = restore.finish(outcome, args.include_unanchored).map_err(out_error)?;
+    match verdict.covered.restored {
+        Some(restored) => print(args, &verdict, &restored),
+        None => refuse(args, &verdict),
     }
+    Ok(crate::exit::of(&verdict))
 }
 
 /// A restore error: the data (exit 1), or the `--out` file (exit 2).
@@ -81,34 +80,36 @@ fn out_error(e: chainship_chain::Error) -> CliError {
     }
 }
 
+/// The copy's verdict with what the restore covered, as JSON.
+fn json(args: &RestoreArgs, v: &RestoreVerdict, status: &str) -> serde_json::Value {
+    let mut doc = trusted_copy::verdict_json(&args.copy.source, v, &v.covered.copy);
+    doc["status"] = status.into();
+    doc
+}
+
 /// The copy cannot be trusted: say why, and that nothing was written.
-fn refuse(args: &RestoreArgs, o: &CopyOutcome) -> u8 {
-    let findings = o.restorable().err().unwrap_or_default();
+fn refuse(args: &RestoreArgs, v: &RestoreVerdict) {
     let nothing = format!("restore refused: nothing was written to {}", args.out.display());
     if args.output.json {
-        let mut doc = trusted_copy::json_fields(&args.copy.source, o);
-        doc["status"] = "refused".into();
-        doc["findings"] = findings.iter().map(report::finding_json).collect();
+        let mut doc = json(args, v, "refused");
         doc["message"] = nothing.into();
         outln!("{doc}");
     } else {
-        outln!("{}", trusted_copy::summary(&args.copy.source, o));
-        for w in &o.warnings {
+        outln!("{}", trusted_copy::summary(&args.copy.source, &v.covered.copy));
+        for w in &v.warnings {
             outln!("warning: {w}");
         }
-        for f in &findings {
+        for f in &v.findings {
             outln!("{}", report::finding_text(f));
         }
         outln!("{nothing}");
     }
-    verdict(false)
 }
 
-fn print(args: &RestoreArgs, o: &CopyOutcome, r: &Restored) {
+fn print(args: &RestoreArgs, v: &RestoreVerdict, r: &Restored) {
     let head = r.last_trusted;
     if args.output.json {
-        let mut doc = trusted_copy::json_fields(&args.copy.source, o);
-        doc["status"] = "restored".into();
+        let mut doc = json(args, v, "restored");
         doc["out"] = args.out.display().to_string().into();
         doc["events"] = r.end.into();
         doc["restored_end_seq"] = r.end.into();
@@ -118,8 +119,8 @@ fn print(args: &RestoreArgs, o: &CopyOutcome, r: &Restored) {
         outln!("{doc}");
         return;
     }
-    outln!("{}", trusted_copy::summary(&args.copy.source, o));
-    for w in &o.warnings {
+    outln!("{}", trusted_copy::summary(&args.copy.source, &v.covered.copy));
+    for w in &v.warnings {
         outln!("warning: {w}");
     }
     outln!(

@@ -8,14 +8,15 @@
 use chainship_chain::EventDb;
 use chainship_evidence::copy;
 use chainship_runs::payload::Payload;
-use chainship_runs::tally::{RunTally, TallyStatus};
+use chainship_runs::tally::RunTally;
 use chainship_runs::{RunCheck, RunEvent, RunFinding, RunSummary};
 use chainship_sinks::SinkConfig;
+use chainship_verify::run_rules;
 use clap::Args;
 use serde_json::{Value, json};
 
 use crate::args::{DbArgs, OriginArg, OutputArgs, RunRulesArgs, SinkConnectArgs};
-use crate::exit::{CliError, CmdResult, verdict};
+use crate::exit::{CliError, CmdResult};
 use crate::progress::records_spinner;
 use crate::report;
 
@@ -166,12 +167,12 @@ impl<'a> Report<'a> {
     }
 
     /// The findings and totals; returns the exit code.
-    fn end(&self) -> u8 {
-        let t = &self.tally;
+    fn end(self) -> u8 {
+        let verdict = run_rules::verdict(self.tally, self.timeline);
+        let t = &verdict.covered;
         let findings: Vec<&RunFinding> = t.findings.iter().collect();
         let relevant = t.relevant();
-        let tally_status = t.status(self.timeline);
-        let status = tally_status.as_str();
+        let status = run_rules::status(&verdict);
         if self.args.output.json {
             let mut tail = json!({
                 "findings": findings.iter().map(|f| finding_json(f)).collect::<Vec<_>>(),
@@ -226,22 +227,22 @@ impl<'a> Report<'a> {
                     "not whole ({n} unreadable line(s), seq gap(s) or row(s) no seq reaches, the first: {first}): findings cover only what was read; run verify or verify-export"
                 );
             }
-            match tally_status {
-                TallyStatus::NothingChecked => outln!(
+            match status {
+                "nothing checked" => outln!(
                     "nothing checked: no event read{}",
                     self.args
                         .run
                         .as_ref()
                         .map_or(String::new(), |id| format!(" of run {id}"))
                 ),
-                TallyStatus::Ok => outln!(
+                "ok" => outln!(
                     "ok: every run's transitions follow the {} rules",
                     self.args.rules.profile
                 ),
                 _ => {}
             }
         }
-        verdict(tally_status.passed())
+        crate::exit::of(&verdict)
     }
 }
 

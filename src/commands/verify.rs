@@ -2,14 +2,16 @@
 //! chain, optionally against one head kept elsewhere.
 
 use chainship_chain::check::unreachable_reason;
-use chainship_chain::{EventDb, Head, HeadCheck, WalkPlan, WalkReport, walk_chain};
+use chainship_chain::{Head, HeadCheck, WalkPlan, WalkReport};
+use chainship_verify::db_check::{self, DbSource};
 use clap::Args;
 use serde_json::json;
 
 use crate::args::{DbArgs, OutputArgs, RunRulesArgs, WalkArgs};
-use crate::exit::{CliError, CmdResult, verdict};
+use crate::exit::{CliError, CmdResult};
 use crate::progress::events_bar;
-use chainship_runs::affected::{self, Affected};
+use crate::report;
+use chainship_runs::affected;
 
 /// Check the hash chain of the audit database.
 #[derive(Args, Debug)]
@@ -49,7 +51,6 @@ pub fn run(args: &VerifyArgs) -> CmdResult {
     {
         return Err(CliError::usage(format!("--to {to} is below --from {from}")));
     }
-    let db = EventDb::open(args.db.path()?, &options)?;
     let plan = WalkPlan {
         from: args.from.unwrap_or(1),
         to: args.to,
@@ -58,45 +59,32 @@ pub fn run(args: &VerifyArgs) -> CmdResult {
         jobs: args.walk.jobs(),
         ..WalkPlan::default()
     };
-    // Only for the progress bar: a head the walk cannot read is its to report.
-    let total = match (db.head().ok().flatten(), args.to) {
-        (Some((head, _)), to) => to.unwrap_or(head).min(head).saturating_sub(plan.from - 1),
-        (None, _) => 0,
-    };
-    let bar = events_bar(total, args.output.json);
+    let bar = events_bar(0, args.output.json);
     bar.set_message("verifying");
-    let report = walk_chain(db, &plan, &mut |n| bar.set_position(n))?;
+    let source = DbSource {
+        path: args.db.path()?,
+        open: &options,
+        jobs: args.walk.jobs(),
+    };
+    let verdict = db_check::walk_database(&source, &plan, args.rules.touched()?, &mut |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    })
+    .map_err(|e| CliError::from_kind(&e))?;
     bar.finish_and_clear();
-    let touched = affected_range(args, &options, &report)?;
-
+    let report = &verdict.covered;
     if args.output.json {
-        let mut doc = to_json(&report);
-        doc["affected"] = touched.as_ref().map_or(serde_json::Value::Null, affected::json);
+        let mut doc = to_json(report);
+        doc["findings"] = verdict.findings.iter().map(report::finding_json).collect();
+        doc["affected"] = verdict.touched.as_ref().map_or(serde_json::Value::Null, affected::json);
         outln!("{doc}");
     } else {
-        outln!("{}", to_text(&report).trim_end_matches('\n'));
-        for line in touched.iter().flat_map(affected::lines) {
+        outln!("{}", to_text(report).trim_end_matches('\n'));
+        for line in verdict.touched.iter().flat_map(affected::lines) {
             outln!("{line}");
         }
     }
-    Ok(verdict(report.passed()))
-}
-
-/// The runs and side effects from the first seq the walk could not vouch
-/// for to the database's head (none when intact or `--profile none`).
-fn affected_range(
-    args: &VerifyArgs,
-    options: &chainship_chain::OpenOptions,
-    report: &WalkReport,
-) -> Result<Option<Affected>, CliError> {
-    let (Some(from), Some(touched)) = (
-        chainship_verify::database::walk_invalid_from(report),
-        args.rules.touched()?,
-    ) else {
-        return Ok(None);
-    };
-    let db = EventDb::open(args.db.path()?, options)?;
-    Ok(Some(affected::scan_to_head(&db, from, touched)))
+    Ok(crate::exit::of(&verdict))
 }
 
 fn to_text(r: &WalkReport) -> String {

@@ -5,11 +5,10 @@ use chainship_chain::Head;
 use clap::Args;
 
 use crate::args::{JobMetricsArgs, OutputArgs, RunRulesArgs};
-use crate::exit::{CliError, CmdResult, verdict};
+use crate::exit::CmdResult;
 use crate::job_metrics::JobReport;
 use crate::report;
-use crate::trusted_copy::{self, CopyExpectations, CopyOutcome, TrustedCopyArgs, copy};
-use chainship_runs::affected::{self, Affected};
+use crate::trusted_copy::{self, CopyExpectations, TrustedCopyArgs};
 
 /// Check an exported copy against the kept heads, without the database.
 #[derive(Args, Debug)]
@@ -62,40 +61,21 @@ fn check(args: &VerifyExportArgs, job: &mut JobReport) -> CmdResult {
         allow_no_heads: args.no_heads.allow_no_heads,
         max_unvouched: args.unvouched.max_unvouched,
     };
-    let outcome = trusted_copy::read_checked(&args.copy, expect, &mut |_| {})?;
-    // What the invalid ranges touch: the copy read again for their events.
-    let ranges = outcome.affected_ranges();
-    let touched = match (ranges.is_empty(), &outcome.origin, args.rules.touched()?) {
-        (false, Some(origin), Some(touched)) => Some(
-            copy::touched_in(&args.copy.sink.apply(&args.copy.source), origin, &ranges, touched)
-                .map_err(|e| CliError::from_kind(&e))?,
-        ),
-        _ => None,
-    };
-    job.findings(&outcome.findings);
-    if let Some(origin) = &outcome.origin {
+    let verdict = trusted_copy::check(&args.copy, expect, args.rules.touched()?)?;
+    job.verdict(&verdict);
+    if let Some(origin) = &verdict.covered.origin {
         job.origin = origin.clone();
     }
-    job.last_trusted_seq = outcome.last_trusted.map(|h| h.seq);
-    job.last_trusted_published = outcome.last_trusted_published;
-    job.events_checked = outcome.records;
-    job.heads_checked = outcome.checked as u64;
-    job.unvouched_records = Some(outcome.unvouched_count());
-    Ok(print(args, &outcome, touched.as_ref()))
-}
-
-/// Prints the outcome and returns the exit code.
-fn print(args: &VerifyExportArgs, o: &CopyOutcome, touched: Option<&Affected>) -> u8 {
+    job.events_checked = verdict.covered.records;
+    job.heads_checked = verdict.covered.checked as u64;
+    job.unvouched_records = Some(verdict.unvouched_count());
     if args.output.json {
-        let mut doc = trusted_copy::json_fields(&args.copy.source, o);
-        doc["status"] = (if o.findings.is_empty() { "ok" } else { "failed" }).into();
-        doc["affected"] = touched.map_or(serde_json::Value::Null, affected::json);
-        outln!("{doc}");
+        outln!(
+            "{}",
+            trusted_copy::verdict_json(&args.copy.source, &verdict, &verdict.covered)
+        );
     } else {
-        outln!("{}", trusted_copy::summary(&args.copy.source, o));
-        for w in &o.warnings {
-            outln!("warning: {w}");
-        }
+        outln!("{}", trusted_copy::summary(&args.copy.source, &verdict.covered));
         // "Whole" only when every record is vouched for by a head, and all
         // of the copy was read (not one partition, not only past --after).
         let narrowed = args.after.is_some() || args.copy.sink.kafka_partition.is_some();
@@ -104,16 +84,13 @@ fn print(args: &VerifyExportArgs, o: &CopyOutcome, touched: Option<&Affected>) -
         } else {
             "the copy"
         };
-        let ok = match (o.checked, o.unvouched_text()) {
+        let ok = match (verdict.covered.checked, verdict.unvouched_text()) {
             (0, _) => format!("{what}: its chain is intact; no head was checked"),
             (_, None) if narrowed => format!("{what} is whole and matches every trusted head in it"),
             (_, None) => "the copy is whole and matches every trusted head".to_owned(),
             (_, Some(tail)) => format!("{what} matches every trusted head, but {tail} yet"),
         };
-        report::print_outcome(&o.findings, &ok, o.last_trusted);
-        for line in touched.into_iter().flat_map(affected::lines) {
-            outln!("{line}");
-        }
+        report::print_verdict(&verdict, &ok);
     }
-    verdict(o.findings.is_empty())
+    Ok(crate::exit::of(&verdict))
 }

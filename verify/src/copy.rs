@@ -24,6 +24,7 @@ use crate::export::ExportCheck;
 use crate::finding::{self, Finding, Kind};
 use crate::pass::{StreamAudit, TrustedSink};
 use crate::ranges::Anchors;
+use crate::verdict::{Verdict, unvouched_text};
 
 /// How far the copy is expected to reach back, and what passes.
 #[derive(Clone, Copy, Debug)]
@@ -51,8 +52,11 @@ impl Default for CopyExpectations {
 }
 
 /// What reading and checking a copy found.
-#[derive(Debug)]
-pub struct CopyOutcome {
+pub type CopyOutcome = Verdict<CopyCovered>;
+
+/// What a copy check covered.
+#[derive(Debug, Default)]
+pub struct CopyCovered {
     pub origin: Option<String>,
     pub records: u64,
     pub end_seq: Option<u64>,
@@ -65,50 +69,17 @@ pub struct CopyOutcome {
     /// Trusted checkpoints, and how many the copy's tree matched.
     pub checkpoints: usize,
     pub matched_roots: usize,
-    pub findings: Vec<Finding>,
-    pub warnings: Vec<String>,
-    /// The highest trusted head the copy matches with nothing wrong below it.
-    pub last_trusted: Option<Head>,
-    /// When that head was published.
-    pub last_trusted_published: Option<SystemTime>,
-    /// The copy's records after the last trusted head, as `(first, last)`
-    /// seq: intact as a chain, but vouched for by no signed head.
-    pub unvouched: Option<(u64, u64)>,
-    /// The exact invalid ranges, when the copy's chain is damaged and its
-    /// records could be read again ([`RangePlan`]).
-    pub ranges: Option<Vec<InvalidRange>>,
 }
 
-impl CopyOutcome {
-    /// How many records the copy holds after its last trusted head.
-    pub fn unvouched_count(&self) -> u64 {
-        self.unvouched.map_or(0, |(a, b)| b.saturating_sub(a).saturating_add(1))
-    }
-
-    /// The unvouched tail in words, if there is one.
-    pub fn unvouched_text(&self) -> Option<String> {
-        self.unvouched.map(|(a, b)| unvouched_text(a, b))
-    }
-
+impl Verdict<CopyCovered> {
     /// A copy refused before reading it: one finding, nothing else checked.
     pub fn refused(origin: Option<String>, kind: Kind, message: String) -> Self {
-        CopyOutcome {
+        let mut v = Verdict::new(CopyCovered {
             origin,
-            records: 0,
-            end_seq: None,
-            identical_duplicates: 0,
-            kept: 0,
-            trusted: 0,
-            checked: 0,
-            checkpoints: 0,
-            matched_roots: 0,
-            last_trusted_published: None,
-            findings: vec![Finding::new(kind, None, message)],
-            warnings: Vec::new(),
-            last_trusted: None,
-            unvouched: None,
-            ranges: None,
-        }
+            ..CopyCovered::default()
+        });
+        v.findings.push(Finding::new(kind, None, message));
+        v
     }
 
     /// The seqs a consumer of the copy must not take as they are, as ranges
@@ -122,7 +93,7 @@ impl CopyOutcome {
         let Some(ranges) = &self.ranges else {
             return self
                 .invalid_from()
-                .map(|from| vec![(from, self.end_seq.unwrap_or(from).max(from))])
+                .map(|from| vec![(from, self.covered.end_seq.unwrap_or(from).max(from))])
                 .unwrap_or_default();
         };
         let mut out: Vec<(u64, u64)> = ranges.iter().map(|r| (r.from, r.to)).collect();
@@ -131,18 +102,11 @@ impl CopyOutcome {
                 .iter()
                 .filter(|f| matches!(f.kind, Kind::Altered | Kind::Gap | Kind::Duplicate | Kind::Reordered))
                 .filter_map(|f| f.seq)
-                .filter(|s| self.end_seq.is_some_and(|end| *s <= end))
+                .filter(|s| self.covered.end_seq.is_some_and(|end| *s <= end))
                 .map(|s| (s, s)),
         );
         out.sort_unstable();
-        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(out.len());
-        for (a, b) in out {
-            match merged.last_mut() {
-                Some((_, end)) if a <= end.saturating_add(1) => *end = (*end).max(b),
-                _ => merged.push((a, b)),
-            }
-        }
-        merged
+        crate::verdict::merge(out)
     }
 
     /// The head a copy may be restored up to: the last trusted one, when
@@ -318,14 +282,6 @@ fn without_seqs(ranges: Vec<InvalidRange>, kind: RangeKind, seqs: &[u64]) -> Vec
 
 /// Reads the copy again for a [`RangePlan`]: the ranges, or why not.
 pub type Rewalk<'a> = dyn FnMut(&RangePlan) -> Result<Vec<InvalidRange>, chainship_chain::Error> + 'a;
-
-/// Records `first..=last` past the last trusted head, in words.
-fn unvouched_text(first: u64, last: u64) -> String {
-    format!(
-        "{} record(s) after the last trusted head (seq {first}..{last}) are not vouched for by any head",
-        last.saturating_sub(first).saturating_add(1)
-    )
-}
 
 /// What the store pass trusts, in seq order.
 #[derive(Debug)]
@@ -611,22 +567,25 @@ impl CopyCheck {
         }
         findings.sort_by_key(|f| (f.seq, f.kind));
         let last_trusted_published = last_trusted.and_then(|h| lookup(h.seq)).and_then(|(_, p)| p);
-        CopyOutcome {
-            unvouched,
-            ranges,
-            origin: Some(origin),
-            records: check.records,
-            end_seq: check.end(),
-            identical_duplicates: check.identical_duplicates,
-            kept: audit.heads_kept,
-            trusted: audit.heads_trusted,
-            checked: check.heads_covered(),
-            checkpoints: check.checkpoints_trusted,
-            matched_roots: check.matched_roots,
+        Verdict {
             findings,
             warnings,
-            last_trusted_published,
+            ranges,
             last_trusted,
+            last_trusted_published,
+            unvouched,
+            touched: None,
+            covered: CopyCovered {
+                origin: Some(origin),
+                records: check.records,
+                end_seq: check.end(),
+                identical_duplicates: check.identical_duplicates,
+                kept: audit.heads_kept,
+                trusted: audit.heads_trusted,
+                checked: check.heads_covered(),
+                checkpoints: check.checkpoints_trusted,
+                matched_roots: check.matched_roots,
+            },
         }
     }
 }
@@ -776,7 +735,7 @@ pub(crate) mod tests {
         let o = verdict(&store, &key, &lines);
         assert_eq!(kinds(&o), vec![]);
         assert_eq!(o.last_trusted.map(|h| h.seq), Some(600));
-        assert_eq!((o.checked, o.checkpoints, o.matched_roots), (3, 3, 3));
+        assert_eq!((o.covered.checked, o.covered.checkpoints, o.covered.matched_roots), (3, 3, 3));
         assert_eq!(o.unvouched, Some((601, 700)));
         assert!(o.last_trusted_published.is_some());
     }

@@ -13,6 +13,7 @@ use chainship_chain::{EventDb, Head, HeadCheck, InvalidRange, WalkReport};
 use crate::finding::{self, Finding, Kind};
 use crate::pass::{self, Against, Judge, Listing, Since, StreamAudit, StreamInput};
 use crate::ranges::{self, Anchors, RangeInput};
+use crate::verdict::Verdict;
 use chainship_anchor::store::StoreError;
 
 /// What to judge, beyond the store pass's input.
@@ -28,25 +29,32 @@ pub struct DbAudit<'a> {
     pub max_unvouched: u64,
 }
 
-/// The verdict: findings (sorted by kind and seq), and what was covered.
+/// The verdict on a database, or on the store alone.
+pub type DbVerdict = Verdict<DbCovered>;
+
+/// What a database check covered.
 #[derive(Debug)]
-pub struct DbVerdict {
+pub struct DbCovered {
+    /// The store pass: heads and checkpoints kept, trusted, proven.
     pub audit: StreamAudit,
-    pub findings: Vec<Finding>,
-    pub warnings: Vec<String>,
-    /// The exact invalid ranges, when the walk broke or a head contradicts it.
-    pub ranges: Option<Vec<InvalidRange>>,
-    /// The highest trusted head below every finding that ends trust
-    /// ([`Kind::ends_trust`]), and when it was published.
-    pub last_trusted: Option<Head>,
-    pub last_trusted_published: Option<SystemTime>,
-    /// The first seq not vouched for, when something is wrong with the chain.
-    pub invalid_from: Option<u64>,
     /// Heads judged (against the database; without one, heads and checkpoints).
     pub checked: usize,
-    /// The database's rows after the last trusted head (first, last), when
-    /// its chain is intact: no signed head vouches for them yet.
-    pub unvouched: Option<(u64, u64)>,
+    /// The first seq not vouched for, when something is wrong with the chain.
+    pub invalid_from: Option<u64>,
+    /// The database's walk, when there was one.
+    pub database: Option<Walked>,
+    /// The verify state the run went on from (`--state`), and whether it saved one.
+    pub since: Option<Since>,
+    pub state_saved: bool,
+}
+
+/// What the database's walk read.
+#[derive(Debug)]
+pub struct Walked {
+    /// Events checked.
+    pub checked: u64,
+    /// The database's head as the walk began: seq and stored hash.
+    pub head: Option<(u64, String)>,
 }
 
 /// Judges the store and the database (see the module doc).
@@ -217,16 +225,25 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
             warnings.push(text);
         }
     }
-    Ok(DbVerdict {
-        audit,
+    Ok(Verdict {
         findings,
         warnings,
         ranges,
         last_trusted,
         last_trusted_published,
-        invalid_from,
-        checked,
         unvouched,
+        touched: None,
+        covered: DbCovered {
+            audit,
+            checked,
+            invalid_from,
+            database: a.walked.map(|(r, _)| Walked {
+                checked: r.checked,
+                head: r.db_head.clone(),
+            }),
+            since: None,
+            state_saved: false,
+        },
     })
 }
 

@@ -59,6 +59,14 @@ pub enum Kind {
     /// More records after the last trusted head than allowed: a tail no
     /// signed head vouches for (`--max-unvouched`).
     Unvouched,
+    /// The check read nothing it could judge (no event, no record).
+    NothingChecked,
+    /// Part of what was to be checked could not be read: the rest was judged alone.
+    NotWhole,
+    /// A proof or a bundle's part that does not prove what it says.
+    Unproven,
+    /// A run breaks a rule of its profile (an unapproved call, a missing outcome...).
+    RunRule,
 }
 
 impl Kind {
@@ -81,7 +89,7 @@ impl Kind {
     }
 
     /// Every kind, for reports that list each (with 0 when absent).
-    pub const ALL: [Kind; 19] = [
+    pub const ALL: [Kind; 23] = [
         Kind::Altered,
         Kind::Cut,
         Kind::Fork,
@@ -101,6 +109,10 @@ impl Kind {
         Kind::HeadMissing,
         Kind::Uncosigned,
         Kind::Unvouched,
+        Kind::NothingChecked,
+        Kind::NotWhole,
+        Kind::Unproven,
+        Kind::RunRule,
     ];
 
     /// The kind as JSON, metrics and text name it (`heads-disagree`).
@@ -125,6 +137,10 @@ impl Kind {
             Kind::HeadMissing => "head-missing",
             Kind::Uncosigned => "uncosigned",
             Kind::Unvouched => "unvouched",
+            Kind::NothingChecked => "nothing-checked",
+            Kind::NotWhole => "not-whole",
+            Kind::Unproven => "unproven",
+            Kind::RunRule => "run-rule",
         }
     }
 }
@@ -172,6 +188,11 @@ impl Finding {
         self.source = source;
         self
     }
+}
+
+/// A run's breach of its profile's rules as a finding (`run-rule`), at the event that shows it.
+pub fn run_rule(f: &chainship_runs::RunFinding) -> Finding {
+    Finding::new(Kind::RunRule, Some(f.seq), f.to_string())
 }
 
 /// A head whose signature a trusted key verified.

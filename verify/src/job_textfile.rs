@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use crate::finding::{Finding, Kind};
+use crate::finding::Kind;
+use crate::verdict::Verdict;
 
 /// How a run ended (`Running` while it runs: a run killed, timed out or
 /// out of memory leaves that, never the previous run's `ok`).
@@ -53,16 +54,15 @@ impl JobReport {
         }
     }
 
-    /// Records the findings (the result follows from them).
-    pub fn findings(&mut self, findings: &[Finding]) {
-        for f in findings {
+    /// Records a verdict: its findings, its result (whether it passed) and
+    /// its last trusted head; what it covered is the caller's to add.
+    pub fn verdict<C>(&mut self, v: &Verdict<C>) {
+        for f in &v.findings {
             *self.findings.entry(f.kind.as_str()).or_default() += 1;
         }
-        self.result = if findings.is_empty() {
-            JobResult::Ok
-        } else {
-            JobResult::Findings
-        };
+        self.result = if v.passed() { JobResult::Ok } else { JobResult::Findings };
+        self.last_trusted_seq = v.last_trusted.map(|h| h.seq);
+        self.last_trusted_published = v.last_trusted_published;
     }
 }
 

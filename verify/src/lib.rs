@@ -16,6 +16,7 @@
 pub mod checkpoints;
 pub mod copy;
 pub mod database;
+pub mod db_check;
 pub mod export;
 pub mod finding;
 pub mod job_textfile;
@@ -23,11 +24,14 @@ pub mod pass;
 pub mod proof;
 pub mod prove;
 pub mod ranges;
+pub mod run_rules;
 pub mod state;
 pub mod tiles;
+pub mod verdict;
 pub mod went_backwards;
 
 pub use finding::{Finding, HeadSet, Kind};
+pub use verdict::Verdict;
 
 /// Runs a future to completion on a one-thread runtime (the unit tests'
 /// way into the async store interface).

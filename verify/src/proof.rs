@@ -10,7 +10,8 @@ use chainship_chain::record::Record;
 use chainship_tlog::merkle::verify_inclusion;
 use chainship_tlog::proof::TlogProof;
 
-use crate::finding::Kind;
+use crate::finding::{Finding, Kind};
+use crate::verdict::Verdict;
 use chainship_anchor::checkpoint::Checkpoint;
 use chainship_anchor::cosignature::WitnessPolicy;
 use chainship_anchor::note::VerifierKey;
@@ -29,6 +30,29 @@ impl NotProven {
         NotProven {
             kind,
             reason: reason.to_string(),
+        }
+    }
+}
+
+impl NotProven {
+    /// The reason as a finding at `seq`: of its kind, or `unproven`.
+    pub fn finding(&self, seq: Option<u64>) -> Finding {
+        Finding::new(self.kind.unwrap_or(Kind::Unproven), seq, self.reason.clone())
+    }
+}
+
+/// A proof's check as the one verdict: what it proved, or one finding
+/// saying why it proves nothing.
+pub type ProofVerdict = Verdict<Option<Proven>>;
+
+/// The verdict on record `seq`'s proof (`None`: a record that could not be read).
+pub fn verdict(checked: Result<Proven, NotProven>, seq: Option<u64>) -> ProofVerdict {
+    match checked {
+        Ok(proven) => Verdict::new(Some(proven)),
+        Err(why) => {
+            let mut v = Verdict::new(None);
+            v.findings.push(why.finding(seq));
+            v
         }
     }
 }

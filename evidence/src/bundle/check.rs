@@ -16,9 +16,9 @@ use chainship_chain::{Error, permanent};
 use chainship_runs::payload::Payload;
 use chainship_runs::{Profile, Role, RunCheck, RunCheckConfig, RunEvent, RunFinding, RunFindingKind, RunSummary};
 use chainship_tlog::proof::TlogProof;
-use chainship_verify::Kind;
 use chainship_verify::checkpoints::trust_checkpoint;
 use chainship_verify::proof::{self, NotProven};
+use chainship_verify::{Finding, Kind, Verdict};
 
 use super::gaps::{GapsStatus, RevealStatus, check_gaps, check_reveal};
 use super::{BundleFiles, CHECKPOINT, GAPS, GAPS_PROOF, HEAD, NEWEST, PROOFS_DIR, RECORDS, proof_name};
@@ -124,6 +124,25 @@ impl EvidenceReport {
             out.extend(r.problem.iter().map(|p| (Some(r.seq), p)));
         }
         out
+    }
+
+    /// The bundle's verdict: each part that does not prove what it says a
+    /// finding (of its kind, or `unproven`), a bundle without a record
+    /// `nothing-checked`; with `runs` (checking, not building), each run
+    /// finding `run-rule` and each rendering that is not what the records
+    /// render `unproven` too.
+    pub fn verdict(self, runs: bool) -> Verdict<EvidenceReport> {
+        let mut findings: Vec<Finding> = self.not_proven().into_iter().map(|(seq, p)| p.finding(seq)).collect();
+        if self.records.is_empty() {
+            findings.push(Finding::new(Kind::NothingChecked, None, "the bundle proves no record"));
+        }
+        if runs {
+            findings.extend(self.findings.iter().map(chainship_verify::finding::run_rule));
+            findings.extend(self.renderings.iter().map(|p| p.finding(None)));
+        }
+        let mut v = Verdict::new(self);
+        v.findings = findings;
+        v
     }
 
     /// Every record proven, and at least one.
