@@ -233,6 +233,46 @@ pub async fn audit_pointer(
     })
 }
 
+/// The `checkpoint` pointer where the store keeps no checkpoint at all:
+/// only the follower writes it, after the checkpoint it names, so a pointer
+/// there means the kept checkpoints were deleted (a finding at the size a
+/// trusted pointer names, else at none). No pointer: a store of heads only.
+pub async fn pointer_without_checkpoints(
+    store: &dyn AnchorStore,
+    origin: &str,
+    keys: &[VerifierKey],
+) -> Result<Option<Finding>, StoreError> {
+    let Some(bytes) = store
+        .get_object(origin, chainship_anchor::store::LATEST_CHECKPOINT)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let expect = Expect {
+        origin: Some(origin),
+        size: None,
+    };
+    let size = match trust_checkpoint(&bytes, keys, None, expect).map(JudgedCheckpoint::trusted) {
+        Ok(Ok(read)) => Some(read.checkpoint.size),
+        _ => None,
+    };
+    let named = size.map_or("a checkpoint no trusted key signed".to_owned(), |s| {
+        format!("checkpoint {s}")
+    });
+    Ok(Some(
+        Finding::new(
+            Kind::CheckpointMissing,
+            size,
+            format!("the checkpoint pointer names {named}, but the store keeps no checkpoint: the kept checkpoints were deleted"),
+        )
+        .at(Some(format!(
+            "{}/{origin}/{}",
+            store.describe(),
+            chainship_anchor::store::LATEST_CHECKPOINT
+        ))),
+    ))
+}
+
 /// Reads a kept checkpoint note (kept as size `size_in_name`, at `source`):
 /// it, when [`trust_checkpoint`] trusts it for `origin` at its place; else
 /// the finding that says why not (unreadable, a bad signature, no trusted

@@ -674,8 +674,13 @@ pub(crate) mod tests {
 
     /// The verdict on `lines` against `store` (the pass first, its vouchers
     /// queued, then the copy: what the threads do, one after the other).
-    fn verdict(store: &MemoryStore, key: &SignerKey, lines: &[String]) -> CopyOutcome {
-        let keys = [key.verifier()];
+    pub(crate) fn verdict(store: &MemoryStore, key: &SignerKey, lines: &[String]) -> CopyOutcome {
+        verdict_trusting(store, key, lines)
+    }
+
+    /// The verdict on `lines` trusting only `trusted`'s key.
+    pub(crate) fn verdict_trusting(store: &MemoryStore, trusted: &SignerKey, lines: &[String]) -> CopyOutcome {
+        let keys = [trusted.verifier()];
         let input = StreamInput {
             store,
             origin: "o",
@@ -735,7 +740,10 @@ pub(crate) mod tests {
         let o = verdict(&store, &key, &lines);
         assert_eq!(kinds(&o), vec![]);
         assert_eq!(o.last_trusted.map(|h| h.seq), Some(600));
-        assert_eq!((o.covered.checked, o.covered.checkpoints, o.covered.matched_roots), (3, 3, 3));
+        assert_eq!(
+            (o.covered.checked, o.covered.checkpoints, o.covered.matched_roots),
+            (3, 3, 3)
+        );
         assert_eq!(o.unvouched, Some((601, 700)));
         assert!(o.last_trusted_published.is_some());
     }

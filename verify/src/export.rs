@@ -385,12 +385,20 @@ impl ExportCheck {
             }
             return;
         }
+        let expected_prev = self
+            .hash_before(r.seq - 1)
+            .filter(|e| r.seq == next && e[..] != *prev.as_bytes());
+        // Past a break the stored hashes are no tree a checkpoint vouches
+        // for: as a database's walk, the tree ends there, and the exact
+        // ranges say what is vouched for again.
+        if content != hash || expected_prev.is_some() {
+            self.tree = None;
+            self.checkpoints.clear();
+        }
         self.grow_tree(r.seq, r.seq == next && self.missing.is_empty(), &hash);
         if r.seq > next {
             self.missing.insert(next, r.seq - 1);
-        } else if let Some(expected_prev) = self.hash_before(r.seq - 1)
-            && expected_prev[..] != *prev.as_bytes()
-        {
+        } else if let Some(expected_prev) = expected_prev {
             let mut f = Finding::new(
                 Kind::Altered,
                 Some(r.seq),
@@ -581,7 +589,18 @@ impl ExportCheck {
                 ),
             ));
         }
-        self.findings.sort_by_key(|f| (f.seq, f.kind));
+        // Sorted by seq and kind; `link_breaks` follow their findings.
+        let mut order: Vec<usize> = (0..self.findings.len()).collect();
+        order.sort_by_key(|&i| (self.findings[i].seq, self.findings[i].kind));
+        let mut moved_to = vec![0; order.len()];
+        for (new, &old) in order.iter().enumerate() {
+            moved_to[old] = new;
+        }
+        for i in &mut self.link_breaks {
+            *i = moved_to[*i];
+        }
+        let mut taken: Vec<Option<Finding>> = std::mem::take(&mut self.findings).into_iter().map(Some).collect();
+        self.findings = order.into_iter().filter_map(|i| taken[i].take()).collect();
     }
 
     /// The highest head the copy matched below every finding that ends

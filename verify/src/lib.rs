@@ -15,6 +15,8 @@
 
 pub mod checkpoints;
 pub mod copy;
+#[cfg(test)]
+mod damage_matrix;
 pub mod database;
 pub mod db_check;
 pub mod export;

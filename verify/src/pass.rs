@@ -539,6 +539,7 @@ pub async fn audit<'a>(
     let newest_has_head = newest
         .as_ref()
         .is_some_and(|cp| listing.heads.iter().any(|k| k.seq == cp.size));
+    let none_kept = listing.checkpoints.is_empty();
     let mut heads = Feed::new(listing.heads, None);
     let mut checkpoints = Feed::new(listing.checkpoints, Some(CHECKPOINTS_DIR));
     loop {
@@ -564,6 +565,13 @@ pub async fn audit<'a>(
     }
     if let Some(newest) = newest.as_ref().filter(|_| newest_has_head)
         && let Some(f) = crate::checkpoints::audit_pointer(store, origin, input.keys, newest).await?
+    {
+        pass.out.note(f);
+    }
+    // A pointer and no checkpoint kept at all: checkpoints were published, and are gone.
+    if none_kept
+        && since_cp.is_none()
+        && let Some(f) = crate::checkpoints::pointer_without_checkpoints(store, origin, input.keys).await?
     {
         pass.out.note(f);
     }

@@ -1,0 +1,403 @@
+//! The damage matrix: each kind of damage applied to one log held three
+//! ways — a database, its exported copy and the anchor store — and judged
+//! by the database, copy and store adaptors of the one engine. Where two
+//! adaptors read the same data they must name the same ranges and kinds;
+//! the exact ranges are asserted case by case.
+
+use std::path::Path;
+
+use chainship_anchor::signer::SignerKey;
+use chainship_anchor::store::memory::MemoryStore;
+use chainship_chain::{InvalidRange, OpenOptions, event_hash};
+
+use crate::copy::tests::{store_for, verdict as copy_verdict};
+use crate::db_check::{DbCheck, DbSource, check_database};
+use crate::export::tests::chain;
+use crate::finding::Kind;
+use crate::verdict::Verdict;
+
+/// One event as both the database and the copy hold it; `prev` is the
+/// copy's `prev_hash`, as exported (an edit of one record leaves the next
+/// record's as it was).
+#[derive(Clone)]
+struct Row {
+    seq: u64,
+    payload: String,
+    hash: String,
+    prev: String,
+}
+
+fn rows_of(lines: &[String]) -> Vec<Row> {
+    lines
+        .iter()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            Row {
+                seq: v["seq"].as_u64().unwrap(),
+                payload: v["payload_json"].as_str().unwrap().to_owned(),
+                hash: v["hash"].as_str().unwrap().to_owned(),
+                prev: v["prev_hash"].as_str().unwrap().to_owned(),
+            }
+        })
+        .collect()
+}
+
+/// The copy's lines for `rows` (the fields `export::tests::record` gives).
+fn lines_of(rows: &[Row]) -> Vec<String> {
+    rows.iter()
+        .map(|r| serde_json::json!({"origin":"o","seq":r.seq,"run_id":"r","step_id":"","at":"t","type":"k","payload_json":r.payload,"hash":r.hash,"prev_hash":r.prev}).to_string())
+        .collect()
+}
+
+/// The database of `rows`, as agentrt's table holds them.
+fn database_of(dir: &Path, rows: &[Row]) -> std::path::PathBuf {
+    let path = dir.join(format!("audit-{}.db", rand_suffix()));
+    let db = rusqlite::Connection::open(&path).unwrap();
+    db.execute_batch(chainship_chain::AGENTRT_EVENTS_TABLE).unwrap();
+    for r in rows {
+        db.execute(
+            "INSERT INTO events (seq, run_id, step_id, at, type, payload_json, hash) VALUES (?1, 'r', '', 't', 'k', ?2, ?3)",
+            rusqlite::params![r.seq as i64, r.payload, r.hash],
+        )
+        .unwrap();
+    }
+    path
+}
+
+fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Recomputes every hash from `from` on, as a consistent rewrite would.
+fn rehash_from(rows: &mut [Row], from: u64) {
+    let mut prev = String::new();
+    for r in rows.iter_mut() {
+        if r.seq >= from {
+            let h = event_hash(prev.as_bytes(), r.seq, b"r", b"", b"t", b"k", r.payload.as_bytes());
+            r.hash = String::from_utf8(h.to_vec()).unwrap();
+            r.prev = prev.clone();
+        }
+        prev = r.hash.clone();
+    }
+}
+
+type Ranges = Vec<(&'static str, u64, u64)>;
+type Kinds = Vec<(Kind, Option<u64>)>;
+
+fn ranges<C>(v: &Verdict<C>) -> Ranges {
+    v.ranges
+        .iter()
+        .flatten()
+        .map(|r: &InvalidRange| (r.kind.as_str(), r.from, r.to))
+        .collect()
+}
+
+fn kinds<C>(v: &Verdict<C>) -> Kinds {
+    let mut k: Kinds = v.findings.iter().map(|f| (f.kind, f.seq)).collect();
+    k.sort();
+    k.dedup();
+    k
+}
+
+/// The three verdicts on one log: (database, copy, store alone).
+struct Judged {
+    db: (Ranges, Kinds, Option<u64>),
+    copy: (Ranges, Kinds, Option<u64>),
+    store: Kinds,
+}
+
+fn judge(rows: &[Row], store: &MemoryStore, key: &SignerKey, trusted: &SignerKey) -> Judged {
+    let dir = tempfile::tempdir().unwrap();
+    let path = database_of(dir.path(), rows);
+    let keys = [trusted.verifier()];
+    let open = OpenOptions::default();
+    let check = |db: Option<DbSource<'_>>| {
+        check_database(
+            DbCheck {
+                store,
+                origin: "o",
+                keys: &keys,
+                witness: None,
+                db,
+                state: None,
+                max_age: None,
+                allow_no_heads: false,
+                max_unvouched: u64::MAX,
+                touched: None,
+            },
+            &mut |_, _| {},
+        )
+        .unwrap()
+    };
+    let db = check(Some(DbSource {
+        path: &path,
+        open: &open,
+        jobs: 1,
+    }));
+    let alone = check(None);
+    let copy = if key.verifier() == trusted.verifier() {
+        copy_verdict(store, key, &lines_of(rows))
+    } else {
+        crate::copy::tests::verdict_trusting(store, trusted, &lines_of(rows))
+    };
+    Judged {
+        db: (ranges(&db), kinds(&db), db.last_trusted.map(|h| h.seq)),
+        copy: (ranges(&copy), kinds(&copy), copy.last_trusted.map(|h| h.seq)),
+        store: kinds(&alone),
+    }
+}
+
+/// A log of 700 events, anchored every 100 up to 600 (heads, checkpoints, tiles).
+fn log() -> (Vec<Row>, MemoryStore, SignerKey) {
+    let key = SignerKey::generate("o").unwrap();
+    let lines = chain(700);
+    let store = store_for(&lines, &[100, 200, 300, 400, 500, 600], &key);
+    (rows_of(&lines), store, key)
+}
+
+/// A change to the rows both the database and the copy hold.
+type Damage = Box<dyn Fn(&mut Vec<Row>)>;
+
+fn alter(seq: u64) -> Damage {
+    Box::new(move |r| r[seq as usize - 1].payload = "{\"x\":1}".into())
+}
+
+use Kind::{Altered, CheckpointMissing, Cut, Fork, HeadMissing, NoTrustedHead, TilesDisagree, UntrustedKey, Unvouched};
+
+#[test]
+fn the_database_and_the_copy_name_the_same_exact_ranges_for_the_same_damage() {
+    // (case, damage, ranges, kinds, last trusted head): the same for the
+    // database and the copy, and nothing for the store alone (it is intact).
+    let cases: Vec<(&str, Damage, Ranges, Kinds, Option<u64>)> = vec![
+        ("intact", Box::new(|_| {}), vec![], vec![], Some(600)),
+        (
+            "one event altered",
+            alter(250),
+            vec![("altered", 250, 250)],
+            vec![(Altered, Some(250))],
+            Some(200),
+        ),
+        (
+            "the stored hash alone changed",
+            Box::new(|r| r[249].hash = "ab".repeat(32)),
+            vec![("altered", 250, 250)],
+            vec![(Altered, Some(250))],
+            Some(200),
+        ),
+        (
+            "a consistent rewrite from 350",
+            Box::new(|r| {
+                for x in r.iter_mut().filter(|x| x.seq >= 350) {
+                    x.payload = format!("{{\"m\":{}}}", x.seq);
+                }
+                rehash_from(r, 350);
+            }),
+            vec![("rewritten", 350, 700)],
+            vec![
+                (Fork, Some(350)),
+                (Fork, Some(400)),
+                (Fork, Some(500)),
+                (Fork, Some(600)),
+            ],
+            Some(300),
+        ),
+        (
+            "cut after 550",
+            Box::new(|r| r.truncate(550)),
+            vec![],
+            vec![(Cut, Some(600))],
+            Some(500),
+        ),
+        (
+            "two breaks",
+            Box::new(|r| {
+                alter(150)(r);
+                alter(450)(r);
+            }),
+            vec![("altered", 150, 150), ("altered", 450, 450)],
+            vec![(Altered, Some(150)), (Altered, Some(450))],
+            Some(100),
+        ),
+        (
+            "a break at a kept head",
+            alter(300),
+            vec![("altered", 300, 300)],
+            vec![(Altered, Some(300))],
+            Some(200),
+        ),
+        (
+            "a break inside the unvouched tail",
+            alter(650),
+            vec![("unvouched", 601, 649), ("altered", 650, 650), ("unvouched", 651, 700)],
+            vec![(Altered, Some(650)), (Unvouched, Some(601)), (Unvouched, Some(651))],
+            Some(600),
+        ),
+        (
+            "three breaks, one at a kept head, one in the tail",
+            Box::new(|r| {
+                alter(150)(r);
+                alter(300)(r);
+                alter(650)(r);
+            }),
+            vec![
+                ("altered", 150, 150),
+                ("altered", 300, 300),
+                ("unvouched", 601, 649),
+                ("altered", 650, 650),
+                ("unvouched", 651, 700),
+            ],
+            vec![
+                (Altered, Some(150)),
+                (Altered, Some(300)),
+                (Altered, Some(650)),
+                (Unvouched, Some(601)),
+                (Unvouched, Some(651)),
+            ],
+            Some(100),
+        ),
+    ];
+    for (name, damage, want_ranges, want_kinds, want_trusted) in cases {
+        let (mut rows, store, key) = log();
+        damage(&mut rows);
+        let j = judge(&rows, &store, &key, &key);
+        let want = (want_ranges, want_kinds, want_trusted);
+        assert_eq!(j.db, want, "{name}: the database");
+        assert_eq!(j.copy, want, "{name}: the copy");
+        assert_eq!(j.store, vec![], "{name}: the store alone");
+    }
+}
+
+/// Where the copy holds more than the database: each record names its
+/// predecessor's hash, a row does not. The row after deleted or moved rows
+/// cannot be checked in a database (its predecessor's hash is gone, and a
+/// tile holds only its leaf hash), so it is named with them; in the copy the
+/// record's own fields give its hash after the predecessor it names, and
+/// the checkpoint's leaf vouches for it.
+#[test]
+fn a_row_after_deleted_or_moved_rows_is_named_in_a_database_and_vouched_for_in_a_copy() {
+    // (case, damage, the database's ranges, the copy's, the last trusted head)
+    let cases: Vec<(&str, Damage, Ranges, Ranges, u64)> = vec![
+        (
+            "one event deleted",
+            Box::new(|r| {
+                r.remove(249);
+            }),
+            vec![("missing", 250, 250), ("altered", 251, 251)],
+            vec![("missing", 250, 250)],
+            200,
+        ),
+        (
+            "a mid-chain deletion",
+            Box::new(|r| r.retain(|x| !(430..=440).contains(&x.seq))),
+            vec![("missing", 430, 440), ("altered", 441, 441)],
+            vec![("missing", 430, 440)],
+            400,
+        ),
+        (
+            "two events swapped",
+            Box::new(|r| {
+                let (a, b) = (r[249].clone(), r[250].clone());
+                r[249] = Row { seq: 250, ..b };
+                r[250] = Row { seq: 251, ..a };
+            }),
+            vec![("altered", 250, 252)],
+            vec![("altered", 250, 251)],
+            200,
+        ),
+        (
+            "an event moved over the next",
+            Box::new(|r| {
+                let a = r[249].clone();
+                r[250] = Row { seq: 251, ..a };
+                r.remove(249);
+            }),
+            vec![("missing", 250, 250), ("altered", 251, 252)],
+            vec![("missing", 250, 250), ("altered", 251, 251)],
+            200,
+        ),
+    ];
+    for (name, damage, db_ranges, copy_ranges, trusted) in cases {
+        let (mut rows, store, key) = log();
+        damage(&mut rows);
+        let j = judge(&rows, &store, &key, &key);
+        assert_eq!(j.db.0, db_ranges, "{name}: the database");
+        assert_eq!(j.copy.0, copy_ranges, "{name}: the copy");
+        // Trust ends at the first of them, alike.
+        assert_eq!((j.db.2, j.copy.2), (Some(trusted), Some(trusted)), "{name}");
+        let first = |k: &Kinds| k.iter().filter_map(|(_, s)| *s).min();
+        assert_eq!(first(&j.db.1), first(&j.copy.1), "{name}: {:?} {:?}", j.db.1, j.copy.1);
+    }
+}
+
+#[test]
+fn the_store_s_damage_is_named_alike_by_every_adaptor() {
+    let head = |seq: u64| chainship_anchor::store::head_name(seq);
+    let flip = |s: &MemoryStore| {
+        let get = chainship_anchor::store::AnchorStore::get_object(s, "o", "tile/0/001");
+        let mut t = crate::test_run(get).unwrap().unwrap();
+        t[5] ^= 1;
+        s.plant_object("o", "tile/0/001", &t);
+    };
+    type StoreDamage = Box<dyn Fn(&MemoryStore)>;
+    let cases: Vec<(&str, StoreDamage, Kinds)> = vec![
+        (
+            "every head deleted",
+            Box::new(move |s| {
+                for seq in (100..=600).step_by(100) {
+                    s.delete_objects("o", &head(seq));
+                }
+            }),
+            (100..=500).step_by(100).map(|s| (HeadMissing, Some(s))).collect(),
+        ),
+        (
+            "one head deleted",
+            Box::new(move |s| s.delete_objects("o", &head(300))),
+            vec![(HeadMissing, Some(300))],
+        ),
+        (
+            "one checkpoint deleted",
+            Box::new(|s| s.delete_objects("o", &format!("checkpoints/{:020}", 300))),
+            vec![(CheckpointMissing, Some(300))],
+        ),
+        (
+            "every checkpoint deleted",
+            Box::new(|s| s.delete_objects("o", "checkpoints/")),
+            vec![(CheckpointMissing, Some(600))],
+        ),
+        (
+            "a tile damaged",
+            Box::new(flip),
+            vec![(TilesDisagree, Some(300)), (TilesDisagree, Some(600))],
+        ),
+        (
+            "a tile deleted",
+            Box::new(|s| s.delete_objects("o", "tile/0/001")),
+            (300..=600).step_by(100).map(|s| (TilesDisagree, Some(s))).collect(),
+        ),
+        (
+            "a garbage pointer",
+            Box::new(|s| s.plant_object("o", "checkpoint", b"garbage\n")),
+            vec![(CheckpointMissing, Some(600))],
+        ),
+    ];
+    for (name, damage, want) in cases {
+        let (rows, store, key) = log();
+        damage(&store);
+        let j = judge(&rows, &store, &key, &key);
+        assert_eq!(j.store, want, "{name}: the store alone");
+        assert_eq!(j.db, (vec![], want.clone(), Some(600)), "{name}: the database");
+        assert_eq!(j.copy, (vec![], want, Some(600)), "{name}: the copy");
+    }
+    // A key nobody trusts: every head untrusted, and none to compare with.
+    let (rows, store, key) = log();
+    let stranger = SignerKey::generate("o").unwrap();
+    let j = judge(&rows, &store, &key, &stranger);
+    let mut want: Kinds = (100..=600).step_by(100).map(|s| (UntrustedKey, Some(s))).collect();
+    want.push((NoTrustedHead, None));
+    want.sort();
+    assert_eq!(j.store, want);
+    assert_eq!(j.db, (vec![], want.clone(), None));
+    assert_eq!(j.copy, (vec![], want, None));
+}
