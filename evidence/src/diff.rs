@@ -9,7 +9,7 @@
 //! everything past that is counted.
 
 use chainship_chain::record::Record;
-use chainship_chain::{ChainBreak, ChainCheck, DbError, EventBatch, EventDb, EventRef};
+use chainship_chain::{ChainBreak, ChainCheck, DbError, EventBatch, EventDb, EventRef, InvalidRange, RangeKind};
 use chainship_runs::Touched;
 use chainship_runs::affected::{Affected, RecordEvent};
 use chainship_verify::copy::CopyCovered;
@@ -25,6 +25,10 @@ pub type DiffVerdict = Verdict<DiffCovered>;
 pub struct DiffCovered {
     pub copy: CopyCovered,
     pub comparison: Comparison,
+    /// How many of the verdict's findings are the copy's own (they come first).
+    pub copy_findings: usize,
+    /// The copy's own exact ranges (the verdict's add the differences).
+    pub copy_ranges: Option<Vec<InvalidRange>>,
 }
 
 impl std::fmt::Debug for DiffCovered {
@@ -102,8 +106,32 @@ pub fn verdict(copy: CopyOutcome, mut c: Comparison) -> DiffVerdict {
             ),
         ));
     }
-    let mut v = copy.map(|copy| DiffCovered { copy, comparison: c });
+    let copy_findings = copy.findings.len();
+    let copy_ranges = copy.ranges.clone();
+    let mut v = copy.map(|copy| DiffCovered {
+        copy,
+        comparison: c,
+        copy_findings,
+        copy_ranges,
+    });
     v.findings.extend(found);
+    // The database's invalid ranges against the copy: what changed and what it lacks.
+    let c = &v.covered.comparison;
+    let mut ranges = v.ranges.take().unwrap_or_default();
+    for (kind, kept) in [
+        (RangeKind::Altered, &c.changed_ranges),
+        (RangeKind::Missing, &c.missing),
+    ] {
+        ranges.extend(kept.list.iter().map(|&(from, to)| InvalidRange {
+            kind,
+            from,
+            to,
+            anchored_by: None,
+            open: false,
+        }));
+    }
+    ranges.sort_by_key(|r| (r.from, r.to));
+    v.ranges = (!ranges.is_empty()).then_some(ranges);
     v.touched = touched;
     v
 }

@@ -134,7 +134,7 @@ fn print_text(args: &DiffArgs, v: &DiffVerdict, head: u64) {
         outln!("warning: {w}");
     }
     // The copy's own findings; the differences are shown in detail below.
-    for f in v.findings.iter().take(v.findings.len() - differences(v)) {
+    for f in &v.findings[..v.covered.copy_findings] {
         outln!("the copy: {}", report::finding_text(f));
     }
     let trusted = v.last_trusted.map_or(0, |h| h.seq);
@@ -224,20 +224,20 @@ fn print_text(args: &DiffArgs, v: &DiffVerdict, head: u64) {
     }
 }
 
-/// How many of the verdict's findings are the comparison's (after the copy's own).
-fn differences(v: &DiffVerdict) -> usize {
-    let c = &v.covered.comparison;
-    [
-        c.changed_count > 0,
-        c.missing.count > 0,
-        c.database_only.count > 0,
-        c.unreachable.is_some(),
-        c.db.broken.is_some(),
-        c.db.unreadable.is_some(),
-    ]
-    .iter()
-    .filter(|d| **d)
-    .count()
+/// The copy's own verdict, inside the diff's: its findings only.
+fn copy_json(args: &DiffArgs, v: &DiffVerdict) -> Value {
+    let mut doc = trusted_copy::verdict_json(&args.copy.source, v, &v.covered.copy);
+    let own = &v.findings[..v.covered.copy_findings];
+    doc["status"] = (if own.is_empty() { "ok" } else { "failed" }).into();
+    doc["findings"] = own.iter().map(crate::report::finding_json).collect();
+    // The runs the differences touch are the diff's, said once at the top.
+    doc.as_object_mut().map(|o| o.remove("affected"));
+    doc["invalid_ranges"] = v
+        .covered
+        .copy_ranges
+        .as_ref()
+        .map_or(Value::Null, |rs| rs.iter().map(affected::range_json).collect());
+    doc
 }
 
 fn to_json(args: &DiffArgs, v: &DiffVerdict, head: u64) -> Value {
@@ -274,9 +274,10 @@ fn to_json(args: &DiffArgs, v: &DiffVerdict, head: u64) -> Value {
     };
     let mut doc = json!({
         "status": if v.passed() { "same" } else { "different" },
-        "copy": trusted_copy::verdict_json(&args.copy.source, v, &v.covered.copy),
+        "copy": copy_json(args, v),
         // The verdict's findings: the copy's own, then the differences.
         "findings": v.findings.iter().map(crate::report::finding_json).collect::<Vec<_>>(),
+        "invalid_ranges": v.ranges.as_ref().map(|rs| rs.iter().map(affected::range_json).collect::<Vec<_>>()),
         "database": {"path": args.db.db.as_ref().map(|p| p.display().to_string()), "head_seq": head},
         "counts": {
             "same": c.same,

@@ -11,7 +11,7 @@ use chainship_runs::payload::Payload;
 use chainship_runs::tally::RunTally;
 use chainship_runs::{RunCheck, RunEvent, RunFinding, RunSummary};
 use chainship_sinks::SinkConfig;
-use chainship_verify::run_rules;
+use chainship_verify::{Kind, run_rules};
 use clap::Args;
 use serde_json::{Value, json};
 
@@ -227,15 +227,9 @@ impl<'a> Report<'a> {
                     "not whole ({n} unreadable line(s), seq gap(s) or row(s) no seq reaches, the first: {first}): findings cover only what was read; run verify or verify-export"
                 );
             }
-            match status {
-                "nothing checked" => outln!(
-                    "nothing checked: no event read{}",
-                    self.args
-                        .run
-                        .as_ref()
-                        .map_or(String::new(), |id| format!(" of run {id}"))
-                ),
-                "ok" => outln!(
+            match verdict.findings.first() {
+                Some(f) if f.kind == Kind::NothingChecked => outln!("nothing checked: {}", f.message),
+                None => outln!(
                     "ok: every run's transitions follow the {} rules",
                     self.args.rules.profile
                 ),

@@ -24,7 +24,7 @@ use crate::export::ExportCheck;
 use crate::finding::{self, Finding, Kind};
 use crate::pass::{StreamAudit, TrustedSink};
 use crate::ranges::Anchors;
-use crate::verdict::{Verdict, unvouched_text};
+use crate::verdict::Verdict;
 
 /// How far the copy is expected to reach back, and what passes.
 #[derive(Clone, Copy, Debug)]
@@ -543,27 +543,31 @@ impl CopyCheck {
                 format!("the copy holds no record of origin {origin:?}: nothing was checked"),
             ));
         }
-        // Records past the last trusted head: a chain no signed head covers yet.
+        // Records past the highest anchor the copy matched (and past every
+        // range): a chain no signed head covers yet, as for a database.
         let end = check.end();
-        // Only for a whole chain: past damage the exact ranges name what is not vouched for.
-        let unvouched = match (own, end) {
-            (Some(h), Some(end)) if end > h.seq && plan.is_none() => Some((h.seq.saturating_add(1), end)),
-            _ => None,
+        let mut ranges = ranges;
+        let anchored = match ranges.as_ref().filter(|r| !r.is_empty()) {
+            Some(_) => check.anchors().heads.iter().copied().max(),
+            None if plan.is_none() => own.map(|h| h.seq),
+            // Damaged, and its ranges could not be read again: unknown.
+            None => None,
         };
-        if let Some((first, last)) = unvouched {
-            let text = unvouched_text(first, last);
-            if last.saturating_sub(first).saturating_add(1) > expect.max_unvouched {
-                findings.push(Finding {
-                    remedy: Some(chainship_chain::Setting::MaxUnvouched),
-                    ..Finding::new(
-                        Kind::Unvouched,
-                        Some(first),
-                        format!("{text} (more than the {} allowed)", expect.max_unvouched),
-                    )
-                });
-            } else {
-                warnings.push(text);
-            }
+        let unvouched =
+            anchored.and_then(|a| crate::ranges::unvouched_tail(Some(a), ranges.as_deref().unwrap_or_default(), end));
+        if let Some(tail) = unvouched {
+            crate::ranges::judge_tail(
+                tail,
+                expect.max_unvouched,
+                "record(s)",
+                &mut findings,
+                &mut warnings,
+                &mut ranges,
+            );
+        }
+        // A copy that ends before a kept head: the seqs it lacks.
+        if let Some(cut) = crate::ranges::cut_range(&findings, end.unwrap_or(expect.after.map_or(0, |h| h.seq))) {
+            ranges.get_or_insert_with(Vec::new).push(cut);
         }
         findings.sort_by_key(|f| (f.seq, f.kind));
         let last_trusted_published = last_trusted.and_then(|h| lookup(h.seq)).and_then(|(_, p)| p);
@@ -675,11 +679,16 @@ pub(crate) mod tests {
     /// The verdict on `lines` against `store` (the pass first, its vouchers
     /// queued, then the copy: what the threads do, one after the other).
     pub(crate) fn verdict(store: &MemoryStore, key: &SignerKey, lines: &[String]) -> CopyOutcome {
-        verdict_trusting(store, key, lines)
+        verdict_trusting(store, key, lines, CopyExpectations::default())
     }
 
     /// The verdict on `lines` trusting only `trusted`'s key.
-    pub(crate) fn verdict_trusting(store: &MemoryStore, trusted: &SignerKey, lines: &[String]) -> CopyOutcome {
+    pub(crate) fn verdict_trusting(
+        store: &MemoryStore,
+        trusted: &SignerKey,
+        lines: &[String],
+        expect: CopyExpectations,
+    ) -> CopyOutcome {
         let keys = [trusted.verifier()];
         let input = StreamInput {
             store,
@@ -710,7 +719,6 @@ pub(crate) mod tests {
             tx.send(v).unwrap();
         }
         drop(tx);
-        let expect = CopyExpectations::default();
         let mut check = CopyCheck::new("o", &expect, rx);
         for line in lines {
             check.feed_line(line.as_bytes(), &|| "copy".into(), &mut |_| {});

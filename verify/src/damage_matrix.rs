@@ -10,7 +10,7 @@ use chainship_anchor::signer::SignerKey;
 use chainship_anchor::store::memory::MemoryStore;
 use chainship_chain::{InvalidRange, OpenOptions, event_hash};
 
-use crate::copy::tests::{store_for, verdict as copy_verdict};
+use crate::copy::tests::store_for;
 use crate::db_check::{DbCheck, DbSource, check_database};
 use crate::export::tests::chain;
 use crate::finding::Kind;
@@ -84,6 +84,7 @@ fn rehash_from(rows: &mut [Row], from: u64) {
 }
 
 type Ranges = Vec<(&'static str, u64, u64)>;
+type Tail = Option<(u64, u64)>;
 type Kinds = Vec<(Kind, Option<u64>)>;
 
 fn ranges<C>(v: &Verdict<C>) -> Ranges {
@@ -101,14 +102,21 @@ fn kinds<C>(v: &Verdict<C>) -> Kinds {
     k
 }
 
-/// The three verdicts on one log: (database, copy, store alone).
+/// The three verdicts on one log: (database, copy, store alone), and the
+/// unvouched tail the database and the copy name.
 struct Judged {
     db: (Ranges, Kinds, Option<u64>),
     copy: (Ranges, Kinds, Option<u64>),
     store: Kinds,
+    tails: (Tail, Tail),
 }
 
-fn judge(rows: &[Row], store: &MemoryStore, key: &SignerKey, trusted: &SignerKey) -> Judged {
+fn judge(rows: &[Row], store: &MemoryStore, trusted: &SignerKey) -> Judged {
+    judge_with(rows, store, trusted, u64::MAX)
+}
+
+/// [`judge`] with at most `max_unvouched` records allowed past the last anchor.
+fn judge_with(rows: &[Row], store: &MemoryStore, trusted: &SignerKey, max_unvouched: u64) -> Judged {
     let dir = tempfile::tempdir().unwrap();
     let path = database_of(dir.path(), rows);
     let keys = [trusted.verifier()];
@@ -124,7 +132,7 @@ fn judge(rows: &[Row], store: &MemoryStore, key: &SignerKey, trusted: &SignerKey
                 state: None,
                 max_age: None,
                 allow_no_heads: false,
-                max_unvouched: u64::MAX,
+                max_unvouched,
                 touched: None,
             },
             &mut |_, _| {},
@@ -137,15 +145,16 @@ fn judge(rows: &[Row], store: &MemoryStore, key: &SignerKey, trusted: &SignerKey
         jobs: 1,
     }));
     let alone = check(None);
-    let copy = if key.verifier() == trusted.verifier() {
-        copy_verdict(store, key, &lines_of(rows))
-    } else {
-        crate::copy::tests::verdict_trusting(store, trusted, &lines_of(rows))
+    let expect = crate::copy::CopyExpectations {
+        max_unvouched,
+        ..Default::default()
     };
+    let copy = crate::copy::tests::verdict_trusting(store, trusted, &lines_of(rows), expect);
     Judged {
         db: (ranges(&db), kinds(&db), db.last_trusted.map(|h| h.seq)),
         copy: (ranges(&copy), kinds(&copy), copy.last_trusted.map(|h| h.seq)),
         store: kinds(&alone),
+        tails: (db.unvouched, copy.unvouched),
     }
 }
 
@@ -164,13 +173,15 @@ fn alter(seq: u64) -> Damage {
     Box::new(move |r| r[seq as usize - 1].payload = "{\"x\":1}".into())
 }
 
-use Kind::{Altered, CheckpointMissing, Cut, Fork, HeadMissing, NoTrustedHead, TilesDisagree, UntrustedKey, Unvouched};
+use Kind::{
+    Altered, CheckpointMissing, Cut, Fork, Gap, HeadMissing, NoTrustedHead, TilesDisagree, UntrustedKey, Unvouched,
+};
 
 #[test]
 fn the_database_and_the_copy_name_the_same_exact_ranges_for_the_same_damage() {
     // (case, damage, ranges, kinds, last trusted head): the same for the
     // database and the copy, and nothing for the store alone (it is intact).
-    let cases: Vec<(&str, Damage, Ranges, Kinds, Option<u64>)> = vec![
+    let mut cases: Vec<(&str, Damage, Ranges, Kinds, Option<u64>)> = vec![
         ("intact", Box::new(|_| {}), vec![], vec![], Some(600)),
         (
             "one event altered",
@@ -206,7 +217,7 @@ fn the_database_and_the_copy_name_the_same_exact_ranges_for_the_same_damage() {
         (
             "cut after 550",
             Box::new(|r| r.truncate(550)),
-            vec![],
+            vec![("missing", 551, 600)],
             vec![(Cut, Some(600))],
             Some(500),
         ),
@@ -258,10 +269,26 @@ fn the_database_and_the_copy_name_the_same_exact_ranges_for_the_same_damage() {
             Some(100),
         ),
     ];
+    cases.push((
+        "a row written past skipped seqs, over the last one",
+        Box::new(|r| {
+            let prev = r[699].hash.clone();
+            let h = event_hash(prev.as_bytes(), 705, b"r", b"", b"t", b"k", b"{}");
+            r.push(Row {
+                seq: 705,
+                payload: "{}".into(),
+                hash: String::from_utf8(h.to_vec()).unwrap(),
+                prev,
+            });
+        }),
+        vec![("unvouched", 601, 700), ("missing", 701, 704), ("unvouched", 705, 705)],
+        vec![(Gap, Some(701)), (Unvouched, Some(601)), (Unvouched, Some(705))],
+        Some(600),
+    ));
     for (name, damage, want_ranges, want_kinds, want_trusted) in cases {
         let (mut rows, store, key) = log();
         damage(&mut rows);
-        let j = judge(&rows, &store, &key, &key);
+        let j = judge(&rows, &store, &key);
         let want = (want_ranges, want_kinds, want_trusted);
         assert_eq!(j.db, want, "{name}: the database");
         assert_eq!(j.copy, want, "{name}: the copy");
@@ -321,7 +348,7 @@ fn a_row_after_deleted_or_moved_rows_is_named_in_a_database_and_vouched_for_in_a
     for (name, damage, db_ranges, copy_ranges, trusted) in cases {
         let (mut rows, store, key) = log();
         damage(&mut rows);
-        let j = judge(&rows, &store, &key, &key);
+        let j = judge(&rows, &store, &key);
         assert_eq!(j.db.0, db_ranges, "{name}: the database");
         assert_eq!(j.copy.0, copy_ranges, "{name}: the copy");
         // Trust ends at the first of them, alike.
@@ -385,19 +412,46 @@ fn the_store_s_damage_is_named_alike_by_every_adaptor() {
     for (name, damage, want) in cases {
         let (rows, store, key) = log();
         damage(&store);
-        let j = judge(&rows, &store, &key, &key);
+        let j = judge(&rows, &store, &key);
         assert_eq!(j.store, want, "{name}: the store alone");
         assert_eq!(j.db, (vec![], want.clone(), Some(600)), "{name}: the database");
         assert_eq!(j.copy, (vec![], want, Some(600)), "{name}: the copy");
     }
     // A key nobody trusts: every head untrusted, and none to compare with.
-    let (rows, store, key) = log();
+    let (rows, store, _) = log();
     let stranger = SignerKey::generate("o").unwrap();
-    let j = judge(&rows, &store, &key, &stranger);
+    let j = judge(&rows, &store, &stranger);
     let mut want: Kinds = (100..=600).step_by(100).map(|s| (UntrustedKey, Some(s))).collect();
     want.push((NoTrustedHead, None));
     want.sort();
     assert_eq!(j.store, want);
     assert_eq!(j.db, (vec![], want.clone(), None));
     assert_eq!(j.copy, (vec![], want, None));
+}
+
+#[test]
+fn the_tail_past_the_last_anchor_is_unvouched_whatever_the_damage_below_it() {
+    let deleted: Damage = Box::new(|r| r.retain(|x| !(430..=440).contains(&x.seq)));
+    for (name, damage) in [
+        ("intact", Box::new(|_: &mut Vec<Row>| {}) as Damage),
+        ("one event altered", alter(250)),
+        ("a mid-chain deletion", deleted),
+    ] {
+        let (mut rows, store, key) = log();
+        damage(&mut rows);
+        // Within the allowance: said, no finding of its own.
+        let j = judge_with(&rows, &store, &key, u64::MAX);
+        assert_eq!(j.tails, (Some((601, 700)), Some((601, 700))), "{name}");
+        assert!(!j.db.1.contains(&(Unvouched, Some(601))), "{name}: {:?}", j.db.1);
+        // Past it: a finding and its open range, alike.
+        let j = judge_with(&rows, &store, &key, 50);
+        for (what, (ranges, kinds, _)) in [("database", &j.db), ("copy", &j.copy)] {
+            assert!(ranges.contains(&("unvouched", 601, 700)), "{name}, {what}: {ranges:?}");
+            assert!(kinds.contains(&(Unvouched, Some(601))), "{name}, {what}: {kinds:?}");
+        }
+    }
+    // A cut before the last head: the tail is what follows the last head it holds.
+    let (mut rows, store, key) = log();
+    rows.truncate(550);
+    assert_eq!(judge(&rows, &store, &key).tails, (Some((501, 550)), Some((501, 550))));
 }

@@ -124,7 +124,17 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
         Some(_) => audit.heads_checked + audit.checkpoints_matched.len(),
         None => audit.heads_checked + audit.checkpoints_trusted,
     };
+    // Allowed to have no head, a run still covers something: the chain itself.
+    let events = a.walked.map_or(0, |(r, _)| r.checked);
     match finding::no_trusted_head(input.origin, checked, "") {
+        Some(_) if a.allow_no_heads && events == 0 => findings.push(Finding::new(
+            Kind::NothingChecked,
+            None,
+            match a.walked {
+                Some(_) => "nothing was checked: the database holds no event, and no head is kept",
+                None => "nothing was checked: the store keeps no head or checkpoint of this origin",
+            },
+        )),
         Some(_) if a.allow_no_heads => warnings.push(format!(
             "{}: no head was checked, only the chain itself (as allowed)",
             finding::no_head_text(input.origin, "")
@@ -192,39 +202,49 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
         }),
         (None, None) => None,
     };
-    // Rows past the last trusted head of an intact chain: what no signed head covers yet.
-    // Only for a whole chain: past damage the exact ranges name what is not
-    // vouched for (as for a copy).
-    let damaged = ranges.as_ref().is_some_and(|r| !r.is_empty());
-    let unvouched = match (a.walked, last_trusted) {
-        (Some((report, _)), Some(trusted)) if report.chain_break.is_none() && report.damage.is_none() && !damaged => {
-            report
-                .db_head
-                .as_ref()
-                .map(|(end, _)| *end)
-                .filter(|end| *end > trusted.seq)
-                .map(|end| (trusted.seq.saturating_add(1), end))
+    // Rows past the highest anchor the database matched (and past every
+    // range): what no signed head covers yet. A damaged row no walk reads
+    // past leaves it unknown.
+    let mut ranges = ranges;
+    let unvouched = match (a.walked, judge.as_ref()) {
+        (Some((report, _)), Some(j))
+            if report.damage.is_none() && (report.chain_break.is_none() || ranges.is_some()) =>
+        {
+            let end = report.db_head.as_ref().map(|(end, _)| *end);
+            let anchored = match ranges.as_ref().filter(|r| !r.is_empty()) {
+                Some(_) => (j.matched.iter().chain(&j.past_break).chain(&audit.checkpoints_matched))
+                    .copied()
+                    .max(),
+                None => last_trusted.map(|h| h.seq),
+            };
+            anchored.and_then(|a| ranges::unvouched_tail(Some(a), ranges.as_deref().unwrap_or_default(), end))
         }
         _ => None,
     };
-    if let Some((first, last)) = unvouched {
-        let count = last.saturating_sub(first).saturating_add(1);
-        let text =
-            format!("{count} row(s) after the last trusted head (seq {first}..{last}) are not vouched for by any head");
-        if count > a.max_unvouched {
-            findings.push(Finding {
-                kind: Kind::Unvouched,
-                seq: Some(first),
-                message: format!("{text} (more than the {} allowed)", a.max_unvouched),
-                expected: None,
-                found: None,
-                source: None,
-                remedy: Some(chainship_chain::Setting::MaxUnvouched),
-            });
-        } else {
-            warnings.push(text);
-        }
+    if let Some(tail) = unvouched {
+        ranges::judge_tail(
+            tail,
+            a.max_unvouched,
+            "row(s)",
+            &mut findings,
+            &mut warnings,
+            &mut ranges,
+        );
     }
+    // A database that ends before a kept head: the seqs it lacks.
+    if let (Some((report, _)), Some(cut)) = (
+        a.walked,
+        ranges::cut_range(
+            &findings,
+            a.walked
+                .and_then(|(r, _)| r.db_head.as_ref().map(|(e, _)| *e))
+                .unwrap_or(0),
+        ),
+    ) && report.damage.is_none()
+    {
+        ranges.get_or_insert_with(Vec::new).push(cut);
+    }
+    let invalid_from = invalid_from.or_else(|| ranges.as_ref().and_then(|r| r.iter().map(|r| r.from).min()));
     Ok(Verdict {
         findings,
         warnings,

@@ -54,34 +54,69 @@ pub fn check_database(c: DbCheck<'_>, progress: &mut dyn FnMut(u64, u64)) -> Res
         Some(path) => state::load(path, c.origin, &c.store.describe()).map_err(state_error)?,
         None => None,
     };
-    let input = StreamInput {
+    let input = |since| StreamInput {
         store: c.store,
         origin: c.origin,
         keys: c.keys,
         witness: c.witness,
-        since: since.as_ref(),
+        since,
         every_tile: true,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Error::permanent(format!("cannot start the async runtime: {e}")))?;
-    let listing = runtime.block_on(pass::list(&input))?;
+    let listing = runtime.block_on(pass::list(&input(since.as_ref())))?;
     // The walk first (every core), then the heads and checkpoints in seq order against it.
     let walked = match &c.db {
         Some(source) => Some(walk(source, listing.highest_seq(), progress)?),
         None => None,
     };
-    let mut verdict = runtime.block_on(database::audit_database(
-        &DbAudit {
-            input: &input,
-            walked: walked.as_ref().map(|(r, db)| (r, db)),
-            max_age: c.max_age,
-            allow_no_heads: c.allow_no_heads,
-            max_unvouched: c.max_unvouched,
-        },
-        listing,
-    ))?;
+    let judge = |input: &StreamInput<'_>, listing| {
+        runtime.block_on(database::audit_database(
+            &DbAudit {
+                input,
+                walked: walked.as_ref().map(|(r, db)| (r, db)),
+                max_age: c.max_age,
+                allow_no_heads: c.allow_no_heads,
+                max_unvouched: c.max_unvouched,
+            },
+            listing,
+        ))
+    };
+    let mut verdict = judge(&input(since.as_ref()), listing)?;
+    // An incremental run that finds anything judges the whole store again:
+    // damage below the state's head, or a cut, gets the exact ranges and
+    // the last trusted head a full run gives.
+    // What only the state shows (its head changed, notes gone below it) is kept.
+    if since.is_some() && !verdict.passed() {
+        let full = input(None);
+        let listing = runtime.block_on(pass::list(&full))?;
+        let mut whole = judge(&full, listing)?;
+        let only_incremental: Vec<_> = verdict
+            .findings
+            .iter()
+            .filter(|f| {
+                !whole
+                    .findings
+                    .iter()
+                    .any(|w| (w.kind, w.seq, &w.message) == (f.kind, f.seq, &f.message))
+            })
+            .cloned()
+            .collect();
+        // Nothing a full run sees: the state's own finding stands as it was.
+        if !whole.passed() {
+            if !only_incremental.is_empty() && verdict.last_trusted.map(|h| h.seq) < whole.last_trusted.map(|h| h.seq) {
+                whole.last_trusted = verdict.last_trusted;
+                whole.last_trusted_published = verdict.last_trusted_published;
+            }
+            whole.findings.extend(only_incremental);
+            whole.warnings.push(
+                "the run found something, so every kept head and checkpoint was judged, not only those published since the state".to_owned(),
+            );
+            verdict = whole;
+        }
+    }
     // What the invalid seqs touch: their runs, and side effects to reconcile.
     if let (Some(from), Some(touched), Some((_, db))) = (verdict.covered.invalid_from, c.touched, &walked) {
         verdict.touched = Some(match &verdict.ranges {

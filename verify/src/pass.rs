@@ -145,13 +145,13 @@ pub async fn list(input: &StreamInput<'_>) -> Result<Listing, StoreError> {
         }
     };
     let store = input.store;
-    let heads = store.note_keys_counted(input.origin, head_from).await?;
-    let checkpoints = store.log_keys_counted(input.origin, CHECKPOINTS_DIR, cp_from).await?;
+    let heads = store.note_keys(input.origin, head_from).await?;
+    let checkpoints = store.log_keys(input.origin, CHECKPOINTS_DIR, cp_from).await?;
     let mut junk = heads.junk;
     junk.extend(checkpoints.junk);
     let cosigned = match input.witness {
         Some(_) => {
-            let listed = store.log_keys_counted(input.origin, COSIGNED_DIR, cp_from).await?;
+            let listed = store.log_keys(input.origin, COSIGNED_DIR, cp_from).await?;
             junk.extend(listed.junk);
             listed.keys
         }
@@ -1333,6 +1333,7 @@ pub async fn trusted_head_at(
     for key in store
         .note_keys(origin, seq)
         .await?
+        .keys
         .into_iter()
         .take_while(|k| k.seq == seq)
     {

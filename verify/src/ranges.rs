@@ -157,10 +157,12 @@ impl RangeWalk {
             .last()
             .is_some_and(|r| r.to == self.prev.0 && matches!(r.kind, RangeKind::Altered | RangeKind::Rewritten));
         let gap = self.prev.0.checked_add(1).is_some_and(|next| seq > next);
-        if !linked && (gap || prev_named) && says.is_some() && !altered && own[..] == *stored {
+        if !linked && (gap || prev_named) && (says.is_some() || after_stored) && !altered && own[..] == *stored {
             // Past missing rows, or after a predecessor named invalid, a
             // record that names its predecessor still shows its own fields
             // give its hash: it starts a stretch an anchor must vouch for.
+            // So does a row past missing ones whose fields give its hash
+            // after the row before them (it was written over that one).
             // After a valid predecessor it is the break: altered, below.
             self.classifier.resume(seq, vouch);
         } else {
@@ -300,6 +302,71 @@ pub fn unvouched_below_contradicted_root(
             open: next.is_none(),
         },
     );
+}
+
+/// The tail no anchor vouches for yet: the rows or records after the
+/// highest anchor the data matched (`anchored`) and after every range,
+/// through `end`. None when a range already runs open to the end.
+pub fn unvouched_tail(anchored: Option<u64>, ranges: &[InvalidRange], end: Option<u64>) -> Option<(u64, u64)> {
+    if ranges.iter().any(|r| r.open) {
+        return None;
+    }
+    let after = ranges.iter().map(|r| r.to).chain(anchored).max()?;
+    let end = end?;
+    (end > after).then(|| (after + 1, end))
+}
+
+/// The tail judged against `max` records allowed past the last anchor: a
+/// warning within it; past it an `unvouched` finding, and its open range.
+/// `what` names them (`row(s)`, `record(s)`).
+pub fn judge_tail(
+    (first, last): (u64, u64),
+    max: u64,
+    what: &str,
+    findings: &mut Vec<crate::Finding>,
+    warnings: &mut Vec<String>,
+    ranges: &mut Option<Vec<InvalidRange>>,
+) {
+    let count = last.saturating_sub(first).saturating_add(1);
+    let text =
+        format!("{count} {what} after the last trusted head (seq {first}..{last}) are not vouched for by any head");
+    if count <= max {
+        warnings.push(text);
+        return;
+    }
+    let mut f = crate::Finding::new(
+        crate::Kind::Unvouched,
+        Some(first),
+        format!("{text} (more than the {max} allowed)"),
+    );
+    f.remedy = Some(chainship_chain::Setting::MaxUnvouched);
+    findings.push(f);
+    ranges.get_or_insert_with(Vec::new).push(InvalidRange {
+        kind: RangeKind::Unvouched,
+        from: first,
+        to: last,
+        anchored_by: None,
+        open: true,
+    });
+}
+
+/// Where the data ends before what the store vouches for: the seqs from
+/// the data's `end` (0: none) to the highest kept head or checkpoint a
+/// `cut` finding names, missing.
+pub fn cut_range(findings: &[crate::Finding], end: u64) -> Option<InvalidRange> {
+    let to = findings
+        .iter()
+        .filter(|f| f.kind == crate::Kind::Cut)
+        .filter_map(|f| f.seq)
+        .max()
+        .filter(|to| *to > end)?;
+    Some(InvalidRange {
+        kind: RangeKind::Missing,
+        from: end + 1,
+        to,
+        anchored_by: None,
+        open: false,
+    })
 }
 
 /// The leaf at `seq` in its level-0 tile, if the tile is at hand.

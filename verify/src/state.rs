@@ -174,9 +174,9 @@ pub async fn save_after(
         (Some(cp), Some(edge)) => Some((cp.size, cp.root, edge)),
         _ => since.and_then(|s| s.checkpoint.as_ref().map(|(size, root, edge)| (*size, *root, edge))),
     };
-    let notes_below = store.note_keys_counted(origin, head.seq).await?.below;
+    let notes_below = store.note_keys(origin, head.seq).await?.below;
     let checkpoints_below = match checkpoint {
-        Some((size, _, _)) => store.log_keys_counted(origin, CHECKPOINTS_DIR, size).await?.below,
+        Some((size, _, _)) => store.log_keys(origin, CHECKPOINTS_DIR, size).await?.below,
         None => None,
     };
     save(

@@ -119,18 +119,14 @@ impl<S: ObjectStore> AnchorStore for S {
         Ok(names.iter().filter_map(|n| seq_from_name(n)).collect())
     }
 
-    async fn note_keys(&self, origin: &str, from_seq: u64) -> Result<Vec<NameKey>, StoreError> {
-        Ok(self.note_keys_counted(origin, from_seq).await?.keys)
-    }
-
-    async fn note_keys_counted(&self, origin: &str, from_seq: u64) -> Result<Listed, StoreError> {
+    async fn note_keys(&self, origin: &str, from_seq: u64) -> Result<Listed, StoreError> {
         let prefix = self.origin_prefix(origin);
         let mut listed = keys_under(self, &prefix, from_seq, NameKey::from_note_name, ORIGIN_DIR_NAMES).await?;
         listed.junk.first.iter_mut().for_each(|n| n.insert_str(0, &prefix));
         Ok(listed)
     }
 
-    async fn log_keys_counted(&self, origin: &str, dir: &str, from_size: u64) -> Result<Listed, StoreError> {
+    async fn log_keys(&self, origin: &str, dir: &str, from_size: u64) -> Result<Listed, StoreError> {
         let prefix = format!("{}{dir}/", self.origin_prefix(origin));
         let mut listed = keys_under(self, &prefix, from_size, NameKey::from_log_name, &[]).await?;
         listed.junk.first.iter_mut().for_each(|n| n.insert_str(0, &prefix));
@@ -144,10 +140,6 @@ impl<S: ObjectStore> AnchorStore for S {
             seq_in_name: Some(key.seq),
             bytes,
         }))
-    }
-
-    async fn log_keys(&self, origin: &str, dir: &str, from_size: u64) -> Result<Vec<NameKey>, StoreError> {
-        Ok(self.log_keys_counted(origin, dir, from_size).await?.keys)
     }
 
     async fn get_head(&self, origin: &str, seq: u64) -> Result<Option<StoredNote>, StoreError> {

@@ -237,22 +237,19 @@ pub trait AnchorStore: Send + Sync {
     /// is read: a name proves nothing, see [`crate::highest_verified_head`]).
     async fn head_seqs(&self, origin: &str) -> Result<Vec<u64>, StoreError>;
     /// The notes kept for `origin` with a seq of `from_seq` or more, by
-    /// name alone (nothing is read), sorted by seq. A store lists from
-    /// `from_seq` on where it can (S3 `StartAfter`).
-    async fn note_keys(&self, origin: &str, from_seq: u64) -> Result<Vec<NameKey>, StoreError>;
-    /// [`AnchorStore::note_keys`], and which notes are kept below `from_seq`
+    /// name alone (nothing is read), sorted by seq (a store lists from
+    /// `from_seq` on where it can: S3 `StartAfter`); and which notes are kept below `from_seq`
     /// ([`Below`]) when the store can tell without reading more (a
     /// directory names them all anyway; S3, listing from `from_seq` on,
     /// cannot: `None`), and the names that are no part of the layout.
-    async fn note_keys_counted(&self, origin: &str, from_seq: u64) -> Result<Listed, StoreError>;
-    /// [`AnchorStore::log_keys`], and which are kept below `from_size`
-    /// when the store can tell (as [`AnchorStore::note_keys_counted`]).
-    async fn log_keys_counted(&self, origin: &str, dir: &str, from_size: u64) -> Result<Listed, StoreError>;
+    async fn note_keys(&self, origin: &str, from_seq: u64) -> Result<Listed, StoreError>;
+    /// The checkpoints (`dir` = [`CHECKPOINTS_DIR`] or [`COSIGNED_DIR`]) of
+    /// a size of `from_size` or more, by name alone, sorted by size; and
+    /// which are kept below `from_size` when the store can tell (as
+    /// [`AnchorStore::note_keys`]).
+    async fn log_keys(&self, origin: &str, dir: &str, from_size: u64) -> Result<Listed, StoreError>;
     /// The note kept under `key`, if it is (still) there.
     async fn get_note(&self, origin: &str, key: NameKey) -> Result<Option<StoredNote>, StoreError>;
-    /// The checkpoints (`dir` = [`CHECKPOINTS_DIR`] or [`COSIGNED_DIR`]) of
-    /// a size of `from_size` or more, by name alone, sorted by size.
-    async fn log_keys(&self, origin: &str, dir: &str, from_size: u64) -> Result<Vec<NameKey>, StoreError>;
     /// The note kept for `seq`, if there is one.
     async fn get_head(&self, origin: &str, seq: u64) -> Result<Option<StoredNote>, StoreError>;
     /// Writes `bytes` at `path` under the origin (a transparency-log object:
