@@ -47,7 +47,9 @@ checkpoint-fork (two checkpoints that are not one tree), tiles-disagree (the til
 checkpoint's root, a tile or bundle is missing or contradicts the newest checkpoint's tree),
 checkpoint-missing (a head without its checkpoint once checkpoints began), head-missing (a checkpoint
 without its head, or a head its successor names as kept before it: a publication deleted), uncosigned (with
---witness-key: checkpoints without the quorum of witness cosignatures), no-trusted-head (none kept for --origin: a typo? --allow-no-heads on a first run).
+--witness-key: checkpoints without the quorum of witness cosignatures), no-trusted-head (none kept for --origin: a typo? --allow-no-heads on a first run),
+nothing-checked (--allow-no-heads, and no event or head at all), unvouched (past --max-unvouched). A run with
+--state that finds anything judges every kept head and checkpoint again, so its ranges are a full run's.
 Exit codes: 0 all good, 1 any finding, 2 usage or an unreadable store or database.")]
 #[command(mut_arg("db", |a| a.conflicts_with("no_db")))]
 #[command(mut_arg("anchor", |a| a.required(true)))]
