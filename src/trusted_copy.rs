@@ -70,6 +70,17 @@ pub fn check(
     with_input(args, |input| copy::check_copy(input, expect, touched))
 }
 
+/// The copy read again for the runs and side effects of the seqs in `ranges`
+/// ([`chainship_evidence::copy::touched_in`]).
+pub fn touched(
+    args: &TrustedCopyArgs,
+    origin: &str,
+    ranges: &[(u64, u64)],
+    touched: Touched,
+) -> Result<chainship_runs::affected::Affected, CliError> {
+    copy::touched_in(&args.sink.apply(&args.source), origin, ranges, touched).map_err(|e| CliError::from_kind(&e))
+}
+
 /// Calls `f` with the copy's input: its keys, witness policy, origin and
 /// store; a copy refused for its origin is that verdict, not read.
 fn with_input(

@@ -8,7 +8,7 @@ use chainship_evidence::restore::{self, Restore, RestoreVerdict, Restored};
 use clap::Args;
 use serde_json::json;
 
-use crate::args::OutputArgs;
+use crate::args::{OutputArgs, RunRulesArgs};
 use crate::exit::{CliError, CmdResult};
 use crate::progress::records_spinner;
 use crate::report;
@@ -48,6 +48,8 @@ pub struct RestoreArgs {
     #[arg(long)]
     pub include_unanchored: bool,
     #[command(flatten)]
+    pub rules: RunRulesArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
 }
 
@@ -64,7 +66,15 @@ pub fn run(args: &RestoreArgs) -> CmdResult {
         }
     })?;
     bar.finish_and_clear();
-    let verdict = restore.finish(outcome, args.include_unanchored).map_err(out_error)?;
+    // What a refused copy's invalid seqs touch, read again after the verdict.
+    let invalid = outcome.affected_ranges();
+    let origin = outcome.covered.origin.clone();
+    let mut verdict = restore.finish(outcome, args.include_unanchored).map_err(out_error)?;
+    if let (false, false, Some(origin), Some(touched)) =
+        (verdict.passed(), invalid.is_empty(), origin, args.rules.touched()?)
+    {
+        verdict.touched = Some(trusted_copy::touched(&args.copy, &origin, &invalid, touched)?);
+    }
     match verdict.covered.restored {
         Some(restored) => print(args, &verdict, &restored),
         None => refuse(args, &verdict),
@@ -101,6 +111,9 @@ fn refuse(args: &RestoreArgs, v: &RestoreVerdict) {
         }
         for f in &v.findings {
             outln!("{}", report::finding_text(f));
+        }
+        for line in v.touched.iter().flat_map(chainship_runs::affected::lines) {
+            outln!("{line}");
         }
         outln!("{nothing}");
     }

@@ -283,6 +283,10 @@ fn a_damaged_copy_restores_nothing_and_names_the_seq() {
             files_named(s.dir.path(), &format!("{name}.db")).is_empty(),
             "{name}: nothing left"
         );
+        // The refusal names the runs the bad seq touches, as verify-export does.
+        let (_, exported, _) = against_copy(&s, "verify-export", &from, &[]);
+        assert!(json["affected"]["runs"].is_array(), "{name}: {json}");
+        assert_eq!(json["affected"], exported["affected"], "{name}");
     }
 }
 
