@@ -122,13 +122,18 @@ pub fn verdict(copy: CopyOutcome, mut c: Comparison) -> DiffVerdict {
         (RangeKind::Altered, &c.changed_ranges),
         (RangeKind::Missing, &c.missing),
     ] {
-        ranges.extend(kept.list.iter().map(|&(from, to)| InvalidRange {
-            kind,
-            from,
-            to,
-            anchored_by: None,
-            open: false,
-        }));
+        for &(from, to) in &kept.list {
+            // A seq the copy's own check named already (a damaged record) is named once.
+            if !ranges.iter().any(|r| (r.from, r.to) == (from, to)) {
+                ranges.push(InvalidRange {
+                    kind,
+                    from,
+                    to,
+                    anchored_by: None,
+                    open: false,
+                });
+            }
+        }
     }
     ranges.sort_by_key(|r| (r.from, r.to));
     v.ranges = (!ranges.is_empty()).then_some(ranges);

@@ -82,24 +82,40 @@ pub fn scan_to_head(db: &EventDb, from: u64, touched: Touched) -> Affected {
 /// Reads the database's events in each of `ranges` (the exact invalid
 /// ranges) into `touched`: only the runs and side effects they hold.
 pub fn scan_ranges(db: &EventDb, ranges: &[InvalidRange], mut touched: Touched) -> Affected {
+    let mut seqs: Vec<(u64, u64)> = ranges.iter().map(|r| (r.from, r.to)).collect();
+    seqs.sort_unstable();
+    let seqs = merge(seqs);
     let mut note = None;
-    for r in ranges {
-        let read = db.scan(r.from.saturating_sub(1), r.to, &mut |e| {
+    for &(from, to) in &seqs {
+        let read = db.scan(from.saturating_sub(1), to, &mut |e| {
             touched.feed(&RunEvent::from(e));
             true
         });
         if let Err(e) = read {
-            note = Some(format!("seqs {}..{} could not be read to their end: {e}", r.from, r.to));
+            note = Some(format!("seqs {from}..{to} could not be read to their end: {e}"));
             break;
         }
     }
     Affected {
-        from: ranges.first().map_or(0, |r| r.from),
-        to: ranges.last().map_or(0, |r| r.to),
-        ranges: ranges.iter().map(|r| (r.from, r.to)).collect(),
+        from: seqs.first().map_or(0, |r| r.0),
+        to: seqs.last().map_or(0, |r| r.1),
+        ranges: seqs,
         touched,
         note,
     }
+}
+
+/// Sorted `(from, to)` ranges with those that touch or overlap made one
+/// (how every verifier names the seqs it reads for the runs they touch).
+pub fn merge(sorted: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(sorted.len());
+    for (a, b) in sorted {
+        match merged.last_mut() {
+            Some((_, end)) if a <= end.saturating_add(1) => *end = (*end).max(b),
+            _ => merged.push((a, b)),
+        }
+    }
+    merged
 }
 
 /// One exact range as JSON.

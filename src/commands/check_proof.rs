@@ -109,7 +109,7 @@ pub fn run(args: &CheckProofArgs) -> CmdResult {
                 "hash": record.hash,
                 "index": proof.index,
                 "proven": verdict.covered.as_ref().map(|p| json!({"checkpoint_size": p.size, "signers": p.signers})),
-                "kind": verdict.findings.first().map(|f| f.kind.as_str()).filter(|k| *k != Kind::Unproven.as_str()),
+                "kind": verdict.findings.first().map(|f| f.kind.as_str()),
                 "reason": reason,
                 "findings": verdict.findings.iter().map(crate::report::finding_json).collect::<Vec<_>>(),
             })

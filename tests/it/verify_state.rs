@@ -607,3 +607,80 @@ fn the_checkpoint_pointer_is_judged_by_every_verifier() {
     std::fs::write(&pointer, &good).unwrap();
     assert_eq!(verify(&a, &a.db, None, &[]).0, 0);
 }
+
+/// What a verdict says, less the findings that name the state file: its
+/// findings by kind and seq, ranges, last trusted head and affected runs.
+fn answer(v: &Value, state: &Path) -> (Vec<(String, Value)>, Value, Value, Value) {
+    let mut findings: Vec<(String, Value)> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| !f["source"].as_str().is_some_and(|s| s.contains(path_str(state))))
+        .map(|f| (f["kind"].as_str().unwrap().to_owned(), f["seq"].clone()))
+        .collect();
+    findings.sort_by_key(|(k, s)| (k.clone(), s.to_string()));
+    (
+        findings,
+        v["invalid_ranges"].clone(),
+        v["last_trusted_head"].clone(),
+        v["affected"].clone(),
+    )
+}
+
+/// Issue 47's attack: a run with --state that finds anything gave another
+/// verdict than a full run on the same data (no range, no last trusted
+/// head, every run affected; after a rollback a false no-trusted-head).
+#[test]
+fn a_run_with_state_that_finds_anything_answers_as_a_full_run_would() {
+    let a = grown(&[400, 200, 200, 200]);
+    let state = a.dir.path().join("verify-state.json");
+    assert_eq!(verify(&a, &a.db, Some(&state), &[]).0, 0);
+    let before = std::fs::read(&state).unwrap();
+    // Below the state's head: one row edited, then a consistent rewrite.
+    for (name, sql) in [
+        (
+            "edited",
+            "UPDATE events SET payload_json = payload_json || ' ' WHERE seq = 500",
+        ),
+        ("deleted", "DELETE FROM events WHERE seq BETWEEN 500 AND 509"),
+        ("cut", "DELETE FROM events WHERE seq > 950"),
+    ] {
+        let db = a.dir.path().join(format!("{name}.db"));
+        std::fs::copy(&a.db, &db).unwrap();
+        tamper(&db).execute(sql, []).unwrap();
+        let (c_full, full) = verify(&a, &db, None, &[]);
+        let (c_state, with_state) = verify(&a, &db, Some(&state), &[]);
+        assert_eq!((c_full, c_state), (1, 1), "{name}: {full} {with_state}");
+        assert_eq!(
+            answer(&with_state, &state),
+            answer(&full, &state),
+            "{name}: {with_state}\n{full}"
+        );
+        assert_eq!(
+            std::fs::read(&state).unwrap(),
+            before,
+            "{name}: findings leave the state as it was"
+        );
+    }
+    // The store rolled back below the state's head: the newest head and
+    // checkpoint gone, the pointer at the one before.
+    let dir = origin_dir(&a);
+    let seqs = head_seqs(&a);
+    let (newest, previous) = (seqs[seqs.len() - 1], seqs[seqs.len() - 2]);
+    std::fs::remove_file(dir.join(format!("{newest:020}.head"))).unwrap();
+    std::fs::remove_file(dir.join(format!("checkpoints/{newest:020}"))).unwrap();
+    std::fs::copy(dir.join(format!("checkpoints/{previous:020}")), dir.join("checkpoint")).unwrap();
+    let (_, full) = verify(&a, &a.db, None, &[]);
+    let (c, with_state) = verify(&a, &a.db, Some(&state), &[]);
+    assert_eq!(c, 1, "the state names the rollback: {with_state}");
+    assert!(!with_state.to_string().contains("no-trusted-head"), "{with_state}");
+    assert_eq!(
+        with_state["last_trusted_head"], full["last_trusted_head"],
+        "{with_state}\n{full}"
+    );
+    assert_eq!(
+        answer(&with_state, &state),
+        answer(&full, &state),
+        "{with_state}\n{full}"
+    );
+}

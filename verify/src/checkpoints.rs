@@ -236,17 +236,28 @@ pub async fn audit_pointer(
 /// The `checkpoint` pointer where the store keeps no checkpoint at all:
 /// only the follower writes it, after the checkpoint it names, so a pointer
 /// there means the kept checkpoints were deleted (a finding at the size a
-/// trusted pointer names, else at none). No pointer: a store of heads only.
+/// trusted pointer names, else at none); so do tiles without a pointer. No
+/// pointer and no tile: a store of heads only.
 pub async fn pointer_without_checkpoints(
     store: &dyn AnchorStore,
     origin: &str,
     keys: &[VerifierKey],
 ) -> Result<Option<Finding>, StoreError> {
+    let source = |what: &str| Some(format!("{}/{origin}/{what}", store.describe()));
     let Some(bytes) = store
         .get_object(origin, chainship_anchor::store::LATEST_CHECKPOINT)
         .await?
     else {
-        return Ok(None);
+        // Tiles are written only beside checkpoints: kept alone, they show some were.
+        let tiles = store.list_paths(origin, "tile").await?;
+        return Ok((!tiles.is_empty()).then(|| {
+            Finding::new(
+                Kind::CheckpointMissing,
+                None,
+                "the store keeps tiles but no checkpoint and no checkpoint pointer: the kept checkpoints were deleted, or the first publication was cut short (the follower's next start finishes it)",
+            )
+            .at(source("tile"))
+        }));
     };
     let expect = Expect {
         origin: Some(origin),
@@ -265,11 +276,7 @@ pub async fn pointer_without_checkpoints(
             size,
             format!("the checkpoint pointer names {named}, but the store keeps no checkpoint: the kept checkpoints were deleted"),
         )
-        .at(Some(format!(
-            "{}/{origin}/{}",
-            store.describe(),
-            chainship_anchor::store::LATEST_CHECKPOINT
-        ))),
+        .at(source(chainship_anchor::store::LATEST_CHECKPOINT)),
     ))
 }
 

@@ -566,7 +566,8 @@ impl CopyCheck {
             );
         }
         // A copy that ends before a kept head: the seqs it lacks.
-        if let Some(cut) = crate::ranges::cut_range(&findings, end.unwrap_or(expect.after.map_or(0, |h| h.seq))) {
+        let data_end = end.unwrap_or(expect.after.map_or(0, |h| h.seq));
+        if let Some(cut) = crate::ranges::cut_range(&findings, data_end, audit.highest_trusted_seq()) {
             ranges.get_or_insert_with(Vec::new).push(cut);
         }
         findings.sort_by_key(|f| (f.seq, f.kind));

@@ -270,6 +270,13 @@ fn the_database_and_the_copy_name_the_same_exact_ranges_for_the_same_damage() {
         ),
     ];
     cases.push((
+        "cut after 250, below four heads",
+        Box::new(|r| r.truncate(250)),
+        vec![("missing", 251, 600)],
+        vec![(Cut, Some(300))],
+        Some(200),
+    ));
+    cases.push((
         "a row written past skipped seqs, over the last one",
         Box::new(|r| {
             let prev = r[699].hash.clone();
@@ -402,6 +409,14 @@ fn the_store_s_damage_is_named_alike_by_every_adaptor() {
             "a tile deleted",
             Box::new(|s| s.delete_objects("o", "tile/0/001")),
             (300..=600).step_by(100).map(|s| (TilesDisagree, Some(s))).collect(),
+        ),
+        (
+            "every checkpoint and the pointer deleted, the tiles kept",
+            Box::new(|s| {
+                s.delete_objects("o", "checkpoints/");
+                s.delete_objects("o", "checkpoint");
+            }),
+            vec![(CheckpointMissing, None)],
         ),
         (
             "a garbage pointer",

@@ -143,6 +143,10 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
         None => {}
     }
     findings.sort_by_key(|f| (f.kind, f.seq));
+    // One cut, at the first kept head past the end, as for a copy: its
+    // missing range (below) names how far the store vouches past it.
+    let mut first_cut = true;
+    findings.retain(|f| f.kind != Kind::Cut || f.seq.is_none() || std::mem::replace(&mut first_cut, false));
     // The last trusted head: the highest matched below every finding that
     // ends trust (the rule every verifier applies).
     let limit = findings
@@ -239,6 +243,7 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
             a.walked
                 .and_then(|(r, _)| r.db_head.as_ref().map(|(e, _)| *e))
                 .unwrap_or(0),
+            audit.highest_trusted_seq(),
         ),
     ) && report.damage.is_none()
     {

@@ -88,34 +88,20 @@ pub fn check_database(c: DbCheck<'_>, progress: &mut dyn FnMut(u64, u64)) -> Res
     // An incremental run that finds anything judges the whole store again:
     // damage below the state's head, or a cut, gets the exact ranges and
     // the last trusted head a full run gives.
-    // What only the state shows (its head changed, notes gone below it) is kept.
-    if since.is_some() && !verdict.passed() {
+    // The full run's verdict, with what only the state shows (its head no
+    // longer held, notes gone below it: findings naming the state file).
+    if let Some(state) = since.as_ref().filter(|_| !verdict.passed()) {
         let full = input(None);
         let listing = runtime.block_on(pass::list(&full))?;
         let mut whole = judge(&full, listing)?;
-        let only_incremental: Vec<_> = verdict
+        let from_state = |f: &&crate::Finding| f.source.as_deref().is_some_and(|s| s.contains(&state.source));
+        whole
             .findings
-            .iter()
-            .filter(|f| {
-                !whole
-                    .findings
-                    .iter()
-                    .any(|w| (w.kind, w.seq, &w.message) == (f.kind, f.seq, &f.message))
-            })
-            .cloned()
-            .collect();
-        // Nothing a full run sees: the state's own finding stands as it was.
-        if !whole.passed() {
-            if !only_incremental.is_empty() && verdict.last_trusted.map(|h| h.seq) < whole.last_trusted.map(|h| h.seq) {
-                whole.last_trusted = verdict.last_trusted;
-                whole.last_trusted_published = verdict.last_trusted_published;
-            }
-            whole.findings.extend(only_incremental);
-            whole.warnings.push(
-                "the run found something, so every kept head and checkpoint was judged, not only those published since the state".to_owned(),
-            );
-            verdict = whole;
-        }
+            .extend(verdict.findings.iter().filter(from_state).cloned());
+        whole.warnings.push(
+            "the run found something, so every kept head and checkpoint was judged, not only those published since the state".to_owned(),
+        );
+        verdict = whole;
     }
     // What the invalid seqs touch: their runs, and side effects to reconcile.
     if let (Some(from), Some(touched), Some((_, db))) = (verdict.covered.invalid_from, c.touched, &walked) {

@@ -1224,6 +1224,14 @@ impl Pass<'_> {
 pub const MAX_FINDINGS: usize = 10_000;
 
 impl StreamAudit {
+    /// The highest seq a trusted head or checkpoint of the pass vouches for
+    /// (the largest checkpoint, or the newest head).
+    pub fn highest_trusted_seq(&self) -> Option<u64> {
+        let head = self.newest_published.as_ref().map(|(_, h)| h.seq);
+        let checkpoint = self.largest.as_ref().map(|c| c.size);
+        head.max(checkpoint)
+    }
+
     /// Keeps a finding, up to [`MAX_FINDINGS`].
     fn note(&mut self, f: Finding) {
         if self.findings.len() < MAX_FINDINGS {

@@ -350,17 +350,17 @@ pub fn judge_tail(
     });
 }
 
-/// Where the data ends before what the store vouches for: the seqs from
-/// the data's `end` (0: none) to the highest kept head or checkpoint a
-/// `cut` finding names, missing.
-pub fn cut_range(findings: &[crate::Finding], end: u64) -> Option<InvalidRange> {
-    let to = findings
+/// Where the data ends before what the store vouches for: when a `cut`
+/// finding says so, the seqs from the data's `end` (0: none) to the highest
+/// kept head or checkpoint (a cut finding's, or `highest_kept`), missing.
+pub fn cut_range(findings: &[crate::Finding], end: u64, highest_kept: Option<u64>) -> Option<InvalidRange> {
+    let cut = findings
         .iter()
         .filter(|f| f.kind == crate::Kind::Cut)
         .filter_map(|f| f.seq)
-        .max()
-        .filter(|to| *to > end)?;
-    Some(InvalidRange {
+        .max()?;
+    let to = cut.max(highest_kept.unwrap_or(0));
+    (to > end).then(|| InvalidRange {
         kind: RangeKind::Missing,
         from: end + 1,
         to,

@@ -111,17 +111,7 @@ pub fn unvouched_text(first: u64, last: u64) -> String {
     )
 }
 
-/// Sorted `(from, to)` ranges with those that touch or overlap made one.
-pub fn merge(sorted: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
-    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(sorted.len());
-    for (a, b) in sorted {
-        match merged.last_mut() {
-            Some((_, end)) if a <= end.saturating_add(1) => *end = (*end).max(b),
-            _ => merged.push((a, b)),
-        }
-    }
-    merged
-}
+pub use chainship_runs::affected::merge;
 
 #[cfg(test)]
 mod tests {
