@@ -145,8 +145,12 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
     findings.sort_by_key(|f| (f.kind, f.seq));
     // One cut, at the first kept head past the end, as for a copy: its
     // missing range (below) names how far the store vouches past it.
-    let mut first_cut = true;
-    findings.retain(|f| f.kind != Kind::Cut || f.seq.is_none() || std::mem::replace(&mut first_cut, false));
+    let first_cut = findings
+        .iter()
+        .filter(|f| f.kind == Kind::Cut)
+        .filter_map(|f| f.seq)
+        .min();
+    findings.retain(|f| f.kind != Kind::Cut || f.seq.is_none() || f.seq == first_cut);
     // The last trusted head: the highest matched below every finding that
     // ends trust (the rule every verifier applies).
     let limit = findings

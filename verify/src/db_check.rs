@@ -88,16 +88,25 @@ pub fn check_database(c: DbCheck<'_>, progress: &mut dyn FnMut(u64, u64)) -> Res
     // An incremental run that finds anything judges the whole store again:
     // damage below the state's head, or a cut, gets the exact ranges and
     // the last trusted head a full run gives.
-    // The full run's verdict, with what only the state shows (its head no
-    // longer held, notes gone below it: findings naming the state file).
+    // The full run's verdict, and what only the state shows.
     if let Some(state) = since.as_ref().filter(|_| !verdict.passed()) {
         let full = input(None);
         let listing = runtime.block_on(pass::list(&full))?;
         let mut whole = judge(&full, listing)?;
-        let from_state = |f: &&crate::Finding| f.source.as_deref().is_some_and(|s| s.contains(&state.source));
-        whole
-            .findings
-            .extend(verdict.findings.iter().filter(from_state).cloned());
+        // Beside it: what names the state file, and what the incremental run
+        // found about a kept object the full run said nothing of (bundles
+        // below the state's size are judged against the state's tree). Its
+        // chain findings are the full run's to give, with their exact ranges.
+        let kept = |f: &&crate::Finding| match f.source.as_deref() {
+            Some(s) if s.contains(&state.source) => true,
+            Some(s) => !whole
+                .findings
+                .iter()
+                .any(|w| w.kind == f.kind && w.source.as_deref() == Some(s)),
+            None => false,
+        };
+        let extra: Vec<_> = verdict.findings.iter().filter(kept).cloned().collect();
+        whole.findings.extend(extra);
         whole.warnings.push(
             "the run found something, so every kept head and checkpoint was judged, not only those published since the state".to_owned(),
         );
