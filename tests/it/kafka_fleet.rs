@@ -206,10 +206,23 @@ async fn restarts_under_a_fleets_load_neither_refuse_nor_resend() {
         // partition waits, saying why). There each life is stopped with
         // SIGTERM, mid-export.
         Broker::Tansu => (0..8)
-            .map(|_| {
+            .map(|n| {
                 let before = std::fs::read_to_string(&cursor).unwrap_or_default();
-                let mut life = KillOnDrop(spawn());
-                wait_for_cursor_past(&cursor, &before, Duration::from_secs(60));
+                // Each life's log kept, to say why if one does not deliver.
+                let log = dir.path().join(format!("life-{n}.log"));
+                let mut cmd = kafka_follow(&db, &topic, origin, &cursor, &["--from-start", "--batch-size", "100"]);
+                cmd.env("RUST_LOG", "info")
+                    .stdout(Stdio::null())
+                    .stderr(std::fs::File::create(&log).unwrap());
+                let mut life = KillOnDrop(cmd.spawn().unwrap());
+                if !cursor_moves_past(&cursor, &before, Duration::from_secs(60)) {
+                    let text = std::fs::read_to_string(&log).unwrap_or_default();
+                    let tail: Vec<&str> = text.lines().rev().take(40).collect();
+                    panic!(
+                        "life {n} delivered nothing in 60 s; its log, newest first:\n{}",
+                        tail.join("\n")
+                    );
+                }
                 std::thread::sleep(Duration::from_millis(300 + rng.below(1200)));
                 signal(&life, SIGTERM);
                 assert_eq!(wait_with_limit(&mut life, Duration::from_secs(20)).code(), Some(0));
@@ -239,11 +252,22 @@ async fn restarts_under_a_fleets_load_neither_refuse_nor_resend() {
 }
 
 fn wait_for_cursor_past(cursor: &Path, older: &str, limit: Duration) {
+    assert!(
+        cursor_moves_past(cursor, older, limit),
+        "the follower delivered nothing within {limit:?}"
+    );
+}
+
+/// Whether the cursor moves past `older` within `limit`.
+fn cursor_moves_past(cursor: &Path, older: &str, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
     while std::fs::read_to_string(cursor).unwrap_or_default() == older {
-        assert!(Instant::now() < deadline, "the follower delivered within {limit:?}");
+        if Instant::now() >= deadline {
+            return false;
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
+    true
 }
 
 /// How long the planted transaction stays open before the broker aborts it.
