@@ -162,12 +162,21 @@ pub fn run(args: &EvidenceArgs) -> CmdResult {
             };
             let outcome = copy::read_checked(&input, CopyExpectations::default(), &mut |r| collected.take(r))
                 .map_err(|e| CliError::from_kind(&e))?;
-            if let Some(f) = outcome.findings.first() {
-                return Err(CliError::failed(format!(
-                    "--from {source}: the copy is not evidence: {} finding(s), the first: {}",
-                    outcome.findings.len(),
-                    report::finding_text(f)
-                )));
+            // A copy that is not evidence: its verdict, as verify-export gives it; no bundle.
+            if !outcome.passed() {
+                if args.output.json {
+                    let mut doc = crate::trusted_copy::verdict_json(&source, &outcome, &outcome.covered);
+                    doc["message"] = "the copy is not evidence: no bundle was written".into();
+                    outln!("{doc}");
+                } else {
+                    outln!("{}", crate::trusted_copy::summary(&source, &outcome.covered));
+                    report::print_verdict(&outcome, "");
+                    outln!(
+                        "the copy is not evidence: no bundle was written to {}",
+                        args.out.display()
+                    );
+                }
+                return Ok(exit::of(&outcome));
             }
         }
     }

@@ -942,3 +942,50 @@ fn an_interrupted_evidence_leaves_nothing_behind() {
     }
     assert!(interrupted > 0, "no signal landed while the bundle was written");
 }
+
+/// Issue 47: evidence from a copy that is not evidence answers with the
+/// copy's verdict (its findings at their seqs, as verify-export names
+/// them), exit 1, and writes nothing; it stopped with one line of error.
+#[test]
+fn evidence_from_a_damaged_copy_is_the_copy_s_verdict_and_writes_nothing() {
+    let a = Anchored::generated(3000, ORIGIN, &["--inject", "unknown-outcome@1000"]);
+    export(&a, &[]);
+    let (faulty, _) = runs_of(&a.db, "unknown-outcome");
+    let lines = lines(&a.dir.path().join("events.jsonl"));
+    let mut damaged = lines.clone();
+    damaged[1499] = damaged[1499].replacen("\"at\":\"", "\"at\":\"1", 1); // seq 1500
+    let copy = a.dir.path().join("damaged.jsonl");
+    std::fs::write(&copy, damaged.join("\n") + "\n").unwrap();
+    let from = format!("file:{}", path_str(&copy));
+    let bundle = a.dir.path().join("from-damaged");
+    let out = evidence_cmd(&a, &faulty, &["--from", &from], &bundle, &[])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["status"], "failed", "{json}");
+    let kinds: Vec<(String, u64)> = json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["kind"].as_str().unwrap().to_owned(), f["seq"].as_u64().unwrap_or(0)))
+        .collect();
+    assert!(kinds.contains(&("altered".to_owned(), 1500)), "{json}");
+    assert!(!bundle.exists(), "no bundle: {json}");
+    let exported = run(&[
+        "verify-export",
+        "--from",
+        &from,
+        "--anchor",
+        &a.anchor_url(),
+        "--trusted-key",
+        &a.verifier,
+        "--json",
+    ]);
+    let exported: Value = serde_json::from_slice(&exported.stdout).unwrap();
+    assert_eq!(
+        json["findings"], exported["findings"],
+        "the same verdict as verify-export"
+    );
+    assert_eq!(json["invalid_ranges"], exported["invalid_ranges"]);
+}

@@ -88,7 +88,6 @@ pub fn check_database(c: DbCheck<'_>, progress: &mut dyn FnMut(u64, u64)) -> Res
     // An incremental run that finds anything judges the whole store again:
     // damage below the state's head, or a cut, gets the exact ranges and
     // the last trusted head a full run gives.
-    // The full run's verdict, and what only the state shows.
     if let Some(state) = since.as_ref().filter(|_| !verdict.passed()) {
         let full = input(None);
         let listing = runtime.block_on(pass::list(&full))?;
