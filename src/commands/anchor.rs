@@ -201,6 +201,7 @@ fn verdict_json(args: &AnchorVerifyArgs, origin: &str, policy: Option<&WitnessPo
                 "incremental": since.is_some(),
                 "since_head": since.map(|s| json!({"seq": s.head.seq, "hash": s.head.hash_str()})),
                 "since_checkpoint": since.and_then(|s| s.checkpoint.as_ref().map(|(size, _, _)| *size)),
+                "saved": v.covered.state_saved,
             })),
             "database": database.map(|d| json!({
                 "head": d.head.as_ref().map(|(s, h)| json!({"seq": s, "hash": h})),

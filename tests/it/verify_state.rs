@@ -634,7 +634,8 @@ fn answer(v: &Value, state: &Path) -> (Vec<(String, Value)>, Value, Value, Value
 fn a_run_with_state_that_finds_anything_answers_as_a_full_run_would() {
     let a = grown(&[400, 200, 200, 200]);
     let state = a.dir.path().join("verify-state.json");
-    assert_eq!(verify(&a, &a.db, Some(&state), &[]).0, 0);
+    let (c, clean) = verify(&a, &a.db, Some(&state), &[]);
+    assert_eq!((c, &clean["state"]["saved"]), (0, &Value::Bool(true)), "{clean}");
     let before = std::fs::read(&state).unwrap();
     // Below the state's head: one row edited, then a consistent rewrite.
     for (name, sql) in [
@@ -661,6 +662,7 @@ fn a_run_with_state_that_finds_anything_answers_as_a_full_run_would() {
             before,
             "{name}: findings leave the state as it was"
         );
+        assert_eq!(with_state["state"]["saved"], false, "{name}");
     }
     // The store rolled back below the state's head: the newest head and
     // checkpoint gone, the pointer at the one before.

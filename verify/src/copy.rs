@@ -554,7 +554,7 @@ impl CopyCheck {
             None => None,
         };
         let unvouched =
-            anchored.and_then(|a| crate::ranges::unvouched_tail(Some(a), ranges.as_deref().unwrap_or_default(), end));
+            anchored.and_then(|a| crate::ranges::unvouched_tail(a, ranges.as_deref().unwrap_or_default(), end));
         if let Some(tail) = unvouched {
             crate::ranges::judge_tail(
                 tail,

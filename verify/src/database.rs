@@ -225,7 +225,7 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
                     .max(),
                 None => last_trusted.map(|h| h.seq),
             };
-            anchored.and_then(|a| ranges::unvouched_tail(Some(a), ranges.as_deref().unwrap_or_default(), end))
+            anchored.and_then(|a| ranges::unvouched_tail(a, ranges.as_deref().unwrap_or_default(), end))
         }
         _ => None,
     };

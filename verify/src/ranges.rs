@@ -307,11 +307,11 @@ pub fn unvouched_below_contradicted_root(
 /// The tail no anchor vouches for yet: the rows or records after the
 /// highest anchor the data matched (`anchored`) and after every range,
 /// through `end`. None when a range already runs open to the end.
-pub fn unvouched_tail(anchored: Option<u64>, ranges: &[InvalidRange], end: Option<u64>) -> Option<(u64, u64)> {
+pub fn unvouched_tail(anchored: u64, ranges: &[InvalidRange], end: Option<u64>) -> Option<(u64, u64)> {
     if ranges.iter().any(|r| r.open) {
         return None;
     }
-    let after = ranges.iter().map(|r| r.to).chain(anchored).max()?;
+    let after = ranges.iter().map(|r| r.to).fold(anchored, u64::max);
     let end = end?;
     (end > after).then(|| (after + 1, end))
 }
@@ -327,10 +327,8 @@ pub fn judge_tail(
     warnings: &mut Vec<String>,
     ranges: &mut Option<Vec<InvalidRange>>,
 ) {
-    let count = last.saturating_sub(first).saturating_add(1);
-    let text =
-        format!("{count} {what} after the last trusted head (seq {first}..{last}) are not vouched for by any head");
-    if count <= max {
+    let text = crate::verdict::unvouched_text(first, last, what);
+    if last.saturating_sub(first).saturating_add(1) <= max {
         warnings.push(text);
         return;
     }

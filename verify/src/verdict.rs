@@ -2,7 +2,7 @@
 //! database, a copy, a store, a bundle, a proof, a run's events).
 //!
 //! The parts every consumer acts on are the same for all: the findings (each
-//! of a closed [`Kind`], at its exact seq), warnings, the exact invalid
+//! of a closed [`crate::Kind`], at its exact seq), warnings, the exact invalid
 //! ranges, the last trusted head and when it was published, the tail no head
 //! vouches for yet, and the runs and side effects the invalid ranges touch.
 //! What a verifier covered (how many heads, records, checkpoints) is its own
@@ -13,19 +13,19 @@ use std::time::SystemTime;
 use chainship_chain::{Head, InvalidRange};
 use chainship_runs::affected::Affected;
 
-use crate::finding::{Finding, Kind};
+use crate::finding::Finding;
 
 /// What a verifier concluded (see the module doc); `C` is what it covered.
 #[derive(Debug)]
 pub struct Verdict<C> {
-    /// Every fault found, each of a [`Kind`] and at its seq where it has one.
+    /// Every fault found, each of a [`crate::Kind`] and at its seq where it has one.
     pub findings: Vec<Finding>,
     /// What is worth saying but fails nothing.
     pub warnings: Vec<String>,
     /// The exact invalid ranges, where the chain breaks or a head contradicts it.
     pub ranges: Option<Vec<InvalidRange>>,
     /// The highest trusted head below every finding that ends trust
-    /// ([`Kind::ends_trust`]), and when it was published.
+    /// ([`crate::Kind::ends_trust`]), and when it was published.
     pub last_trusted: Option<Head>,
     pub last_trusted_published: Option<SystemTime>,
     /// Records after the last trusted head, as `(first, last)` seq: intact
@@ -53,7 +53,7 @@ impl<C> Verdict<C> {
     }
 
     /// Whether the check passed: nothing found. A check that covered nothing
-    /// says so in a finding ([`Kind::NoTrustedHead`], [`Kind::NothingChecked`]),
+    /// says so in a finding ([`crate::Kind::NoTrustedHead`], [`crate::Kind::NothingChecked`]),
     /// so it never passes by having read nothing.
     pub fn passed(&self) -> bool {
         self.findings.is_empty()
@@ -71,12 +71,8 @@ impl<C> Verdict<C> {
 
     /// The unvouched tail in words, if there is one.
     pub fn unvouched_text(&self) -> Option<String> {
-        self.unvouched.map(|(first, last)| unvouched_text(first, last))
-    }
-
-    /// The number of findings of `kind`.
-    pub fn count(&self, kind: Kind) -> usize {
-        self.findings.iter().filter(|f| f.kind == kind).count()
+        self.unvouched
+            .map(|(first, last)| unvouched_text(first, last, "record(s)"))
     }
 
     /// The same verdict over what `f` makes of the coverage.
@@ -92,21 +88,12 @@ impl<C> Verdict<C> {
             covered: f(self.covered),
         }
     }
-
-    /// The seqs from which trust ends, as `(from, to)` ranges for the
-    /// affected runs: the exact ranges, with each seq a finding that ends
-    /// trust names outside them, merged.
-    pub fn invalid_seqs(&self) -> Vec<(u64, u64)> {
-        let mut out: Vec<(u64, u64)> = self.ranges.iter().flatten().map(|r| (r.from, r.to)).collect();
-        out.sort_unstable();
-        merge(out)
-    }
 }
 
-/// Records `first..=last` past the last trusted head, in words.
-pub fn unvouched_text(first: u64, last: u64) -> String {
+/// Rows or records (`what`) `first..=last` past the last trusted head, in words.
+pub fn unvouched_text(first: u64, last: u64, what: &str) -> String {
     format!(
-        "{} record(s) after the last trusted head (seq {first}..{last}) are not vouched for by any head",
+        "{} {what} after the last trusted head (seq {first}..{last}) are not vouched for by any head",
         last.saturating_sub(first).saturating_add(1)
     )
 }
@@ -116,6 +103,7 @@ pub use chainship_runs::affected::merge;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::finding::Kind;
 
     #[test]
     fn a_verdict_passes_only_without_findings() {
@@ -128,7 +116,6 @@ mod tests {
             .push(Finding::new(Kind::NothingChecked, None, "no event was read"));
         assert!(!v.passed());
         assert_eq!(v.status(), "failed");
-        assert_eq!(v.count(Kind::NothingChecked), 1);
     }
 
     #[test]

@@ -150,12 +150,6 @@ impl EvidenceReport {
         !self.records.is_empty() && self.not_proven().is_empty()
     }
 
-    /// Every record proven, the run without finding, and the page and
-    /// `run.json` what the records render.
-    pub fn ok(&self) -> bool {
-        self.all_proven() && self.findings.is_empty() && self.renderings.is_empty()
-    }
-
     /// Findings of side effects whose outcome is unknown: to reconcile with the outside world.
     pub fn to_reconcile(&self) -> impl Iterator<Item = &RunFinding> {
         self.findings.iter().filter(|f| {
