@@ -93,6 +93,7 @@ pub fn flag_for(setting: Setting) -> &'static str {
         Setting::Append => "--append",
         Setting::MaxUnvouched => "--max-unvouched",
         Setting::VerifyState => "--state",
+        Setting::Out => "--out",
     }
 }
 

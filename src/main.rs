@@ -14,8 +14,6 @@ macro_rules! outln {
 
 mod args;
 mod commands;
-mod config;
-mod env_names;
 mod exit;
 mod job_metrics;
 mod logging;
@@ -92,7 +90,14 @@ fn limit_malloc_arenas() {
 
 /// The command tree, with every flag's environment variable named by rule.
 fn cli_command() -> clap::Command {
-    env_names::apply(Cli::command())
+    chainship_config::env::apply(Cli::command())
+}
+
+/// The config file at `path`, read as a small regular file (never a FIFO).
+fn load_config(path: &std::path::Path) -> Result<chainship_config::ConfigFile, exit::CliError> {
+    let text = chainship_anchor::files::read_small(path, 16 << 20)
+        .map_err(|e| exit::CliError::usage(format!("--config {}: {}", path.display(), e.message)))?;
+    chainship_config::ConfigFile::parse(path, &text).map_err(|e| exit::CliError::usage(e.message))
 }
 
 fn main() -> ExitCode {
@@ -116,8 +121,8 @@ fn main() -> ExitCode {
     };
     // Errors before the arguments are parsed still honour `--log-format`.
     let early_format = logging::requested_format(&argv);
-    let config = match config::config_path(&argv)
-        .map(|p| config::ConfigFile::load(&p))
+    let config = match chainship_config::config_path(&argv)
+        .map(|p| load_config(&p))
         .transpose()
     {
         Ok(c) => c,
@@ -129,10 +134,10 @@ fn main() -> ExitCode {
     let mut command = cli_command();
     if let Some(file) = &config {
         if let Err(e) = file.validate(&command) {
-            logging::fatal(early_format, e.code, &e.message);
-            return ExitCode::from(e.code);
+            logging::fatal(early_format, exit::USAGE, &e.message);
+            return ExitCode::from(exit::USAGE);
         }
-        command = config::apply_everywhere(file.apply(command), file);
+        command = chainship_config::apply_everywhere(file.apply(command), file);
     }
     let cli = match command
         .try_get_matches_from(&argv)
@@ -195,6 +200,7 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chainship_config::env::{command_line_only, env_name};
 
     fn longs(cmd: &clap::Command) -> Vec<String> {
         cmd.get_arguments()
@@ -208,7 +214,7 @@ mod tests {
         let root = cli_command();
         root.clone().debug_assert();
         let mut missing = Vec::new();
-        for (path, leaf) in config::leaf_paths(&root) {
+        for (path, leaf) in chainship_config::leaf_paths(&root) {
             for arg in leaf.get_arguments() {
                 let Some(long) = arg.get_long() else { continue };
                 if matches!(long, "help" | "version") {
@@ -226,7 +232,7 @@ mod tests {
     fn commands_offer_only_flags_that_do_something_for_them() {
         let root = cli_command();
         let leaf = |path: &str| {
-            config::leaf_paths(&root)
+            chainship_config::leaf_paths(&root)
                 .into_iter()
                 .find(|(p, _)| p == path)
                 .map(|(_, c)| longs(&c))
@@ -253,5 +259,28 @@ mod tests {
         for flag in ["table", "seq-column", "allow-symlink", "db"] {
             assert!(leaf("check").contains(&flag.to_owned()), "check --{flag}");
         }
+    }
+
+    #[test]
+    fn every_flag_of_every_command_follows_the_rule() {
+        fn walk(cmd: &clap::Command, path: &str, seen: &mut usize) {
+            for arg in cmd.get_arguments() {
+                if let Some(long) = arg.get_long().filter(|l| !matches!(*l, "help" | "version")) {
+                    let env = arg.get_env().map(|e| e.to_string_lossy().into_owned());
+                    let expected = (!command_line_only(cmd.get_name(), long)).then(|| env_name(long));
+                    assert_eq!(env, expected, "{path} --{long}");
+                    *seen += 1;
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), seen);
+            }
+        }
+        let mut seen = 0;
+        walk(&cli_command(), "chainship", &mut seen);
+        assert!(seen > 80, "only {seen} flags found");
+        assert_eq!(env_name("kafka-opt"), "CHAINSHIP_KAFKA_OPT");
+        assert!(command_line_only("verify", "from") && !command_line_only("verify-export", "from"));
+        assert!(command_line_only("anchor", "allow-no-heads") && command_line_only("verify-export", "allow-no-heads"));
     }
 }

@@ -39,7 +39,7 @@ fn covered_by(path: &str, size: u64) -> bool {
 /// write torn before its checkpoint): it is replaced with ours, loudly,
 /// instead of stopping the follower for good. Where a checkpoint covers it,
 /// it is another tree's: `tiles-disagree`, never retried.
-pub async fn put_tiles(store: &dyn AnchorStore, origin: &str, tiles: &[Tile], vouched: u64) -> Result<(), StoreError> {
+pub async fn put_tiles(store: &AnchorStore, origin: &str, tiles: &[Tile], vouched: u64) -> Result<(), StoreError> {
     let objects: Vec<(&str, &[u8])> = tiles.iter().map(|t| (t.path.as_str(), t.data.as_slice())).collect();
     let outcomes = store.put_objects_new(origin, &objects).await?;
     for (tile, outcome) in tiles.iter().zip(outcomes) {
@@ -92,11 +92,7 @@ pub async fn put_tiles(store: &dyn AnchorStore, origin: &str, tiles: &[Tile], vo
 /// with another root is `checkpoints-disagree`; a note they did not sign
 /// does not hold the name hostage: ours goes beside it. Returns the signed
 /// note (signing may be a token or agent round trip: done once).
-pub async fn publish_checkpoint(
-    store: &dyn AnchorStore,
-    keys: &Signers,
-    cp: &Checkpoint,
-) -> Result<String, StoreError> {
+pub async fn publish_checkpoint(store: &AnchorStore, keys: &Signers, cp: &Checkpoint) -> Result<String, StoreError> {
     let note = cp.sign(keys)?;
     let origin = cp.origin.as_str();
     let path = checkpoint_path(cp.size);
@@ -135,7 +131,7 @@ pub async fn publish_checkpoint(
 /// larger, or as large with as many signatures (a cosigned one): the pointer
 /// only moves forward, and a plain checkpoint never replaces its cosigned twin.
 pub async fn advance_pointer(
-    store: &dyn AnchorStore,
+    store: &AnchorStore,
     origin: &str,
     keys: &[VerifierKey],
     size: u64,
@@ -159,7 +155,7 @@ pub async fn advance_pointer(
 /// its note as kept. Names sort by size: walks down from the top and stops
 /// at the first that verifies (a planted note is passed over).
 pub async fn newest_checkpoint(
-    store: &dyn AnchorStore,
+    store: &AnchorStore,
     origin: &str,
     keys: &[VerifierKey],
 ) -> Result<Option<(Checkpoint, String)>, StoreError> {

@@ -22,7 +22,7 @@ use crate::store::{AnchorStore, PutOutcome, StoreError, head_name, heartbeat_nam
 /// checkpoint of the head's size was published first (the note says so);
 /// `previous`: the highest head kept before it, which the note names.
 pub async fn publish_head(
-    store: &dyn AnchorStore,
+    store: &AnchorStore,
     keys: &Signers,
     origin: &str,
     head: Head,
@@ -58,13 +58,7 @@ pub async fn publish_head(
 
 /// Writes `note` under the heartbeat name of `seq` at `at`. One already
 /// there from the same second is as good as this one.
-async fn put_beside(
-    store: &dyn AnchorStore,
-    origin: &str,
-    seq: u64,
-    at: SystemTime,
-    note: &str,
-) -> Result<(), StoreError> {
+async fn put_beside(store: &AnchorStore, origin: &str, seq: u64, at: SystemTime, note: &str) -> Result<(), StoreError> {
     let seconds = at.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     store
         .put_new(origin, &heartbeat_name(seq, seconds), note.as_bytes())
@@ -76,7 +70,7 @@ async fn put_beside(
 /// write-once name): while the log is idle, this is what shows the
 /// follower still vouches for it.
 pub async fn publish_heartbeat(
-    store: &dyn AnchorStore,
+    store: &AnchorStore,
     keys: &Signers,
     origin: &str,
     head: Head,
@@ -93,7 +87,7 @@ pub async fn publish_heartbeat(
 /// head. Walks down from the highest name, logging each note it has to pass
 /// over, and stops at the first that verifies.
 pub async fn highest_verified_head(
-    store: &dyn AnchorStore,
+    store: &AnchorStore,
     origin: &str,
     keys: &[VerifierKey],
 ) -> Result<Option<Head>, StoreError> {
@@ -144,7 +138,7 @@ mod tests {
     #[test]
     fn only_heads_signed_for_this_origin_count_as_kept() {
         let dir = tempfile::TempDir::new().unwrap();
-        let store = FileStore::new(dir.path());
+        let store = AnchorStore::new(FileStore::new(dir.path()));
         let (mine, other) = (
             SignerKey::generate("me").unwrap(),
             SignerKey::generate("other").unwrap(),

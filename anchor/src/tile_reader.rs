@@ -33,13 +33,13 @@ impl std::fmt::Display for TileError {
 const MAX_CACHED: usize = 1024;
 
 pub struct TileReader<'a> {
-    store: &'a dyn AnchorStore,
+    store: &'a AnchorStore,
     origin: &'a str,
     full_tiles: HashMap<String, Vec<u8>>,
 }
 
 impl<'a> TileReader<'a> {
-    pub fn new(store: &'a dyn AnchorStore, origin: &'a str) -> Self {
+    pub fn new(store: &'a AnchorStore, origin: &'a str) -> Self {
         TileReader {
             store,
             origin,

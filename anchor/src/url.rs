@@ -46,9 +46,9 @@ impl std::fmt::Display for AnchorUrl {
 }
 
 /// Builds the store a URL names. `s3` and `retain_days` apply to S3 only.
-pub fn open_store(url: &AnchorUrl, s3: &S3Settings, retain_days: u32) -> Arc<dyn AnchorStore> {
+pub fn open_store(url: &AnchorUrl, s3: &S3Settings, retain_days: u32) -> Arc<AnchorStore> {
     match url {
-        AnchorUrl::File(dir) => Arc::new(FileStore::new(dir)),
-        AnchorUrl::S3(at) => Arc::new(S3Store::new(at.clone(), s3.clone(), retain_days)),
+        AnchorUrl::File(dir) => Arc::new(AnchorStore::new(FileStore::new(dir))),
+        AnchorUrl::S3(at) => Arc::new(AnchorStore::new(S3Store::new(at.clone(), s3.clone(), retain_days))),
     }
 }

@@ -70,6 +70,8 @@ pub enum Setting {
     MaxUnvouched,
     /// The file a nightly verify keeps what it verified in.
     VerifyState,
+    /// Where a command writes what it makes (an evidence bundle).
+    Out,
 }
 
 impl Setting {
@@ -93,6 +95,7 @@ impl Setting {
             Setting::Append => "the append setting",
             Setting::MaxUnvouched => "the unvouched limit",
             Setting::VerifyState => "the verify state file setting",
+            Setting::Out => "the output path setting",
         }
     }
 }

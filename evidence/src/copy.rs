@@ -36,7 +36,7 @@ pub struct CopyInput<'a> {
     /// Witness cosignatures to hold checkpoints to, with the grace period.
     pub witness: Option<(&'a WitnessPolicy, Duration)>,
     /// Opens the anchor store; called once for each thread that reads it.
-    pub open_store: &'a (dyn Fn() -> Arc<dyn AnchorStore> + Sync),
+    pub open_store: &'a (dyn Fn() -> Arc<AnchorStore> + Sync),
 }
 
 /// Whose copy it is.
@@ -309,7 +309,7 @@ pub async fn read_in_order(
     Ok(())
 }
 
-fn new_runtime() -> Result<tokio::runtime::Runtime, Error> {
+pub(crate) fn new_runtime() -> Result<tokio::runtime::Runtime, Error> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -148,6 +148,57 @@ pub struct FieldDiff {
     pub database: Vec<u8>,
 }
 
+impl FieldDiff {
+    /// Each side, shortened around the first difference: (copy, database).
+    pub fn windows(&self) -> (String, String) {
+        (window(&self.copy, &self.database), window(&self.database, &self.copy))
+    }
+
+    /// Each side for a line of text, quoted; a long one shortened, with its
+    /// length and where it first differs: (copy, database).
+    pub fn shown(&self) -> (String, String) {
+        (shown(&self.copy, &self.database), shown(&self.database, &self.copy))
+    }
+}
+
+/// Values longer than this are shortened for display.
+const SHOWN_CHARS: usize = 96;
+
+/// The part of a long value worth showing: from a little before the first
+/// byte where it differs from `other`, `SHOWN_CHARS` characters, with "..."
+/// where text is left out.
+fn window(bytes: &[u8], other: &[u8]) -> String {
+    let text = readable(bytes);
+    let chars: Vec<char> = text.chars().collect();
+    if chars.len() <= SHOWN_CHARS {
+        return text;
+    }
+    let first_diff = bytes.iter().zip(other).take_while(|(a, b)| a == b).count();
+    // Approximate the character position of the first differing byte.
+    let at = readable(&bytes[..first_diff.min(bytes.len())]).chars().count();
+    let start = at
+        .saturating_sub(SHOWN_CHARS / 4)
+        .min(chars.len().saturating_sub(SHOWN_CHARS));
+    let end = (start + SHOWN_CHARS).min(chars.len());
+    let middle: String = chars[start..end].iter().collect();
+    format!(
+        "{}{middle}{}",
+        if start > 0 { "..." } else { "" },
+        if end < chars.len() { "..." } else { "" }
+    )
+}
+
+/// A value for display: shortened around its first difference, with its length when long.
+fn shown(bytes: &[u8], other: &[u8]) -> String {
+    let w = window(bytes, other);
+    if w.len() < readable(bytes).len() {
+        let first_diff = bytes.iter().zip(other).take_while(|(a, b)| a == b).count();
+        format!("\"{w}\" ({} bytes, first difference at byte {first_diff})", bytes.len())
+    } else {
+        format!("\"{w}\"")
+    }
+}
+
 /// An event both hold, with different contents.
 pub struct Changed {
     pub seq: u64,

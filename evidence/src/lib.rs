@@ -16,6 +16,7 @@ pub mod copy;
 pub mod diff;
 pub mod new_database;
 pub mod restore;
+pub mod run_events;
 
 #[cfg(test)]
 mod tests;

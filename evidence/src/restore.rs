@@ -50,7 +50,7 @@ impl Restore {
     /// Starts a database that will be `out` (refused if it exists), ending at `to` when given.
     pub fn create(out: &Path, to: Option<u64>) -> Result<Restore, Error> {
         Ok(Restore {
-            db: NewDatabase::create(out)?,
+            db: NewDatabase::create(out).map_err(at_out)?,
             to,
             write_error: None,
         })
@@ -85,7 +85,7 @@ impl Restore {
     /// verdict says what it holds.
     pub fn finish(mut self, outcome: CopyOutcome, include_unanchored: bool) -> Result<RestoreVerdict, Error> {
         if let Some(e) = self.write_error.take() {
-            return Err(e);
+            return Err(at_out(e));
         }
         let trusted = match outcome.restorable() {
             Ok(trusted) => trusted,
@@ -102,9 +102,9 @@ impl Restore {
         } else {
             trusted.seq.min(limit)
         };
-        self.db.complete(end)?;
+        self.db.complete(end).map_err(at_out)?;
         recheck(&self.db, end, trusted)?;
-        self.db.place()?;
+        self.db.place().map_err(at_out)?;
         let restored = Restored {
             end,
             last_trusted: trusted,
@@ -125,6 +125,15 @@ impl Restore {
 
 /// Walks the finished file once more, as `verify --head` would: what is
 /// put in place is what was checked, read back from disk.
+/// An error writing the new database is the output path's (a full disk,
+/// a file already there); one about the data stays the data's.
+fn at_out(e: Error) -> Error {
+    match e.kind {
+        chainship_chain::ErrorKind::Integrity => e,
+        _ => e.with_setting(chainship_chain::Setting::Out),
+    }
+}
+
 fn recheck(db: &NewDatabase, end: u64, trusted: Head) -> Result<(), Error> {
     let failed = |why: String| integrity!("{}: the restored database {why}", db.temp_path().display());
     let opened = EventDb::open(db.temp_path(), &OpenOptions::default()).map_err(|e| failed(e.to_string()))?;

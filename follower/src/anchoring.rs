@@ -34,7 +34,7 @@ use crate::metrics as m;
 use crate::tree_log::TreeLog;
 
 pub struct Anchoring {
-    pub store: Arc<dyn AnchorStore>,
+    pub store: Arc<AnchorStore>,
     pub keys: Arc<Vec<Arc<dyn Signer>>>,
     pub origin: String,
     /// `<cursor>.anchored`: the last head published.
@@ -119,11 +119,7 @@ impl Anchoring {
         rt.spawn(async move {
             use futures::FutureExt;
             if let Err(panic) = std::panic::AssertUnwindSafe(task).catch_unwind().await {
-                let why = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a panic".to_owned());
+                let why = panic_text(panic.as_ref());
                 let message = format!(
                     "anchoring stopped on an internal error ({why}); no head is signed until the follower restarts"
                 );
@@ -439,6 +435,33 @@ fn recorded_at(file: &Path) -> Option<Instant> {
     let modified = std::fs::metadata(file).and_then(|m| m.modified()).ok()?;
     let age = SystemTime::now().duration_since(modified).ok()?;
     Instant::now().checked_sub(age)
+}
+
+/// What a panic said, for a one-line error.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".to_owned())
+}
+
+/// Whether the anchor store can be used at all, before anything is shipped:
+/// a setting that can never work (no credentials anywhere) is the error; a
+/// store that is only away is retried as the follower runs. On a task, so
+/// that a library panicking while it sets up its client (the AWS SDK with no
+/// CA certificates) is one error, as in anchoring.
+pub fn store_ready(runtime: &tokio::runtime::Runtime, store: &Arc<AnchorStore>) -> Result<(), chainship_chain::Error> {
+    let probe = Arc::clone(store);
+    match runtime.block_on(runtime.spawn(async move { probe.ready().await })) {
+        Ok(Err(e)) if e.kind != chainship_chain::ErrorKind::Transient => Err(e),
+        Ok(_) => Ok(()),
+        Err(join) => Err(chainship_chain::Error::permanent(format!(
+            "anchoring stopped on an internal error ({}) setting up the anchor store; nothing was shipped",
+            join.try_into_panic()
+                .map_or_else(|_| "a panic".to_owned(), |p| panic_text(p.as_ref()))
+        ))),
+    }
 }
 
 #[cfg(test)]

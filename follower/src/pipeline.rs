@@ -25,7 +25,7 @@ use crate::witnessing::{Witness, Witnessing, WitnessingHandle};
 
 /// Where heads go and who cosigns.
 pub struct AnchorSetup {
-    pub store: Arc<dyn AnchorStore>,
+    pub store: Arc<AnchorStore>,
     pub keys: Vec<Arc<dyn Signer>>,
     /// Publish the transparency log (checkpoints and tiles) with each head.
     pub checkpoints: bool,

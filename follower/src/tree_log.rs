@@ -69,7 +69,7 @@ const CHUNK: u64 = 65_536;
 
 /// Builds and publishes the tree; owned by the anchoring task.
 pub struct TreeLog {
-    store: Arc<dyn AnchorStore>,
+    store: Arc<AnchorStore>,
     keys: Arc<Vec<Arc<dyn Signer>>>,
     origin: String,
     db: PathBuf,
@@ -139,7 +139,7 @@ impl Edge {
 
 impl TreeLog {
     pub fn new(
-        store: Arc<dyn AnchorStore>,
+        store: Arc<AnchorStore>,
         keys: Arc<Vec<Arc<dyn Signer>>>,
         origin: String,
         db: PathBuf,

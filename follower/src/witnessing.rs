@@ -63,7 +63,7 @@ pub struct PublishedCheckpoint {
 pub struct Witnessing {
     pub witnesses: Vec<Witness>,
     pub quorum: usize,
-    pub store: Arc<dyn AnchorStore>,
+    pub store: Arc<AnchorStore>,
     pub keys: Arc<Vec<Arc<dyn Signer>>>,
     pub origin: String,
     /// `<cursor>.witnesses`: each witness's last cosigned size.
@@ -403,7 +403,7 @@ fn save_sizes(sizes: &HashMap<String, u64>, said: &BTreeMap<String, String>) -> 
 /// following its `409`s (the consistency proof read from `store`'s tiles).
 /// Returns the outcome and the size it said it knows.
 pub async fn submit(
-    store: &dyn AnchorStore,
+    store: &AnchorStore,
     origin: &str,
     client: &HttpsClient,
     w: &Witness,
@@ -484,7 +484,7 @@ fn verify(w: &Witness, cp: &PublishedCheckpoint, lines: &str) -> Outcome {
 /// each witness's name and address, and what it did or why it failed (a
 /// contradiction is an integrity error, an unreachable witness transient).
 pub async fn probe(
-    store: Option<&dyn AnchorStore>,
+    store: Option<&AnchorStore>,
     origin: &str,
     keys: &[VerifierKey],
     witnesses: &[Witness],

@@ -37,7 +37,7 @@ impl AnchorStoreArgs {
     }
 
     /// The store, for reading (verifiers) or, with `retain`, for publishing.
-    pub fn open(&self, url: &AnchorUrl, retain: Option<AnchorRetainArgs>) -> Arc<dyn AnchorStore> {
+    pub fn open(&self, url: &AnchorUrl, retain: Option<AnchorRetainArgs>) -> Arc<AnchorStore> {
         open_store(url, &self.s3.settings(), retain.map_or(0, |r| r.anchor_retain_days))
     }
 }

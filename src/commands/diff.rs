@@ -7,7 +7,7 @@
 //! events in detail; everything past that is counted.
 
 use chainship_chain::EventDb;
-use chainship_evidence::diff::{self, Comparison, DiffVerdict, Ranges, readable};
+use chainship_evidence::diff::{self, Comparison, DiffVerdict, Ranges};
 use clap::Args;
 use serde_json::{Value, json};
 
@@ -52,9 +52,6 @@ pub struct DiffArgs {
     pub output: OutputArgs,
 }
 
-/// Values longer than this are shortened for display.
-const SHOWN_CHARS: usize = 96;
-
 pub fn run(args: &DiffArgs) -> CmdResult {
     let options = args.db.open_options().map_err(|e| CliError::from_kind(&e))?;
     let db = EventDb::open(args.db.path()?, &options)?;
@@ -73,45 +70,6 @@ pub fn run(args: &DiffArgs) -> CmdResult {
         print_text(args, &verdict, head);
     }
     Ok(crate::exit::of(&verdict))
-}
-
-/// The part of a long value worth showing: from a little before the first
-/// byte where it differs from `other`, `SHOWN_CHARS` characters, with "..."
-/// where text is left out.
-fn window(bytes: &[u8], other: &[u8]) -> String {
-    let text = readable(bytes);
-    let chars: Vec<char> = text.chars().collect();
-    if chars.len() <= SHOWN_CHARS {
-        return text;
-    }
-    let first_diff = bytes.iter().zip(other).take_while(|(a, b)| a == b).count();
-    // Approximate the character position of the first differing byte.
-    let at = readable(&bytes[..first_diff.min(bytes.len())]).chars().count();
-    let start = at
-        .saturating_sub(SHOWN_CHARS / 4)
-        .min(chars.len().saturating_sub(SHOWN_CHARS));
-    let end = (start + SHOWN_CHARS).min(chars.len());
-    let middle: String = chars[start..end].iter().collect();
-    format!(
-        "{}{middle}{}",
-        if start > 0 { "..." } else { "" },
-        if end < chars.len() { "..." } else { "" }
-    )
-}
-
-/// A value for display: shortened around its first difference, with its length when long.
-fn shown(bytes: &[u8], other: &[u8]) -> String {
-    let w = window(bytes, other);
-    if w.len() < readable(bytes).len() {
-        let first_diff = bytes.iter().zip(other).take_while(|(a, b)| a == b).count();
-        format!("\"{w}\" ({} bytes, first difference at byte {first_diff})", bytes.len())
-    } else {
-        format!("\"{w}\"")
-    }
-}
-
-fn json_value(bytes: &[u8], other: &[u8]) -> Value {
-    window(bytes, other).into()
 }
 
 /// Why the database lacks a range: cut when it ends before it.
@@ -156,8 +114,9 @@ fn print_text(args: &DiffArgs, v: &DiffVerdict, head: u64) {
             names.join(", ")
         );
         for f in &ch.fields {
-            outln!("  {:<12} copy:     {}", f.field, shown(&f.copy, &f.database));
-            outln!("  {:<12} database: {}", "", shown(&f.database, &f.copy));
+            let (copy, database) = f.shown();
+            outln!("  {:<12} copy:     {copy}", f.field);
+            outln!("  {:<12} database: {database}", "");
         }
     }
     if c.changed_count > c.changed.len() as u64 {
@@ -252,8 +211,8 @@ fn to_json(args: &DiffArgs, v: &DiffVerdict, head: u64) -> Value {
                 "trusted": ch.seq <= trusted,
                 "fields": ch.fields.iter().map(|f| json!({
                     "field": f.field,
-                    "copy": json_value(&f.copy, &f.database),
-                    "database": json_value(&f.database, &f.copy),
+                    "copy": f.windows().0,
+                    "database": f.windows().1,
                     "copy_bytes": f.copy.len(),
                     "database_bytes": f.database.len(),
                 })).collect::<Vec<_>>(),

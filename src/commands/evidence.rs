@@ -7,8 +7,9 @@ use chainship_anchor::VerifierKey;
 use chainship_anchor::cosignature::WitnessPolicy;
 use chainship_chain::EventDb;
 use chainship_chain::record::{Record, RecordFormat};
+use chainship_evidence::bundle::make::{self, Made, Source};
 use chainship_evidence::bundle::{self, BundleFiles, CheckInput, EvidenceReport, build};
-use chainship_evidence::copy::{self, CopyExpectations, CopyInput};
+use chainship_evidence::copy::CopyInput;
 use chainship_runs::Profile;
 use chainship_sinks::SinkConfig;
 use clap::Args;
@@ -136,56 +137,6 @@ pub fn run(args: &EvidenceArgs) -> CmdResult {
     let url = args.anchor.url()?;
     let store = args.anchor.open(url, None);
     let runtime = report::runtime()?;
-    let chosen = runtime
-        .block_on(build::choose_checkpoint(
-            store.as_ref(),
-            origin,
-            &keys,
-            witnesses.as_ref(),
-        ))
-        .map_err(|e| CliError::from_kind(&e))?;
-    let mut collected = build::Collector::new(&args.run, chosen.size, args.with_gaps);
-    match &args.source {
-        None => {
-            let open = args.db.open_options().map_err(|e| CliError::from_kind(&e))?;
-            let db = EventDb::open(args.db.path()?, &open)?;
-            build::read_database(&db, origin, &mut collected).map_err(|e| CliError::from_kind(&e))?;
-        }
-        Some(source) => {
-            let source = args.sink.apply(source);
-            let input = CopyInput {
-                source: &source,
-                origin,
-                keys: &keys,
-                witness: witnesses.as_ref().map(|p| (p, args.witness.witness_grace)),
-                open_store: &|| args.anchor.open(url, None),
-            };
-            let outcome = copy::read_checked(&input, CopyExpectations::default(), &mut |r| collected.take(r))
-                .map_err(|e| CliError::from_kind(&e))?;
-            // A copy that is not evidence: its verdict, as verify-export gives it; no bundle.
-            if !outcome.passed() {
-                if args.output.json {
-                    let mut doc = crate::trusted_copy::verdict_json(&source, &outcome, &outcome.covered);
-                    doc["message"] = "the copy is not evidence: no bundle was written".into();
-                    outln!("{doc}");
-                } else {
-                    outln!("{}", crate::trusted_copy::summary(&source, &outcome.covered));
-                    report::print_verdict(&outcome, "");
-                    outln!(
-                        "the copy is not evidence: no bundle was written to {}",
-                        args.out.display()
-                    );
-                }
-                return Ok(exit::of(&outcome));
-            }
-        }
-    }
-    if collected.later > 0 {
-        return Err(CliError::usage(format!(
-            "run {}: {} of its events come after checkpoint {}, the newest usable one: write its evidence once a later checkpoint covers them",
-            args.run, collected.later, chosen.size
-        )));
-    }
     let input = build::BuildInput {
         store: store.as_ref(),
         origin,
@@ -201,35 +152,51 @@ pub fn run(args: &EvidenceArgs) -> CmdResult {
             require_gaps: args.with_gaps,
         },
     };
-    if args.out.exists() {
-        return Err(CliError::usage(format!("--out {}: exists", args.out.display())));
-    }
-    if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty() && !p.is_dir()) {
-        return Err(CliError::usage(format!(
-            "--out {}: its directory {} does not exist (create it first)",
-            args.out.display(),
-            parent.display()
-        )));
-    }
-    let partial = build::partial_path(&args.out);
-    remove_when_interrupted([partial.clone(), bundle::files::tar_temp_path(&args.out)]);
-    let written = runtime.block_on(build::write(&partial, collected, &chosen, &input));
-    // A bundle is written when it proves every record; the run's findings are its content.
-    let verdict = match written {
-        Ok(report) => report.verdict(false),
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&partial);
-            return Err(CliError::from_kind(&e));
+    let open_store = || args.anchor.open(url, None);
+    let copy_source = args.source.as_ref().map(|s| args.sink.apply(s));
+    let copy_input = copy_source.as_ref().map(|source| CopyInput {
+        source,
+        origin,
+        keys: &keys,
+        witness: witnesses.as_ref().map(|p| (p, args.witness.witness_grace)),
+        open_store: &open_store,
+    });
+    let db;
+    let source = match &copy_input {
+        Some(copy) => Source::Copy(copy),
+        None => {
+            let open = args.db.open_options().map_err(|e| CliError::from_kind(&e))?;
+            db = EventDb::open(args.db.path()?, &open)?;
+            Source::Database(&db)
         }
     };
-    if verdict.passed() {
-        build::place(&partial, &args.out)
-            .map_err(|e| CliError::usage(format!("--out {}: {}", args.out.display(), e.message)))?;
-    } else {
-        let _ = std::fs::remove_dir_all(&partial);
+    remove_when_interrupted(make::temporary_paths(&args.out));
+    let made = make::make(&runtime, &args.run, args.with_gaps, source, &input, &args.out);
+    match made.map_err(|e| CliError::from_kind(&e))? {
+        // A copy that is not evidence: its verdict, as verify-export gives it; no bundle.
+        Made::CopyRefused(outcome) => {
+            let Some(source) = &copy_source else {
+                return Err(CliError::failed("the source is not evidence: no bundle was written"));
+            };
+            if args.output.json {
+                let mut doc = crate::trusted_copy::verdict_json(source, &outcome, &outcome.covered);
+                doc["message"] = "the copy is not evidence: no bundle was written".into();
+                outln!("{doc}");
+            } else {
+                outln!("{}", crate::trusted_copy::summary(source, &outcome.covered));
+                report::print_verdict(&outcome, "");
+                outln!(
+                    "the copy is not evidence: no bundle was written to {}",
+                    args.out.display()
+                );
+            }
+            Ok(exit::of(&outcome))
+        }
+        Made::Checked(verdict) => {
+            render(&verdict, &args.out, args.output.json, verdict.passed());
+            Ok(exit::of(&verdict))
+        }
     }
-    render(&verdict, &args.out, args.output.json, verdict.passed());
-    Ok(exit::of(&verdict))
 }
 
 /// Ctrl-C or SIGTERM while the bundle is built removes what was written, then exits 130.

@@ -186,27 +186,8 @@ pub fn run(args: &FollowArgs) -> CmdResult {
         .anchor
         .as_ref()
         .map(|url| args.pipeline.anchor.open(url, Some(args.pipeline.retain)));
-    // A store that can never be used (no credentials anywhere) stops the start
-    // in one line; one that is only away is retried as the follower runs.
     if let Some(store) = &store {
-        // On a task: a library that panics setting up its client (the AWS SDK
-        // with no CA certificates) is one line and exit 2, as in anchoring.
-        let probe = Arc::clone(store);
-        match runtime.block_on(runtime.spawn(async move { probe.ready().await })) {
-            Ok(Err(e)) if e.kind != chainship_chain::ErrorKind::Transient => return Err(CliError::from_kind(&e)),
-            Ok(_) => {}
-            Err(panic) => {
-                let why = panic.try_into_panic().ok().and_then(|p| {
-                    p.downcast_ref::<&str>()
-                        .map(|s| (*s).to_owned())
-                        .or_else(|| p.downcast_ref::<String>().cloned())
-                });
-                return Err(CliError::usage(format!(
-                    "anchoring stopped on an internal error ({}) setting up the anchor store; nothing was shipped",
-                    why.unwrap_or_else(|| "a panic".to_owned())
-                )));
-            }
-        }
+        chainship_follower::anchoring::store_ready(&runtime, store).map_err(|e| CliError::from_kind(&e))?;
     }
     let anchor = store.map(|store| AnchorSetup {
         store,

@@ -56,9 +56,9 @@ pub struct RestoreArgs {
 pub fn run(args: &RestoreArgs) -> CmdResult {
     // The restored database is never written where evidence lives.
     if let Some(AnchorUrl::File(dir)) = &args.copy.anchor.anchor {
-        restore::refuse_inside_store(&args.out, dir).map_err(out_error)?;
+        restore::refuse_inside_store(&args.out, dir).map_err(|e| CliError::from_kind(&e))?;
     }
-    let mut restore = Restore::create(&args.out, args.to).map_err(out_error)?;
+    let mut restore = Restore::create(&args.out, args.to).map_err(|e| CliError::from_kind(&e))?;
     let bar = records_spinner("restoring", args.output.json);
     let outcome = trusted_copy::read_checked(&args.copy, CopyExpectations::default(), &mut |record| {
         if restore.take(record) {
@@ -69,7 +69,9 @@ pub fn run(args: &RestoreArgs) -> CmdResult {
     // What a refused copy's invalid seqs touch, read again after the verdict.
     let invalid = outcome.affected_ranges();
     let origin = outcome.covered.origin.clone();
-    let mut verdict = restore.finish(outcome, args.include_unanchored).map_err(out_error)?;
+    let mut verdict = restore
+        .finish(outcome, args.include_unanchored)
+        .map_err(|e| CliError::from_kind(&e))?;
     if let (false, false, Some(origin), Some(touched)) =
         (verdict.passed(), invalid.is_empty(), origin, args.rules.touched()?)
     {
@@ -80,14 +82,6 @@ pub fn run(args: &RestoreArgs) -> CmdResult {
         None => refuse(args, &verdict),
     }
     Ok(crate::exit::of(&verdict))
-}
-
-/// A restore error: the data (exit 1), or the `--out` file (exit 2).
-fn out_error(e: chainship_chain::Error) -> CliError {
-    match e.kind {
-        chainship_chain::ErrorKind::Integrity => CliError::from_kind(&e),
-        _ => CliError::usage(format!("--out {e}")),
-    }
 }
 
 /// The copy's verdict with what the restore covered, as JSON.

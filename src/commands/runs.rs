@@ -6,7 +6,7 @@
 //! runs still open.
 
 use chainship_chain::EventDb;
-use chainship_evidence::copy;
+use chainship_evidence::run_events::{self, EventSource};
 use chainship_runs::payload::Payload;
 use chainship_runs::tally::RunTally;
 use chainship_runs::{RunCheck, RunEvent, RunFinding, RunSummary};
@@ -18,7 +18,6 @@ use serde_json::{Value, json};
 use crate::args::{DbArgs, OriginArg, OutputArgs, RunRulesArgs, SinkConnectArgs};
 use crate::exit::{CliError, CmdResult};
 use crate::progress::records_spinner;
-use crate::report;
 
 /// Check each run's transitions against the runtime's rules.
 #[derive(Args, Debug)]
@@ -287,39 +286,27 @@ pub fn run(args: &RunsArgs) -> CmdResult {
             bar.set_position(report.tally.events);
         }
     };
-    match &args.source {
-        Some(source) => {
-            let origin = args
-                .origin
-                .get()
-                .map_err(|_| CliError::usage("--origin is needed to read a copy with --from"))?;
-            let source = args.sink.apply(source);
-            report.begin();
-            report::runtime()?
-                .block_on(copy::read_in_order(&source, origin, &mut |r| match r {
-                    Ok(event) => feed(&event, &mut report),
-                    Err(why) => report.not_whole(why.message),
-                }))
-                .map_err(|e| CliError::from_kind(&e))?;
-        }
+    let copy = args.source.as_ref().map(|s| args.sink.apply(s));
+    let db;
+    let source = match &copy {
+        Some(source) => EventSource::Copy {
+            source,
+            origin: (args.origin.get())
+                .map_err(|_| CliError::usage("--origin is needed to read a copy with --from"))?,
+        },
         None => {
-            let path = args
-                .db
-                .path()
-                .map_err(|_| CliError::usage("--db or --from is required"))?;
+            let path = (args.db.path()).map_err(|_| CliError::usage("--db or --from is required"))?;
             let options = args.db.open_options().map_err(|e| CliError::from_kind(&e))?;
-            let db = EventDb::open(path, &options)?;
-            let head = db.head()?.map_or(0, |(s, _)| s);
-            report.begin();
-            if let Some(value) = db.first_unreachable_seq()? {
-                report.not_whole(chainship_chain::check::unreachable_reason(&value));
-            }
-            db.scan(0, head, &mut |e| {
-                feed(&RunEvent::from(e), &mut report);
-                true
-            })?;
+            db = EventDb::open(path, &options)?;
+            EventSource::Database(&db)
         }
-    }
+    };
+    report.begin();
+    run_events::read(source, &mut |r| match r {
+        Ok(event) => feed(event, &mut report),
+        Err(why) => report.not_whole(why),
+    })
+    .map_err(|e| CliError::from_kind(&e))?;
     bar.finish_and_clear();
     check.finish();
     report.take(&mut check);

@@ -158,7 +158,7 @@ pub struct TrustedCheckpoint {
 /// that checkpoint (a cosigned twin counts). A rolled-back, replaced or
 /// deleted pointer shows clients an older or no log.
 pub async fn audit_pointer(
-    store: &dyn AnchorStore,
+    store: &AnchorStore,
     origin: &str,
     keys: &[VerifierKey],
     newest: &Checkpoint,
@@ -239,7 +239,7 @@ pub async fn audit_pointer(
 /// trusted pointer names, else at none); so do tiles without a pointer. No
 /// pointer and no tile: a store of heads only.
 pub async fn pointer_without_checkpoints(
-    store: &dyn AnchorStore,
+    store: &AnchorStore,
     origin: &str,
     keys: &[VerifierKey],
 ) -> Result<Option<Finding>, StoreError> {

@@ -634,7 +634,6 @@ pub(crate) mod tests {
     use chainship_anchor::log_publish::{advance_pointer, publish_checkpoint, put_tiles};
     use chainship_anchor::publish::publish_head;
     use chainship_anchor::signer::SignerKey;
-    use chainship_anchor::store::AnchorStore;
     use chainship_anchor::store::memory::MemoryStore;
     use chainship_tlog::tiles::TileBuilder;
 

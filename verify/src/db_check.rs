@@ -30,7 +30,7 @@ pub struct DbSource<'a> {
 
 /// Everything `anchor verify` judges, and how.
 pub struct DbCheck<'a> {
-    pub store: &'a dyn AnchorStore,
+    pub store: &'a AnchorStore,
     pub origin: &'a str,
     pub keys: &'a [VerifierKey],
     /// Witness cosignatures to hold checkpoints to, with the grace period.

@@ -96,7 +96,7 @@ pub struct Since {
 
 /// What to audit.
 pub struct StreamInput<'a> {
-    pub store: &'a dyn AnchorStore,
+    pub store: &'a AnchorStore,
     pub origin: &'a str,
     pub keys: &'a [VerifierKey],
     /// Witness cosignatures to hold checkpoints to, with the grace period.
@@ -284,7 +284,7 @@ impl Feed {
 
     async fn pop(
         &mut self,
-        store: &dyn AnchorStore,
+        store: &AnchorStore,
         origin: &str,
     ) -> Result<Option<(NameKey, Option<StoredNote>)>, StoreError> {
         Ok(self.pop_judged(store, origin, None).await?.map(|(k, n, _)| (k, n)))
@@ -293,7 +293,7 @@ impl Feed {
     /// The next note, judged on its own already when `keys` are given (a chunk at a time, on every core).
     async fn pop_judged(
         &mut self,
-        store: &dyn AnchorStore,
+        store: &AnchorStore,
         origin: &str,
         keys: Option<&[VerifierKey]>,
     ) -> Result<Option<(NameKey, Option<StoredNote>, Prejudged)>, StoreError> {
@@ -326,7 +326,7 @@ impl Feed {
 }
 
 async fn fetch(
-    store: &dyn AnchorStore,
+    store: &AnchorStore,
     origin: &str,
     dir: Option<&str>,
     key: NameKey,
@@ -354,7 +354,7 @@ struct TreeSweep {
 }
 
 impl TreeSweep {
-    async fn advance_to(&mut self, store: &dyn AnchorStore, origin: &str, size: u64) -> Result<(), TileError> {
+    async fn advance_to(&mut self, store: &AnchorStore, origin: &str, size: u64) -> Result<(), TileError> {
         while self.tree.size() < size.min(self.newest) {
             let at = self.tree.size();
             let index = at / WIDTH as u64;
@@ -1266,7 +1266,7 @@ impl StreamAudit {
     /// Without a database: the highest trusted head below every finding, read again for its hash.
     pub async fn finish_no_db(
         &mut self,
-        store: &dyn AnchorStore,
+        store: &AnchorStore,
         origin: &str,
         keys: &[VerifierKey],
     ) -> Result<(), StoreError> {
@@ -1305,7 +1305,7 @@ impl StreamAudit {
     /// The head at `seq` as the newest checkpoint's tree holds it: the
     /// entry in its bundle, when that hashes to the tree's leaf (the tile
     /// audit checked every bundle against the tiles the root is built from).
-    async fn entry_head(&self, store: &dyn AnchorStore, origin: &str, seq: u64) -> Result<Option<Head>, StoreError> {
+    async fn entry_head(&self, store: &AnchorStore, origin: &str, seq: u64) -> Result<Option<Head>, StoreError> {
         let (Some(newest), Some(index)) = (self.largest.as_ref(), seq.checked_sub(1)) else {
             return Ok(None);
         };
@@ -1333,7 +1333,7 @@ impl StreamAudit {
 /// The head a trusted key signed at `seq`, read again from the store, with
 /// when it was published (for a last trusted head known only by its seq).
 pub async fn trusted_head_at(
-    store: &dyn AnchorStore,
+    store: &AnchorStore,
     origin: &str,
     keys: &[VerifierKey],
     seq: u64,

@@ -20,7 +20,7 @@ use chainship_anchor::tile_reader::{TileError, TileReader};
 /// that covers it and whose tiles prove it (those witnesses cosigned first,
 /// then the largest). With `keys`, only checkpoints signed by one of them.
 pub async fn build(
-    store: &dyn AnchorStore,
+    store: &AnchorStore,
     origin: &str,
     seq: u64,
     checkpoint: Option<u64>,
@@ -96,7 +96,7 @@ pub async fn build(
 
 /// The inclusion proof of `index` in `cp`'s tree, from the store's tiles,
 /// checked against the signed root before it is handed out.
-async fn prove_in(store: &dyn AnchorStore, origin: &str, index: u64, cp: &Checkpoint) -> Result<Vec<Hash>, Error> {
+async fn prove_in(store: &AnchorStore, origin: &str, index: u64, cp: &Checkpoint) -> Result<Vec<Hash>, Error> {
     let mut reader = TileReader::new(store, origin);
     let tiles_fail = |e: TileError| match e {
         TileError::Store(e) => e,
@@ -123,7 +123,7 @@ async fn prove_in(store: &dyn AnchorStore, origin: &str, index: u64, cp: &Checkp
 /// The kept checkpoints' paths to try: those witnesses cosigned that cover
 /// `seq` first (largest first: a third party's witness policy needs them),
 /// then the rest, largest first.
-async fn checkpoint_paths(store: &dyn AnchorStore, origin: &str, seq: u64) -> Result<Vec<String>, Error> {
+async fn checkpoint_paths(store: &AnchorStore, origin: &str, seq: u64) -> Result<Vec<String>, Error> {
     let mut names = store.list_names(origin, CHECKPOINTS_DIR).await?;
     names.retain(|n| size_from_checkpoint_name(n).is_some());
     let cosigned: std::collections::HashSet<String> =
@@ -138,7 +138,7 @@ async fn checkpoint_paths(store: &dyn AnchorStore, origin: &str, seq: u64) -> Re
 
 /// The checkpoint's note with the witnesses' cosignatures, when a cosigned
 /// version of it is kept; else the note as it is.
-async fn with_cosignatures(store: &dyn AnchorStore, origin: &str, note: &SignedNote) -> Result<String, Error> {
+async fn with_cosignatures(store: &AnchorStore, origin: &str, note: &SignedNote) -> Result<String, Error> {
     let Ok((cp, _)) = Checkpoint::parse_text(&note.text) else {
         return Ok(note.to_text());
     };

@@ -212,7 +212,7 @@ impl RangeWalk {
 /// What to classify in a database.
 pub struct RangeInput<'a> {
     pub db: &'a EventDb,
-    pub store: &'a dyn AnchorStore,
+    pub store: &'a AnchorStore,
     pub origin: &'a str,
     /// Start after this seq: the last kept head the database matched below
     /// the break (0: none).
@@ -375,7 +375,7 @@ pub fn leaf(tile: Option<&[Hash]>, seq: u64) -> Option<&Hash> {
 /// Level-0 tile `index` of `cp`'s tree, if the store holds it whole
 /// (`None` too for a tile past the checkpoint's size).
 pub async fn level0_tile(
-    store: &dyn AnchorStore,
+    store: &AnchorStore,
     origin: &str,
     cp: &Checkpoint,
     index: u64,

@@ -164,7 +164,7 @@ pub fn save(path: &Path, v: &Verified<'_>) -> Result<(), Error> {
 /// there.
 pub async fn save_after(
     path: &Path,
-    store: &dyn AnchorStore,
+    store: &AnchorStore,
     origin: &str,
     (head, head_published): (Head, Option<SystemTime>),
     audit: &StreamAudit,

@@ -78,7 +78,7 @@ fn hashes(data: &[u8]) -> Vec<Hash> {
 /// previous run checked the rest against a checkpoint of that size, one
 /// tree with `newest`).
 pub async fn audit_tiles(
-    store: &dyn AnchorStore,
+    store: &AnchorStore,
     origin: &str,
     newest: &Checkpoint,
     from: u64,
@@ -244,7 +244,7 @@ fn partial_places(size: u64) -> Vec<(u8, u64, usize)> {
 
 /// Another kept tile of the same place must agree with the newest tree's as far as both reach.
 async fn check_prefix(
-    store: &dyn AnchorStore,
+    store: &AnchorStore,
     origin: &str,
     newest: &Checkpoint,
     audit: &mut TileAudit,
@@ -279,7 +279,7 @@ async fn check_prefix(
 /// The bundles of level-0 tile `index`: the newest tree's must be there,
 /// and every bundle's entries must hash to the tile's leaves.
 async fn check_bundles(
-    store: &dyn AnchorStore,
+    store: &AnchorStore,
     origin: &str,
     newest: &Checkpoint,
     audit: &mut TileAudit,

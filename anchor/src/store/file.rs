@@ -458,7 +458,7 @@ mod tests {
     #[test]
     fn a_kept_head_is_never_replaced_and_is_returned() {
         let dir = tempfile::TempDir::new().unwrap();
-        let store = FileStore::new(dir.path());
+        let store = AnchorStore::new(FileStore::new(dir.path()));
         assert!(matches!(
             run(store.put_new("o", &head_name(7), b"first")).unwrap(),
             PutOutcome::Created
@@ -480,7 +480,7 @@ mod tests {
     #[test]
     fn temp_files_and_odd_names_are_not_heads() {
         let dir = tempfile::TempDir::new().unwrap();
-        let store = FileStore::new(dir.path());
+        let store = AnchorStore::new(FileStore::new(dir.path()));
         run(store.put_new("o", &head_name(3), b"three")).unwrap();
         let origin = dir.path().join("o");
         // What a writer killed before its link leaves, and other clutter.
@@ -513,7 +513,7 @@ mod tests {
             .unwrap()
             .set_modified(two_hours_ago)
             .unwrap();
-        run(FileStore::new(dir.path()).put_new("o", &head_name(5), b"five")).unwrap();
+        run(AnchorStore::new(FileStore::new(dir.path())).put_new("o", &head_name(5), b"five")).unwrap();
         assert!(!stale.exists(), "a temp file older than an hour is removed");
         assert!(fresh.exists(), "a temp file another writer may be using is kept");
     }
@@ -521,7 +521,7 @@ mod tests {
     #[test]
     fn an_origin_does_not_see_the_heads_of_an_origin_below_it() {
         let dir = tempfile::TempDir::new().unwrap();
-        let store = FileStore::new(dir.path());
+        let store = AnchorStore::new(FileStore::new(dir.path()));
         run(store.put_new("team/a", &head_name(1), b"a1")).unwrap();
         run(store.put_new("team/a/b", &head_name(2), b"b2")).unwrap();
         let a = run(store.list("team/a")).unwrap();
@@ -534,7 +534,7 @@ mod tests {
     #[test]
     fn check_leaves_no_probe() {
         let dir = tempfile::TempDir::new().unwrap();
-        let store = FileStore::new(dir.path());
+        let store = AnchorStore::new(FileStore::new(dir.path()));
         for _ in 0..3 {
             run(store.check()).unwrap();
         }

@@ -14,12 +14,13 @@
 //! Names are checked here, before any key reaches a backend: a head's name
 //! must be a head's, a log object's path one of the above.
 
-use async_trait::async_trait;
+use std::sync::Arc;
+
 use futures::{StreamExt, TryStreamExt};
 
 use super::{
-    AnchorStore, Below, CHECKPOINTS_DIR, COSIGNED_DIR, Junk, LATEST_CHECKPOINT, Listed, NameKey, ObjectStore,
-    PutOutcome, StoreError, StoredNote, head_name, listing_start, note_seq, seq_from_name, valid_log_path,
+    Below, CHECKPOINTS_DIR, COSIGNED_DIR, Junk, LATEST_CHECKPOINT, Listed, NameKey, ObjectStore, PutOutcome,
+    StoreError, StoredNote, head_name, listing_start, note_seq, seq_from_name, valid_log_path,
 };
 
 /// Notes fetched at once by `list`.
@@ -82,27 +83,45 @@ async fn names_under<S: ObjectStore + ?Sized>(
     Ok(names)
 }
 
-#[async_trait]
-impl<S: ObjectStore> AnchorStore for S {
-    async fn put_new(&self, origin: &str, name: &str, note: &[u8]) -> Result<PutOutcome, StoreError> {
+/// The anchor layout over one [`ObjectStore`] (as Tessera's log resource
+/// store over its object store): heads and heartbeats, checkpoints,
+/// cosigned checkpoints, tiles and the pointer, by origin. Every key a
+/// backend sees is made, and checked, here.
+pub struct AnchorStore {
+    objects: Arc<dyn ObjectStore>,
+}
+
+impl AnchorStore {
+    /// The layout over `objects`.
+    pub fn new(objects: impl ObjectStore + 'static) -> AnchorStore {
+        AnchorStore {
+            objects: Arc::new(objects),
+        }
+    }
+
+    /// Writes `note` under `name` (a [`head_name`] or [`heartbeat_name`])
+    /// unless a note is already there.
+    pub async fn put_new(&self, origin: &str, name: &str, note: &[u8]) -> Result<PutOutcome, StoreError> {
         if note_seq(name).is_none() || name.contains('/') {
             return Err(not_a_head(name));
         }
-        self.create(&format!("{}{name}", self.origin_prefix(origin)), note)
+        self.objects
+            .create(&format!("{}{name}", self.objects.origin_prefix(origin)), note)
             .await
     }
 
-    async fn list(&self, origin: &str) -> Result<Vec<StoredNote>, StoreError> {
-        let prefix = self.origin_prefix(origin);
-        let names = names_under(self, &prefix, |n| note_seq(n).is_some()).await?;
+    /// Every note kept for `origin`, heads and heartbeats, sorted by name (so by seq).
+    pub async fn list(&self, origin: &str) -> Result<Vec<StoredNote>, StoreError> {
+        let prefix = self.objects.origin_prefix(origin);
+        let names = names_under(self.objects.as_ref(), &prefix, |n| note_seq(n).is_some()).await?;
         // Notes are small and many: several fetched at once, in name order.
         let fetched: Vec<Option<StoredNote>> = futures::stream::iter(names)
             .map(|name| {
                 let key = format!("{prefix}{name}");
                 async move {
                     // A note removed between listing and reading is simply not there.
-                    Ok::<_, StoreError>(self.fetch(&key).await?.map(|bytes| StoredNote {
-                        name: self.locate(&key),
+                    Ok::<_, StoreError>(self.objects.fetch(&key).await?.map(|bytes| StoredNote {
+                        name: self.objects.locate(&key),
                         seq_in_name: note_seq(&name),
                         bytes,
                     }))
@@ -114,53 +133,87 @@ impl<S: ObjectStore> AnchorStore for S {
         Ok(fetched.into_iter().flatten().collect())
     }
 
-    async fn head_seqs(&self, origin: &str) -> Result<Vec<u64>, StoreError> {
-        let names = names_under(self, &self.origin_prefix(origin), |n| seq_from_name(n).is_some()).await?;
+    /// The seqs heads are kept for, ascending, from the names alone (no head
+    /// is read: a name proves nothing, see [`crate::highest_verified_head`]).
+    pub async fn head_seqs(&self, origin: &str) -> Result<Vec<u64>, StoreError> {
+        let names = names_under(self.objects.as_ref(), &self.objects.origin_prefix(origin), |n| {
+            seq_from_name(n).is_some()
+        })
+        .await?;
         Ok(names.iter().filter_map(|n| seq_from_name(n)).collect())
     }
 
-    async fn note_keys(&self, origin: &str, from_seq: u64) -> Result<Listed, StoreError> {
-        let prefix = self.origin_prefix(origin);
-        let mut listed = keys_under(self, &prefix, from_seq, NameKey::from_note_name, ORIGIN_DIR_NAMES).await?;
+    /// The notes kept for `origin` with a seq of `from_seq` or more, by
+    /// name alone (nothing is read), sorted by seq (a store lists from
+    /// `from_seq` on where it can: S3 `StartAfter`); and which notes are kept below `from_seq`
+    /// ([`Below`]) when the store can tell without reading more (a
+    /// directory names them all anyway; S3, listing from `from_seq` on,
+    /// cannot: `None`), and the names that are no part of the layout.
+    pub async fn note_keys(&self, origin: &str, from_seq: u64) -> Result<Listed, StoreError> {
+        let prefix = self.objects.origin_prefix(origin);
+        let mut listed = keys_under(
+            self.objects.as_ref(),
+            &prefix,
+            from_seq,
+            NameKey::from_note_name,
+            ORIGIN_DIR_NAMES,
+        )
+        .await?;
         listed.junk.first.iter_mut().for_each(|n| n.insert_str(0, &prefix));
         Ok(listed)
     }
 
-    async fn log_keys(&self, origin: &str, dir: &str, from_size: u64) -> Result<Listed, StoreError> {
-        let prefix = format!("{}{dir}/", self.origin_prefix(origin));
-        let mut listed = keys_under(self, &prefix, from_size, NameKey::from_log_name, &[]).await?;
+    /// The checkpoints (`dir` = [`CHECKPOINTS_DIR`] or [`COSIGNED_DIR`]) of
+    /// a size of `from_size` or more, by name alone, sorted by size; and
+    /// which are kept below `from_size` when the store can tell (as
+    /// [`Self::note_keys`]).
+    pub async fn log_keys(&self, origin: &str, dir: &str, from_size: u64) -> Result<Listed, StoreError> {
+        let prefix = format!("{}{dir}/", self.objects.origin_prefix(origin));
+        let mut listed = keys_under(self.objects.as_ref(), &prefix, from_size, NameKey::from_log_name, &[]).await?;
         listed.junk.first.iter_mut().for_each(|n| n.insert_str(0, &prefix));
         Ok(listed)
     }
 
-    async fn get_note(&self, origin: &str, key: NameKey) -> Result<Option<StoredNote>, StoreError> {
-        let object = format!("{}{}", self.origin_prefix(origin), key.note_name());
-        Ok(self.fetch(&object).await?.map(|bytes| StoredNote {
-            name: self.locate(&object),
+    /// The note kept under `key`, if it is (still) there.
+    pub async fn get_note(&self, origin: &str, key: NameKey) -> Result<Option<StoredNote>, StoreError> {
+        let object = format!("{}{}", self.objects.origin_prefix(origin), key.note_name());
+        Ok(self.objects.fetch(&object).await?.map(|bytes| StoredNote {
+            name: self.objects.locate(&object),
             seq_in_name: Some(key.seq),
             bytes,
         }))
     }
 
-    async fn get_head(&self, origin: &str, seq: u64) -> Result<Option<StoredNote>, StoreError> {
-        let key = format!("{}{}", self.origin_prefix(origin), head_name(seq));
-        Ok(self.fetch(&key).await?.map(|bytes| StoredNote {
-            name: self.locate(&key),
+    /// The note kept for `seq`, if there is one.
+    pub async fn get_head(&self, origin: &str, seq: u64) -> Result<Option<StoredNote>, StoreError> {
+        let key = format!("{}{}", self.objects.origin_prefix(origin), head_name(seq));
+        Ok(self.objects.fetch(&key).await?.map(|bytes| StoredNote {
+            name: self.objects.locate(&key),
             seq_in_name: Some(seq),
             bytes,
         }))
     }
 
-    async fn put_object_new(&self, origin: &str, path: &str, bytes: &[u8]) -> Result<PutOutcome, StoreError> {
+    /// Writes `bytes` at `path` under the origin (a transparency-log object:
+    /// a tile, an entry bundle or a kept checkpoint, see [`valid_log_path`])
+    /// unless something is already there.
+    pub async fn put_object_new(&self, origin: &str, path: &str, bytes: &[u8]) -> Result<PutOutcome, StoreError> {
         if !valid_log_path(path) {
             return Err(not_a_log_path(path));
         }
-        self.create(&format!("{}{path}", self.origin_prefix(origin)), bytes)
+        self.objects
+            .create(&format!("{}{path}", self.objects.origin_prefix(origin)), bytes)
             .await
     }
 
-    async fn put_objects_new(&self, origin: &str, objects: &[(&str, &[u8])]) -> Result<Vec<PutOutcome>, StoreError> {
-        let prefix = self.origin_prefix(origin);
+    /// [`Self::put_object_new`] for many objects at once (tiles):
+    /// each outcome in order.
+    pub async fn put_objects_new(
+        &self,
+        origin: &str,
+        objects: &[(&str, &[u8])],
+    ) -> Result<Vec<PutOutcome>, StoreError> {
+        let prefix = self.objects.origin_prefix(origin);
         let mut keyed = Vec::with_capacity(objects.len());
         for (path, bytes) in objects {
             if !valid_log_path(path) {
@@ -168,46 +221,65 @@ impl<S: ObjectStore> AnchorStore for S {
             }
             keyed.push((format!("{prefix}{path}"), *bytes));
         }
-        self.create_many(&keyed).await
+        self.objects.create_many(&keyed).await
     }
 
-    async fn put_object_replace(&self, origin: &str, path: &str, bytes: &[u8]) -> Result<(), StoreError> {
+    /// Writes `bytes` at `path`, replacing what is there: only for
+    /// [`LATEST_CHECKPOINT`], the pointer standard tlog clients read first
+    /// (the kept checkpoints themselves are write-once).
+    pub async fn put_object_replace(&self, origin: &str, path: &str, bytes: &[u8]) -> Result<(), StoreError> {
         if !valid_log_path(path) {
             return Err(not_a_log_path(path));
         }
-        self.replace(&format!("{}{path}", self.origin_prefix(origin)), bytes)
+        self.objects
+            .replace(&format!("{}{path}", self.objects.origin_prefix(origin)), bytes)
             .await
     }
 
-    async fn get_object(&self, origin: &str, path: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    /// The object at `path` under the origin, if there is one.
+    pub async fn get_object(&self, origin: &str, path: &str) -> Result<Option<Vec<u8>>, StoreError> {
         if !valid_log_path(path) {
             return Err(not_a_log_path(path));
         }
-        self.fetch(&format!("{}{path}", self.origin_prefix(origin))).await
+        self.objects
+            .fetch(&format!("{}{path}", self.objects.origin_prefix(origin)))
+            .await
     }
 
-    async fn list_names(&self, origin: &str, dir: &str) -> Result<Vec<String>, StoreError> {
-        names_under(self, &format!("{}{dir}/", self.origin_prefix(origin)), |_| true).await
+    /// The names directly under the directory `dir` of the origin, sorted.
+    pub async fn list_names(&self, origin: &str, dir: &str) -> Result<Vec<String>, StoreError> {
+        names_under(
+            self.objects.as_ref(),
+            &format!("{}{dir}/", self.objects.origin_prefix(origin)),
+            |_| true,
+        )
+        .await
     }
 
-    async fn list_paths(&self, origin: &str, dir: &str) -> Result<Vec<String>, StoreError> {
-        let prefix = format!("{}{dir}/", self.origin_prefix(origin));
+    /// Every object's path under the directory `dir` of the origin, at any
+    /// depth, relative to the origin (`tile/0/x001/002`), sorted.
+    pub async fn list_paths(&self, origin: &str, dir: &str) -> Result<Vec<String>, StoreError> {
+        let prefix = format!("{}{dir}/", self.objects.origin_prefix(origin));
         let mut paths = Vec::new();
-        self.scan(&prefix, true, None, &mut |rel| paths.push(format!("{dir}/{rel}")))
+        self.objects
+            .scan(&prefix, true, None, &mut |rel| paths.push(format!("{dir}/{rel}")))
             .await?;
         paths.sort();
         Ok(paths)
     }
 
-    async fn check(&self) -> Result<String, StoreError> {
-        self.probe().await
+    /// Checks that the store is reachable and writable, writing no head.
+    pub async fn check(&self) -> Result<String, StoreError> {
+        self.objects.probe().await
     }
 
-    async fn ready(&self) -> Result<(), StoreError> {
-        ObjectStore::ready(self).await
+    /// See [`ObjectStore::ready`].
+    pub async fn ready(&self) -> Result<(), StoreError> {
+        self.objects.ready().await
     }
 
-    fn describe(&self) -> String {
-        self.location()
+    /// A short description for logs (no secrets).
+    pub fn describe(&self) -> String {
+        self.objects.location()
     }
 }

@@ -5,16 +5,38 @@
 //! pointer). It is also the smallest example of a backend.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
-use super::{ObjectStore, PutOutcome, StoreError};
+use super::{AnchorStore, ObjectStore, PutOutcome, StoreError};
 
-#[derive(Default)]
+/// The objects, shared by the store and the layout over it.
+#[derive(Clone, Default)]
+struct Objects(Arc<Mutex<BTreeMap<String, Vec<u8>>>>);
+
+/// The anchor layout over objects in memory (it derefs to the
+/// [`AnchorStore`]), with what an attacker could do to them beside.
 pub struct MemoryStore {
-    /// Key → bytes, in key order.
-    objects: Mutex<BTreeMap<String, Vec<u8>>>,
+    objects: Objects,
+    layout: AnchorStore,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        let objects = Objects::default();
+        MemoryStore {
+            layout: AnchorStore::new(objects.clone()),
+            objects,
+        }
+    }
+}
+
+impl std::ops::Deref for MemoryStore {
+    type Target = AnchorStore;
+    fn deref(&self) -> &AnchorStore {
+        &self.layout
+    }
 }
 
 impl MemoryStore {
@@ -32,21 +54,28 @@ impl MemoryStore {
     /// someone with write access to the store could.
     pub fn delete_objects(&self, origin: &str, prefix: &str) {
         let start = format!("{origin}/{prefix}");
-        self.objects
-            .lock()
-            .expect("store lock")
-            .retain(|k, _| !k.starts_with(&start));
+        self.objects.lock().retain(|k, _| !k.starts_with(&start));
     }
 
     fn put(&self, key: String, bytes: &[u8]) {
-        self.objects.lock().expect("store lock").insert(key, bytes.to_vec());
+        self.objects.put(key, bytes);
+    }
+}
+
+impl Objects {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Vec<u8>>> {
+        self.0.lock().expect("store lock")
+    }
+
+    fn put(&self, key: String, bytes: &[u8]) {
+        self.lock().insert(key, bytes.to_vec());
     }
 }
 
 #[async_trait]
-impl ObjectStore for MemoryStore {
+impl ObjectStore for Objects {
     async fn create(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome, StoreError> {
-        let mut objects = self.objects.lock().expect("store lock");
+        let mut objects = self.lock();
         if let Some(kept) = objects.get(key) {
             return Ok(PutOutcome::AlreadyThere(kept.clone()));
         }
@@ -60,7 +89,7 @@ impl ObjectStore for MemoryStore {
     }
 
     async fn fetch(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.objects.lock().expect("store lock").get(key).cloned())
+        Ok(self.lock().get(key).cloned())
     }
 
     async fn scan(
@@ -70,7 +99,7 @@ impl ObjectStore for MemoryStore {
         start_after: Option<&str>,
         each: &mut (dyn for<'n> FnMut(&'n str) + Send),
     ) -> Result<bool, StoreError> {
-        let objects = self.objects.lock().expect("store lock");
+        let objects = self.lock();
         let from = start_after.unwrap_or(prefix);
         for key in objects
             .range::<str, _>((std::ops::Bound::Excluded(from), std::ops::Bound::Unbounded))

@@ -223,60 +223,7 @@ pub trait ObjectStore: Send + Sync {
     }
 }
 
-/// The anchor layout over any [`ObjectStore`]: heads and heartbeats,
-/// checkpoints, cosigned checkpoints, tiles and the pointer, by origin.
-/// Implemented once, for every object store, in [`layout`].
-#[async_trait]
-pub trait AnchorStore: Send + Sync {
-    /// Writes `note` under `name` (a [`head_name`] or [`heartbeat_name`])
-    /// unless a note is already there.
-    async fn put_new(&self, origin: &str, name: &str, note: &[u8]) -> Result<PutOutcome, StoreError>;
-    /// Every note kept for `origin`, heads and heartbeats, sorted by name (so by seq).
-    async fn list(&self, origin: &str) -> Result<Vec<StoredNote>, StoreError>;
-    /// The seqs heads are kept for, ascending, from the names alone (no head
-    /// is read: a name proves nothing, see [`crate::highest_verified_head`]).
-    async fn head_seqs(&self, origin: &str) -> Result<Vec<u64>, StoreError>;
-    /// The notes kept for `origin` with a seq of `from_seq` or more, by
-    /// name alone (nothing is read), sorted by seq (a store lists from
-    /// `from_seq` on where it can: S3 `StartAfter`); and which notes are kept below `from_seq`
-    /// ([`Below`]) when the store can tell without reading more (a
-    /// directory names them all anyway; S3, listing from `from_seq` on,
-    /// cannot: `None`), and the names that are no part of the layout.
-    async fn note_keys(&self, origin: &str, from_seq: u64) -> Result<Listed, StoreError>;
-    /// The checkpoints (`dir` = [`CHECKPOINTS_DIR`] or [`COSIGNED_DIR`]) of
-    /// a size of `from_size` or more, by name alone, sorted by size; and
-    /// which are kept below `from_size` when the store can tell (as
-    /// [`AnchorStore::note_keys`]).
-    async fn log_keys(&self, origin: &str, dir: &str, from_size: u64) -> Result<Listed, StoreError>;
-    /// The note kept under `key`, if it is (still) there.
-    async fn get_note(&self, origin: &str, key: NameKey) -> Result<Option<StoredNote>, StoreError>;
-    /// The note kept for `seq`, if there is one.
-    async fn get_head(&self, origin: &str, seq: u64) -> Result<Option<StoredNote>, StoreError>;
-    /// Writes `bytes` at `path` under the origin (a transparency-log object:
-    /// a tile, an entry bundle or a kept checkpoint, see [`valid_log_path`])
-    /// unless something is already there.
-    async fn put_object_new(&self, origin: &str, path: &str, bytes: &[u8]) -> Result<PutOutcome, StoreError>;
-    /// [`AnchorStore::put_object_new`] for many objects at once (tiles):
-    /// each outcome in order.
-    async fn put_objects_new(&self, origin: &str, objects: &[(&str, &[u8])]) -> Result<Vec<PutOutcome>, StoreError>;
-    /// Writes `bytes` at `path`, replacing what is there: only for
-    /// [`LATEST_CHECKPOINT`], the pointer standard tlog clients read first
-    /// (the kept checkpoints themselves are write-once).
-    async fn put_object_replace(&self, origin: &str, path: &str, bytes: &[u8]) -> Result<(), StoreError>;
-    /// The object at `path` under the origin, if there is one.
-    async fn get_object(&self, origin: &str, path: &str) -> Result<Option<Vec<u8>>, StoreError>;
-    /// The names directly under the directory `dir` of the origin, sorted.
-    async fn list_names(&self, origin: &str, dir: &str) -> Result<Vec<String>, StoreError>;
-    /// Every object's path under the directory `dir` of the origin, at any
-    /// depth, relative to the origin (`tile/0/x001/002`), sorted.
-    async fn list_paths(&self, origin: &str, dir: &str) -> Result<Vec<String>, StoreError>;
-    /// Checks that the store is reachable and writable, writing no head.
-    async fn check(&self) -> Result<String, StoreError>;
-    /// See [`ObjectStore::ready`].
-    async fn ready(&self) -> Result<(), StoreError>;
-    /// A short description for logs (no secrets).
-    fn describe(&self) -> String;
-}
+pub use layout::AnchorStore;
 
 /// Where standard tlog clients read the newest checkpoint (C2SP tlog-tiles).
 pub const LATEST_CHECKPOINT: &str = "checkpoint";

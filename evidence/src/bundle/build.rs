@@ -37,7 +37,7 @@ pub struct Chosen {
 
 /// The newest usable checkpoint of `origin` (see the module doc).
 pub async fn choose_checkpoint(
-    store: &dyn AnchorStore,
+    store: &AnchorStore,
     origin: &str,
     keys: &[VerifierKey],
     witnesses: Option<&WitnessPolicy>,
@@ -197,7 +197,7 @@ impl Collector {
 
 /// What a bundle is built with.
 pub struct BuildInput<'a> {
-    pub store: &'a dyn AnchorStore,
+    pub store: &'a AnchorStore,
     pub origin: &'a str,
     pub format: RecordFormat,
     pub check: CheckInput<'a>,

@@ -16,6 +16,7 @@ pub mod check;
 pub mod files;
 pub mod gaps;
 pub mod html;
+pub mod make;
 pub mod readme;
 pub mod run_json;
 

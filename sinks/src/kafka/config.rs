@@ -191,6 +191,45 @@ impl rdkafka::producer::ProducerContext for QuietContext {
     fn delivery(&self, _: &rdkafka::message::DeliveryResult<'_>, _: Self::DeliveryOpaque) {}
 }
 
+const HINT: &str = "expected KEY=VALUE, e.g. security.protocol=ssl (the value is not shown)";
+
+/// A librdkafka setting name (`sasl.password`, `linger.ms`).
+fn is_setting_name(key: &str) -> bool {
+    !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
+/// A `--kafka-opt KEY=VALUE`: a librdkafka setting passed through, refused
+/// (never echoing the value, which may be a password) when it is not
+/// `KEY=VALUE` or sets what exactly-once delivery depends on.
+pub fn parse_option(text: &str) -> Result<(String, String), Error> {
+    let Some((key, value)) = text.split_once('=') else {
+        // `sasl.password:hunter2`: name the setting (text before a separator,
+        // when it looks like one: dotted, lower case), never what follows.
+        let key = text
+            .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c)))
+            .map(|end| &text[..end])
+            .filter(|k| is_setting_name(k) && k.contains('.'));
+        return Err(permanent!(
+            "{}",
+            match key {
+                Some(key) => format!("--kafka-opt {key}: {HINT}"),
+                None => format!("--kafka-opt: {HINT}"),
+            }
+        ));
+    };
+    let key = key.trim();
+    if !is_setting_name(key) {
+        return Err(permanent!("--kafka-opt: KEY is not a librdkafka setting name; {HINT}"));
+    }
+    const OWNED: [&str; 4] = ["enable.idempotence", "acks", "transactional.id", "bootstrap.servers"];
+    if OWNED.contains(&key) {
+        return Err(permanent!(
+            "--kafka-opt {key}: chainship sets this itself (exactly-once delivery depends on it)"
+        ));
+    }
+    Ok((key.to_owned(), value.to_owned()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,5 +309,30 @@ mod tests {
         let e = classify("creating the producer", &err);
         assert_eq!(e.kind, crate::ErrorKind::Permanent);
         assert_eq!(e.setting, Some(Setting::KafkaClient), "{e}");
+    }
+
+    #[test]
+    fn kafka_opt_errors_never_show_the_value() {
+        assert_eq!(
+            parse_option("sasl.password=a=b").unwrap(),
+            ("sasl.password".into(), "a=b".into())
+        );
+        for bad in [
+            "sasl.password:hunter2",
+            "sasl.password hunter2",
+            "hunter2",
+            "Hunter.2:x",
+            "x y=hunter2",
+        ] {
+            let err = parse_option(bad).unwrap_err().message;
+            assert!(!err.contains("hunter2") && !err.contains("Hunter"), "{bad:?}: {err}");
+        }
+        assert!(
+            parse_option("sasl.password:hunter2")
+                .unwrap_err()
+                .message
+                .starts_with("--kafka-opt sasl.password: ")
+        );
+        assert!(parse_option("acks=0").unwrap_err().message.contains("sets this itself"));
     }
 }

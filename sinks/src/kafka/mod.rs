@@ -11,7 +11,7 @@ pub mod writer;
 
 use chainship_chain::record::{Record, RecordError};
 
-pub use config::{KafkaConfig, transactional_id};
+pub use config::{KafkaConfig, parse_option, transactional_id};
 pub use partition::partition_for;
 pub use writer::KafkaSink;
 

@@ -8,9 +8,15 @@
 
 use std::path::{Path, PathBuf};
 
+use chainship_core::{Error, ErrorKind};
 use clap::{Arg, ArgAction, Command};
 
-use crate::exit::CliError;
+use crate::env::command_line_only;
+use crate::is_secret;
+
+fn usage(message: impl std::fmt::Display) -> Error {
+    Error::new(ErrorKind::Permanent, message)
+}
 
 /// One setting from the file.
 #[derive(Clone, Debug)]
@@ -43,22 +49,20 @@ fn scalar(value: &toml_edit::Value) -> Option<String> {
 }
 
 impl ConfigFile {
-    pub fn load(path: &Path) -> Result<ConfigFile, CliError> {
-        let text = chainship_anchor::files::read_small(path, 16 << 20)
-            .map_err(|e| CliError::usage(format!("--config {}: {}", path.display(), e.message)))?;
-        let doc = toml_edit::Document::parse(text.as_str()).map_err(|e| {
-            let line = e.span().map_or(0, |s| line_of(&text, s.start));
-            CliError::usage(format!("{}:{line}: not valid TOML: {}", path.display(), e.message()))
+    /// The settings in `text`, read from `path` (named in every error).
+    pub fn parse(path: &Path, text: &str) -> Result<ConfigFile, Error> {
+        let doc = toml_edit::Document::parse(text).map_err(|e| {
+            let line = e.span().map_or(0, |s| line_of(text, s.start));
+            usage(format!("{}:{line}: not valid TOML: {}", path.display(), e.message()))
         })?;
-        let bad =
-            |line: usize, key: &str, why: &str| CliError::usage(format!("{}:{line}: {key}: {why}", path.display()));
+        let bad = |line: usize, key: &str, why: &str| usage(format!("{}:{line}: {key}: {why}", path.display()));
         let mut entries = Vec::new();
         for (key, item) in doc.as_table().iter() {
             let line = doc
                 .as_table()
                 .key(key)
                 .and_then(|k| k.span())
-                .map_or(0, |s| line_of(&text, s.start));
+                .map_or(0, |s| line_of(text, s.start));
             if key == "kafka" {
                 let table = item
                     .as_table_like()
@@ -68,7 +72,7 @@ impl ConfigFile {
                     let line = table
                         .key(k)
                         .and_then(|k| k.span())
-                        .map_or(line, |s| line_of(&text, s.start));
+                        .map_or(line, |s| line_of(text, s.start));
                     let value = v
                         .as_value()
                         .and_then(scalar)
@@ -103,13 +107,13 @@ impl ConfigFile {
         })
     }
 
-    fn error(&self, entry: &Entry, why: impl std::fmt::Display) -> CliError {
-        CliError::usage(format!("{}:{}: {}: {why}", self.path.display(), entry.line, entry.key))
+    fn error(&self, entry: &Entry, why: impl std::fmt::Display) -> Error {
+        usage(format!("{}:{}: {}: {why}", self.path.display(), entry.line, entry.key))
     }
 
     /// Checks every key against the flags of every subcommand, and every
     /// value against its flag's parser.
-    pub fn validate(&self, root: &Command) -> Result<(), CliError> {
+    pub fn validate(&self, root: &Command) -> Result<(), Error> {
         let mut commands = leaf_commands(root);
         commands.push(root.clone()); // global flags such as --log-format
         for entry in &self.entries {
@@ -117,7 +121,7 @@ impl ConfigFile {
             // line only: a file left in a job's setup must never make a check cover less.
             let settable: Vec<&Arg> = commands
                 .iter()
-                .filter(|c| !crate::env_names::command_line_only(c.get_name(), &entry.long))
+                .filter(|c| !command_line_only(c.get_name(), &entry.long))
                 .filter_map(|c| find_arg(c, &entry.long))
                 .collect();
             let Some(arg) = settable.first() else {
@@ -143,7 +147,7 @@ impl ConfigFile {
         longs.dedup();
         let name = cmd.get_name().to_owned();
         for long in longs {
-            if crate::env_names::command_line_only(&name, long) {
+            if command_line_only(&name, long) {
                 continue;
             }
             let Some(id) = find_arg(&cmd, long).map(|a| a.get_id().clone()) else {
@@ -248,29 +252,4 @@ pub fn apply_everywhere(mut root: Command, file: &ConfigFile) -> Command {
         });
     }
     root
-}
-
-/// Whether a setting's value must not be printed.
-pub fn is_secret(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    [
-        "secret",
-        "password",
-        "token",
-        "sasl.oauthbearer",
-        "ssl.key",
-        "credentials",
-    ]
-    .iter()
-    .any(|s| name.contains(s))
-}
-
-/// Whether a librdkafka setting's value must not be printed: beyond what
-/// [`is_secret`] names, every SASL setting but the mechanism, and TLS key
-/// material (`ssl.key.pem`, `ssl.keystore.password`, ...).
-pub fn is_secret_kafka(key: &str) -> bool {
-    let key = key.trim().to_ascii_lowercase();
-    is_secret(&key)
-        || (key.starts_with("sasl.") && !matches!(key.as_str(), "sasl.mechanism" | "sasl.mechanisms"))
-        || (key.starts_with("ssl") && key.contains("key"))
 }
