@@ -57,7 +57,7 @@ pub fn read_checked(
     expect: CopyExpectations,
     each: &mut dyn FnMut(&Record<'_>),
 ) -> Result<CopyOutcome, CliError> {
-    with_input(args, |input| copy::read_checked(input, expect, each))
+    with_input(args, |o| o, |input| copy::read_checked(input, expect, each))
 }
 
 /// The copy checked, and read again for the runs its invalid seqs touch
@@ -67,31 +67,21 @@ pub fn check(
     expect: CopyExpectations,
     touched: Option<Touched>,
 ) -> Result<CopyOutcome, CliError> {
-    with_input(args, |input| copy::check_copy(input, expect, touched))
-}
-
-/// The copy read again for the runs and side effects of the seqs in `ranges`
-/// ([`chainship_evidence::copy::touched_in`]).
-pub fn touched(
-    args: &TrustedCopyArgs,
-    origin: &str,
-    ranges: &[(u64, u64)],
-    touched: Touched,
-) -> Result<chainship_runs::affected::Affected, CliError> {
-    copy::touched_in(&args.sink.apply(&args.source), origin, ranges, touched).map_err(|e| CliError::from_kind(&e))
+    with_input(args, |o| o, |input| copy::check_copy(input, expect, touched))
 }
 
 /// Calls `f` with the copy's input: its keys, witness policy, origin and
-/// store; a copy refused for its origin is that verdict, not read.
-fn with_input(
+/// store; a copy refused for its origin is that verdict (`refused`), not read.
+pub fn with_input<T>(
     args: &TrustedCopyArgs,
-    f: impl FnOnce(&CopyInput<'_>) -> Result<CopyOutcome, chainship_chain::Error>,
-) -> Result<CopyOutcome, CliError> {
+    refused: impl FnOnce(CopyOutcome) -> T,
+    f: impl FnOnce(&CopyInput<'_>) -> Result<T, chainship_chain::Error>,
+) -> Result<T, CliError> {
     let keys = args.trust.load()?;
     let policy = args.trust.witness_policy(&args.witness)?;
     let origin = match origin_of(args)? {
         Ok(origin) => origin,
-        Err(refused) => return Ok(refused),
+        Err(outcome) => return Ok(refused(outcome)),
     };
     let url = args.anchor.url()?;
     let source = args.sink.apply(&args.source);

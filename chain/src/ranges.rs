@@ -33,6 +33,8 @@ pub enum RangeKind {
     Missing,
     Unvouched,
     Rewritten,
+    /// A copy's record that came after later seqs (intact, out of place).
+    Reordered,
 }
 
 impl RangeKind {
@@ -42,6 +44,7 @@ impl RangeKind {
             RangeKind::Missing => "missing",
             RangeKind::Unvouched => "unvouched",
             RangeKind::Rewritten => "rewritten",
+            RangeKind::Reordered => "reordered",
         }
     }
 }

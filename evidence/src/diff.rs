@@ -9,7 +9,7 @@
 //! everything past that is counted.
 
 use chainship_chain::record::Record;
-use chainship_chain::{ChainBreak, ChainCheck, DbError, EventBatch, EventDb, EventRef, InvalidRange, RangeKind};
+use chainship_chain::{ChainBreak, ChainCheck, DbError, EventBatch, EventDb, EventRef, Head, InvalidRange, RangeKind};
 use chainship_runs::Touched;
 use chainship_runs::affected::{Affected, RecordEvent};
 use chainship_verify::copy::CopyCovered;
@@ -29,6 +29,9 @@ pub struct DiffCovered {
     pub copy_findings: usize,
     /// The copy's own exact ranges (the verdict's add the differences).
     pub copy_ranges: Option<Vec<InvalidRange>>,
+    /// The copy's own last trusted head: what vouches for the copy's records
+    /// (the verdict's is the database's, below its first difference).
+    pub copy_trusted: Option<Head>,
 }
 
 impl std::fmt::Debug for DiffCovered {
@@ -108,11 +111,13 @@ pub fn verdict(copy: CopyOutcome, mut c: Comparison) -> DiffVerdict {
     }
     let copy_findings = copy.findings.len();
     let copy_ranges = copy.ranges.clone();
+    let copy_trusted = copy.last_trusted;
     let mut v = copy.map(|copy| DiffCovered {
         copy,
         comparison: c,
         copy_findings,
         copy_ranges,
+        copy_trusted,
     });
     v.findings.extend(found);
     // The database's invalid ranges against the copy: what changed and what it lacks.
@@ -136,6 +141,21 @@ pub fn verdict(copy: CopyOutcome, mut c: Comparison) -> DiffVerdict {
         }
     }
     ranges.sort_by_key(|r| (r.from, r.to));
+    // The database is trusted up to the highest head the copy matched below
+    // its first difference (the copy's own last trusted head may lie past it).
+    let first_difference = [&c.changed_ranges, &c.missing, &c.database_only]
+        .into_iter()
+        .filter_map(first)
+        .chain(c.db.broken.as_ref().map(|b| b.seq))
+        .min();
+    if let Some(d) = first_difference.filter(|d| v.last_trusted.is_some_and(|h| h.seq >= *d)) {
+        let below = v.covered.copy.vouched.iter().rev().find(|s| **s < d).copied();
+        let c = &v.covered.comparison;
+        v.last_trusted = below
+            .and_then(|s| c.db.db.hash_at(s).ok().flatten().map(|h| (s, h)))
+            .and_then(|(s, h)| Head::from_stored(s, &h));
+        v.last_trusted_published = None;
+    }
     v.ranges = (!ranges.is_empty()).then_some(ranges);
     v.touched = touched;
     v
@@ -223,6 +243,26 @@ impl Ranges {
             cap,
             more: false,
         }
+    }
+
+    /// Takes `seq` out (a late record filled it), splitting its range;
+    /// false when it is not listed.
+    pub fn remove(&mut self, seq: u64) -> bool {
+        let Some(i) = self.list.iter().position(|(a, b)| *a <= seq && seq <= *b) else {
+            return false;
+        };
+        let (a, b) = self.list[i];
+        self.list.remove(i);
+        let parts = [(a, seq.saturating_sub(1)), (seq.saturating_add(1), b)];
+        for (at, part) in parts
+            .into_iter()
+            .filter(|(x, y)| x <= y && (*x, *y) != (a, b))
+            .enumerate()
+        {
+            self.list.insert(i + at, part);
+        }
+        self.count -= 1;
+        true
     }
 
     /// Adds `seq` (in increasing order), merging it into the last range when adjacent.
@@ -321,7 +361,17 @@ impl Comparison {
     /// database's alone; the row at its seq is compared; none is missing.
     pub fn feed(&mut self, r: &Record<'_>) {
         if r.seq <= self.last_copy {
-            return; // a duplicate or a late record: the copy check names it
+            // A duplicate (the copy check names it), or a late record: the
+            // database's row there is compared with it after all.
+            if self.database_only.remove(r.seq) {
+                let mut row = EventBatch::new();
+                if self.db.db.read_page(r.seq - 1, 1, 8 << 20, &mut row).is_ok()
+                    && let Some(e) = row.get(0).filter(|e| e.seq == r.seq)
+                {
+                    self.compare_row(r, &e);
+                }
+            }
+            return;
         }
         self.last_copy = r.seq;
         loop {
@@ -360,7 +410,16 @@ impl Comparison {
 
     /// Compares the database's current row with `r`, field by field.
     pub fn compare(&mut self, r: &Record<'_>) {
-        let Some(e) = self.db.current() else { return };
+        // The page is lent out while the row it holds is compared.
+        let page = std::mem::take(&mut self.db.page);
+        if let Some(e) = page.get(self.db.pos) {
+            self.compare_row(r, &e);
+        }
+        self.db.page = page;
+    }
+
+    /// Compares the database's row `e` with `r`, field by field.
+    fn compare_row(&mut self, r: &Record<'_>, e: &EventRef<'_>) {
         let db_fields: [(&'static str, &[u8]); 6] = [
             ("run_id", e.run_id),
             ("step_id", e.step_id),

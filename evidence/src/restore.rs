@@ -12,7 +12,9 @@ use chainship_chain::record::Record;
 use chainship_chain::{Error, EventDb, Head, OpenOptions, WalkPlan, integrity, permanent, walk_chain};
 use chainship_runs::affected::RecordEvent;
 
-use crate::copy::CopyOutcome;
+use chainship_runs::Touched;
+
+use crate::copy::{self, CopyExpectations, CopyInput, CopyOutcome};
 use crate::new_database::NewDatabase;
 use chainship_verify::Verdict;
 use chainship_verify::copy::CopyCovered;
@@ -24,7 +26,6 @@ pub struct Restore {
     write_error: Option<Error>,
 }
 
-/// What was restored.
 /// A restore's verdict: the copy's, and what was written.
 pub type RestoreVerdict = Verdict<RestoreCovered>;
 
@@ -35,6 +36,7 @@ pub struct RestoreCovered {
     pub restored: Option<Restored>,
 }
 
+/// What was restored.
 #[derive(Debug, Clone, Copy)]
 pub struct Restored {
     /// The last seq written (events 1 to it).
@@ -44,6 +46,37 @@ pub struct Restored {
     pub unanchored_written: u64,
     /// Checked records after the last trusted head that were not.
     pub unanchored_left: u64,
+}
+
+/// The restore use case: a database at `out` from the copy, read once and
+/// checked as it is written (`restored` called for each record written);
+/// a copy that is refused is read again for the runs and side effects its
+/// invalid seqs touch, with `touched`.
+pub fn restore(
+    input: &CopyInput<'_>,
+    out: &Path,
+    to: Option<u64>,
+    include_unanchored: bool,
+    touched: Option<Touched>,
+    restored: &mut dyn FnMut(),
+) -> Result<RestoreVerdict, Error> {
+    let mut restore = Restore::create(out, to)?;
+    let outcome = copy::read_checked(input, CopyExpectations::default(), &mut |record| {
+        if restore.take(record) {
+            restored();
+        }
+    })?;
+    let invalid = outcome.affected_ranges();
+    let mut verdict = restore.finish(outcome, include_unanchored)?;
+    if let (false, false, Some(touched)) = (verdict.passed(), invalid.is_empty(), touched) {
+        verdict.touched = Some(copy::touched_in(input.source, input.origin, &invalid, touched)?);
+    }
+    Ok(verdict)
+}
+
+/// The verdict on a copy refused before it was read (another origin's): nothing written.
+pub fn refused(outcome: CopyOutcome) -> RestoreVerdict {
+    outcome.map(|copy| RestoreCovered { copy, restored: None })
 }
 
 impl Restore {
@@ -90,7 +123,7 @@ impl Restore {
         let trusted = match outcome.restorable() {
             Ok(trusted) => trusted,
             Err(findings) => {
-                let mut refused = outcome.map(|copy| RestoreCovered { copy, restored: None });
+                let mut refused = refused(outcome);
                 refused.findings = findings;
                 return Ok(refused);
             }

@@ -91,6 +91,49 @@ fn a_different_hash_is_the_fork_point() {
     assert_eq!(c.fork.as_ref().map(|f| f.0), Some(10));
 }
 
+/// A record that came late in the copy is compared where it belongs: the
+/// database does not hold it alone.
+#[test]
+fn a_late_record_is_compared_not_database_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database(dir.path(), "a.db", 30);
+    let mut copy = records(&db);
+    copy.swap(11, 12);
+    let c = compare(&db, &copy);
+    assert!(!c.differs(), "{:?} {:?}", c.database_only.list, c.changed.len());
+    assert_eq!((c.same, c.database_only.count), (30, 0));
+    // Late and changed: compared, and named as changed.
+    copy[12].payload_json = r#"{"changed":true}"#.into();
+    let c = compare(&db, &copy);
+    assert_eq!((c.changed_count, c.database_only.count), (1, 0));
+    assert_eq!(c.changed[0].seq, 12);
+}
+
+/// Damage in the database alone: the diff's last trusted head is the
+/// highest the copy matched below the first difference, as `anchor verify`
+/// would say; the copy's own stays in what the diff covered.
+#[test]
+fn the_database_is_trusted_below_its_first_difference() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database(dir.path(), "a.db", 30);
+    let copy = records(&db);
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute("UPDATE events SET payload_json = '{}' WHERE seq = 17", [])
+        .unwrap();
+    drop(c);
+    let mut outcome = trusted_up_to(Some(head_of(&copy[29])), 30);
+    outcome.covered.vouched = vec![10, 20, 30];
+    let cmp = compare(&db, &copy);
+    let v = crate::diff::verdict(outcome, cmp);
+    assert!(!v.passed());
+    assert_eq!(v.last_trusted, Some(head_of(&copy[9])));
+    assert_eq!(v.covered.copy_trusted, Some(head_of(&copy[29])));
+    assert_eq!(
+        v.ranges.iter().flatten().map(|r| (r.from, r.to)).collect::<Vec<_>>(),
+        [(17, 17)]
+    );
+}
+
 /// The outcome of a copy check that trusts everything up to `head`.
 fn trusted_up_to(head: Option<Head>, end: u64) -> CopyOutcome {
     let mut o = CopyOutcome::refused(Some(ORIGIN.into()), Kind::NoTrustedHead, String::new());

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 use crate::{RunEvent, Touched};
 use chainship_chain::record::Record;
-use chainship_chain::{EventDb, InvalidRange};
+use chainship_chain::{DbError, EventDb, InvalidRange};
 use serde_json::{Value, json};
 
 /// A record's five hashed text fields as stored (decoded from base64 where
@@ -56,13 +56,24 @@ pub struct Affected {
 
 /// Reads the database's events `from..=to` into `touched`.
 pub fn scan_db(db: &EventDb, from: u64, to: u64, mut touched: Touched) -> Affected {
-    let note = db
-        .scan(from.saturating_sub(1), to, &mut |e| {
-            touched.feed(&RunEvent::from(e));
-            true
-        })
-        .err()
-        .map(|e| format!("the range could not be read to its end: {e}"));
+    let (mut after, mut note) = (from.saturating_sub(1), None);
+    // A damaged row is passed over (its own finding names it): the rows
+    // past it are still the range's.
+    while let Err(e) = db.scan(after, to, &mut |e| {
+        touched.feed(&RunEvent::from(e));
+        true
+    }) {
+        match e {
+            DbError::BadField { seq, .. } if seq > after && seq < to => {
+                note = Some(format!("seq {seq} could not be read (a damaged row): passed over"));
+                after = seq;
+            }
+            e => {
+                note = Some(format!("the range could not be read to its end: {e}"));
+                break;
+            }
+        }
+    }
     Affected {
         from,
         to,

@@ -95,7 +95,7 @@ fn print_text(args: &DiffArgs, v: &DiffVerdict, head: u64) {
     for f in &v.findings[..v.covered.copy_findings] {
         outln!("the copy: {}", report::finding_text(f));
     }
-    let trusted = v.last_trusted.map_or(0, |h| h.seq);
+    let trusted = v.covered.copy_trusted.map_or(0, |h| h.seq);
     if let Some((seq, copy, database)) = &c.fork {
         outln!("fork at seq {seq}: from here the database's chain is not the copy's");
         outln!("  copy:     {copy}\n  database: {database}");
@@ -188,6 +188,11 @@ fn copy_json(args: &DiffArgs, v: &DiffVerdict) -> Value {
     let mut doc = trusted_copy::verdict_json(&args.copy.source, v, &v.covered.copy);
     let own = &v.findings[..v.covered.copy_findings];
     doc["status"] = (if own.is_empty() { "ok" } else { "failed" }).into();
+    doc["last_trusted_head"] = json!(
+        v.covered
+            .copy_trusted
+            .map(|h| json!({"seq": h.seq, "hash": h.hash_str()}))
+    );
     doc["findings"] = own.iter().map(crate::report::finding_json).collect();
     // The runs the differences touch are the diff's, said once at the top.
     doc.as_object_mut().map(|o| o.remove("affected"));
@@ -200,7 +205,7 @@ fn copy_json(args: &DiffArgs, v: &DiffVerdict) -> Value {
 }
 
 fn to_json(args: &DiffArgs, v: &DiffVerdict, head: u64) -> Value {
-    let (c, trusted) = (&v.covered.comparison, v.last_trusted.map_or(0, |h| h.seq));
+    let (c, trusted) = (&v.covered.comparison, v.covered.copy_trusted.map_or(0, |h| h.seq));
     let changed: Vec<Value> = c
         .changed
         .iter()

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use chainship_anchor::AnchorUrl;
-use chainship_evidence::restore::{self, Restore, RestoreVerdict, Restored};
+use chainship_evidence::restore::{self, RestoreVerdict, Restored};
 use clap::Args;
 use serde_json::json;
 
@@ -12,7 +12,7 @@ use crate::args::{OutputArgs, RunRulesArgs};
 use crate::exit::{CliError, CmdResult};
 use crate::progress::records_spinner;
 use crate::report;
-use crate::trusted_copy::{self, CopyExpectations, TrustedCopyArgs};
+use crate::trusted_copy::{self, TrustedCopyArgs};
 
 /// Rebuild the events database from the exported copy, checked against the kept heads.
 #[derive(Args, Debug)]
@@ -58,25 +58,14 @@ pub fn run(args: &RestoreArgs) -> CmdResult {
     if let Some(AnchorUrl::File(dir)) = &args.copy.anchor.anchor {
         restore::refuse_inside_store(&args.out, dir).map_err(|e| CliError::from_kind(&e))?;
     }
-    let mut restore = Restore::create(&args.out, args.to).map_err(|e| CliError::from_kind(&e))?;
     let bar = records_spinner("restoring", args.output.json);
-    let outcome = trusted_copy::read_checked(&args.copy, CopyExpectations::default(), &mut |record| {
-        if restore.take(record) {
-            bar.inc(1);
-        }
+    let touched = args.rules.touched()?;
+    let verdict = trusted_copy::with_input(&args.copy, restore::refused, |input| {
+        restore::restore(input, &args.out, args.to, args.include_unanchored, touched, &mut || {
+            bar.inc(1)
+        })
     })?;
     bar.finish_and_clear();
-    // What a refused copy's invalid seqs touch, read again after the verdict.
-    let invalid = outcome.affected_ranges();
-    let origin = outcome.covered.origin.clone();
-    let mut verdict = restore
-        .finish(outcome, args.include_unanchored)
-        .map_err(|e| CliError::from_kind(&e))?;
-    if let (false, false, Some(origin), Some(touched)) =
-        (verdict.passed(), invalid.is_empty(), origin, args.rules.touched()?)
-    {
-        verdict.touched = Some(trusted_copy::touched(&args.copy, &origin, &invalid, touched)?);
-    }
     match verdict.covered.restored {
         Some(restored) => print(args, &verdict, &restored),
         None => refuse(args, &verdict),

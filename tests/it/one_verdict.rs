@@ -413,16 +413,13 @@ fn one_altered_event_is_named_alone_and_the_head_after_it_stays_trusted() {
     assert_eq!(runs, [run_of_1500.as_str()], "{json}");
     assert_eq!(json["affected"]["events"], 1);
 
-    // A row removed: its seq is missing, and the next row cannot be checked
-    // without it; everything else is vouched for.
+    // A row removed: its seq is missing; the next row is checked against
+    // the log's entry before it (the checkpoint's entry bundle) and vouched
+    // for, as everything else is.
     let db = tampered(&a, "deleted.db", "DELETE FROM events WHERE seq = 2000");
     let (code, json) = anchor_verify_json(&a, &db);
     assert_eq!(code, 1);
-    assert_eq!(
-        ranges(&json),
-        vec![("missing".to_owned(), 2000, 2000), ("altered".to_owned(), 2001, 2001)],
-        "{json}"
-    );
+    assert_eq!(ranges(&json), vec![("missing".to_owned(), 2000, 2000)], "{json}");
 
     // Two rows changed far apart: both named, nothing between.
     let db = tampered(
@@ -635,8 +632,8 @@ fn a_copy_and_the_database_name_the_same_exact_ranges() {
     assert_eq!(runs, expected, "{json}");
 
     // Rows 700..720 deleted mid-chain: missing, and no cut. The database's
-    // next row cannot be checked without them; the copy's next record names
-    // its predecessor's hash, so its own fields still show it intact.
+    // next row is checked against the log's entry at seq 720; the copy's
+    // next record names its predecessor's hash: both show it intact.
     let db = tampered(&a, "deleted.db", "DELETE FROM events WHERE seq BETWEEN 700 AND 720");
     let copy = copy_with(&a, "deleted.jsonl", |r| {
         !(700..=720).contains(&r["seq"].as_u64().unwrap())
@@ -644,11 +641,7 @@ fn a_copy_and_the_database_name_the_same_exact_ranges() {
     let (_, db_json) = anchor_verify_json(&a, &db);
     let (_, copy_json_) = copy_json(&a, &["verify-export"], &copy);
     let missing = ("missing".to_owned(), 700, 720);
-    assert_eq!(
-        ranges(&db_json),
-        vec![missing.clone(), ("altered".to_owned(), 721, 721)],
-        "{db_json}"
-    );
+    assert_eq!(ranges(&db_json), vec![missing.clone()], "{db_json}");
     assert_eq!(ranges(&copy_json_), vec![missing], "{copy_json_}");
     for json in [&db_json, &copy_json_] {
         assert!(!kinds(json).iter().any(|(k, _)| k == "cut"), "{json}");
@@ -859,4 +852,80 @@ fn the_largest_seqs_are_named_at_once_and_never_crash() {
         assert_eq!(code(&out), 1, "{command:?}: {}", stderr(&out));
         assert!(!stderr(&out).contains("panicked"), "{command:?}: {}", stderr(&out));
     }
+}
+
+/// Issue 47, the attack round's repros, through the binary: swapped rows,
+/// a differing duplicate, swapped lines in a copy, damage in the database
+/// alone and a damaged cell. Each verifier names the exact seqs, agrees
+/// with the others where they read the same data, and none names an
+/// intact event or leaves a finding without its range.
+#[test]
+fn swaps_duplicates_and_damaged_cells_get_their_exact_ranges_from_every_verifier() {
+    let a = exported_at_500_and_3000(false);
+    let diff_json = |db: &Path, copy: &Path| {
+        let from = format!("file:{}", path_str(copy));
+        json_answer(
+            &a,
+            &a.anchor_url(),
+            &["diff", "--db", path_str(db), "--from", &from, "--origin", ORIGIN],
+        )
+    };
+    let intact_copy = a.dir.path().join("events.jsonl");
+
+    // Rows 1500 and 1501 swapped (every field but the seq): those two, not
+    // the intact row after them.
+    let swap = "UPDATE events SET seq = -1 WHERE seq = 1500; UPDATE events SET seq = 1500 WHERE seq = 1501; UPDATE events SET seq = 1501 WHERE seq = -1;";
+    let db = tampered(&a, "swapped.db", swap);
+    let (code, json) = anchor_verify_json(&a, &db);
+    assert_eq!(code, 1);
+    assert_eq!(ranges(&json), vec![("altered".to_owned(), 1500, 1501)], "{json}");
+    assert_eq!(json["last_trusted_head"]["seq"], 500, "{json}");
+    // `diff` of that database against the intact copy: the same seqs, and
+    // the database's last trusted head, not the copy's.
+    let (code, json) = diff_json(&db, &intact_copy);
+    assert_eq!(code, 1);
+    let changed: Vec<(String, u64, u64)> = ranges(&json).into_iter().filter(|r| r.0 == "altered").collect();
+    assert_eq!(changed, vec![("altered".to_owned(), 1500, 1501)], "{json}");
+    assert_eq!(json["last_trusted_head"]["seq"], 500, "{json}");
+    assert_eq!(json["copy"]["last_trusted_head"]["seq"], 3000, "{json}");
+
+    // A second record at 1500 with another payload: an altered range.
+    let text = std::fs::read_to_string(&intact_copy).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let mut forged: Value = serde_json::from_str(&lines[1499]).unwrap();
+    forged["payload_json"] = r#"{"forged":true}"#.into();
+    lines.insert(1500, forged.to_string());
+    let duplicate = a.dir.path().join("duplicate.jsonl");
+    std::fs::write(&duplicate, lines.join("\n") + "\n").unwrap();
+    let (code, json) = copy_json(&a, &["verify-export"], &duplicate);
+    assert_eq!(code, 1);
+    assert_eq!(ranges(&json), vec![("altered".to_owned(), 1500, 1500)], "{json}");
+
+    // Lines 1500 and 1501 swapped in the copy: the late record is
+    // `reordered`, and `diff` does not call it missing from the copy.
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    lines.swap(1499, 1500);
+    let swapped = a.dir.path().join("swapped.jsonl");
+    std::fs::write(&swapped, lines.join("\n") + "\n").unwrap();
+    let (code, json) = copy_json(&a, &["verify-export"], &swapped);
+    assert_eq!(code, 1);
+    assert_eq!(ranges(&json), vec![("reordered".to_owned(), 1500, 1500)], "{json}");
+    let (code, json) = diff_json(&a.db, &swapped);
+    assert_eq!(code, 1, "the copy's own finding");
+    assert_eq!(json["counts"]["database_only"], 0, "{json}");
+    assert_eq!(json["counts"]["same"], 3000, "{json}");
+
+    // A hash cell that is not text: the row is named, and every seq past
+    // it as not checked; the affected runs are read past it.
+    let db = tampered(&a, "cell.db", "UPDATE events SET hash = x'00' WHERE seq = 1500");
+    let (code, json) = anchor_verify_json(&a, &db);
+    assert_eq!(code, 1);
+    let not_checked = json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "not-whole")
+        .unwrap_or_else(|| panic!("rows past the damaged one not named: {json}"));
+    assert_eq!(not_checked["seq"], 1501, "{json}");
+    assert!(json["affected"]["events"].as_u64().unwrap() > 1000, "{json}");
 }

@@ -69,6 +69,9 @@ pub struct CopyCovered {
     /// Trusted checkpoints, and how many the copy's tree matched.
     pub checkpoints: usize,
     pub matched_roots: usize,
+    /// The seqs whose kept head or checkpoint the copy's records matched,
+    /// ascending (where trust ends in what is compared with the copy: `diff`).
+    pub vouched: Vec<u64>,
 }
 
 impl Verdict<CopyCovered> {
@@ -231,7 +234,7 @@ impl RecordWalk {
             .tile
             .as_ref()
             .and_then(|(_, t)| crate::ranges::leaf(t.as_deref(), r.seq));
-        walk.row_known(r, leaf, altered);
+        walk.row_known(r, leaf, altered, None);
     }
 
     /// The ranges; an error when the copy no longer holds the record the
@@ -513,6 +516,40 @@ impl CopyCheck {
             }
             None => findings.extend(check.findings.iter().cloned()),
         }
+        // A record the walk passed over is still what a consumer reads: a
+        // second, differing record of a seq (the chain gives one of the
+        // two at most) and a late one, each its own range.
+        let passed_over: Vec<InvalidRange> = check
+            .findings
+            .iter()
+            .filter_map(|f| match f.kind {
+                Kind::Duplicate => Some((RangeKind::Altered, f.seq?)),
+                Kind::Reordered => Some((RangeKind::Reordered, f.seq?)),
+                _ => None,
+            })
+            .map(|(kind, seq)| InvalidRange {
+                kind,
+                from: seq,
+                to: seq,
+                anchored_by: None,
+                open: false,
+            })
+            .collect();
+        let mut ranges = match ranges {
+            // Damaged, and its ranges could not be read again: unknown still.
+            None if plan.is_some() => None,
+            ranges if passed_over.is_empty() => ranges,
+            ranges => {
+                let mut all = ranges.unwrap_or_default();
+                for r in passed_over {
+                    if !all.iter().any(|a| a.from <= r.from && r.to <= a.to) {
+                        all.push(r);
+                    }
+                }
+                all.sort_by_key(|r| (r.from, r.to));
+                Some(all)
+            }
+        };
         if check.identical_duplicates > 0 {
             warnings.push(format!(
                 "duplicate: {} identical record(s) delivered more than once (drop them by seq)",
@@ -546,8 +583,10 @@ impl CopyCheck {
         // Records past the highest anchor the copy matched (and past every
         // range): a chain no signed head covers yet, as for a database.
         let end = check.end();
-        let mut ranges = ranges;
-        let anchored = match ranges.as_ref().filter(|r| !r.is_empty()) {
+        let anchored = match ranges
+            .as_ref()
+            .filter(|r| r.iter().any(|r| r.kind != RangeKind::Reordered))
+        {
             Some(_) => check.anchors().heads.iter().copied().max(),
             None if plan.is_none() => own.map(|h| h.seq),
             // Damaged, and its ranges could not be read again: unknown.
@@ -590,6 +629,12 @@ impl CopyCheck {
                 checked: check.heads_covered(),
                 checkpoints: check.checkpoints_trusted,
                 matched_roots: check.matched_roots,
+                vouched: {
+                    let mut v = check.anchors().heads;
+                    v.sort_unstable();
+                    v.dedup();
+                    v
+                },
             },
         }
     }
@@ -816,7 +861,8 @@ pub(crate) mod tests {
     }
 
     /// Walked again in the copy's order, a swapped pair looks like a gap;
-    /// the check saw the late record fill it, so only its lateness is named.
+    /// the check saw the late record fill it, so only its lateness is named,
+    /// as a `reordered` range of its own seq (never `missing`).
     #[test]
     fn a_late_record_is_reordered_not_missing() {
         let key = SignerKey::generate("o").unwrap();
@@ -826,13 +872,19 @@ pub(crate) mod tests {
         copy.swap(149, 150);
         let o = verdict(&store, &key, &copy);
         assert_eq!(kinds(&o), vec![(Kind::Reordered, Some(150))]);
-        assert_eq!(o.ranges.as_deref().map(<[_]>::len), Some(0), "{:?}", o.ranges);
+        let ranges = |o: &CopyOutcome| -> Vec<(RangeKind, u64, u64)> {
+            o.ranges.iter().flatten().map(|r| (r.kind, r.from, r.to)).collect()
+        };
+        assert_eq!(ranges(&o), [(RangeKind::Reordered, 150, 150)]);
+        assert_eq!(o.unvouched, None, "the records are all vouched for");
         // A late record and a record that never came, side by side: only the latter is missing.
         copy.remove(249);
         let o = verdict(&store, &key, &copy);
         assert_eq!(kinds(&o), vec![(Kind::Reordered, Some(150)), (Kind::Gap, Some(250))]);
-        let ranges: Vec<(u64, u64)> = o.ranges.iter().flatten().map(|r| (r.from, r.to)).collect();
-        assert_eq!(ranges, [(250, 250)]);
+        assert_eq!(
+            ranges(&o),
+            [(RangeKind::Reordered, 150, 150), (RangeKind::Missing, 250, 250)]
+        );
     }
 
     #[test]
@@ -991,9 +1043,10 @@ pub(crate) mod tests {
     }
 
     /// A second, differing record at a seq is named, and a consumer may
-    /// have taken either: its seq is affected though no range holds it.
+    /// have taken either: the chain gives one of them at most, so its seq is
+    /// an `altered` range, whichever came first.
     #[test]
-    fn a_differing_duplicate_is_affected_without_a_range() {
+    fn a_differing_duplicate_is_an_altered_range() {
         let key = SignerKey::generate("o").unwrap();
         let lines = chain(300);
         let store = store_for(&lines, &[100, 200, 300], &key);
@@ -1008,5 +1061,12 @@ pub(crate) mod tests {
             o.findings
         );
         assert_eq!(o.affected_ranges(), [(150, 150)]);
+        let ranges: Vec<(RangeKind, u64, u64)> = o.ranges.iter().flatten().map(|r| (r.kind, r.from, r.to)).collect();
+        assert_eq!(ranges, [(RangeKind::Altered, 150, 150)]);
+        // The forgery first, the true record second: the same range.
+        copy.swap(149, 150);
+        let o = verdict(&store, &key, &copy);
+        let ranges: Vec<(RangeKind, u64, u64)> = o.ranges.iter().flatten().map(|r| (r.kind, r.from, r.to)).collect();
+        assert_eq!(ranges, [(RangeKind::Altered, 150, 150)], "{:?}", o.findings);
     }
 }

@@ -303,31 +303,50 @@ fn the_database_and_the_copy_name_the_same_exact_ranges_for_the_same_damage() {
     }
 }
 
-/// Where the copy holds more than the database: each record names its
-/// predecessor's hash, a row does not. The row after deleted or moved rows
-/// cannot be checked in a database (its predecessor's hash is gone, and a
-/// tile holds only its leaf hash), so it is named with them; in the copy the
-/// record's own fields give its hash after the predecessor it names, and
-/// the checkpoint's leaf vouches for it.
+/// Where a copy says more than a database: each record names its
+/// predecessor's hash, a row does not. Past deleted or moved rows the
+/// database's row is checked against the log's own entry at the seq before
+/// it (the checkpoint's entry bundle, each entry checked against its leaf),
+/// so the database names what the copy names. Without the entry bundles the
+/// row cannot be checked (a level-0 tile holds only its leaf hash): it is
+/// named with them.
 #[test]
-fn a_row_after_deleted_or_moved_rows_is_named_in_a_database_and_vouched_for_in_a_copy() {
-    // (case, damage, the database's ranges, the copy's, the last trusted head)
+fn a_row_after_deleted_or_moved_rows_is_checked_by_the_log_s_entry_as_a_record_by_its_named_predecessor() {
+    // (case, damage, the ranges, the database's without entry bundles, the last trusted head)
     let cases: Vec<(&str, Damage, Ranges, Ranges, u64)> = vec![
         (
             "one event deleted",
             Box::new(|r| {
                 r.remove(249);
             }),
-            vec![("missing", 250, 250), ("altered", 251, 251)],
             vec![("missing", 250, 250)],
+            vec![("missing", 250, 250), ("altered", 251, 251)],
             200,
         ),
         (
             "a mid-chain deletion",
             Box::new(|r| r.retain(|x| !(430..=440).contains(&x.seq))),
-            vec![("missing", 430, 440), ("altered", 441, 441)],
             vec![("missing", 430, 440)],
+            vec![("missing", 430, 440), ("altered", 441, 441)],
             400,
+        ),
+        (
+            "the first event deleted",
+            Box::new(|r| {
+                r.remove(0);
+            }),
+            vec![("missing", 1, 1)],
+            vec![("missing", 1, 1), ("altered", 2, 2)],
+            0,
+        ),
+        (
+            "a head's own event deleted",
+            Box::new(|r| {
+                r.remove(299);
+            }),
+            vec![("missing", 300, 300)],
+            vec![("missing", 300, 300), ("altered", 301, 301)],
+            200,
         ),
         (
             "two events swapped",
@@ -336,8 +355,8 @@ fn a_row_after_deleted_or_moved_rows_is_named_in_a_database_and_vouched_for_in_a
                 r[249] = Row { seq: 250, ..b };
                 r[250] = Row { seq: 251, ..a };
             }),
-            vec![("altered", 250, 252)],
             vec![("altered", 250, 251)],
+            vec![("altered", 250, 252)],
             200,
         ),
         (
@@ -347,21 +366,23 @@ fn a_row_after_deleted_or_moved_rows_is_named_in_a_database_and_vouched_for_in_a
                 r[250] = Row { seq: 251, ..a };
                 r.remove(249);
             }),
-            vec![("missing", 250, 250), ("altered", 251, 252)],
             vec![("missing", 250, 250), ("altered", 251, 251)],
+            vec![("missing", 250, 250), ("altered", 251, 252)],
             200,
         ),
     ];
-    for (name, damage, db_ranges, copy_ranges, trusted) in cases {
+    for (name, damage, want, without_entries, trusted) in cases {
         let (mut rows, store, key) = log();
         damage(&mut rows);
         let j = judge(&rows, &store, &key);
-        assert_eq!(j.db.0, db_ranges, "{name}: the database");
-        assert_eq!(j.copy.0, copy_ranges, "{name}: the copy");
-        // Trust ends at the first of them, alike.
-        assert_eq!((j.db.2, j.copy.2), (Some(trusted), Some(trusted)), "{name}");
-        let first = |k: &Kinds| k.iter().filter_map(|(_, s)| *s).min();
-        assert_eq!(first(&j.db.1), first(&j.copy.1), "{name}: {:?} {:?}", j.db.1, j.copy.1);
+        assert_eq!(j.db.0, want, "{name}: the database");
+        assert_eq!(j.copy.0, want, "{name}: the copy");
+        assert_eq!(j.db.1, j.copy.1, "{name}: the findings");
+        let trusted = (trusted > 0).then_some(trusted);
+        assert_eq!((j.db.2, j.copy.2), (trusted, trusted), "{name}: the last trusted head");
+        store.delete_objects("o", "tile/entries/");
+        let j = judge(&rows, &store, &key);
+        assert_eq!(j.db.0, without_entries, "{name}: the database without entry bundles");
     }
 }
 
@@ -469,4 +490,58 @@ fn the_tail_past_the_last_anchor_is_unvouched_whatever_the_damage_below_it() {
     let (mut rows, store, key) = log();
     rows.truncate(550);
     assert_eq!(judge(&rows, &store, &key).tails, (Some((501, 550)), Some((501, 550))));
+}
+
+/// A row whose hash cell is not text stops the database's walk: the row is
+/// named, and so is every seq past it, as not checked (the verdict never
+/// reads as if rows past it were judged); with the run rules, the runs past
+/// it are read with the damaged row passed over.
+#[test]
+fn a_damaged_cell_names_the_rows_past_it_as_not_checked() {
+    let (rows, store, key) = log();
+    let dir = tempfile::tempdir().unwrap();
+    let path = database_of(dir.path(), &rows);
+    let db = rusqlite::Connection::open(&path).unwrap();
+    db.execute("UPDATE events SET hash = x'00' WHERE seq = 250", [])
+        .unwrap();
+    drop(db);
+    let keys = [key.verifier()];
+    let open = OpenOptions::default();
+    let v = check_database(
+        DbCheck {
+            store: &store,
+            origin: "o",
+            keys: &keys,
+            witness: None,
+            db: Some(DbSource {
+                path: &path,
+                open: &open,
+                jobs: 1,
+            }),
+            state: None,
+            max_age: None,
+            allow_no_heads: false,
+            max_unvouched: u64::MAX,
+            touched: Some(chainship_runs::Touched::new(&chainship_chain::profile::AGENTRT, &[])),
+        },
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert!(!v.passed());
+    let found = kinds(&v);
+    assert!(found.contains(&(Kind::Altered, Some(250))), "{found:?}");
+    let not_checked = v
+        .findings
+        .iter()
+        .find(|f| f.kind == Kind::NotWhole)
+        .expect("not checked named");
+    assert_eq!(not_checked.seq, Some(251));
+    assert!(not_checked.message.contains("seqs 251..700"), "{}", not_checked.message);
+    let touched = v.touched.as_ref().expect("affected runs");
+    assert_eq!((touched.from, touched.to), (250, 700));
+    assert!(
+        touched.note.as_deref().is_some_and(|n| n.contains("seq 250")),
+        "{:?}",
+        touched.note
+    );
 }

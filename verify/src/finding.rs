@@ -542,6 +542,7 @@ pub fn range_findings(ranges: &[InvalidRange], first: Option<&chainship_chain::C
                         r.to + 1
                     ),
                 ),
+                RangeKind::Reordered => (Kind::Reordered, "reordered: delivered after later seqs".to_owned()),
             };
             let first = first.filter(|b| r.from <= b.seq && b.seq <= r.to && r.kind == RangeKind::Altered);
             Finding {
@@ -579,6 +580,17 @@ pub fn damage_findings(report: &WalkReport, under: usize) -> Vec<Finding> {
             source: None,
             remedy: None,
         });
+        // The walk stops at a damaged row: what lies past it was not checked.
+        let from = d.position().saturating_add(1);
+        if let Some((head, _)) = report.db_head.as_ref().filter(|(head, _)| *head >= from) {
+            out.push(Finding::new(
+                Kind::NotWhole,
+                Some(from),
+                format!(
+                    "seqs {from}..{head} were not checked: the walk stops at the damaged row (their ranges, and the kept heads among them, are unknown)"
+                ),
+            ));
+        }
     }
     if let Some(value) = &report.unreachable_seq {
         out.push(Finding {

@@ -21,7 +21,7 @@ use chainship_chain::record::Record;
 use chainship_chain::{EventDb, HexHash, InvalidRange, RangeClassifier, RangeKind, Vouch};
 use chainship_tlog::leaf_hash;
 use chainship_tlog::merkle::Hash;
-use chainship_tlog::tiles::{WIDTH, tile_path, tile_width};
+use chainship_tlog::tiles::{WIDTH, entries_path, parse_bundle, tile_path, tile_width};
 
 use chainship_anchor::checkpoint::Checkpoint;
 use chainship_anchor::store::{AnchorStore, StoreError};
@@ -110,12 +110,23 @@ impl RangeWalk {
     /// Row `row`, with the newest trusted checkpoint's leaf at its seq if
     /// there is one. False once the ranges are too many to go on.
     pub fn row(&mut self, row: &dyn ChainRow, leaf: Option<&Hash>) -> bool {
-        self.row_known(row, leaf, false)
+        self.row_known(row, leaf, false, None)
     }
 
     /// [`RangeWalk::row`] for a row already known to be altered (a SIEM
-    /// record whose searchable fields disagree with the record it carries).
-    pub fn row_known(&mut self, row: &dyn ChainRow, leaf: Option<&Hash>, altered: bool) -> bool {
+    /// record whose searchable fields disagree with the record it carries),
+    /// and with the hash the log vouches for at the seq before it
+    /// (`vouched_prev`: the checkpoint's entry there, when its tiles are at
+    /// hand). A database row names no predecessor, so past missing or
+    /// invalid rows only that entry shows its fields are the ones hashed,
+    /// as a copy's record shows it with the predecessor it names.
+    pub fn row_known(
+        &mut self,
+        row: &dyn ChainRow,
+        leaf: Option<&Hash>,
+        altered: bool,
+        vouched_prev: Option<&[u8]>,
+    ) -> bool {
         let seq = row.seq();
         if seq <= self.last {
             // Not in order (a duplicate or a late record): its own finding says so.
@@ -145,10 +156,16 @@ impl RangeWalk {
             None if against_head => Vouch::Contradicted,
             None => Vouch::Nothing,
         };
-        // What the row's own fields give, after its own predecessor as it says.
-        let own = match says {
-            Some(p) => row.hash_after(p),
-            None => content,
+        // What the row's own fields give, after its own predecessor as it
+        // says, or as the log's entry before it says.
+        let after_vouched = vouched_prev
+            .filter(|_| says.is_none())
+            .map(|p| row.hash_after(p))
+            .filter(|h| h[..] == *stored);
+        let own = match (says, after_vouched) {
+            (Some(p), _) => row.hash_after(p),
+            (None, Some(h)) => h,
+            (None, None) => content,
         };
         // The predecessor is already named invalid (altered or rewritten up to it).
         let prev_named = self
@@ -157,12 +174,14 @@ impl RangeWalk {
             .last()
             .is_some_and(|r| r.to == self.prev.0 && matches!(r.kind, RangeKind::Altered | RangeKind::Rewritten));
         let gap = self.prev.0.checked_add(1).is_some_and(|next| seq > next);
-        if !linked && (gap || prev_named) && (says.is_some() || after_stored) && !altered && own[..] == *stored {
+        let shows_own = says.is_some() || after_stored || after_vouched.is_some();
+        if !linked && (gap || prev_named) && shows_own && !altered && own[..] == *stored {
             // Past missing rows, or after a predecessor named invalid, a
             // record that names its predecessor still shows its own fields
             // give its hash: it starts a stretch an anchor must vouch for.
             // So does a row past missing ones whose fields give its hash
-            // after the row before them (it was written over that one).
+            // after the row before them (it was written over that one), or
+            // after the log's entry before it.
             // After a valid predecessor it is the break: altered, below.
             self.classifier.resume(seq, vouch);
         } else {
@@ -234,22 +253,50 @@ pub async fn exact_ranges(input: RangeInput<'_>) -> Result<Vec<InvalidRange>, St
     let mut walk = RangeWalk::new(input.after, after_hash, input.anchors);
     let mut pos = input.after;
     let mut going = true;
+    // The entries of the tile before the current one, by its index.
+    let mut before: Option<(u64, Option<Vec<Vec<u8>>>)> = None;
     while going && pos < input.through {
         let index = pos / WIDTH as u64;
         let chunk_end = (index.saturating_add(1).saturating_mul(WIDTH as u64)).min(input.through);
-        let tile = match input.leaves {
-            Some(cp) => level0_tile(input.store, input.origin, cp, index).await?,
-            None => None,
+        let (tile, entries, entries_before) = match input.leaves {
+            Some(cp) => {
+                let tile = level0_tile(input.store, input.origin, cp, index).await?;
+                let entries = match &tile {
+                    Some(t) => level0_entries(input.store, input.origin, cp, index, t).await?,
+                    None => None,
+                };
+                let entries_before = match (index.checked_sub(1), before.take()) {
+                    (Some(i), Some((at, kept))) if at == i => kept,
+                    (Some(i), _) => match level0_tile(input.store, input.origin, cp, i).await? {
+                        Some(t) => level0_entries(input.store, input.origin, cp, i, &t).await?,
+                        None => None,
+                    },
+                    (None, _) => None,
+                };
+                (tile, entries, entries_before)
+            }
+            None => (None, None, None),
+        };
+        // The log's entry at `seq`, if it is in this tile or the one before.
+        let entry_at = |seq: u64| -> Option<&[u8]> {
+            let i = seq.checked_sub(1)?;
+            let list = match i / WIDTH as u64 {
+                t if t == index => entries.as_ref(),
+                t if t + 1 == index => entries_before.as_ref(),
+                _ => None,
+            };
+            list.and_then(|l| l.get(i as usize % WIDTH)).map(Vec::as_slice)
         };
         let mut seen = false;
         input
             .db
             .scan(pos, chunk_end, &mut |e| {
                 seen = true;
-                going = walk.row(e, leaf(tile.as_deref(), e.seq));
+                going = walk.row_known(e, leaf(tile.as_deref(), e.seq), false, entry_at(e.seq - 1));
                 going
             })
             .map_err(db_error)?;
+        before = Some((index, entries));
         pos = chunk_end;
         if !seen && going {
             // No row in this tile's span: go on at the tile of the next row,
@@ -391,6 +438,28 @@ pub async fn level0_tile(
         return Ok(None);
     }
     Ok(Some(data.chunks(32).map(|c| c.try_into().expect("32 bytes")).collect()))
+}
+
+/// The entries (event hashes) of entry bundle `index` of `cp`'s tree, each
+/// checked against its leaf in `tile` (the level-0 tile the store pass showed
+/// gives the signed root); `None` when the bundle is not there whole or one
+/// entry is not its leaf.
+pub async fn level0_entries(
+    store: &AnchorStore,
+    origin: &str,
+    cp: &Checkpoint,
+    index: u64,
+    tile: &[Hash],
+) -> Result<Option<Vec<Vec<u8>>>, StoreError> {
+    let width = tile_width(cp.size, 0, index);
+    let Some(data) = store.get_object(origin, &entries_path(index, width)).await? else {
+        return Ok(None);
+    };
+    let Some(entries) = parse_bundle(&data) else {
+        return Ok(None);
+    };
+    let whole = entries.len() == tile.len() && entries.iter().zip(tile).all(|(e, l)| leaf_hash(e) == *l);
+    Ok(whole.then(|| entries.into_iter().map(<[u8]>::to_vec).collect()))
 }
 
 #[cfg(test)]
