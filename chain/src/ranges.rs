@@ -162,6 +162,27 @@ impl RangeClassifier {
         self.prev = Some(seq);
     }
 
+    /// Row `seq` whose fields nothing can check: its predecessor is missing,
+    /// or its predecessor's stored hash is not vouched for, and no entry of
+    /// the log gives the hash before it (a database row names no
+    /// predecessor). It is not vouched for itself; the rows after it link to
+    /// its stored hash, vouched for when `vouch` is an anchor.
+    pub fn unchecked(&mut self, seq: u64, vouch: Vouch) {
+        let prev = self.prev.unwrap_or(0);
+        self.close(prev);
+        if seq > prev.saturating_add(1) {
+            self.push(RangeKind::Missing, prev.saturating_add(1), seq - 1);
+        }
+        self.push(RangeKind::Unvouched, seq, seq);
+        self.stretch = Some(Stretch {
+            start: seq.saturating_add(1),
+            last_anchor: (vouch == Vouch::Anchor).then_some(seq),
+            rewritten: false,
+            rewritten_range: None,
+        });
+        self.prev = Some(seq);
+    }
+
     /// What vouches for row `seq` (linked to the row before it, or not).
     fn vouched(&mut self, seq: u64, linked: bool, vouch: Vouch) {
         match vouch {

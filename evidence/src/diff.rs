@@ -52,11 +52,25 @@ pub fn verdict(copy: CopyOutcome, mut c: Comparison) -> DiffVerdict {
     let trusted = copy.last_trusted.map_or(0, |h| h.seq);
     let mut found = Vec::new();
     let first = |r: &Ranges| r.list.first().map(|&(a, _)| a);
-    if c.changed_count > 0 {
+    let altered = minus(&c.changed_ranges.list, &c.rewritten_ranges.list);
+    if let Some(&(from, _)) = altered.first() {
         found.push(Finding::new(
             Kind::Altered,
-            first(&c.changed_ranges),
-            format!("{} event(s) of the database differ from the copy's", c.changed_count),
+            Some(from),
+            format!(
+                "{} event(s) of the database differ from the copy's",
+                c.changed_count - c.rewritten_ranges.count
+            ),
+        ));
+    }
+    if c.rewritten_ranges.count > 0 {
+        found.push(Finding::new(
+            Kind::Fork,
+            first(&c.rewritten_ranges),
+            format!(
+                "{} event(s) of the database were rewritten: their hashes differ from the copy's, on a chain that still links (another history)",
+                c.rewritten_ranges.count
+            ),
         ));
     }
     if c.missing.count > 0 {
@@ -100,9 +114,18 @@ pub fn verdict(copy: CopyOutcome, mut c: Comparison) -> DiffVerdict {
         ));
     }
     if let Some(e) = &c.db.unreadable {
+        // A damaged row is named at its seq, as a database walk names it;
+        // what lies past it was not compared.
+        if let Some(at) = c.db.unreadable_at {
+            found.push(Finding::new(
+                Kind::Altered,
+                Some(at),
+                format!("the database's row is damaged: {e}"),
+            ));
+        }
         found.push(Finding::new(
             Kind::NotWhole,
-            None,
+            c.db.unreadable_at.map(|at| at.saturating_add(1)),
             format!(
                 "the database could not be read on: {e} ({} copy record(s) not compared)",
                 c.not_compared
@@ -124,10 +147,14 @@ pub fn verdict(copy: CopyOutcome, mut c: Comparison) -> DiffVerdict {
     let c = &v.covered.comparison;
     let mut ranges = v.ranges.take().unwrap_or_default();
     for (kind, kept) in [
-        (RangeKind::Altered, &c.changed_ranges),
-        (RangeKind::Missing, &c.missing),
+        (
+            RangeKind::Altered,
+            minus(&c.changed_ranges.list, &c.rewritten_ranges.list),
+        ),
+        (RangeKind::Rewritten, c.rewritten_ranges.list.clone()),
+        (RangeKind::Missing, c.missing.list.clone()),
     ] {
-        for &(from, to) in &kept.list {
+        for &(from, to) in &kept {
             // A seq the copy's own check named already (a damaged record) is named once.
             if !ranges.iter().any(|r| (r.from, r.to) == (from, to)) {
                 ranges.push(InvalidRange {
@@ -147,6 +174,7 @@ pub fn verdict(copy: CopyOutcome, mut c: Comparison) -> DiffVerdict {
         .into_iter()
         .filter_map(first)
         .chain(c.db.broken.as_ref().map(|b| b.seq))
+        .chain(c.db.unreadable_at)
         .min();
     if let Some(d) = first_difference.filter(|d| v.last_trusted.is_some_and(|h| h.seq >= *d)) {
         let below = v.covered.copy.vouched.iter().rev().find(|s| **s < d).copied();
@@ -159,6 +187,25 @@ pub fn verdict(copy: CopyOutcome, mut c: Comparison) -> DiffVerdict {
     v.ranges = (!ranges.is_empty()).then_some(ranges);
     v.touched = touched;
     v
+}
+
+/// The seqs of `all` (merged ranges, ascending) that `some` (a subset, the
+/// same way) does not hold.
+fn minus(all: &[(u64, u64)], some: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    for &(a, b) in all {
+        let mut from = Some(a);
+        for &(x, y) in some.iter().filter(|(x, y)| *y >= a && *x <= b) {
+            if let Some(f) = from.filter(|f| x > *f) {
+                out.push((f, x - 1));
+            }
+            from = y.checked_add(1);
+        }
+        if let Some(f) = from.filter(|f| *f <= b) {
+            out.push((f, b));
+        }
+    }
+    out
 }
 
 /// One field that differs.
@@ -294,6 +341,8 @@ pub struct DbCursor {
     pub broken: Option<Box<ChainBreak>>,
     /// A row that could not be read (a field not text): reading stopped there.
     pub unreadable: Option<String>,
+    /// The seq of that row, when known.
+    pub unreadable_at: Option<u64>,
 }
 
 impl DbCursor {
@@ -305,6 +354,11 @@ impl DbCursor {
             self.pos = 0;
             if let Err(e) = self.db.read_page(self.after, 4096, 8 << 20, &mut self.page) {
                 // Rows read before the bad one are still compared.
+                self.unreadable_at = match &e {
+                    DbError::BadField { seq, .. } => Some(*seq),
+                    DbError::BadSeq { after, .. } => Some(after.saturating_add(1)),
+                    _ => None,
+                };
                 self.unreadable = Some(e.to_string().replace('\n', ";"));
             }
             self.after = self.page.last().map_or(self.head, |e| e.seq);
@@ -319,13 +373,19 @@ impl DbCursor {
 
     /// Moves past the current row, checking it against the chain.
     pub fn advance(&mut self) {
+        self.check_current();
+        self.pos += 1;
+    }
+
+    /// Checks the current row against the chain (once: the check follows
+    /// the rows in order), before it is compared or passed.
+    fn check_current(&mut self) {
         if self.broken.is_none()
             && let Some(e) = self.page.get(self.pos)
             && let Err(b) = self.chain.check(&e)
         {
             self.broken = Some(b);
         }
-        self.pos += 1;
     }
 }
 
@@ -338,6 +398,9 @@ pub struct Comparison {
     pub changed_count: u64,
     /// Every changed seq as ranges (the detail of `changed` stops at `limit`).
     pub changed_ranges: Ranges,
+    /// The changed seqs whose stored hash differs on a database chain that
+    /// still links there: rewritten (a consistent rewrite, another history).
+    pub rewritten_ranges: Ranges,
     pub limit: usize,
     pub missing: Ranges,
     pub database_only: Ranges,
@@ -384,8 +447,11 @@ impl Comparison {
                     self.db.advance();
                 }
                 Some(s) if s == r.seq => {
+                    // Checked first: a changed hash on a chain that still
+                    // links is a rewrite, on one that breaks an alteration.
+                    self.db.check_current();
                     self.compare(r);
-                    self.db.advance();
+                    self.db.pos += 1;
                     return;
                 }
                 _ if self.db.unreadable.is_some() => {
@@ -455,6 +521,9 @@ impl Comparison {
         self.touch(r);
         self.changed_count += 1;
         self.changed_ranges.add(seq);
+        if hash_differs && self.db.broken.is_none() {
+            self.rewritten_ranges.add(seq);
+        }
         if self.changed.len() < self.limit {
             self.changed.push(Changed {
                 seq,
@@ -499,12 +568,14 @@ impl Comparison {
                 chain: ChainCheck::from_start(),
                 broken: None,
                 unreadable: None,
+                unreadable_at: None,
             },
             last_copy: 0,
             same: 0,
             changed: Vec::new(),
             changed_count: 0,
             changed_ranges: Ranges::new(1000),
+            rewritten_ranges: Ranges::new(1000),
             limit,
             missing: Ranges::new(1000),
             database_only: Ranges::new(1000),

@@ -134,6 +134,79 @@ fn the_database_is_trusted_below_its_first_difference() {
     );
 }
 
+/// The kinds of `diff`'s differences follow the database's own chain: rows
+/// rehashed consistently are `rewritten` (a fork), as `anchor verify` names
+/// them; a changed field on a chain that breaks is `altered`; a damaged row
+/// is named at its seq, and what lies past it as not compared.
+#[test]
+fn a_rewrite_an_edit_and_a_damaged_row_get_the_database_walk_s_kinds() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database(dir.path(), "a.db", 30);
+    let copy = records(&db);
+    let kinds_and_ranges = |db: &Path| {
+        let v = crate::diff::verdict(trusted_up_to(Some(head_of(&copy[29])), 30), compare(db, &copy));
+        let kinds: Vec<(Kind, Option<u64>)> = v.findings.iter().map(|f| (f.kind, f.seq)).collect();
+        let ranges: Vec<(&str, u64, u64)> = v
+            .ranges
+            .iter()
+            .flatten()
+            .map(|r| (r.kind.as_str(), r.from, r.to))
+            .collect();
+        (kinds, ranges)
+    };
+    // Rehashed from 20 on: another history.
+    let rewritten = dir.path().join("rewritten.db");
+    std::fs::copy(&db, &rewritten).unwrap();
+    let c = rusqlite::Connection::open(&rewritten).unwrap();
+    let mut prev = copy[18].hash.to_string();
+    for r in &copy[19..] {
+        let h = chainship_chain::event_hash(
+            prev.as_bytes(),
+            r.seq,
+            r.run_id.as_bytes(),
+            r.step_id.as_bytes(),
+            b"2020-01-01T00:00:00Z",
+            r.kind.as_bytes(),
+            r.payload_json.as_bytes(),
+        );
+        let h = String::from_utf8(h.to_vec()).unwrap();
+        c.execute(
+            "UPDATE events SET at = '2020-01-01T00:00:00Z', hash = ?1 WHERE seq = ?2",
+            rusqlite::params![h, r.seq as i64],
+        )
+        .unwrap();
+        prev = h;
+    }
+    drop(c);
+    let (kinds, ranges) = kinds_and_ranges(&rewritten);
+    assert_eq!(kinds, [(Kind::Fork, Some(20))]);
+    assert_eq!(ranges, [("rewritten", 20, 30)]);
+    // A payload changed, its hash kept: the chain breaks there.
+    let edited = dir.path().join("edited.db");
+    std::fs::copy(&db, &edited).unwrap();
+    let c = rusqlite::Connection::open(&edited).unwrap();
+    c.execute("UPDATE events SET payload_json = '{\"edited\":1}' WHERE seq = 20", [])
+        .unwrap();
+    drop(c);
+    let (kinds, ranges) = kinds_and_ranges(&edited);
+    assert_eq!(
+        kinds,
+        [(Kind::Altered, Some(20)), (Kind::Altered, Some(20))],
+        "the difference, and the database's own break"
+    );
+    assert_eq!(ranges, [("altered", 20, 20)]);
+    // A hash cell that is not text.
+    let damaged = dir.path().join("damaged.db");
+    std::fs::copy(&db, &damaged).unwrap();
+    let c = rusqlite::Connection::open(&damaged).unwrap();
+    c.execute("UPDATE events SET hash = x'00' WHERE seq = 20", []).unwrap();
+    drop(c);
+    let v = crate::diff::verdict(trusted_up_to(Some(head_of(&copy[29])), 30), compare(&damaged, &copy));
+    let kinds: Vec<(Kind, Option<u64>)> = v.findings.iter().map(|f| (f.kind, f.seq)).collect();
+    assert_eq!(kinds, [(Kind::Altered, Some(20)), (Kind::NotWhole, Some(21))]);
+    assert_eq!(v.last_trusted, None, "no head below the damaged row was matched");
+}
+
 /// The outcome of a copy check that trusts everything up to `head`.
 fn trusted_up_to(head: Option<Head>, end: u64) -> CopyOutcome {
     let mut o = CopyOutcome::refused(Some(ORIGIN.into()), Kind::NoTrustedHead, String::new());

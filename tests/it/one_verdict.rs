@@ -915,6 +915,18 @@ fn swaps_duplicates_and_damaged_cells_get_their_exact_ranges_from_every_verifier
     assert_eq!(json["counts"]["database_only"], 0, "{json}");
     assert_eq!(json["counts"]["same"], 3000, "{json}");
 
+    // Line 1500 moved up to line 101: it alone is out of place, and trust
+    // ends there, not where it stood.
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let early = lines.remove(1499);
+    lines.insert(100, early);
+    let moved = a.dir.path().join("early.jsonl");
+    std::fs::write(&moved, lines.join("\n") + "\n").unwrap();
+    let (code, json) = copy_json(&a, &["verify-export"], &moved);
+    assert_eq!(code, 1);
+    assert_eq!(ranges(&json), vec![("reordered".to_owned(), 1500, 1500)], "{json}");
+    assert_eq!(json["last_trusted_head"]["seq"], 500, "{json}");
+
     // A hash cell that is not text: the row is named, and every seq past
     // it as not checked; the affected runs are read past it.
     let db = tampered(&a, "cell.db", "UPDATE events SET hash = x'00' WHERE seq = 1500");

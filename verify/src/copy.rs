@@ -501,14 +501,28 @@ impl CopyCheck {
                 // after the predecessor it names) is no finding.
                 let breaks: std::collections::HashSet<usize> = check.link_breaks.iter().copied().collect();
                 let walked = plan.as_ref().map_or(0..=0, |p| p.after.saturating_add(1)..=p.through);
+                // (Not vouched for is no break: a record linked into the unvouched tail.)
+                let broken_at = |s: u64| {
+                    ranges
+                        .iter()
+                        .any(|r| r.from <= s && s <= r.to && r.kind != RangeKind::Unvouched)
+                };
                 let walked_whole = |i: usize, f: &Finding| {
-                    breaks.contains(&i)
-                        && f.seq
-                            .is_some_and(|s| walked.contains(&s) && !ranges.iter().any(|r| r.from <= s && s <= r.to))
+                    breaks.contains(&i) && f.seq.is_some_and(|s| walked.contains(&s) && !broken_at(s))
+                };
+                // A head that holds another hash at a record named altered is
+                // that record's finding (as a database's head at its break is).
+                let head_at_altered = |f: &Finding| {
+                    f.kind == Kind::Fork
+                        && f.seq.is_some_and(|s| {
+                            ranges
+                                .iter()
+                                .any(|r| r.kind == RangeKind::Altered && r.from <= s && s <= r.to)
+                        })
                 };
                 findings.extend(
                     (check.findings.iter().enumerate())
-                        .filter(|(i, f)| !walked_whole(*i, f) && holding(f).is_none_or(names))
+                        .filter(|(i, f)| !walked_whole(*i, f) && !head_at_altered(f) && holding(f).is_none_or(names))
                         .map(|(_, f)| f.clone()),
                 );
                 let wider: Vec<InvalidRange> = ranges.iter().filter(|r| !names(r)).cloned().collect();
@@ -1040,6 +1054,34 @@ pub(crate) mod tests {
         );
         assert!(o.findings.iter().any(|f| f.kind.ends_trust()), "{:?}", o.findings);
         assert_eq!(o.last_trusted.map(|h| h.seq), Some(1000));
+    }
+
+    /// A record placed early (seq 250 before seq 150) is the one out of
+    /// place: one `reordered` range at its seq, not one per record it
+    /// jumped over, and trust ends there, not where it stood.
+    #[test]
+    fn an_early_record_is_the_one_reordered() {
+        let key = SignerKey::generate("o").unwrap();
+        let lines = chain(300);
+        let store = store_for(&lines, &[100, 200, 300], &key);
+        let mut copy = lines.clone();
+        let early = copy.remove(249);
+        copy.insert(149, early);
+        let o = verdict(&store, &key, &copy);
+        assert_eq!(kinds(&o), vec![(Kind::Reordered, Some(250))]);
+        let ranges: Vec<(RangeKind, u64, u64)> = o.ranges.iter().flatten().map(|r| (r.kind, r.from, r.to)).collect();
+        assert_eq!(ranges, [(RangeKind::Reordered, 250, 250)]);
+        assert_eq!(o.last_trusted.map(|h| h.seq), Some(200));
+        // One of those it jumped over never came: it is missing, and the
+        // early record is still the one out of place.
+        copy.remove(160);
+        let o = verdict(&store, &key, &copy);
+        assert_eq!(kinds(&o), vec![(Kind::Gap, Some(160)), (Kind::Reordered, Some(250))]);
+        let ranges: Vec<(RangeKind, u64, u64)> = o.ranges.iter().flatten().map(|r| (r.kind, r.from, r.to)).collect();
+        assert_eq!(
+            ranges,
+            [(RangeKind::Missing, 160, 160), (RangeKind::Reordered, 250, 250)]
+        );
     }
 
     /// A second, differing record at a seq is named, and a consumer may

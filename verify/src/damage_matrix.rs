@@ -292,6 +292,31 @@ fn the_database_and_the_copy_name_the_same_exact_ranges_for_the_same_damage() {
         vec![(Gap, Some(701)), (Unvouched, Some(601)), (Unvouched, Some(705))],
         Some(600),
     ));
+    // At the newest anchor, with rows past it: a changed stored hash is that
+    // row, as a changed payload is (the rows after it link to what its
+    // fields give, not to a rewrite), and a row deleted past it is missing.
+    for (name, damage) in [
+        ("the newest head's row altered", alter(600)),
+        (
+            "the newest head's stored hash alone changed",
+            Box::new(|r: &mut Vec<Row>| r[599].hash = "ab".repeat(32)) as Damage,
+        ),
+    ] {
+        cases.push((
+            name,
+            damage,
+            vec![("altered", 600, 600), ("unvouched", 601, 700)],
+            vec![(Altered, Some(600)), (Unvouched, Some(601))],
+            Some(500),
+        ));
+    }
+    cases.push((
+        "a row deleted past the newest anchor",
+        Box::new(|r| r.retain(|x| x.seq != 650)),
+        vec![("unvouched", 601, 649), ("missing", 650, 650), ("unvouched", 651, 700)],
+        vec![(Gap, Some(650)), (Unvouched, Some(601)), (Unvouched, Some(651))],
+        Some(600),
+    ));
     for (name, damage, want_ranges, want_kinds, want_trusted) in cases {
         let (mut rows, store, key) = log();
         damage(&mut rows);
@@ -309,7 +334,8 @@ fn the_database_and_the_copy_name_the_same_exact_ranges_for_the_same_damage() {
 /// it (the checkpoint's entry bundle, each entry checked against its leaf),
 /// so the database names what the copy names. Without the entry bundles the
 /// row cannot be checked (a level-0 tile holds only its leaf hash): it is
-/// named with them.
+/// named not vouched for, alone (the rows after it link to its stored hash,
+/// which the leaf vouches for).
 #[test]
 fn a_row_after_deleted_or_moved_rows_is_checked_by_the_log_s_entry_as_a_record_by_its_named_predecessor() {
     // (case, damage, the ranges, the database's without entry bundles, the last trusted head)
@@ -320,14 +346,14 @@ fn a_row_after_deleted_or_moved_rows_is_checked_by_the_log_s_entry_as_a_record_b
                 r.remove(249);
             }),
             vec![("missing", 250, 250)],
-            vec![("missing", 250, 250), ("altered", 251, 251)],
+            vec![("missing", 250, 250), ("unvouched", 251, 251)],
             200,
         ),
         (
             "a mid-chain deletion",
             Box::new(|r| r.retain(|x| !(430..=440).contains(&x.seq))),
             vec![("missing", 430, 440)],
-            vec![("missing", 430, 440), ("altered", 441, 441)],
+            vec![("missing", 430, 440), ("unvouched", 441, 441)],
             400,
         ),
         (
@@ -336,7 +362,7 @@ fn a_row_after_deleted_or_moved_rows_is_checked_by_the_log_s_entry_as_a_record_b
                 r.remove(0);
             }),
             vec![("missing", 1, 1)],
-            vec![("missing", 1, 1), ("altered", 2, 2)],
+            vec![("missing", 1, 1), ("unvouched", 2, 2)],
             0,
         ),
         (
@@ -345,7 +371,7 @@ fn a_row_after_deleted_or_moved_rows_is_checked_by_the_log_s_entry_as_a_record_b
                 r.remove(299);
             }),
             vec![("missing", 300, 300)],
-            vec![("missing", 300, 300), ("altered", 301, 301)],
+            vec![("missing", 300, 300), ("unvouched", 301, 301)],
             200,
         ),
         (
@@ -356,7 +382,7 @@ fn a_row_after_deleted_or_moved_rows_is_checked_by_the_log_s_entry_as_a_record_b
                 r[250] = Row { seq: 251, ..a };
             }),
             vec![("altered", 250, 251)],
-            vec![("altered", 250, 252)],
+            vec![("altered", 250, 251), ("unvouched", 252, 252)],
             200,
         ),
         (
@@ -367,7 +393,7 @@ fn a_row_after_deleted_or_moved_rows_is_checked_by_the_log_s_entry_as_a_record_b
                 r.remove(249);
             }),
             vec![("missing", 250, 250), ("altered", 251, 251)],
-            vec![("missing", 250, 250), ("altered", 251, 252)],
+            vec![("missing", 250, 250), ("altered", 251, 251), ("unvouched", 252, 252)],
             200,
         ),
     ];

@@ -28,6 +28,18 @@ struct Seen {
     content: HexHash,
 }
 
+/// A record that jumped ahead: `jumper` arrived when `from` was next; since
+/// then `count` of the seqs `from..=to` it jumped over came, ascending, the
+/// last below `filled`.
+#[derive(Clone, Debug)]
+struct Jump {
+    jumper: u64,
+    from: u64,
+    to: u64,
+    filled: u64,
+    came: Vec<u64>,
+}
+
 pub struct ExportCheck {
     origin: String,
     /// Trusted heads handed on but not yet met in the copy, by seq (two
@@ -57,6 +69,10 @@ pub struct ExportCheck {
     recent: Recent,
     /// Missing ranges `start -> end` (inclusive) not yet filled by a late record.
     missing: BTreeMap<u64, u64>,
+    /// The last record that jumped ahead, while the records it jumped over
+    /// come next in order: if they fill the whole gap, the jumper alone was
+    /// out of place (one `reordered`, not one per record it jumped).
+    jump: Option<Jump>,
     /// The seqs a late record filled, as they came (at most [`MAX_FINDINGS`]:
     /// each is also a finding), so a re-walk in the copy's order that saw
     /// them missing can take them back.
@@ -136,6 +152,7 @@ impl ExportCheck {
             start: after,
             recent: Recent::default(),
             missing: BTreeMap::new(),
+            jump: None,
             filled_late: Vec::new(),
             link_breaks: Vec::new(),
             roots_contradicted: Vec::new(),
@@ -300,6 +317,10 @@ impl ExportCheck {
     /// an identical duplicate.
     fn feed_checked(&mut self, r: &Record<'_>, where_: &dyn Fn() -> String, as_delivered: bool) {
         self.records += 1;
+        // The records jumped over stopped coming, ascending: judge the jump.
+        if self.jump.as_ref().is_some_and(|j| r.seq < j.filled || r.seq > j.to) {
+            self.flush_jump();
+        }
         if r.origin != self.origin {
             let msg = format!("{}: a record of origin {:?} (seq {})", where_(), r.origin, r.seq);
             self.note(Finding::new(Kind::Foreign, Some(r.seq), msg));
@@ -368,11 +389,20 @@ impl ExportCheck {
                 if self.filled_late.len() < MAX_FINDINGS {
                     self.filled_late.push(r.seq);
                 }
-                self.note(Finding::new(
-                    Kind::Reordered,
-                    Some(r.seq),
-                    format!("{}: seq {} comes after a later seq", where_(), r.seq),
-                ));
+                match self.jump.as_mut() {
+                    // One more of those jumped over: judged when they stop coming.
+                    Some(j) if j.filled <= r.seq && r.seq <= j.to => {
+                        j.filled = r.seq + 1;
+                        if j.came.len() < MAX_FINDINGS {
+                            j.came.push(r.seq);
+                        }
+                    }
+                    _ => self.note(Finding::new(
+                        Kind::Reordered,
+                        Some(r.seq),
+                        format!("{}: seq {} comes after a later seq", where_(), r.seq),
+                    )),
+                }
                 self.check_late_links(r.seq, &seen, where_);
                 self.remember(r.seq, seen);
                 self.match_head(r.seq, hash);
@@ -398,6 +428,14 @@ impl ExportCheck {
         self.grow_tree(r.seq, r.seq == next && self.missing.is_empty(), &hash);
         if r.seq > next {
             self.missing.insert(next, r.seq - 1);
+            self.flush_jump();
+            self.jump = Some(Jump {
+                jumper: r.seq,
+                from: next,
+                to: r.seq - 1,
+                filled: next,
+                came: Vec::new(),
+            });
         } else if let Some(expected_prev) = expected_prev {
             let mut f = Finding::new(
                 Kind::Altered,
@@ -459,6 +497,39 @@ impl ExportCheck {
         );
         f.expected = Some(head.hash_str().to_owned());
         self.note(f);
+    }
+
+    /// A jump judged once the records it jumped over stopped coming: two or
+    /// more came after it, ascending, so it alone was out of place (early);
+    /// one alone is that one, late (a swap of two names the late record).
+    /// Those that never came are missing either way.
+    fn flush_jump(&mut self) {
+        let Some(j) = self.jump.take() else { return };
+        if j.came.len() >= 2 {
+            // Held, only early: not missing where a walk in the copy's order passed it.
+            if self.filled_late.len() < MAX_FINDINGS {
+                self.filled_late.push(j.jumper);
+            }
+            self.note(Finding::new(
+                Kind::Reordered,
+                Some(j.jumper),
+                format!(
+                    "seq {} came before {} record(s) of seqs {}..{}, which follow it in the copy",
+                    j.jumper,
+                    j.came.len(),
+                    j.from,
+                    j.to
+                ),
+            ));
+        } else {
+            for seq in j.came {
+                self.note(Finding::new(
+                    Kind::Reordered,
+                    Some(seq),
+                    format!("seq {seq} comes after a later seq ({})", j.jumper),
+                ));
+            }
+        }
     }
 
     fn in_missing(&self, seq: u64) -> bool {
@@ -544,6 +615,7 @@ impl ExportCheck {
     /// Ends the check: what is still missing and the heads past the copy's
     /// end become findings.
     pub fn close(&mut self) {
+        self.flush_jump();
         let end = self.last.map_or(0, |(s, _)| s);
         let pending = std::mem::take(&mut self.heads);
         for head in pending.into_values() {

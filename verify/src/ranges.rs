@@ -85,6 +85,8 @@ pub struct RangeWalk {
     classifier: RangeClassifier,
     /// The previous row: its seq, stored hash and the hash its fields give.
     prev: (u64, Vec<u8>, Option<HexHash>),
+    /// Whether an anchor vouched for the previous row's stored hash.
+    prev_anchored: bool,
     anchors: Anchors,
     next_head: usize,
     next_contradicted: usize,
@@ -100,6 +102,7 @@ impl RangeWalk {
         RangeWalk {
             classifier: RangeClassifier::after(after),
             prev: (after, after_hash, None),
+            prev_anchored: true,
             anchors,
             next_head: 0,
             next_contradicted: 0,
@@ -143,9 +146,9 @@ impl RangeWalk {
             .map(|c| (c, row.hash_after(&c)))
             .filter(|(_, h)| h[..] == *stored);
         let says = row.prev_field();
-        let linked = follows
-            && (after_stored && says.is_none_or(|p| p == self.prev.1.as_slice())
-                || after_content.is_some_and(|(c, _)| says.is_none_or(|p| p == c.as_slice())));
+        let by_stored = after_stored && says.is_none_or(|p| p == self.prev.1.as_slice());
+        let linked =
+            follows && (by_stored || after_content.is_some_and(|(c, _)| says.is_none_or(|p| p == c.as_slice())));
         let by_head = self.take(seq, true);
         let against_head = self.take(seq, false);
         let vouch = match leaf.map(|l| *l == leaf_hash(stored)) {
@@ -175,7 +178,21 @@ impl RangeWalk {
             .is_some_and(|r| r.to == self.prev.0 && matches!(r.kind, RangeKind::Altered | RangeKind::Rewritten));
         let gap = self.prev.0.checked_add(1).is_some_and(|next| seq > next);
         let shows_own = says.is_some() || after_stored || after_vouched.is_some();
-        if !linked && (gap || prev_named) && shows_own && !altered && own[..] == *stored {
+        // Linked only through what the predecessor's fields give (its stored
+        // hash alone was changed): not a rewrite of what follows.
+        let past_changed_hash = linked && !by_stored && prev_named;
+        // A database row past missing rows, or past a row whose stored hash
+        // nothing vouches for, with no entry of the log to check it against:
+        // its fields cannot be checked at all.
+        let cannot_check = !linked
+            && !altered
+            && says.is_none()
+            && after_vouched.is_none()
+            && vouch != Vouch::Contradicted
+            && (gap || (prev_named && !self.prev_anchored));
+        if past_changed_hash {
+            self.classifier.resume(seq, vouch);
+        } else if !linked && (gap || prev_named) && shows_own && !altered && own[..] == *stored {
             // Past missing rows, or after a predecessor named invalid, a
             // record that names its predecessor still shows its own fields
             // give its hash: it starts a stretch an anchor must vouch for.
@@ -184,10 +201,13 @@ impl RangeWalk {
             // after the log's entry before it.
             // After a valid predecessor it is the break: altered, below.
             self.classifier.resume(seq, vouch);
+        } else if cannot_check {
+            self.classifier.unchecked(seq, vouch);
         } else {
             self.classifier.row(seq, linked, vouch);
         }
         self.prev = (seq, stored.to_vec(), Some(own));
+        self.prev_anchored = vouch == Vouch::Anchor;
         self.last = seq;
         self.classifier.ranges().len() <= MAX_RANGES
     }
@@ -254,7 +274,7 @@ pub async fn exact_ranges(input: RangeInput<'_>) -> Result<Vec<InvalidRange>, St
     let mut pos = input.after;
     let mut going = true;
     // The entries of the tile before the current one, by its index.
-    let mut before: Option<(u64, Option<Vec<Vec<u8>>>)> = None;
+    let mut before: Option<(u64, Option<Entries>)> = None;
     while going && pos < input.through {
         let index = pos / WIDTH as u64;
         let chunk_end = (index.saturating_add(1).saturating_mul(WIDTH as u64)).min(input.through);
@@ -285,7 +305,7 @@ pub async fn exact_ranges(input: RangeInput<'_>) -> Result<Vec<InvalidRange>, St
                 t if t + 1 == index => entries_before.as_ref(),
                 _ => None,
             };
-            list.and_then(|l| l.get(i as usize % WIDTH)).map(Vec::as_slice)
+            list.and_then(|l| l.get(i as usize % WIDTH)?.as_deref())
         };
         let mut seen = false;
         input
@@ -440,17 +460,20 @@ pub async fn level0_tile(
     Ok(Some(data.chunks(32).map(|c| c.try_into().expect("32 bytes")).collect()))
 }
 
+/// An entry bundle's entries by position, each `None` unless it is its leaf.
+pub type Entries = Vec<Option<Vec<u8>>>;
+
 /// The entries (event hashes) of entry bundle `index` of `cp`'s tree, each
 /// checked against its leaf in `tile` (the level-0 tile the store pass showed
-/// gives the signed root); `None` when the bundle is not there whole or one
-/// entry is not its leaf.
+/// gives the signed root): `None` for an entry that is not its leaf, and for
+/// the whole bundle when it is not there or not a bundle.
 pub async fn level0_entries(
     store: &AnchorStore,
     origin: &str,
     cp: &Checkpoint,
     index: u64,
     tile: &[Hash],
-) -> Result<Option<Vec<Vec<u8>>>, StoreError> {
+) -> Result<Option<Entries>, StoreError> {
     let width = tile_width(cp.size, 0, index);
     let Some(data) = store.get_object(origin, &entries_path(index, width)).await? else {
         return Ok(None);
@@ -458,8 +481,14 @@ pub async fn level0_entries(
     let Some(entries) = parse_bundle(&data) else {
         return Ok(None);
     };
-    let whole = entries.len() == tile.len() && entries.iter().zip(tile).all(|(e, l)| leaf_hash(e) == *l);
-    Ok(whole.then(|| entries.into_iter().map(<[u8]>::to_vec).collect()))
+    // Each entry stands on its own leaf: one damaged entry (or one too many)
+    // does not take the others with it.
+    Ok(Some(
+        tile.iter()
+            .enumerate()
+            .map(|(i, l)| entries.get(i).filter(|e| leaf_hash(e) == *l).map(|e| e.to_vec()))
+            .collect(),
+    ))
 }
 
 #[cfg(test)]
@@ -577,16 +606,17 @@ mod tests {
         assert_eq!(walk(&rows, &[400, 600, 1000], 1000), [(RangeKind::Altered, 500, 500)]);
     }
 
-    /// A database row after deleted rows cannot be checked without them; a
-    /// copy's record names its predecessor's hash, so its own fields still
-    /// show it intact.
+    /// A database row after deleted rows cannot be checked without them (or
+    /// the log's entry before it): not vouched for, though the rows after it
+    /// are; a copy's record names its predecessor's hash, so its own fields
+    /// still show it intact.
     #[test]
     fn deleted_rows_are_missing_and_only_a_database_cannot_check_the_next() {
         let mut rows = chain(1000, false);
         rows.drain(699..720);
         assert_eq!(
             walk(&rows, &[600, 800, 1000], 1000),
-            [(RangeKind::Missing, 700, 720), (RangeKind::Altered, 721, 721)]
+            [(RangeKind::Missing, 700, 720), (RangeKind::Unvouched, 721, 721)]
         );
         let mut rows = chain(1000, true);
         rows.drain(699..720);
