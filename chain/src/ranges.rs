@@ -183,6 +183,16 @@ impl RangeClassifier {
         self.prev = Some(seq);
     }
 
+    /// A second row at `seq`, the row just fed: a table that holds two rows
+    /// for one event holds something the chain does not (a copy's second
+    /// record has its own finding instead).
+    pub fn second_row(&mut self, seq: u64) {
+        if self.out.last().is_some_and(|r| r.from <= seq && seq <= r.to) {
+            return;
+        }
+        self.push(RangeKind::Altered, seq, seq);
+    }
+
     /// What vouches for row `seq` (linked to the row before it, or not).
     fn vouched(&mut self, seq: u64, linked: bool, vouch: Vouch) {
         match vouch {

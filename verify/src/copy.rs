@@ -532,12 +532,12 @@ impl CopyCheck {
         }
         // A record the walk passed over is still what a consumer reads: a
         // second, differing record of a seq (the chain gives one of the
-        // two at most) and a late one, each its own range.
-        let passed_over: Vec<InvalidRange> = check
-            .findings
+        // two at most), a late one, and one named altered where the walk
+        // did not stand (it came before the walk's start): each its own range.
+        let passed_over: Vec<InvalidRange> = findings
             .iter()
             .filter_map(|f| match f.kind {
-                Kind::Duplicate => Some((RangeKind::Altered, f.seq?)),
+                Kind::Duplicate | Kind::Altered => Some((RangeKind::Altered, f.seq?)),
                 Kind::Reordered => Some((RangeKind::Reordered, f.seq?)),
                 _ => None,
             })
@@ -597,10 +597,8 @@ impl CopyCheck {
         // Records past the highest anchor the copy matched (and past every
         // range): a chain no signed head covers yet, as for a database.
         let end = check.end();
-        let anchored = match ranges
-            .as_ref()
-            .filter(|r| r.iter().any(|r| r.kind != RangeKind::Reordered))
-        {
+        let anchored = match ranges.as_ref() {
+            // Walked (whole or not): the highest anchor the records matched.
             Some(_) => check.anchors().heads.iter().copied().max(),
             None if plan.is_none() => own.map(|h| h.seq),
             // Damaged, and its ranges could not be read again: unknown.
@@ -657,8 +655,14 @@ impl CopyCheck {
 /// The re-read a damaged copy needs for its exact ranges (`None`: the
 /// chain is whole, or the copy holds nothing).
 fn range_plan(check: &ExportCheck, audit: &StreamAudit, expect: &CopyExpectations) -> Option<RangePlan> {
-    let first = check.first_problem()?;
     let through = check.end()?;
+    // A copy that ends before a trusted anchor is walked from the last one
+    // it matched, against the checkpoint's leaves (as a database is).
+    let cut = audit
+        .highest_trusted_seq()
+        .is_some_and(|h| h > through)
+        .then_some(through.saturating_add(1));
+    let first = check.first_problem().into_iter().chain(cut).min()?;
     let anchors = check.anchors();
     let start = expect.after.map_or(0, |h| h.seq);
     let after = anchors
@@ -1082,6 +1086,40 @@ pub(crate) mod tests {
             ranges,
             [(RangeKind::Missing, 160, 160), (RangeKind::Reordered, 250, 250)]
         );
+    }
+
+    /// A record moved early and forged on the way (its payload changed, its
+    /// hash recomputed after the predecessor it names) is not merely early:
+    /// the record after it names another hash, so it is judged where it
+    /// stood, and its seq is never left without a range other than
+    /// `reordered`. Edited without a new hash, it is an `altered` range.
+    #[test]
+    fn an_early_record_that_was_forged_is_not_merely_reordered() {
+        let key = SignerKey::generate("o").unwrap();
+        let lines = chain(300);
+        let store = store_for(&lines, &[100, 200, 300], &key);
+        let prev: serde_json::Value = serde_json::from_str(&lines[248]).unwrap();
+        let (forged, _) = crate::export::tests::record(250, prev["hash"].as_str().unwrap(), "{\"forged\":1}");
+        let edited = lines[249].replace(r#"\"n\":250}"#, r#"\"n\":7}"#);
+        for (what, moved) in [("rehashed", forged), ("edited", edited)] {
+            let mut copy = lines.clone();
+            copy.remove(249);
+            copy.insert(149, moved);
+            let o = verdict(&store, &key, &copy);
+            let at_250: Vec<RangeKind> = o
+                .ranges
+                .iter()
+                .flatten()
+                .filter(|r| r.from <= 250 && 250 <= r.to)
+                .map(|r| r.kind)
+                .collect();
+            assert!(
+                at_250.iter().any(|k| *k != RangeKind::Reordered),
+                "{what}: {at_250:?} {:?}",
+                o.findings
+            );
+            assert!(o.last_trusted.is_none_or(|h| h.seq < 250), "{what}");
+        }
     }
 
     /// A second, differing record at a seq is named, and a consumer may

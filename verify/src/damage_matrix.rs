@@ -311,6 +311,19 @@ fn the_database_and_the_copy_name_the_same_exact_ranges_for_the_same_damage() {
         ));
     }
     cases.push((
+        "the newest head's row cut, the rows below it rewritten",
+        Box::new(|r| {
+            for x in r.iter_mut().filter(|x| (550..600).contains(&x.seq)) {
+                x.payload = format!("{{\"m\":{}}}", x.seq);
+            }
+            rehash_from(r, 550);
+            r.truncate(599);
+        }),
+        vec![("rewritten", 550, 599), ("missing", 600, 600)],
+        vec![(Cut, Some(600)), (Fork, Some(550))],
+        Some(500),
+    ));
+    cases.push((
         "a row deleted past the newest anchor",
         Box::new(|r| r.retain(|x| x.seq != 650)),
         vec![("unvouched", 601, 649), ("missing", 650, 650), ("unvouched", 651, 700)],
@@ -406,10 +419,52 @@ fn a_row_after_deleted_or_moved_rows_is_checked_by_the_log_s_entry_as_a_record_b
         assert_eq!(j.db.1, j.copy.1, "{name}: the findings");
         let trusted = (trusted > 0).then_some(trusted);
         assert_eq!((j.db.2, j.copy.2), (trusted, trusted), "{name}: the last trusted head");
+        // The entry before a deleted row shows an edit of the row after it.
+        if let Some(gap) = (1..rows.len())
+            .find(|&i| rows[i].seq != rows[i - 1].seq + 1)
+            .filter(|_| name.contains("deleted"))
+        {
+            let mut edited = rows.clone();
+            edited[gap].payload = "{\"edited\":1}".into();
+            let j = judge(&edited, &store, &key);
+            let seq = edited[gap].seq;
+            assert!(
+                j.db.0.contains(&("altered", seq, seq)),
+                "{name}: an edit behind the deletion: {:?}",
+                j.db.0
+            );
+            assert!(
+                j.copy.0.contains(&("altered", seq, seq)),
+                "{name}: the copy: {:?}",
+                j.copy.0
+            );
+        }
         store.delete_objects("o", "tile/entries/");
         let j = judge(&rows, &store, &key);
         assert_eq!(j.db.0, without_entries, "{name}: the database without entry bundles");
     }
+}
+
+/// Past the newest anchor there are no entries to check a database row by:
+/// two swapped rows are the first altered and the second unvouched (its
+/// fields cannot be checked), and the intact row after them is not named;
+/// the copy's second record names its predecessor, so it is altered there.
+#[test]
+fn rows_swapped_past_the_newest_anchor_name_no_intact_row() {
+    let (mut rows, store, key) = log();
+    let (a, b) = (rows[649].clone(), rows[650].clone());
+    rows[649] = Row { seq: 650, ..b };
+    rows[650] = Row { seq: 651, ..a };
+    let j = judge(&rows, &store, &key);
+    assert_eq!(
+        j.db.0,
+        vec![("unvouched", 601, 649), ("altered", 650, 650), ("unvouched", 651, 700)]
+    );
+    assert_eq!(
+        j.copy.0,
+        vec![("unvouched", 601, 649), ("altered", 650, 651), ("unvouched", 652, 700)]
+    );
+    assert_eq!((j.db.2, j.copy.2), (Some(600), Some(600)));
 }
 
 #[test]
@@ -570,4 +625,60 @@ fn a_damaged_cell_names_the_rows_past_it_as_not_checked() {
         "{:?}",
         touched.note
     );
+}
+
+/// A table without its primary key, holding a second row for one seq (a
+/// forged payload with the true hash, after the true row): the database
+/// names that seq, wherever the forged row stands, and never passes.
+#[test]
+fn a_second_row_for_one_seq_is_named_in_a_database() {
+    let (rows, store, key) = log();
+    for forged_first in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("no-key.db");
+        let db = rusqlite::Connection::open(&path).unwrap();
+        db.execute_batch("CREATE TABLE events (seq INTEGER, run_id TEXT, step_id TEXT, at TEXT, type TEXT, payload_json TEXT, hash TEXT)")
+            .unwrap();
+        let insert = |r: &Row, payload: &str| {
+            db.execute(
+                "INSERT INTO events VALUES (?1, 'r', '', 't', 'k', ?2, ?3)",
+                rusqlite::params![r.seq as i64, payload, r.hash],
+            )
+            .unwrap();
+        };
+        for r in &rows {
+            if r.seq == 250 && forged_first {
+                insert(r, "{\"forged\":1}");
+            }
+            insert(r, &r.payload);
+            if r.seq == 250 && !forged_first {
+                insert(r, "{\"forged\":1}");
+            }
+        }
+        drop(db);
+        let keys = [key.verifier()];
+        let open = OpenOptions::default();
+        let v = check_database(
+            DbCheck {
+                store: &store,
+                origin: "o",
+                keys: &keys,
+                witness: None,
+                db: Some(DbSource {
+                    path: &path,
+                    open: &open,
+                    jobs: 1,
+                }),
+                state: None,
+                max_age: None,
+                allow_no_heads: false,
+                max_unvouched: u64::MAX,
+                touched: None,
+            },
+            &mut |_, _| {},
+        )
+        .unwrap();
+        assert!(!v.passed(), "forged first: {forged_first}");
+        assert_eq!(ranges(&v), vec![("altered", 250, 250)], "forged first: {forged_first}");
+    }
 }

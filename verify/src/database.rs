@@ -309,7 +309,17 @@ async fn exact_ranges(
     // A trusted checkpoint whose root the database's tree does not give (the
     // only sign of a consistent rewrite when no head is kept).
     let root = audit.roots_contradicted.iter().copied().min();
-    if report.damage.is_some() || (report.chain_break.is_none() && judge.contradicted.is_empty() && root.is_none()) {
+    // A database that ends before a trusted anchor: the rows since the last
+    // one it matched are walked against the checkpoint's leaves too (a
+    // rewrite there shows nowhere else once the anchor's own row is cut).
+    let end = report.db_head.as_ref().map_or(0, |(s, _)| *s);
+    let cut = audit
+        .highest_trusted_seq()
+        .is_some_and(|h| h > end)
+        .then_some(end.saturating_add(1));
+    if report.damage.is_some()
+        || (report.chain_break.is_none() && judge.contradicted.is_empty() && root.is_none() && cut.is_none())
+    {
         return Ok(None);
     }
     // From the last head (or checkpoint) matched below the first break or contradiction.
@@ -317,6 +327,7 @@ async fn exact_ranges(
         .into_iter()
         .chain(judge.contradicted.iter().copied())
         .chain(root)
+        .chain(cut)
         .min()
         .unwrap_or(0);
     // Below the state's head the incremental run read no heads: the exact

@@ -31,9 +31,13 @@ struct Seen {
 /// A record that jumped ahead: `jumper` arrived when `from` was next; since
 /// then `count` of the seqs `from..=to` it jumped over came, ascending, the
 /// last below `filled`.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 struct Jump {
     jumper: u64,
+    /// The jumper's hash, the predecessor it names, and whether its fields give its hash.
+    hash: HexHash,
+    prev: PrevHash,
+    whole: bool,
     from: u64,
     to: u64,
     filled: u64,
@@ -317,9 +321,10 @@ impl ExportCheck {
     /// an identical duplicate.
     fn feed_checked(&mut self, r: &Record<'_>, where_: &dyn Fn() -> String, as_delivered: bool) {
         self.records += 1;
-        // The records jumped over stopped coming, ascending: judge the jump.
+        // The records jumped over stopped coming, ascending: judge the jump
+        // (with this record, when it is the one after the jumper).
         if self.jump.as_ref().is_some_and(|j| r.seq < j.filled || r.seq > j.to) {
-            self.flush_jump();
+            self.flush_jump(Some((r.seq, r.prev_hash.as_bytes())));
         }
         if r.origin != self.origin {
             let msg = format!("{}: a record of origin {:?} (seq {})", where_(), r.origin, r.seq);
@@ -428,9 +433,12 @@ impl ExportCheck {
         self.grow_tree(r.seq, r.seq == next && self.missing.is_empty(), &hash);
         if r.seq > next {
             self.missing.insert(next, r.seq - 1);
-            self.flush_jump();
+            self.flush_jump(None);
             self.jump = Some(Jump {
                 jumper: r.seq,
+                hash,
+                prev,
+                whole: content == hash,
                 from: next,
                 to: r.seq - 1,
                 filled: next,
@@ -503,9 +511,16 @@ impl ExportCheck {
     /// more came after it, ascending, so it alone was out of place (early);
     /// one alone is that one, late (a swap of two names the late record).
     /// Those that never came are missing either way.
-    fn flush_jump(&mut self) {
+    ///
+    /// It is only early if it links in its place both ways: its fields give
+    /// its hash, it names the hash of the record before it, and `after` (the
+    /// next record, `(seq, prev_hash)`) names its hash. Otherwise it is no
+    /// record of this chain at that seq, and is judged where it stood.
+    fn flush_jump(&mut self, after: Option<(u64, &[u8])>) {
         let Some(j) = self.jump.take() else { return };
-        if j.came.len() >= 2 {
+        let links_back = self.hash_before(j.jumper - 1).is_some_and(|h| h == j.prev.as_bytes());
+        let links_on = after.is_some_and(|(seq, prev)| seq == j.jumper + 1 && prev == j.hash.as_slice());
+        if j.came.len() >= 2 && j.whole && links_back && links_on {
             // Held, only early: not missing where a walk in the copy's order passed it.
             if self.filled_late.len() < MAX_FINDINGS {
                 self.filled_late.push(j.jumper);
@@ -615,7 +630,7 @@ impl ExportCheck {
     /// Ends the check: what is still missing and the heads past the copy's
     /// end become findings.
     pub fn close(&mut self) {
-        self.flush_jump();
+        self.flush_jump(None);
         let end = self.last.map_or(0, |(s, _)| s);
         let pending = std::mem::take(&mut self.heads);
         for head in pending.into_values() {

@@ -87,6 +87,9 @@ pub struct RangeWalk {
     prev: (u64, Vec<u8>, Option<HexHash>),
     /// Whether an anchor vouched for the previous row's stored hash.
     prev_anchored: bool,
+    /// Whether the previous row could not be checked at all (its stored
+    /// hash is no evidence for the row after it either).
+    prev_unchecked: bool,
     anchors: Anchors,
     next_head: usize,
     next_contradicted: usize,
@@ -103,6 +106,7 @@ impl RangeWalk {
             classifier: RangeClassifier::after(after),
             prev: (after, after_hash, None),
             prev_anchored: true,
+            prev_unchecked: false,
             anchors,
             next_head: 0,
             next_contradicted: 0,
@@ -132,7 +136,11 @@ impl RangeWalk {
     ) -> bool {
         let seq = row.seq();
         if seq <= self.last {
-            // Not in order (a duplicate or a late record): its own finding says so.
+            // A database's second row at a seq is altered; a copy's duplicate
+            // or late record has its own finding.
+            if row.prev_field().is_none() && seq == self.last {
+                self.classifier.second_row(seq);
+            }
             return true;
         }
         let content = row.hash_after(&self.prev.1);
@@ -171,11 +179,11 @@ impl RangeWalk {
             (None, None) => content,
         };
         // The predecessor is already named invalid (altered or rewritten up to it).
-        let prev_named = self
-            .classifier
-            .ranges()
-            .last()
-            .is_some_and(|r| r.to == self.prev.0 && matches!(r.kind, RangeKind::Altered | RangeKind::Rewritten));
+        let prev_named =
+            self.prev_unchecked
+                || self.classifier.ranges().last().is_some_and(|r| {
+                    r.to == self.prev.0 && matches!(r.kind, RangeKind::Altered | RangeKind::Rewritten)
+                });
         let gap = self.prev.0.checked_add(1).is_some_and(|next| seq > next);
         let shows_own = says.is_some() || after_stored || after_vouched.is_some();
         // Linked only through what the predecessor's fields give (its stored
@@ -187,7 +195,7 @@ impl RangeWalk {
         let cannot_check = !linked
             && !altered
             && says.is_none()
-            && after_vouched.is_none()
+            && vouched_prev.is_none()
             && vouch != Vouch::Contradicted
             && (gap || (prev_named && !self.prev_anchored));
         if past_changed_hash {
@@ -206,6 +214,7 @@ impl RangeWalk {
         } else {
             self.classifier.row(seq, linked, vouch);
         }
+        self.prev_unchecked = cannot_check && !past_changed_hash;
         self.prev = (seq, stored.to_vec(), Some(own));
         self.prev_anchored = vouch == Vouch::Anchor;
         self.last = seq;
