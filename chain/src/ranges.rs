@@ -116,6 +116,12 @@ impl RangeClassifier {
         &self.out
     }
 
+    /// The last row the current stretch's anchor vouches for (with all it
+    /// links back to): the rows after it, if any, are vouched by nothing yet.
+    pub fn anchored_through(&self) -> Option<u64> {
+        self.stretch.and_then(|s| s.last_anchor)
+    }
+
     /// Row `seq`: whether it links to the row before it (which must be
     /// `seq - 1`), and what vouches for its stored hash.
     pub fn row(&mut self, seq: u64, linked: bool, vouch: Vouch) {

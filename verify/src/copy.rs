@@ -239,7 +239,7 @@ impl RecordWalk {
 
     /// The ranges; an error when the copy no longer holds the record the
     /// walk starts after (it changed since it was read).
-    pub fn finish(self) -> Result<Vec<InvalidRange>, chainship_chain::Error> {
+    pub fn finish(self) -> Result<crate::ranges::Walked, chainship_chain::Error> {
         match self.walk {
             Some(walk) => Ok(walk.finish(self.plan.through)),
             None => Err(chainship_chain::permanent!(
@@ -284,7 +284,7 @@ fn without_seqs(ranges: Vec<InvalidRange>, kind: RangeKind, seqs: &[u64]) -> Vec
 }
 
 /// Reads the copy again for a [`RangePlan`]: the ranges, or why not.
-pub type Rewalk<'a> = dyn FnMut(&RangePlan) -> Result<Vec<InvalidRange>, chainship_chain::Error> + 'a;
+pub type Rewalk<'a> = dyn FnMut(&RangePlan) -> Result<crate::ranges::Walked, chainship_chain::Error> + 'a;
 
 /// What the store pass trusts, in seq order.
 #[derive(Debug)]
@@ -450,10 +450,12 @@ impl CopyCheck {
         }
         // The check's chain findings, or the exact ranges that say the same
         // with their extent (as for a database).
+        let mut leaf_anchored = None;
         let ranges = match plan.as_ref().map(&mut *rewalk) {
             // The walk goes in the copy's order: what came late is held, not missing.
-            Some(Ok(ranges)) => {
-                let mut ranges = without_seqs(ranges, RangeKind::Missing, &check.filled_late);
+            Some(Ok(walked)) => {
+                leaf_anchored = walked.anchored_through;
+                let mut ranges = without_seqs(walked.ranges, RangeKind::Missing, &check.filled_late);
                 // Only checkpoint roots say the copy changed: the same rule as for a database.
                 if let Some(p) = &plan {
                     crate::ranges::unvouched_below_contradicted_root(
@@ -598,8 +600,9 @@ impl CopyCheck {
         // range): a chain no signed head covers yet, as for a database.
         let end = check.end();
         let anchored = match ranges.as_ref() {
-            // Walked (whole or not): the highest anchor the records matched.
-            Some(_) => check.anchors().heads.iter().copied().max(),
+            // Walked (whole or not): the highest anchor the records matched,
+            // or a checkpoint's leaf past it.
+            Some(_) => check.anchors().heads.iter().copied().max().max(leaf_anchored),
             None if plan.is_none() => own.map(|h| h.seq),
             // Damaged, and its ranges could not be read again: unknown.
             None => None,

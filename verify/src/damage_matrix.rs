@@ -567,10 +567,17 @@ fn the_tail_past_the_last_anchor_is_unvouched_whatever_the_damage_below_it() {
             assert!(kinds.contains(&(Unvouched, Some(601))), "{name}, {what}: {kinds:?}");
         }
     }
-    // A cut before the last head: the tail is what follows the last head it holds.
+    // A cut before the last head: the rows it holds past the last head are
+    // vouched for by the newest checkpoint's leaves, no tail; without the
+    // tiles, the tail is what follows the last head it holds.
     let (mut rows, store, key) = log();
     rows.truncate(550);
-    assert_eq!(judge(&rows, &store, &key).tails, (Some((501, 550)), Some((501, 550))));
+    let j = judge(&rows, &store, &key);
+    assert_eq!(j.tails, (None, None));
+    assert_eq!((j.db.0.clone(), j.copy.0.clone()), (vec![("missing", 551, 600)], vec![("missing", 551, 600)]));
+    store.delete_objects("o", "tile/");
+    let j = judge(&rows, &store, &key);
+    assert_eq!(j.tails, (Some((501, 550)), Some((501, 550))));
 }
 
 /// A row whose hash cell is not text stops the database's walk: the row is

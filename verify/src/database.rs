@@ -8,7 +8,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use chainship_chain::{EventDb, Head, HeadCheck, InvalidRange, WalkReport};
+use chainship_chain::{EventDb, Head, HeadCheck, WalkReport};
 
 use crate::finding::{self, Finding, Kind};
 use crate::pass::{self, Against, Judge, Listing, Since, StreamAudit, StreamInput};
@@ -79,10 +79,13 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
         findings.extend(c.findings.iter().cloned());
     }
     warnings.extend(audit.store_warnings());
-    let ranges = match (a.walked, judge.as_ref()) {
+    let walked_ranges = match (a.walked, judge.as_ref()) {
         (Some((report, db)), Some(judge)) => exact_ranges(input, &audit, report, db, judge).await?,
         _ => None,
     };
+    // A checkpoint's leaves may vouch past the highest head the rows matched.
+    let leaf_anchored = walked_ranges.as_ref().and_then(|w| w.anchored_through);
+    let ranges = walked_ranges.map(|w| w.ranges);
     if ranges.is_none()
         && let (Some((report, _)), Some(since)) = (a.walked, since)
         && finding::break_position(report).is_some_and(|b| b <= since.head.seq)
@@ -224,7 +227,8 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
                     .copied()
                     .max(),
                 None => last_trusted.map(|h| h.seq),
-            };
+            }
+            .max(leaf_anchored);
             anchored.and_then(|a| ranges::unvouched_tail(a, ranges.as_deref().unwrap_or_default(), end))
         }
         _ => None,
@@ -305,7 +309,7 @@ async fn exact_ranges(
     report: &WalkReport,
     db: &EventDb,
     judge: &DbJudge<'_>,
-) -> Result<Option<Vec<InvalidRange>>, StoreError> {
+) -> Result<Option<ranges::Walked>, StoreError> {
     // A trusted checkpoint whose root the database's tree does not give (the
     // only sign of a consistent rewrite when no head is kept).
     let root = audit.roots_contradicted.iter().copied().min();
@@ -357,7 +361,7 @@ async fn exact_ranges(
         .filter(|_| audit.edge.is_some() && input.since.is_none());
     let through = report.db_head.as_ref().map_or(0, |(s, _)| *s);
     let highest_anchor = heads.last().copied();
-    let mut ranges = ranges::exact_ranges(RangeInput {
+    let mut walked = ranges::exact_ranges(RangeInput {
         db,
         store: input.store,
         origin: input.origin,
@@ -370,8 +374,14 @@ async fn exact_ranges(
         leaves,
     })
     .await?;
-    ranges::unvouched_below_contradicted_root(&mut ranges, root, (after, through), highest_anchor, leaves.is_some());
-    Ok(Some(ranges))
+    ranges::unvouched_below_contradicted_root(
+        &mut walked.ranges,
+        root,
+        (after, through),
+        highest_anchor,
+        leaves.is_some(),
+    );
+    Ok(Some(walked))
 }
 
 /// The state file's head must still be the database's.

@@ -238,8 +238,10 @@ impl RangeWalk {
     }
 
     /// The ranges, once the rows were fed (or the walk stopped at
-    /// [`MAX_RANGES`]: the rest, through `through`, is one open-ended range).
-    pub fn finish(self, through: u64) -> Vec<InvalidRange> {
+    /// [`MAX_RANGES`]: the rest, through `through`, is one open-ended range),
+    /// and the last row an anchor (a head or a checkpoint's leaf) vouched for.
+    pub fn finish(self, through: u64) -> Walked {
+        let anchored_through = self.classifier.anchored_through();
         let mut ranges = self.classifier.finish();
         if ranges.len() > MAX_RANGES {
             // The rest, unclassified: open from the first range not named.
@@ -253,8 +255,19 @@ impl RangeWalk {
                 open: true,
             });
         }
-        ranges
+        Walked {
+            ranges,
+            anchored_through,
+        }
     }
+}
+
+/// What a walk found: the exact ranges, and the last row an anchor vouched
+/// for at its end (the unvouched tail starts after it).
+#[derive(Clone, Debug, Default)]
+pub struct Walked {
+    pub ranges: Vec<InvalidRange>,
+    pub anchored_through: Option<u64>,
 }
 
 /// What to classify in a database.
@@ -273,7 +286,7 @@ pub struct RangeInput<'a> {
 }
 
 /// The database's invalid ranges from `after` on, read a tile at a time.
-pub async fn exact_ranges(input: RangeInput<'_>) -> Result<Vec<InvalidRange>, StoreError> {
+pub async fn exact_ranges(input: RangeInput<'_>) -> Result<Walked, StoreError> {
     let db_error = |e: chainship_chain::DbError| StoreError::permanent(e.to_string());
     let after_hash = match input.after {
         0 => Vec::new(),
@@ -562,7 +575,7 @@ mod tests {
         for r in rows {
             w.row(r, leaves.then(|| &tree[r.seq as usize - 1]));
         }
-        w.finish(2000).iter().map(|r| (r.kind, r.from, r.to)).collect()
+        w.finish(2000).ranges.iter().map(|r| (r.kind, r.from, r.to)).collect()
     }
 
     fn walk(rows: &[Row], heads: &[u64], _through: u64) -> Vec<(RangeKind, u64, u64)> {
@@ -677,6 +690,6 @@ mod tests {
         for r in &rows[600..] {
             w.row(r, None);
         }
-        assert!(w.finish(1000).is_empty());
+        assert!(w.finish(1000).ranges.is_empty());
     }
 }
