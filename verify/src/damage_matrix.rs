@@ -574,7 +574,10 @@ fn the_tail_past_the_last_anchor_is_unvouched_whatever_the_damage_below_it() {
     rows.truncate(550);
     let j = judge(&rows, &store, &key);
     assert_eq!(j.tails, (None, None));
-    assert_eq!((j.db.0.clone(), j.copy.0.clone()), (vec![("missing", 551, 600)], vec![("missing", 551, 600)]));
+    assert_eq!(
+        (j.db.0.clone(), j.copy.0.clone()),
+        (vec![("missing", 551, 600)], vec![("missing", 551, 600)])
+    );
     store.delete_objects("o", "tile/");
     let j = judge(&rows, &store, &key);
     assert_eq!(j.tails, (Some((501, 550)), Some((501, 550))));
