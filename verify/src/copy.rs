@@ -1091,6 +1091,31 @@ pub(crate) mod tests {
         );
     }
 
+    /// Two records placed early (seq 250 and 280 before seq 150): those two
+    /// are reordered, not every record they jumped over.
+    #[test]
+    fn two_early_records_are_the_two_reordered() {
+        let key = SignerKey::generate("o").unwrap();
+        let lines = chain(300);
+        let store = store_for(&lines, &[100, 200, 300], &key);
+        let mut copy = lines.clone();
+        let second = copy.remove(279);
+        let first = copy.remove(249);
+        copy.insert(149, second);
+        copy.insert(149, first);
+        let o = verdict(&store, &key, &copy);
+        assert_eq!(
+            kinds(&o),
+            vec![(Kind::Reordered, Some(250)), (Kind::Reordered, Some(280))]
+        );
+        let ranges: Vec<(RangeKind, u64, u64)> = o.ranges.iter().flatten().map(|r| (r.kind, r.from, r.to)).collect();
+        assert_eq!(
+            ranges,
+            [(RangeKind::Reordered, 250, 250), (RangeKind::Reordered, 280, 280)]
+        );
+        assert_eq!(o.last_trusted.map(|h| h.seq), Some(200));
+    }
+
     /// A record moved early and forged on the way (its payload changed, its
     /// hash recomputed after the predecessor it names) is not merely early:
     /// the record after it names another hash, so it is judged where it

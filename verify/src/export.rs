@@ -28,9 +28,8 @@ struct Seen {
     content: HexHash,
 }
 
-/// A record that jumped ahead: `jumper` arrived when `from` was next; since
-/// then `count` of the seqs `from..=to` it jumped over came, ascending, the
-/// last below `filled`.
+/// A record that jumped ahead: `jumper` arrived when `from` was next; `came`
+/// are the seqs of `from..=to` it jumped over that came since, ascending.
 #[derive(Clone)]
 struct Jump {
     jumper: u64,
@@ -40,9 +39,11 @@ struct Jump {
     whole: bool,
     from: u64,
     to: u64,
-    filled: u64,
     came: Vec<u64>,
 }
+
+/// Records that jumped ahead one after the other, judged together.
+const MAX_JUMPS: usize = 64;
 
 pub struct ExportCheck {
     origin: String,
@@ -73,10 +74,12 @@ pub struct ExportCheck {
     recent: Recent,
     /// Missing ranges `start -> end` (inclusive) not yet filled by a late record.
     missing: BTreeMap<u64, u64>,
-    /// The last record that jumped ahead, while the records it jumped over
-    /// come next in order: if they fill the whole gap, the jumper alone was
-    /// out of place (one `reordered`, not one per record it jumped).
-    jump: Option<Jump>,
+    /// The records that jumped ahead, one after the other, while the
+    /// records they jumped over come next, ascending (from `fill_next` on):
+    /// then the jumpers alone were out of place (one `reordered` each, not
+    /// one per record they jumped over).
+    jumps: Vec<Jump>,
+    fill_next: u64,
     /// The seqs a late record filled, as they came (at most [`MAX_FINDINGS`]:
     /// each is also a finding), so a re-walk in the copy's order that saw
     /// them missing can take them back.
@@ -156,7 +159,8 @@ impl ExportCheck {
             start: after,
             recent: Recent::default(),
             missing: BTreeMap::new(),
-            jump: None,
+            jumps: Vec::new(),
+            fill_next: 0,
             filled_late: Vec::new(),
             link_breaks: Vec::new(),
             roots_contradicted: Vec::new(),
@@ -321,10 +325,20 @@ impl ExportCheck {
     /// an identical duplicate.
     fn feed_checked(&mut self, r: &Record<'_>, where_: &dyn Fn() -> String, as_delivered: bool) {
         self.records += 1;
-        // The records jumped over stopped coming, ascending: judge the jump
-        // (with this record, when it is the one after the jumper).
-        if self.jump.as_ref().is_some_and(|j| r.seq < j.filled || r.seq > j.to) {
-            self.flush_jump(Some((r.seq, r.prev_hash.as_bytes())));
+        // The records jumped over stopped coming, ascending: judge the jumps
+        // (with this record, when it is the one after a jumper). Another
+        // jump before any of them came is judged with them.
+        if !self.jumps.is_empty() {
+            let position = self.last.map_or(0, |(s, _)| s);
+            let continuing = r.seq >= self.fill_next
+                && r.seq < position
+                && self.jumps.iter().any(|j| j.from <= r.seq && r.seq <= j.to);
+            let another = r.seq > position.saturating_add(1)
+                && self.jumps.len() < MAX_JUMPS
+                && self.jumps.iter().all(|j| j.came.is_empty());
+            if !continuing && !another {
+                self.flush_jumps(Some((r.seq, r.prev_hash.as_bytes())));
+            }
         }
         if r.origin != self.origin {
             let msg = format!("{}: a record of origin {:?} (seq {})", where_(), r.origin, r.seq);
@@ -394,15 +408,19 @@ impl ExportCheck {
                 if self.filled_late.len() < MAX_FINDINGS {
                     self.filled_late.push(r.seq);
                 }
-                match self.jump.as_mut() {
+                let jumped = (r.seq >= self.fill_next)
+                    .then(|| self.jumps.iter().position(|j| j.from <= r.seq && r.seq <= j.to))
+                    .flatten();
+                match jumped {
                     // One more of those jumped over: judged when they stop coming.
-                    Some(j) if j.filled <= r.seq && r.seq <= j.to => {
-                        j.filled = r.seq + 1;
-                        if j.came.len() < MAX_FINDINGS {
-                            j.came.push(r.seq);
+                    Some(i) => {
+                        self.fill_next = r.seq + 1;
+                        let came = &mut self.jumps[i].came;
+                        if came.len() < MAX_FINDINGS {
+                            came.push(r.seq);
                         }
                     }
-                    _ => self.note(Finding::new(
+                    None => self.note(Finding::new(
                         Kind::Reordered,
                         Some(r.seq),
                         format!("{}: seq {} comes after a later seq", where_(), r.seq),
@@ -433,15 +451,19 @@ impl ExportCheck {
         self.grow_tree(r.seq, r.seq == next && self.missing.is_empty(), &hash);
         if r.seq > next {
             self.missing.insert(next, r.seq - 1);
-            self.flush_jump(None);
-            self.jump = Some(Jump {
+            if self.jumps.iter().any(|j| !j.came.is_empty()) || self.jumps.len() >= MAX_JUMPS {
+                self.flush_jumps(None);
+            }
+            if self.jumps.is_empty() {
+                self.fill_next = next;
+            }
+            self.jumps.push(Jump {
                 jumper: r.seq,
                 hash,
                 prev,
                 whole: content == hash,
                 from: next,
                 to: r.seq - 1,
-                filled: next,
                 came: Vec::new(),
             });
         } else if let Some(expected_prev) = expected_prev {
@@ -507,19 +529,30 @@ impl ExportCheck {
         self.note(f);
     }
 
-    /// A jump judged once the records it jumped over stopped coming: two or
-    /// more came after it, ascending, so it alone was out of place (early);
-    /// one alone is that one, late (a swap of two names the late record).
-    /// Those that never came are missing either way.
+    /// Jumps judged once the records they jumped over stopped coming: two or
+    /// more came after a jumper, ascending, so it alone was out of place
+    /// (early); one alone is that one, late (a swap of two names the late
+    /// record). Those that never came are missing either way.
     ///
-    /// It is only early if it links in its place both ways: its fields give
-    /// its hash, it names the hash of the record before it, and `after` (the
-    /// next record, `(seq, prev_hash)`) names its hash. Otherwise it is no
-    /// record of this chain at that seq, and is judged where it stood.
-    fn flush_jump(&mut self, after: Option<(u64, &[u8])>) {
-        let Some(j) = self.jump.take() else { return };
+    /// A jumper is only early if it links in its place both ways: its fields
+    /// give its hash, it names the hash of the record before it, and the
+    /// record after it (come already, or `after`: `(seq, prev_hash)`) names
+    /// its hash. Otherwise it is no record of this chain at that seq, and is
+    /// judged where it stood.
+    fn flush_jumps(&mut self, after: Option<(u64, &[u8])>) {
+        for j in std::mem::take(&mut self.jumps) {
+            self.judge_jump(j, after);
+        }
+    }
+
+    fn judge_jump(&mut self, j: Jump, after: Option<(u64, &[u8])>) {
         let links_back = self.hash_before(j.jumper - 1).is_some_and(|h| h == j.prev.as_bytes());
-        let links_on = after.is_some_and(|(seq, prev)| seq == j.jumper + 1 && prev == j.hash.as_slice());
+        let next = j.jumper + 1;
+        let links_on = self
+            .recent
+            .get(&next)
+            .is_some_and(|n| n.prev.as_bytes() == j.hash.as_slice())
+            || after.is_some_and(|(seq, prev)| seq == next && prev == j.hash.as_slice());
         if j.came.len() >= 2 && j.whole && links_back && links_on {
             // Held, only early: not missing where a walk in the copy's order passed it.
             if self.filled_late.len() < MAX_FINDINGS {
@@ -630,7 +663,7 @@ impl ExportCheck {
     /// Ends the check: what is still missing and the heads past the copy's
     /// end become findings.
     pub fn close(&mut self) {
-        self.flush_jump(None);
+        self.flush_jumps(None);
         let end = self.last.map_or(0, |(s, _)| s);
         let pending = std::mem::take(&mut self.heads);
         for head in pending.into_values() {
