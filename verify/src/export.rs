@@ -547,12 +547,13 @@ impl ExportCheck {
 
     fn judge_jump(&mut self, j: Jump, after: Option<(u64, &[u8])>) {
         let links_back = self.hash_before(j.jumper - 1).is_some_and(|h| h == j.prev.as_bytes());
-        let next = j.jumper + 1;
-        let links_on = self
-            .recent
-            .get(&next)
-            .is_some_and(|n| n.prev.as_bytes() == j.hash.as_slice())
-            || after.is_some_and(|(seq, prev)| seq == next && prev == j.hash.as_slice());
+        // The largest seq has no record after it to link on.
+        let links_on = j.jumper.checked_add(1).is_some_and(|next| {
+            self.recent
+                .get(&next)
+                .is_some_and(|n| n.prev.as_bytes() == j.hash.as_slice())
+                || after.is_some_and(|(seq, prev)| seq == next && prev == j.hash.as_slice())
+        });
         if j.came.len() >= 2 && j.whole && links_back && links_on {
             // Held, only early: not missing where a walk in the copy's order passed it.
             if self.filled_late.len() < MAX_FINDINGS {
