@@ -111,6 +111,39 @@ struct Judged {
     tails: (Tail, Tail),
 }
 
+/// `anchor verify` of the database at `path` (`None`: the store alone),
+/// trusting `trusted`, naming the touched runs with `touched`.
+fn anchor_verify(
+    store: &MemoryStore,
+    trusted: &SignerKey,
+    path: Option<&Path>,
+    max_unvouched: u64,
+    touched: Option<chainship_runs::Touched>,
+) -> crate::database::DbVerdict {
+    let keys = [trusted.verifier()];
+    let open = OpenOptions::default();
+    check_database(
+        DbCheck {
+            store,
+            origin: "o",
+            keys: &keys,
+            witness: None,
+            db: path.map(|path| DbSource {
+                path,
+                open: &open,
+                jobs: 1,
+            }),
+            state: None,
+            max_age: None,
+            allow_no_heads: false,
+            max_unvouched,
+            touched,
+        },
+        &mut |_, _| {},
+    )
+    .unwrap()
+}
+
 fn judge(rows: &[Row], store: &MemoryStore, trusted: &SignerKey) -> Judged {
     judge_with(rows, store, trusted, u64::MAX)
 }
@@ -119,32 +152,8 @@ fn judge(rows: &[Row], store: &MemoryStore, trusted: &SignerKey) -> Judged {
 fn judge_with(rows: &[Row], store: &MemoryStore, trusted: &SignerKey, max_unvouched: u64) -> Judged {
     let dir = tempfile::tempdir().unwrap();
     let path = database_of(dir.path(), rows);
-    let keys = [trusted.verifier()];
-    let open = OpenOptions::default();
-    let check = |db: Option<DbSource<'_>>| {
-        check_database(
-            DbCheck {
-                store,
-                origin: "o",
-                keys: &keys,
-                witness: None,
-                db,
-                state: None,
-                max_age: None,
-                allow_no_heads: false,
-                max_unvouched,
-                touched: None,
-            },
-            &mut |_, _| {},
-        )
-        .unwrap()
-    };
-    let db = check(Some(DbSource {
-        path: &path,
-        open: &open,
-        jobs: 1,
-    }));
-    let alone = check(None);
+    let db = anchor_verify(store, trusted, Some(&path), max_unvouched, None);
+    let alone = anchor_verify(store, trusted, None, max_unvouched, None);
     let expect = crate::copy::CopyExpectations {
         max_unvouched,
         ..Default::default()
@@ -596,28 +605,8 @@ fn a_damaged_cell_names_the_rows_past_it_as_not_checked() {
     db.execute("UPDATE events SET hash = x'00' WHERE seq = 250", [])
         .unwrap();
     drop(db);
-    let keys = [key.verifier()];
-    let open = OpenOptions::default();
-    let v = check_database(
-        DbCheck {
-            store: &store,
-            origin: "o",
-            keys: &keys,
-            witness: None,
-            db: Some(DbSource {
-                path: &path,
-                open: &open,
-                jobs: 1,
-            }),
-            state: None,
-            max_age: None,
-            allow_no_heads: false,
-            max_unvouched: u64::MAX,
-            touched: Some(chainship_runs::Touched::new(&chainship_chain::profile::AGENTRT, &[])),
-        },
-        &mut |_, _| {},
-    )
-    .unwrap();
+    let touched = chainship_runs::Touched::new(&chainship_chain::profile::AGENTRT, &[]);
+    let v = anchor_verify(&store, &key, Some(&path), u64::MAX, Some(touched));
     assert!(!v.passed());
     let found = kinds(&v);
     assert!(found.contains(&(Kind::Altered, Some(250))), "{found:?}");
@@ -666,28 +655,7 @@ fn a_second_row_for_one_seq_is_named_in_a_database() {
             }
         }
         drop(db);
-        let keys = [key.verifier()];
-        let open = OpenOptions::default();
-        let v = check_database(
-            DbCheck {
-                store: &store,
-                origin: "o",
-                keys: &keys,
-                witness: None,
-                db: Some(DbSource {
-                    path: &path,
-                    open: &open,
-                    jobs: 1,
-                }),
-                state: None,
-                max_age: None,
-                allow_no_heads: false,
-                max_unvouched: u64::MAX,
-                touched: None,
-            },
-            &mut |_, _| {},
-        )
-        .unwrap();
+        let v = anchor_verify(&store, &key, Some(&path), u64::MAX, None);
         assert!(!v.passed(), "forged first: {forged_first}");
         assert_eq!(ranges(&v), vec![("altered", 250, 250)], "forged first: {forged_first}");
     }
