@@ -52,6 +52,12 @@ pub fn of<C>(verdict: &Verdict<C>) -> u8 {
     if verdict.passed() { OK } else { FAILED }
 }
 
+/// The exit code of a fleet check: 0 when the fleet and every origin passed
+/// ([`chainship_evidence::fleet::FleetVerdict::passed`]), else 1.
+pub fn of_fleet(verdict: &chainship_evidence::fleet::FleetVerdict) -> u8 {
+    if verdict.passed() { OK } else { FAILED }
+}
+
 /// The one mapping from an error's kind to an exit code: the data failed a
 /// check (1), the output's reader left (141), or anything else stopped the
 /// command (2).

@@ -86,7 +86,7 @@ pub fn with_input<T>(
     let url = args.anchor.url()?;
     let source = args.sink.apply(&args.source);
     let input = CopyInput {
-        source: &source,
+        source: (&source).into(),
         origin: &origin,
         keys: &keys,
         witness: policy.as_ref().map(|p| (p, args.witness.witness_grace)),

@@ -32,9 +32,9 @@ pub mod schema;
 pub mod time;
 pub mod walk;
 
-pub use chainship_core::origin_segment;
 pub use chainship_core::{Error, ErrorKind, HasKind, Setting, error, origin};
 pub use chainship_core::{integrity, permanent, transient};
+pub use chainship_core::{origin_from_segment, origin_segment};
 pub use check::{BreakKind, ChainBreak, ChainCheck};
 pub use db::{DbError, EventDb, FileIdentity, OpenOptions};
 pub use event::{EventBatch, EventRef};

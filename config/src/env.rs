@@ -16,10 +16,12 @@ pub fn env_name(long: &str) -> String {
 /// taken from the environment, so a variable left in a job's environment
 /// (or the same name meaning another flag elsewhere, `CHAINSHIP_FROM`) can
 /// never make a nightly check cover less. Given on the command line only.
-pub const COMMAND_LINE_ONLY: [(&str, &str); 8] = [
+pub const COMMAND_LINE_ONLY: [(&str, &str); 10] = [
     ("verify", "from"),
     ("verify", "to"),
     ("verify-export", "after"),
+    ("*", "origin-prefix"),
+    ("*", "shard"),
     ("*", "allow-no-heads"),
     ("*", "max-unvouched"),
     ("restore", "to"),

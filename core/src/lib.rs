@@ -9,4 +9,4 @@ pub mod error;
 pub mod origin;
 
 pub use error::{Error, ErrorKind, HasKind, Setting};
-pub use origin::{origin_segment, parse_origin};
+pub use origin::{origin_from_segment, origin_segment, parse_origin};

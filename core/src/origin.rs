@@ -21,6 +21,30 @@ pub fn origin_segment(origin: &str) -> String {
     out
 }
 
+/// The origin a segment made by [`origin_segment`] stands for, checked as
+/// [`parse_origin`] checks one; `None` for a name no origin gives.
+pub fn origin_from_segment(segment: &str) -> Option<String> {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    let origin = parse_origin(std::str::from_utf8(&out).ok()?).ok()?;
+    // Only the one spelling `origin_segment` gives (`%2f` or `%41` is not it).
+    (origin_segment(&origin) == segment).then_some(origin)
+}
+
 /// Whether `part` is a name the anchor layout keeps directly under an
 /// origin's directory (`chainship_anchor::store::layout`): an origin whose
 /// later part is one would put its directory where another origin (the one
@@ -72,6 +96,16 @@ mod tests {
         let a = format!("{}/", origin_segment("team/a"));
         assert!(!origin_segment("team/a/b").starts_with(&a));
         assert!(!origin_segment("team/a/b").contains('/'));
+    }
+
+    #[test]
+    fn a_segment_gives_back_its_origin_and_nothing_else_does() {
+        for origin in ["prod-eu1.x_y", "team/a", "a:b@c", "team/a/b"] {
+            assert_eq!(origin_from_segment(&origin_segment(origin)).as_deref(), Some(origin));
+        }
+        for junk in ["team%2fa", "%41", "a%2", "a%zz", "%2F", "a b", ""] {
+            assert_eq!(origin_from_segment(junk), None, "{junk}");
+        }
     }
 
     #[test]

@@ -16,7 +16,7 @@ use chainship_chain::record::Record;
 use chainship_chain::{Error, integrity, permanent};
 use chainship_runs::Touched;
 use chainship_runs::affected::{Affected, RecordEvent};
-use chainship_sinks::{SinkConfig, read_records};
+use chainship_sinks::{OnRecord, ReadReport, SinkConfig, read_records};
 use chainship_tlog::merkle::Hash;
 use chainship_verify::Kind;
 use chainship_verify::copy::{self, CopyCheck, RangePlan, RecordWalk};
@@ -25,10 +25,37 @@ use chainship_verify::ranges;
 
 pub use chainship_verify::copy::{CopyExpectations, CopyOutcome};
 
+/// Where one origin's copy is read from.
+#[derive(Clone, Copy)]
+pub enum CopySource<'a> {
+    /// A sink's copy, read by that sink's own reader (with the sink's
+    /// connection settings applied).
+    Sink(&'a SinkConfig),
+    /// The origin's records a fleet pass took out of a shared copy.
+    Spilled(&'a crate::fleet::Spill),
+}
+
+impl CopySource<'_> {
+    /// Calls `each(line, place)` for every record line of `origin`, in the
+    /// copy's order (see [`chainship_sinks::read_records`]).
+    pub fn read(&self, origin: &str, each: &mut OnRecord<'_>) -> Result<ReadReport, Error> {
+        match self {
+            CopySource::Sink(cfg) => Ok(new_runtime()?.block_on(read_records(cfg, origin, each))?),
+            CopySource::Spilled(spill) => spill.read(origin, each),
+        }
+    }
+}
+
+impl<'a> From<&'a SinkConfig> for CopySource<'a> {
+    fn from(cfg: &'a SinkConfig) -> Self {
+        CopySource::Sink(cfg)
+    }
+}
+
 /// A copy and what it is checked against.
 pub struct CopyInput<'a> {
-    /// Where the copy is, with the sink's connection settings applied.
-    pub source: &'a SinkConfig,
+    /// Where the copy is read from.
+    pub source: CopySource<'a>,
     /// Whose copy: records of other origins are not this copy's.
     pub origin: &'a str,
     /// The keys whose signed heads and checkpoints are trusted.
@@ -149,9 +176,9 @@ pub fn read_checked(
                 pass::audit(&audit, listing, Against::Copy(&mut sender)).await
             })
         });
-        let read = runtime.block_on(read_records(input.source, origin, &mut |line, place| {
-            copy.feed_line(line, place, each)
-        }));
+        let read = input
+            .source
+            .read(origin, &mut |line, place| copy.feed_line(line, place, each));
         match &read {
             Ok(_) => copy.end_of_copy(),
             // The pass must not wait on a reader that stopped.
@@ -201,9 +228,9 @@ pub fn read_checked(
                 ask.send((cp.clone(), index)).ok()?;
                 given.recv().ok().flatten()
             };
-            runtime.block_on(read_records(input.source, origin, &mut |line, _| {
-                walk.feed_line(origin, line, &mut tile)
-            }))?;
+            input
+                .source
+                .read(origin, &mut |line, _| walk.feed_line(origin, line, &mut tile))?;
             walk.finish()
         };
         let outcome = copy.finish(
@@ -241,7 +268,7 @@ pub fn check_copy(
 /// `ranges` (each `from..=to`, ascending): the exact invalid ranges, or one
 /// range from the first bad seq to the end when they are not known.
 pub fn touched_in(
-    source: &SinkConfig,
+    source: CopySource<'_>,
     origin: &str,
     ranges: &[(u64, u64)],
     mut touched: Touched,
@@ -253,7 +280,7 @@ pub fn touched_in(
     // Every record a consumer may have taken at those seqs: a second copy
     // of a seq and a late one too, and the record a SIEM record with
     // changed searchable fields carries (its run is the one it names).
-    new_runtime()?.block_on(read_records(source, origin, &mut |line, _| {
+    source.read(origin, &mut |line, _| {
         let parsed = Record::parse(line);
         let r = match &parsed {
             Ok(r) => r,
@@ -268,7 +295,7 @@ pub fn touched_in(
         if let Some(e) = RecordEvent::of(r) {
             touched.feed(&e.event(r.seq));
         }
-    }))?;
+    })?;
     Ok(Affected {
         from: ranges.first().map_or(0, |r| r.0),
         to: ranges.last().map_or(0, |r| r.1),

@@ -14,6 +14,7 @@
 pub mod bundle;
 pub mod copy;
 pub mod diff;
+pub mod fleet;
 pub mod new_database;
 pub mod restore;
 pub mod run_events;

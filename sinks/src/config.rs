@@ -102,6 +102,43 @@ impl SinkConfig {
         }
     }
 
+    /// What a shared read of this copy covers (see [`crate::shared`]): for
+    /// a topic its partitions and those `shard` takes.
+    pub fn shared_shape(&self, shard: Option<crate::Shard>) -> Result<crate::SharedRead, SinkError> {
+        match self {
+            SinkConfig::Kafka(c) => crate::kafka::reader::shared_shape(c, shard),
+            SinkConfig::File(_) | SinkConfig::Stdout | SinkConfig::S3(_) => Ok(crate::SharedRead::default()),
+        }
+    }
+
+    /// Reads a copy many origins share once, for all of them: a topic (the
+    /// partitions `shape` reads), a file or a directory of files. An S3
+    /// prefix keeps a folder per origin, read one origin at a time
+    /// ([`Self::origins`]).
+    pub fn read_shared(
+        &self,
+        shape: &crate::SharedRead,
+        each: &mut crate::OnSharedRecord<'_>,
+    ) -> Result<(), SinkError> {
+        match self {
+            SinkConfig::File(path) => crate::file::read_shared(path, each),
+            SinkConfig::Kafka(c) => crate::kafka::reader::read_shared(c, shape, each),
+            SinkConfig::Stdout | SinkConfig::S3(_) => Err(SinkError::permanent(format!(
+                "{self}: is not read as one shared copy (an S3 prefix is read one origin's folder at a time)"
+            ))),
+        }
+    }
+
+    /// The origins an S3 copy keeps a folder for, with the first few keys
+    /// under none and their count; `None` for a copy whose origins are known
+    /// only by reading every record ([`Self::read_shared`]).
+    pub async fn origins(&self) -> Result<Option<(Vec<String>, Vec<String>, u64)>, SinkError> {
+        match self {
+            SinkConfig::S3(c) => crate::s3::reader::origins(c).await.map(Some),
+            SinkConfig::File(_) | SinkConfig::Kafka(_) | SinkConfig::Stdout => Ok(None),
+        }
+    }
+
     /// Events per batch when `--batch-size` is not given. Kafka's is large:
     /// each batch is a transaction (begin, produce, commit with its
     /// round trips), so small ones leave the broker idle between them;

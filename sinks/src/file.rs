@@ -328,6 +328,31 @@ pub fn read_records(path: &Path, each: &mut OnRecord<'_>) -> Result<(), SinkErro
     )
 }
 
+/// Calls `each(line, None, place)` for every line of a file copy, or of
+/// every file of a directory of copies (a fleet's files, read in name
+/// order; hidden files and subdirectories are not copies).
+pub fn read_shared(path: &Path, each: &mut crate::OnSharedRecord<'_>) -> Result<(), SinkError> {
+    let fail = |e: std::io::Error| SinkError::permanent(format!("{}: {e}", path.display()));
+    let files = if path.is_dir() {
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(path).map_err(fail)? {
+            let entry = entry.map_err(fail)?;
+            let hidden = entry.file_name().to_string_lossy().starts_with('.');
+            if !hidden && entry.file_type().map_err(fail)?.is_file() {
+                files.push(entry.path());
+            }
+        }
+        files.sort();
+        files
+    } else {
+        vec![path.to_path_buf()]
+    };
+    for file in files {
+        read_records(&file, &mut |line, place| each(line, None, place))?;
+    }
+    Ok(())
+}
+
 /// fsyncs the directory holding `path`, so a new entry survives a crash.
 pub fn sync_parent(path: &Path) -> std::io::Result<()> {
     let parent = match path.parent() {

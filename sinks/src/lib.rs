@@ -20,6 +20,7 @@ pub mod kafka;
 pub mod lines;
 pub mod policy;
 pub mod s3;
+pub mod shared;
 pub mod stdout;
 
 pub use batch::{Batch, RecordMeta};
@@ -27,6 +28,7 @@ pub use config::{SinkConfig, SinkUrlError};
 pub use error::{ErrorKind, SinkError};
 pub use lines::OnRecord;
 pub use policy::BatchPolicy;
+pub use shared::{OnSharedRecord, Shard, SharedRead};
 
 use async_trait::async_trait;
 use chainship_chain::Head;

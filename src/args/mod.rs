@@ -172,6 +172,32 @@ pub struct UnvouchedArgs {
     pub max_unvouched: u64,
 }
 
+/// A fleet's checks (`verify-export --all-origins`): every origin at once,
+/// or those under a prefix, or one worker's share.
+#[derive(Args, Clone, Debug)]
+pub struct FleetArgs {
+    /// Check every origin of the copy in one read of it (a fleet's topic, S3
+    /// prefix, file or directory of files), each against its own heads with
+    /// the trusted key named after it; an origin the anchor store keeps heads
+    /// for but the copy lacks is a missing-copy finding.
+    #[arg(long, conflicts_with_all = ["origin", "after"])]
+    pub all_origins: bool,
+    /// Only origins whose name starts with this (e.g. prod-eu1/).
+    #[arg(long, value_name = "PREFIX", requires = "all_origins")]
+    pub origin_prefix: Option<String>,
+    /// This worker's share of the fleet, I of N (1-based; a Kubernetes
+    /// Indexed Job gives $(JOB_COMPLETION_INDEX)+1): a topic's partitions
+    /// p with p mod N = I-1, elsewhere origins by a stable hash. N workers
+    /// cover every origin once.
+    #[arg(long, value_name = "I/N", requires = "all_origins", value_parser = chainship_sinks::Shard::parse)]
+    pub shard: Option<chainship_sinks::Shard>,
+    /// Where the fleet pass sets each origin's records aside while it runs
+    /// (an unlinked temporary file; about the size of the records read).
+    /// Default: the system temp dir ($TMPDIR).
+    #[arg(long, value_name = "DIR", requires = "all_origins")]
+    pub spill_dir: Option<std::path::PathBuf>,
+}
+
 /// A first run's escape: `anchor verify`, `verify-export`.
 #[derive(Args, Clone, Debug)]
 pub struct NoHeadsArgs {

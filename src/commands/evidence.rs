@@ -155,7 +155,7 @@ pub fn run(args: &EvidenceArgs) -> CmdResult {
     let open_store = || args.anchor.open(url, None);
     let copy_source = args.source.as_ref().map(|s| args.sink.apply(s));
     let copy_input = copy_source.as_ref().map(|source| CopyInput {
-        source,
+        source: source.into(),
         origin,
         keys: &keys,
         witness: witnesses.as_ref().map(|p| (p, args.witness.witness_grace)),

@@ -8,6 +8,7 @@ pub mod demo;
 pub mod diff;
 pub mod docs;
 pub mod evidence;
+pub mod fleet;
 pub mod follow;
 pub mod generate;
 pub mod keygen;

@@ -18,11 +18,17 @@ use crate::trusted_copy::{self, CopyExpectations, TrustedCopyArgs};
       --anchor s3://audit-anchors/heads --trusted-key keys.txt --s3-endpoint http://minio:9000 --s3-path-style
   chainship verify-export --from kafka://kafka:9092/audit --origin prod-eu1/agentrt --anchor file:/mnt/anchors \\
       --trusted-key keys.txt --json
+  chainship verify-export --from kafka://kafka:9092/audit --all-origins --anchor s3://audit-anchors/heads \\
+      --trusted-key fleet-keys.txt --shard 2/8 --metrics-textfile /var/lib/node_exporter/fleet.prom
+                                  # one read of the shared topic for every origin (worker 2 of 8)
 
 Kinds: altered, gap, duplicate, reordered, foreign, cut, fork, and the anchor store's
 (bad-signature, untrusted-key, heads-disagree), and no-trusted-head when no trusted head
 above --after (or at all) was there to compare with (--allow-no-heads on a first run).
 Identical duplicates are a warning. A file's first record must name --origin.
+With --all-origins (a fleet's topic, S3 prefix, file or directory of files) every origin
+is judged in one read of the copy, each only by the trusted key named after it; an origin
+the anchor store keeps heads for and the copy lacks is missing-copy.
 Records may be in any --record-format (chainship, ocsf, ecs), mixed: an OCSF or ECS record
 whose mapped fields are not what the record it carries maps to is altered, named by seq.
 Exit codes: 0 whole and matching, 1 any error, 2 usage or an unreadable source.")]
@@ -33,6 +39,8 @@ Exit codes: 0 whole and matching, 1 any error, 2 usage or an unreadable source."
 pub struct VerifyExportArgs {
     #[command(flatten)]
     pub copy: TrustedCopyArgs,
+    #[command(flatten)]
+    pub fleet: crate::args::FleetArgs,
     /// The copy starts after this trusted head (SEQ:HASH) instead of at seq 1;
     /// kept heads at or below it are not checked (one at its seq must match it).
     #[arg(long, value_name = "SEQ:HASH")]
@@ -50,6 +58,9 @@ pub struct VerifyExportArgs {
 }
 
 pub fn run(args: &VerifyExportArgs) -> CmdResult {
+    if args.fleet.all_origins {
+        return crate::commands::fleet::verify_export(args);
+    }
     let origin = args.copy.origin.origin.as_deref().unwrap_or_default();
     let mut report = JobReport::new("verify_export", origin);
     crate::job_metrics::run_job(args.job.metrics_textfile.as_deref(), &mut report, |r| check(args, r))

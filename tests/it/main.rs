@@ -22,6 +22,7 @@ mod docs_and_config;
 mod evidence_bundle;
 mod examples;
 mod field_round2;
+mod fleet;
 mod follow_file;
 mod hardening_follow;
 mod hardening_store;

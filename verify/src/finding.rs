@@ -67,6 +67,9 @@ pub enum Kind {
     Unproven,
     /// A run breaks a rule of its profile (an unapproved call, a missing outcome...).
     RunRule,
+    /// An origin the anchor store holds heads for has no record in the copy
+    /// (a fleet's SIEM pipeline dropped a runtime).
+    MissingCopy,
 }
 
 impl Kind {
@@ -89,7 +92,7 @@ impl Kind {
     }
 
     /// Every kind, for reports that list each (with 0 when absent).
-    pub const ALL: [Kind; 23] = [
+    pub const ALL: [Kind; 24] = [
         Kind::Altered,
         Kind::Cut,
         Kind::Fork,
@@ -113,6 +116,7 @@ impl Kind {
         Kind::NotWhole,
         Kind::Unproven,
         Kind::RunRule,
+        Kind::MissingCopy,
     ];
 
     /// The kind as JSON, metrics and text name it (`heads-disagree`).
@@ -141,6 +145,7 @@ impl Kind {
             Kind::NotWhole => "not-whole",
             Kind::Unproven => "unproven",
             Kind::RunRule => "run-rule",
+            Kind::MissingCopy => "missing-copy",
         }
     }
 }

@@ -37,6 +37,8 @@ pub struct JobReport {
     pub heads_checked: u64,
     /// A copy's records after its last trusted head (verify-export only).
     pub unvouched_records: Option<u64>,
+    /// A fleet run's origins (`verify-export --all-origins`), see [`render_fleet`].
+    pub fleet: Option<Vec<FleetOrigin>>,
 }
 
 impl JobReport {
@@ -51,6 +53,7 @@ impl JobReport {
             events_checked: 0,
             heads_checked: 0,
             unvouched_records: None,
+            fleet: None,
         }
     }
 
@@ -168,6 +171,59 @@ pub fn render(report: &JobReport, started: SystemTime, took: Duration) -> String
             vec![(String::new(), age.as_secs_f64())],
         );
     }
+    if let Some(origins) = &report.fleet {
+        out.push_str(&render_fleet(report.job, origins));
+    }
+    out
+}
+
+/// One origin of a fleet check, for the textfile.
+#[derive(Clone, Debug)]
+pub struct FleetOrigin {
+    pub origin: String,
+    pub passed: bool,
+    /// The first finding's kind, for a failed origin.
+    pub kind: Option<&'static str>,
+}
+
+/// Failed origins a fleet's textfile names one by one; the rest are counted
+/// (a series per origin of a fleet of thousands would swamp Prometheus).
+pub const FLEET_ORIGINS_LISTED: usize = 50;
+
+/// The fleet part of a fleet check's textfile, after [`render`]'s lines for
+/// the whole run: origins by result, and the first [`FLEET_ORIGINS_LISTED`]
+/// failed origins (by name) with an `origin` label and their first
+/// finding's kind. Cardinality stays bounded whatever the fleet's size.
+pub fn render_fleet(job: &str, origins: &[FleetOrigin]) -> String {
+    let escape = |v: &str| v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
+    let failed: Vec<&FleetOrigin> = origins.iter().filter(|o| !o.passed).collect();
+    let mut out = String::new();
+    out.push_str("# HELP chainship_fleet_origins Origins the last fleet run judged, by result.\n");
+    out.push_str("# TYPE chainship_fleet_origins gauge\n");
+    for (result, n) in [("ok", origins.len() - failed.len()), ("failed", failed.len())] {
+        out.push_str(&format!(
+            "chainship_fleet_origins{{check=\"{job}\",result=\"{result}\"}} {n}\n"
+        ));
+    }
+    out.push_str(&format!(
+        "# HELP chainship_fleet_origin_failed A failed origin of the last fleet run (the first {FLEET_ORIGINS_LISTED} by name), with its first finding's kind.\n"
+    ));
+    out.push_str("# TYPE chainship_fleet_origin_failed gauge\n");
+    for o in failed.iter().take(FLEET_ORIGINS_LISTED) {
+        out.push_str(&format!(
+            "chainship_fleet_origin_failed{{check=\"{job}\",origin=\"{}\",kind=\"{}\"}} 1\n",
+            escape(&o.origin),
+            o.kind.unwrap_or("error")
+        ));
+    }
+    out.push_str(
+        "# HELP chainship_fleet_origins_failed_unlisted Failed origins of the last fleet run not listed by name.\n",
+    );
+    out.push_str("# TYPE chainship_fleet_origins_failed_unlisted gauge\n");
+    out.push_str(&format!(
+        "chainship_fleet_origins_failed_unlisted{{check=\"{job}\"}} {}\n",
+        failed.len().saturating_sub(FLEET_ORIGINS_LISTED)
+    ));
     out
 }
 
@@ -175,4 +231,32 @@ pub fn render(report: &JobReport, started: SystemTime, took: Duration) -> String
 pub fn write(path: &Path, text: &str) -> std::io::Result<()> {
     // Readable by the collector (mode 0666 before the umask), as any file it makes.
     chainship_chain::atomic_file::replace_per_process(path, text.as_bytes(), 0o666)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fleets_textfile_names_few_failed_origins_and_counts_the_rest() {
+        let origins: Vec<FleetOrigin> = (0..1000)
+            .map(|i| FleetOrigin {
+                origin: format!("team/\"{i:04}"),
+                passed: i % 10 != 0,
+                kind: (i % 10 == 0).then_some("altered"),
+            })
+            .collect();
+        let text = render_fleet("verify_export", &origins);
+        assert!(text.contains("chainship_fleet_origins{check=\"verify_export\",result=\"ok\"} 900\n"));
+        assert!(text.contains("chainship_fleet_origins{check=\"verify_export\",result=\"failed\"} 100\n"));
+        assert_eq!(
+            text.matches("chainship_fleet_origin_failed{").count(),
+            FLEET_ORIGINS_LISTED
+        );
+        assert!(
+            text.contains("origin=\"team/\\\"0000\",kind=\"altered\"} 1\n"),
+            "{text}"
+        );
+        assert!(text.contains("chainship_fleet_origins_failed_unlisted{check=\"verify_export\"} 50\n"));
+    }
 }

@@ -83,6 +83,18 @@ async fn names_under<S: ObjectStore + ?Sized>(
     Ok(names)
 }
 
+/// One origin as one listing of the whole store shows it, from names alone
+/// (nothing read: a name proves nothing, the notes must still be judged).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OriginNames {
+    /// Heads and heartbeats kept, and the newest by name (seq, then time).
+    pub notes: u64,
+    pub newest_note: Option<NameKey>,
+    /// The newest kept checkpoint's name, and the newest cosigned one's.
+    pub newest_checkpoint: Option<NameKey>,
+    pub newest_cosigned: Option<NameKey>,
+}
+
 /// The anchor layout over one [`ObjectStore`] (as Tessera's log resource
 /// store over its object store): heads and heartbeats, checkpoints,
 /// cosigned checkpoints, tiles and the pointer, by origin. Every key a
@@ -268,6 +280,44 @@ impl AnchorStore {
         Ok(paths)
     }
 
+    /// Every origin the store keeps anything for, in one deep listing of the
+    /// whole store (a fleet's store holds thousands: never one listing per
+    /// origin), with what its names say; and the names under no origin.
+    /// Memory follows the number of origins, not of objects.
+    pub async fn origins(&self) -> Result<(std::collections::BTreeMap<String, OriginNames>, Junk), StoreError> {
+        let mut origins: std::collections::BTreeMap<String, OriginNames> = Default::default();
+        let mut junk = Junk::default();
+        let objects = self.objects.as_ref();
+        objects
+            .scan("", true, None, &mut |key| {
+                let Some((origin, rest)) = objects.split_origin(key) else {
+                    if !key.is_empty() && !key.starts_with('.') {
+                        junk.add(key.to_owned());
+                    }
+                    return;
+                };
+                let names = origins.entry(origin).or_default();
+                let newest = |at: &mut Option<NameKey>, name: &str| {
+                    if let Some(k) = NameKey::from_log_name(name) {
+                        *at = (*at).max(Some(k));
+                    }
+                };
+                match rest.split_once('/') {
+                    None => {
+                        if let Some(k) = NameKey::from_note_name(rest) {
+                            names.notes += 1;
+                            names.newest_note = names.newest_note.max(Some(k));
+                        }
+                    }
+                    Some((CHECKPOINTS_DIR, name)) => newest(&mut names.newest_checkpoint, name),
+                    Some((COSIGNED_DIR, name)) => newest(&mut names.newest_cosigned, name),
+                    Some(_) => {}
+                }
+            })
+            .await?;
+        Ok((origins, junk))
+    }
+
     /// Checks that the store is reachable and writable, writing no head.
     pub async fn check(&self) -> Result<String, StoreError> {
         self.objects.probe().await
@@ -281,5 +331,45 @@ impl AnchorStore {
     /// A short description for logs (no secrets).
     pub fn describe(&self) -> String {
         self.objects.location()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::memory::MemoryStore;
+    use crate::store::{head_name, heartbeat_name};
+
+    #[tokio::test]
+    async fn one_listing_names_every_origin_with_its_newest_names() {
+        let store = MemoryStore::default();
+        // Nested origins, each with its own notes and log objects.
+        for (origin, seqs) in [("team/a", [3u64, 9]), ("team/a/b", [5, 7]), ("solo", [1, 2])] {
+            for seq in seqs {
+                store.plant(origin, &head_name(seq), b"note");
+                store.plant_object(origin, &format!("checkpoints/{seq:020}"), b"cp");
+            }
+        }
+        store.plant("team/a", &heartbeat_name(9, 1_700_000_000), b"beat");
+        store.plant_object("team/a", &format!("cosigned/{:020}", 3), b"cosigned");
+        store.plant_object("team/a", "tile/0/000", b"tile");
+        // An origin with only tiles is still one the store keeps.
+        store.plant_object("tiles-only", "tile/0/000", b"tile");
+        store.plant("bad origin", &head_name(1), b"x");
+
+        let (origins, junk) = store.origins().await.unwrap();
+        let names: Vec<&str> = origins.keys().map(String::as_str).collect();
+        assert_eq!(names, ["solo", "team/a", "team/a/b", "tiles-only"]);
+        let a = &origins["team/a"];
+        assert_eq!(a.notes, 3);
+        assert_eq!(
+            a.newest_note,
+            NameKey::from_note_name(&heartbeat_name(9, 1_700_000_000))
+        );
+        assert_eq!(a.newest_checkpoint.map(|k| k.seq), Some(9));
+        assert_eq!(a.newest_cosigned.map(|k| k.seq), Some(3));
+        assert_eq!(origins["team/a/b"].newest_note.map(|k| k.seq), Some(7));
+        assert_eq!(origins["tiles-only"].notes, 0);
+        assert_eq!(junk.count, 1, "a key under no usable origin is junk");
     }
 }

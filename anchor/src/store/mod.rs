@@ -217,13 +217,29 @@ pub trait ObjectStore: Send + Sync {
     fn origin_prefix(&self, origin: &str) -> String {
         format!("{origin}/")
     }
+    /// The origin a key of a deep listing from the store's root is under,
+    /// and the key's path under it: the inverse of [`Self::origin_prefix`].
+    /// An origin's path holds `/`, but never a layout name after its first
+    /// part (`chainship_core::parse_origin`), so the first such part ends it.
+    fn split_origin<'k>(&self, key: &'k str) -> Option<(String, &'k str)> {
+        let mut at = key.find('/')?;
+        loop {
+            let rest = &key[at + 1..];
+            let part = rest.split('/').next().unwrap_or_default();
+            if matches!(part, LATEST_CHECKPOINT | CHECKPOINTS_DIR | COSIGNED_DIR | "tile") || note_seq(part).is_some() {
+                let origin = chainship_chain::origin::parse_origin(&key[..at]).ok()?;
+                return Some((origin, rest));
+            }
+            at += 1 + rest.find('/')?;
+        }
+    }
     /// The full name of `key`, for messages (a path, a URL).
     fn locate(&self, key: &str) -> String {
         format!("{}/{key}", self.location())
     }
 }
 
-pub use layout::AnchorStore;
+pub use layout::{AnchorStore, OriginNames};
 
 /// Where standard tlog clients read the newest checkpoint (C2SP tlog-tiles).
 pub const LATEST_CHECKPOINT: &str = "checkpoint";

@@ -265,6 +265,11 @@ impl ObjectStore for S3Store {
         chainship_s3::origin_prefix("", origin)
     }
 
+    fn split_origin<'k>(&self, key: &'k str) -> Option<(String, &'k str)> {
+        let (segment, rest) = key.split_once('/')?;
+        Some((chainship_chain::origin_from_segment(segment)?, rest))
+    }
+
     fn locate(&self, key: &str) -> String {
         format!("s3://{}/{}", self.at.bucket, self.at.key(key))
     }

@@ -87,3 +87,57 @@ pub fn read_records(cfg: &KafkaConfig, origin: &str, each: &mut OnRecord<'_>) ->
     drop_in_background(consumer);
     Ok(report)
 }
+
+/// The topic's shape for a shared read: its partitions, and those `shard`
+/// takes (all of them without one; only the pinned one with `--kafka-partition`).
+pub fn shared_shape(cfg: &KafkaConfig, shard: Option<crate::Shard>) -> Result<crate::SharedRead, SinkError> {
+    let (_, count) = partition::lookup_with_count(cfg, "", partition::Lookup::ForReading)?;
+    let all: Vec<i32> = match cfg.partition {
+        Some(p) => vec![p],
+        None => (0..count as i32).collect(),
+    };
+    Ok(crate::SharedRead {
+        partitions: Some(count),
+        pinned: cfg.partition,
+        read: all
+            .into_iter()
+            .filter(|p| shard.is_none_or(|s| s.takes_partition(*p)))
+            .collect(),
+    })
+}
+
+/// Calls `each(line, partition, place)` for every record of every origin
+/// in the partitions `shape` reads, each partition in its order, to the end
+/// every partition had as the read started: one read of a fleet's topic for
+/// all its origins.
+pub fn read_shared(
+    cfg: &KafkaConfig,
+    shape: &crate::SharedRead,
+    each: &mut crate::OnSharedRecord<'_>,
+) -> Result<(), SinkError> {
+    if shape.read.is_empty() {
+        return Ok(());
+    }
+    let consumer: BaseConsumer<QuietContext> = cfg
+        .reader_config("chainship-verify-export")
+        .create_with_context(QuietContext)
+        .map_err(|e| classify("creating a consumer", &e))?;
+    let url = cfg.url();
+    let limits = ScanLimits {
+        idle: Duration::from_secs(10),
+        open_transaction: Duration::from_secs(90),
+    };
+    let ranges: Vec<(i32, i64, i64)> = ends(cfg, &consumer, &cfg.topic, &shape.read, Until::Written)?
+        .into_iter()
+        .zip(&shape.read)
+        .map(|((low, high), p)| (*p, low, high))
+        .collect();
+    scan_all(&consumer, &cfg.topic, &ranges, limits, |msg| {
+        let (partition, offset) = (msg.partition(), msg.offset());
+        each(msg.payload().unwrap_or_default(), Some(partition), &|| {
+            format!("{url} partition {partition} offset {offset}")
+        });
+    })?;
+    drop_in_background(consumer);
+    Ok(())
+}

@@ -32,3 +32,36 @@ pub async fn read_records(cfg: &S3Config, origin: &str, each: &mut OnRecord<'_>)
     }
     Ok(())
 }
+
+/// Every origin with objects under the prefix, from one listing of its
+/// keys (each origin keeps its own folder, so its copy is then read alone);
+/// and the keys under no origin's folder (a loader may read those too: the
+/// first few, and how many).
+pub async fn origins(cfg: &S3Config) -> Result<(Vec<String>, Vec<String>, u64), SinkError> {
+    let client = cfg.settings.client().await;
+    let at = &cfg.at;
+    let root = at.key("");
+    let (mut origins, mut strays, mut count) = (std::collections::BTreeSet::new(), Vec::new(), 0u64);
+    chainship_s3::object::visit_keys(&client, &at.bucket, &root, None, None, &mut |key| {
+        let rest = &key[root.len().min(key.len())..];
+        match rest
+            .split_once('/')
+            .and_then(|(segment, _)| chainship_chain::origin_from_segment(segment))
+        {
+            Some(origin) => {
+                origins.insert(origin);
+            }
+            // The sink's own probe object sits at the root on purpose.
+            None if rest == super::objects::PROBE_NAME || rest.is_empty() => {}
+            None => {
+                count += 1;
+                if strays.len() < 5 {
+                    strays.push(key.to_owned());
+                }
+            }
+        }
+    })
+    .await
+    .map_err(|f| SinkError::permanent(format!("{at}: {}", f.message)))?;
+    Ok((origins.into_iter().collect(), strays, count))
+}
