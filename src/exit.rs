@@ -52,6 +52,16 @@ pub fn of<C>(verdict: &Verdict<C>) -> u8 {
     if verdict.passed() { OK } else { FAILED }
 }
 
+/// The exit code of a check giving one verdict per origin: 0 when there is
+/// at least one and each passed, else 1.
+pub fn of_each<C>(verdicts: &[Verdict<C>]) -> u8 {
+    if !verdicts.is_empty() && verdicts.iter().all(Verdict::passed) {
+        OK
+    } else {
+        FAILED
+    }
+}
+
 /// The exit code of a fleet check: 0 when the fleet and every origin passed
 /// ([`chainship_evidence::fleet::FleetVerdict::passed`]), else 1.
 pub fn of_fleet(verdict: &chainship_evidence::fleet::FleetVerdict) -> u8 {

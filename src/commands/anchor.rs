@@ -1,5 +1,6 @@
 //! `chainship anchor verify` and `chainship anchor list`: the auditor's view
-//! of the kept heads.
+//! of the kept heads (`anchor status`, a fleet's store at a glance, is
+//! [`crate::commands::anchor_status`]).
 
 use std::time::Duration;
 
@@ -24,6 +25,7 @@ use crate::report;
 pub enum AnchorCommand {
     Verify(AnchorVerifyArgs),
     List(AnchorListArgs),
+    Status(crate::commands::anchor_status::AnchorStatusArgs),
 }
 
 /// Check the database against every signed head kept in the anchor store.
@@ -127,6 +129,7 @@ pub fn run(cmd: &AnchorCommand) -> CmdResult {
             crate::job_metrics::run_job(args.job.metrics_textfile.as_deref(), &mut report, |r| verify(args, r))
         }
         AnchorCommand::List(args) => list(args),
+        AnchorCommand::Status(args) => crate::commands::anchor_status::run(args),
     }
 }
 

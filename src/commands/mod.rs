@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod anchor;
+pub mod anchor_status;
 pub mod check;
 pub mod check_proof;
 pub mod config_cmd;

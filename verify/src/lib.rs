@@ -9,7 +9,7 @@
 //! ([`checkpoints`]), the tiles ([`tiles`]), the went-backwards rule
 //! ([`went_backwards`]), one record's proof built and checked ([`prove`],
 //! [`proof`]), and what a scheduled run leaves behind ([`state`],
-//! [`job_textfile`]). What every check concludes is a [`finding::Finding`]
+//! [`job_textfile`]), and a fleet's store at a glance ([`status`]). What every check concludes is a [`finding::Finding`]
 //! of a closed [`Kind`]. Publishing is `chainship-anchor`'s; this crate
 //! only reads the store.
 
@@ -28,6 +28,7 @@ pub mod prove;
 pub mod ranges;
 pub mod run_rules;
 pub mod state;
+pub mod status;
 pub mod tiles;
 pub mod verdict;
 pub mod went_backwards;

@@ -124,11 +124,6 @@ pub enum FleetProgress<'a> {
     },
 }
 
-/// The trusted keys of `origin`: those named after it.
-pub fn keys_of(keys: &[VerifierKey], origin: &str) -> Vec<VerifierKey> {
-    keys.iter().filter(|k| k.name == origin).cloned().collect()
-}
-
 /// The fleet pass (see the module doc). `touched` makes a new run tally
 /// for each damaged origin's affected runs.
 pub fn check_fleet(
@@ -193,7 +188,7 @@ pub fn check_fleet(
     let of = all.len();
     let mut origins = Vec::with_capacity(of);
     for (done, origin) in all.into_iter().enumerate() {
-        let keys = keys_of(input.keys, origin);
+        let keys = chainship_verify::finding::keys_named_for(input.keys, origin);
         let verdict = if !in_copy.iter().any(|o| o == origin) {
             missing_copy(&runtime, &store, origin, &keys, stored[origin])
         } else if !mine(origin) {
@@ -238,12 +233,18 @@ pub fn check_fleet(
             verdict,
         });
     }
-    if origins.is_empty() {
-        fleet.findings.push(Finding::new(
-            Kind::NothingChecked,
-            None,
-            "no origin in scope: the copy holds no record of one and the anchor store keeps no head of one".to_owned(),
-        ));
+    // A fleet pass that judged no origin proved nothing. One worker's share
+    // may be empty while the others' are not (more workers than origins, or
+    // partitions no origin hashes to): said, and the union still covers.
+    let nothing = "no origin in scope: the copy holds no record of one and the anchor store keeps no head of one";
+    match (origins.is_empty(), input.scope.shard) {
+        (false, _) => {}
+        (true, Some(shard)) => fleet.warnings.push(format!(
+            "{nothing} in this worker's share (shard {shard}); the other workers judge the rest"
+        )),
+        (true, None) => fleet
+            .findings
+            .push(Finding::new(Kind::NothingChecked, None, nothing.to_owned())),
     }
     Ok(FleetVerdict { origins, fleet })
 }
