@@ -157,7 +157,9 @@ fn print(v: &FleetVerdict) {
     }
     let failed = v.failed().count();
     let shard = v.fleet.covered.shard.map_or(String::new(), |s| format!(" (shard {s})"));
-    if v.passed() {
+    if v.passed() && v.origins.is_empty() {
+        outln!("ok: nothing to judge in this worker's share{shard}");
+    } else if v.passed() {
         outln!(
             "ok: every origin ({}) is whole and matches its trusted heads{shard}",
             v.origins.len()
