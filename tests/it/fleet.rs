@@ -397,9 +397,9 @@ fn an_origin_trusts_only_the_key_named_after_it() {
     std::fs::create_dir(&copies).unwrap();
     // o01 signs with o00's key: a mix-up no fleet check may take as o01's.
     let borrowed = fleet.dir.path().join("o0.key");
-    for i in 0..2 {
+    for (i, name) in names.iter().enumerate() {
         let sink = format!("file:{}", path_str(&copies.join(format!("o{i}.jsonl"))));
-        let out = Follow::new(&fleet.db(i), &names[i])
+        let out = Follow::new(&fleet.db(i), name)
             .sink(&sink)
             .cursor(&fleet.dir.path().join(format!("o{i}.cursor")))
             .start_at_seq_1()

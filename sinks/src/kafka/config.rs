@@ -84,6 +84,21 @@ impl KafkaConfig {
     /// committed transactions, and the end reported.
     pub(super) fn reader_config(&self, group: &str) -> ClientConfig {
         let mut config = self.consumer_config();
+        // librdkafka prefetches up to 64 MiB into its queue plus 50 MiB a
+        // fetch, and once the queue is full waits a whole second
+        // (`fetch.queue.backoff.ms`) before fetching again: a reader of a
+        // shared topic held ~150 MiB, and a small queue made it crawl.
+        // Small buffers refilled at once read as fast in a fraction of the
+        // memory (BENCHMARKS.md); `--kafka-opt` still decides.
+        for (key, value) in [
+            ("queued.max.messages.kbytes", "2048"),
+            ("fetch.max.bytes", "1048576"),
+            ("fetch.queue.backoff.ms", "5"),
+        ] {
+            if !self.options.iter().any(|(k, _)| k == key) {
+                config.set(key, value);
+            }
+        }
         config
             .set("group.id", group)
             .set("enable.auto.commit", "false")
@@ -247,6 +262,16 @@ mod tests {
         assert!(KafkaConfig::from_url("kafka://a:9092").is_err());
         assert!(KafkaConfig::from_url("kafka://a:9092/bad topic").is_err());
         assert!(KafkaConfig::from_url("kafka:///t").is_err());
+    }
+
+    #[test]
+    fn readers_prefetch_little_and_refill_at_once_unless_told_otherwise() {
+        let mut c = KafkaConfig::from_url("kafka://a:1/t").unwrap();
+        let config = c.reader_config("g");
+        assert_eq!(config.get("queued.max.messages.kbytes"), Some("2048"));
+        assert_eq!(config.get("fetch.queue.backoff.ms"), Some("5"));
+        c.options = vec![("queued.max.messages.kbytes".into(), "65536".into())];
+        assert_eq!(c.reader_config("g").get("queued.max.messages.kbytes"), Some("65536"));
     }
 
     #[test]
