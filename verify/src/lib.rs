@@ -10,8 +10,8 @@
 //! ([`went_backwards`]), one record's proof built and checked ([`prove`],
 //! [`proof`]), and what a scheduled run leaves behind ([`state`],
 //! [`job_textfile`]), and a fleet's store at a glance ([`status`]). What
-//! every check concludes is a [`finding::Finding`] of a closed [`Kind`]. Publishing is `chainship-anchor`'s; this crate
-//! only reads the store.
+//! every check concludes is a [`finding::Finding`] of a closed [`Kind`].
+//! Publishing is `chainship-anchor`'s; this crate only reads the store.
 
 pub mod checkpoints;
 pub mod copy;
