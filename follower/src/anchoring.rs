@@ -464,6 +464,39 @@ pub fn store_ready(runtime: &tokio::runtime::Runtime, store: &Arc<AnchorStore>) 
     }
 }
 
+/// Refuses a signing key that is demonstrably another origin's: named
+/// after an origin (not this one) the anchor store keeps heads for. In a
+/// fleet sharing one store, a follower handed its neighbour's key would
+/// sign this origin's heads and checkpoints with it. A key named otherwise
+/// (`prod-eu1/chainship`, or a rotation's new name) is not refused here; a
+/// fleet check trusts an origin's heads only to the key named after it. A
+/// store that cannot be listed now is not a reason to stop (anchoring
+/// waits for it anyway).
+pub fn key_is_this_origins(
+    runtime: &tokio::runtime::Runtime,
+    store: &Arc<AnchorStore>,
+    origin: &str,
+    keys: &[Arc<dyn Signer>],
+) -> Result<(), chainship_chain::Error> {
+    for key in keys {
+        let name = key.name();
+        if name == origin || chainship_chain::origin::parse_origin(name).is_err() {
+            continue;
+        }
+        let (probe, other) = (Arc::clone(store), name.to_owned());
+        let listed = runtime.block_on(runtime.spawn(async move { probe.head_seqs(&other).await }));
+        if let Ok(Ok(seqs)) = listed
+            && !seqs.is_empty()
+        {
+            return Err(chainship_chain::Error::permanent(format!(
+                "the signing key is named {name:?}, another origin this anchor store keeps {} head(s) for: it is that origin's key, not {origin:?}'s (a fleet mix-up?); sign with the key named after {origin:?}",
+                seqs.len()
+            )));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

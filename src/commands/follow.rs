@@ -188,6 +188,8 @@ pub fn run(args: &FollowArgs) -> CmdResult {
         .map(|url| args.pipeline.anchor.open(url, Some(args.pipeline.retain)));
     if let Some(store) = &store {
         chainship_follower::anchoring::store_ready(&runtime, store).map_err(|e| CliError::from_kind(&e))?;
+        chainship_follower::anchoring::key_is_this_origins(&runtime, store, origin, &keys)
+            .map_err(|e| CliError::from_kind(&e))?;
     }
     let anchor = store.map(|store| AnchorSetup {
         store,

@@ -390,29 +390,46 @@ fn a_directory_of_files_is_one_fleet_sharded_by_origin() {
 }
 
 #[test]
-fn an_origin_trusts_only_the_key_named_after_it() {
+fn another_origins_key_is_refused_by_the_follower_and_never_trusted_by_the_fleet_check() {
     let names = origin_names(2);
     let fleet = Fleet::new(&names);
     let copies = fleet.dir.path().join("copies");
     std::fs::create_dir(&copies).unwrap();
-    // o01 signs with o00's key: a mix-up no fleet check may take as o01's.
-    let borrowed = fleet.dir.path().join("o0.key");
-    for (i, name) in names.iter().enumerate() {
+    let follow = |i: usize, key: &str| {
         let sink = format!("file:{}", path_str(&copies.join(format!("o{i}.jsonl"))));
-        let out = Follow::new(&fleet.db(i), name)
+        Follow::new(&fleet.db(i), &names[i])
             .sink(&sink)
             .cursor(&fleet.dir.path().join(format!("o{i}.cursor")))
             .start_at_seq_1()
             .once()
-            .args(["--anchor", &fleet.anchor(), "--signing-key", path_str(&borrowed)])
-            .output();
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-    }
+            .args([
+                "--anchor",
+                &fleet.anchor(),
+                "--signing-key",
+                path_str(&fleet.dir.path().join(key)),
+            ])
+            .output()
+    };
+    // o01 handed o00's key before o00 ever anchored: nothing to tell it by yet.
+    let out = follow(1, "o0.key");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = follow(0, "o0.key");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // The fleet check trusts o01's heads only to the key named after it.
     let (exit, json) = fleet.verify(&format!("file:{}", path_str(&copies)), &[], &[]);
     assert_eq!(exit, 1, "{json}");
     let kinds = by_origin(&json);
     assert_eq!(kinds[0].1, "ok", "{json}");
     assert_ne!(kinds[1].1, "ok", "o01's heads are signed by o00's key: {json}");
+    // Now that o00 keeps heads in the store, its key is refused for o01.
+    append(&fleet.db(1), 5);
+    let out = follow(1, "o0.key");
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(r#"the signing key is named "fleet/o00", another origin"#),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[tokio::test]
