@@ -65,9 +65,7 @@ pub fn parse_origin(text: &str) -> Result<String, crate::Error> {
             .all(|b| b.is_ascii_alphanumeric() || b"._-/:@".contains(&b))
         && !text.starts_with('/')
         && !text.ends_with('/')
-        && !text
-            .split('/')
-            .any(|part| part.is_empty() || part == "." || part == "..");
+        && !text.split('/').any(|part| part.is_empty() || part.starts_with('.'));
     if let Some(part) = text.split('/').skip(1).find(|p| is_layout_name(p)) {
         return Err(crate::permanent!(
             "{text:?} is not a usable origin: its part {part:?} is a name the file anchor store keeps under each origin (checkpoint, checkpoints, cosigned, tile, *.head), so this origin's directory would collide with another origin's files"
@@ -77,7 +75,7 @@ pub fn parse_origin(text: &str) -> Result<String, crate::Error> {
         Ok(text.to_owned())
     } else {
         Err(crate::permanent!(
-            "{text:?} is not a usable origin: use 1-200 of A-Z a-z 0-9 . _ - : @ and / between parts, e.g. prod-eu1/agentrt"
+            "{text:?} is not a usable origin: use 1-200 of A-Z a-z 0-9 . _ - : @ and / between parts, none starting with a dot (a file anchor store takes dot names for its temporary files), e.g. prod-eu1/agentrt"
         ))
     }
 }
@@ -111,6 +109,11 @@ mod tests {
     #[test]
     fn accepts_plain_names_and_refuses_path_tricks() {
         assert!(parse_origin("prod-eu1/agentrt").is_ok());
+        assert!(parse_origin("prod.eu1/agent.rt").is_ok());
+        // A dot part is a file store's temporary name: its listing never shows it.
+        for hidden in ["team/.h", ".team/b", "team/....", "."] {
+            assert!(parse_origin(hidden).is_err(), "{hidden}");
+        }
         // A layout name is only refused where it would nest in another origin.
         assert!(parse_origin("tile/a").is_ok());
         assert!(parse_origin("team/tiles").is_ok());

@@ -329,26 +329,46 @@ pub fn read_records(path: &Path, each: &mut OnRecord<'_>) -> Result<(), SinkErro
 }
 
 /// Calls `each(line, None, place)` for every line of a file copy, or of
-/// every file of a directory of copies (a fleet's files, read in name
-/// order; hidden files and subdirectories are not copies).
+/// every file under a directory of copies (a fleet's files: read in name
+/// order, hidden ones, links to files and subdirectories too, as a
+/// collector globbing the directory may ingest them). What cannot be read
+/// as lines (a device, a pipe, a link to nothing, a loop of directories
+/// deeper than [`MAX_DEPTH`]) is handed on as a line that is no record, at
+/// its path, so the check names it instead of passing over it.
 pub fn read_shared(path: &Path, each: &mut crate::OnSharedRecord<'_>) -> Result<(), SinkError> {
-    let fail = |e: std::io::Error| SinkError::permanent(format!("{}: {e}", path.display()));
-    let files = if path.is_dir() {
-        let mut files = Vec::new();
-        for entry in std::fs::read_dir(path).map_err(fail)? {
-            let entry = entry.map_err(fail)?;
-            let hidden = entry.file_name().to_string_lossy().starts_with('.');
-            if !hidden && entry.file_type().map_err(fail)?.is_file() {
-                files.push(entry.path());
+    if !path.is_dir() {
+        return read_records(path, &mut |line, place| each(line, None, place));
+    }
+    read_dir_shared(path, 0, each)
+}
+
+/// How deep [`read_shared`] goes into subdirectories.
+pub const MAX_DEPTH: usize = 16;
+
+fn read_dir_shared(dir: &Path, depth: usize, each: &mut crate::OnSharedRecord<'_>) -> Result<(), SinkError> {
+    let fail = |e: std::io::Error| SinkError::permanent(format!("{}: {e}", dir.display()));
+    let mut entries: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .map_err(fail)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .map_err(fail)?;
+    entries.sort();
+    for entry in entries {
+        // Followed through links: a link to a file is read as the file.
+        let kind = std::fs::metadata(&entry).map(|m| m.file_type());
+        match kind {
+            Ok(t) if t.is_file() => read_records(&entry, &mut |line, place| each(line, None, place))?,
+            Ok(t) if t.is_dir() && depth < MAX_DEPTH => read_dir_shared(&entry, depth + 1, each)?,
+            _ => {
+                let why = match kind {
+                    Ok(t) if t.is_dir() => format!("a directory deeper than {MAX_DEPTH} levels"),
+                    Ok(_) => "not a regular file".to_owned(),
+                    Err(e) => e.to_string(),
+                };
+                let place = format!("{}: {why}, not read as a copy", entry.display());
+                each(crate::lines::NOT_A_RECORD, None, &|| place.clone());
             }
         }
-        files.sort();
-        files
-    } else {
-        vec![path.to_path_buf()]
-    };
-    for file in files {
-        read_records(&file, &mut |line, place| each(line, None, place))?;
     }
     Ok(())
 }

@@ -92,7 +92,7 @@ fn check(args: &AnchorStatusArgs, job: &mut JobReport) -> CmdResult {
             })
             .collect(),
     );
-    let warning = junk.warning("the store");
+    let warning = junk.warning("no origin");
     if args.output.json {
         outln!(
             "{}",

@@ -1254,7 +1254,7 @@ impl StreamAudit {
                 }
             ));
         }
-        warnings.extend(self.junk.warning(&self.origin));
+        warnings.extend(self.junk.warning(&format!("origin {}", self.origin)));
         if let Some(size) = self.newest_headless {
             warnings.push(format!(
                 "the newest checkpoint ({size}) has no head yet: a publication in progress, or interrupted (the follower publishes the head when it starts again)"

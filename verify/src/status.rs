@@ -53,7 +53,7 @@ pub async fn fleet_status(input: &StatusInput<'_>) -> Result<(Vec<Verdict<Origin
     let (origins, junk) = input.store.origins().await?;
     let mut out = Vec::new();
     for (origin, names) in origins {
-        if input.prefix.is_some_and(|p| !origin.starts_with(p)) || names.notes == 0 {
+        if input.prefix.is_some_and(|p| !origin.starts_with(p)) || !names.publishes() {
             continue;
         }
         out.push(origin_status(input, origin, &names).await?);
@@ -78,6 +78,15 @@ async fn origin_status(
     // The newest note by name (a heartbeat says the follower is alive);
     // else a plain head of that seq.
     let mut newest = None;
+    if names.newest_note.is_none()
+        && let Some(cp) = names.newest_checkpoint
+    {
+        v.findings.push(Finding::new(
+            Kind::HeadMissing,
+            Some(cp.seq),
+            format!("{origin}: the store keeps checkpoint {} but no head at all (deleted, or a first publication cut short)", cp.seq),
+        ));
+    }
     if let Some(key) = names.newest_note {
         if let Some(note) = store.get_note(&origin, key).await? {
             newest = finding::check_notes(&[note], &origin, &keys)
@@ -105,7 +114,19 @@ async fn origin_status(
         v.last_trusted = Some(head);
         v.last_trusted_published = published;
         if let Some(max_age) = input.max_age {
-            let stale = published.and_then(|p| finding::stale_finding(Some((p, &head)), max_age, input.now));
+            let ahead = published.and_then(|p| p.duration_since(input.now).ok());
+            let stale = match (published, ahead) {
+                (Some(_), Some(ahead)) if ahead > finding::FUTURE_SKEW => Some(Finding::new(
+                    Kind::Stale,
+                    Some(head.seq),
+                    format!(
+                        "{origin}: its newest head ({head}) was published {} in the future: a clock ahead or a forged time; freshness cannot rely on it",
+                        humantime::format_duration(Duration::from_secs(ahead.as_secs()))
+                    ),
+                )),
+                (Some(p), _) => finding::stale_finding(Some((p, &head)), max_age, input.now),
+                (None, _) => finding::stale_finding(None, max_age, input.now),
+            };
             v.findings.extend(stale);
         }
     }
@@ -195,5 +216,11 @@ mod tests {
         let (status, _) = crate::test_run(fleet_status(&fresh)).unwrap();
         assert_eq!(status.len(), 1);
         assert!(status[0].passed(), "{:?}", status[0].findings);
+        // A head "published" far ahead makes no origin fresh.
+        let ahead = SystemTime::now() + Duration::from_secs(86_400);
+        store.plant("team/a", &head_name(30), &note(&a, "team/a", "team/a", 30, ahead));
+        let (status, _) = crate::test_run(fleet_status(&fresh)).unwrap();
+        assert_eq!(status[0].findings[0].kind, Kind::Stale, "{:?}", status[0].findings);
+        assert!(status[0].findings[0].message.contains("in the future"));
     }
 }

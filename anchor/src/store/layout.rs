@@ -95,6 +95,15 @@ pub struct OriginNames {
     pub newest_cosigned: Option<NameKey>,
 }
 
+impl OriginNames {
+    /// Whether the origin has published anything a copy must hold: a head
+    /// or a checkpoint (a first publication cut short leaves a checkpoint
+    /// and no head; deleting the heads leaves the checkpoints).
+    pub fn publishes(&self) -> bool {
+        self.notes > 0 || self.newest_checkpoint.is_some()
+    }
+}
+
 /// The anchor layout over one [`ObjectStore`] (as Tessera's log resource
 /// store over its object store): heads and heartbeats, checkpoints,
 /// cosigned checkpoints, tiles and the pointer, by origin. Every key a

@@ -148,10 +148,18 @@ impl Junk {
         (self.count > 0).then(|| {
             let more = self.count.saturating_sub(self.first.len() as u64);
             format!(
-                "the anchor store holds {} name(s) under origin {origin} that are not part of its layout, ignored: {}{}",
+                "the anchor store holds {} name(s) under {origin} that are not part of its layout, ignored: {}{}",
                 self.count,
-                self.first.iter().map(|p| format!("{p:?}")).collect::<Vec<_>>().join(", "),
-                if more > 0 { format!(" and {more} more") } else { String::new() }
+                self.first
+                    .iter()
+                    .map(|p| format!("{p:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
             )
         })
     }

@@ -138,7 +138,7 @@ pub fn check_fleet(
         shard: input.scope.shard,
         ..FleetCovered::default()
     });
-    if let Some(w) = store_junk.warning("the fleet") {
+    if let Some(w) = store_junk.warning("no origin") {
         fleet.warnings.push(w);
     }
     // The copy's origins, and for a topic or files their records set aside.
@@ -168,7 +168,7 @@ pub fn check_fleet(
     };
     let stored: BTreeMap<&str, &OriginNames> = listed
         .iter()
-        .filter(|(o, names)| names.notes > 0 && input.scope.has(o) && mine(o))
+        .filter(|(o, names)| names.publishes() && input.scope.has(o) && mine(o))
         .map(|(o, n)| (o.as_str(), n))
         .collect();
     fleet.covered.in_store = stored.len();
@@ -257,6 +257,16 @@ fn read_shared(
 ) -> Result<(Spill, SharedRead), Error> {
     let mut spill = Spill::new(input.spill_dir)?;
     let shape = input.source.shared_shape(input.scope.shard)?;
+    // A consumer of the topic reads every partition: a pass over one could
+    // only say "the part read is whole", which a fleet check never says.
+    if let (Some(p), Some(count)) = (shape.pinned, shape.partitions)
+        && count > 1
+    {
+        return Err(chainship_chain::permanent!(
+            "the fleet pass reads every partition of the topic, but partition {p} is pinned (of {count}): unset it for --all-origins (a fleet is split between workers by --shard)"
+        )
+        .with_setting(chainship_chain::Setting::KafkaPartition));
+    }
     let mut failed: Option<Error> = None;
     let (mut unnamed, mut records) = (0u64, 0u64);
     input.source.read_shared(&shape, &mut |line, partition, place| {
@@ -322,7 +332,16 @@ fn missing_copy(
     keys: &[VerifierKey],
     names: &OriginNames,
 ) -> CopyOutcome {
-    let newest = names.newest_note.map_or(0, |k| k.seq);
+    let Some(newest) = names.newest_note.map(|k| k.seq) else {
+        let size = names.newest_checkpoint.map_or(0, |k| k.seq);
+        return CopyOutcome::refused(
+            Some(origin.to_owned()),
+            Kind::MissingCopy,
+            format!(
+                "the anchor store keeps checkpoint {size} of {origin:?} (and no head), but the copy holds no record of it"
+            ),
+        );
+    };
     // The names prove nothing: the range is what a trusted head says.
     let trusted = runtime
         .block_on(pass::trusted_head_at(store, origin, keys, newest))
