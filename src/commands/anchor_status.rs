@@ -20,10 +20,11 @@ use crate::report;
 #[command(after_help = "Examples:
   chainship anchor status --anchor s3://audit-anchors/heads --all-origins --trusted-key fleet-keys.txt --max-age 10m
   chainship anchor status --anchor file:/mnt/anchors --all-origins --trusted-key fleet-keys.txt \\
-      --policy witnesses.policy --json --metrics-textfile /var/lib/node_exporter/anchor-status.prom
+      --json --metrics-textfile /var/lib/chainship/anchor-status.prom
 
-One listing of the whole store, then a few reads per origin. Each origin trusts only the key
-named after it. A line per origin; an origin whose newest trusted head is older than --max-age
+One listing of the whole store, then a few reads per origin. Each origin trusts only its own
+key: KEY origin=ORIGIN in the keys file, or a key named after the origin. With --policy, whether
+its newest cosigned checkpoint meets the witnesses' quorum. A line per origin; an origin whose newest trusted head is older than --max-age
 (stale), whose newest note no key named after it signed (untrusted-key), or, with a witness
 policy, whose newest cosigned checkpoint lacks the quorum (uncosigned) fails.
 Exit codes: 0 every origin fine, 1 any origin failed, 2 usage or an unreadable store.")]

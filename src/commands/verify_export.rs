@@ -19,8 +19,8 @@ use crate::trusted_copy::{self, CopyExpectations, TrustedCopyArgs};
   chainship verify-export --from kafka://kafka:9092/audit --origin prod-eu1/agentrt --anchor file:/mnt/anchors \\
       --trusted-key keys.txt --json
   chainship verify-export --from kafka://kafka:9092/audit --all-origins --anchor s3://audit-anchors/heads \\
-      --trusted-key fleet-keys.txt --shard 2/8 --metrics-textfile /var/lib/node_exporter/fleet.prom
-                                  # one read of the shared topic for every origin (worker 2 of 8)
+      --trusted-key fleet-keys.txt --shard 1/2 --json
+                                  # one read of the shared topic for every origin (worker 1 of 2)
 
 Kinds: altered, gap, duplicate, reordered, foreign, cut, fork, and the anchor store's
 (bad-signature, untrusted-key, heads-disagree), and no-trusted-head when no trusted head
@@ -28,7 +28,8 @@ above --after (or at all) was there to compare with (--allow-no-heads on a first
 Identical duplicates are a warning. A file's first record must name --origin.
 With --all-origins (a fleet's topic, S3 prefix, file or directory of files) every origin
 is judged in one read of the copy, each only by the trusted key named after it; an origin
-the anchor store keeps heads for and the copy lacks is missing-copy.
+the anchor store keeps heads for and the copy lacks is missing-copy. A fleet's keys file gives
+each origin its key: KEY origin=ORIGIN, or a key named after the origin.
 Records may be in any --record-format (chainship, ocsf, ecs), mixed: an OCSF or ECS record
 whose mapped fields are not what the record it carries maps to is altered, named by seq.
 Exit codes: 0 whole and matching, 1 any error, 2 usage or an unreadable source.")]

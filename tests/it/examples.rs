@@ -307,6 +307,8 @@ async fn scratch(keys: bool) -> Scratch {
     ] {
         std::fs::write(s.path(file), &verifier).unwrap();
     }
+    // A fleet's keys file: the test key given for its origin by origin=.
+    std::fs::write(s.path("fleet-keys.txt"), format!("{TEST_VERIFIER} origin={ORIGIN}\n")).unwrap();
     write_key(&s.path("head.key"));
     let config = format!(
         "db = \"{}\"\norigin = \"{ORIGIN}\"\nsink = \"file:{}\"\ncursor = \"file:{}\"\nanchor = \"file:{}\"\nsigning-key = \"{}\"\n",

@@ -236,10 +236,17 @@ impl HeadSet {
 }
 
 /// The keys trusted for `origin` when one list holds a fleet's keys: those
-/// named after it (C2SP: a log's key carries the log's name), so one
-/// origin's key never vouches for another's heads.
+/// given for it (`KEY origin=ORIGIN`), and those named after it without an
+/// `origin=` (C2SP: a log's key carries the log's name), so one origin's
+/// key never vouches for another's heads.
 pub fn keys_named_for(keys: &[VerifierKey], origin: &str) -> Vec<VerifierKey> {
-    keys.iter().filter(|k| k.name == origin).cloned().collect()
+    keys.iter()
+        .filter(|k| match &k.only_origin {
+            Some(only) => only == origin,
+            None => k.name == origin,
+        })
+        .cloned()
+        .collect()
 }
 
 /// Checks every kept note's signatures and contents, and that the trusted

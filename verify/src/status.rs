@@ -181,9 +181,13 @@ mod tests {
     fn every_origin_is_named_with_its_newest_head_and_a_foreign_key_is_not_trusted() {
         let store = MemoryStore::default();
         let (a, b) = (SigningKey::from_bytes(&[3; 32]), SigningKey::from_bytes(&[4; 32]));
+        // team/b's own key is named otherwise, and given for it by origin=.
         let keys = [
             VerifierKey::new("team/a", a.verifying_key()),
-            VerifierKey::new("team/b", b.verifying_key()),
+            VerifierKey {
+                only_origin: Some("team/b".into()),
+                ..VerifierKey::new("team/b-heads", b.verifying_key())
+            },
         ];
         let old = SystemTime::now() - Duration::from_secs(3600);
         for seq in [10, 20] {
@@ -208,6 +212,18 @@ mod tests {
         let second = &status[1];
         assert_eq!(second.covered.newest_head, None);
         assert_eq!(second.findings[0].kind, Kind::UntrustedKey);
+        store.plant(
+            "team/b",
+            &head_name(6),
+            &note(&b, "team/b-heads", "team/b", 6, SystemTime::now()),
+        );
+        let (status, _) = crate::test_run(fleet_status(&input)).unwrap();
+        assert_eq!(
+            status[1].covered.newest_head.map(|h| h.seq),
+            Some(6),
+            "{:?}",
+            status[1].findings
+        );
         let fresh = StatusInput {
             max_age: Some(Duration::from_secs(7200)),
             prefix: Some("team/a"),
