@@ -28,6 +28,8 @@ struct Fleet {
     anchors: PathBuf,
     keys: PathBuf,
     origins: Vec<String>,
+    /// An S3 anchor store instead of the directory `anchors`, with its flags.
+    s3_store: Option<Vec<String>>,
 }
 
 impl Fleet {
@@ -54,6 +56,7 @@ impl Fleet {
             anchors,
             keys,
             origins: origins.to_vec(),
+            s3_store: None,
         }
     }
 
@@ -103,22 +106,26 @@ impl Fleet {
     }
 
     fn anchor(&self) -> String {
-        format!("file:{}", path_str(&self.anchors))
+        match &self.s3_store {
+            Some(flags) => flags[1].clone(),
+            None => format!("file:{}", path_str(&self.anchors)),
+        }
+    }
+
+    /// `--anchor` and, for an S3 store, its settings.
+    fn anchor_flags(&self) -> Vec<String> {
+        self.s3_store
+            .clone()
+            .unwrap_or_else(|| vec!["--anchor".into(), self.anchor()])
     }
 
     /// `verify-export --all-origins` of `from` with `extra` flags: exit code and JSON.
     fn verify(&self, from: &str, extra: &[&str], env: &[(&str, &str)]) -> (i32, Value) {
         let mut cmd = bin();
-        cmd.args([
-            "verify-export",
-            "--from",
-            from,
-            "--all-origins",
-            "--anchor",
-            &self.anchor(),
-        ])
-        .args(["--trusted-key", path_str(&self.keys), "--json"])
-        .args(extra);
+        cmd.args(["verify-export", "--from", from, "--all-origins"])
+            .args(self.anchor_flags())
+            .args(["--trusted-key", path_str(&self.keys), "--json"])
+            .args(extra);
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -501,7 +508,17 @@ async fn an_s3_prefix_is_one_fleet_each_origin_read_from_its_folder() {
     let _services = services().await;
     let bucket = bucket("fleet").await;
     let names = origin_names(3);
-    let fleet = Fleet::new(&names);
+    let mut fleet = Fleet::new(&names);
+    // The anchor store in S3 too: origins encoded as one key segment each.
+    fleet.s3_store = Some(vec![
+        "--anchor".into(),
+        format!("s3://{bucket}/heads"),
+        "--anchor-s3-endpoint".into(),
+        s3_endpoint(),
+        "--anchor-s3-path-style".into(),
+        "--anchor-s3-region".into(),
+        "us-east-1".into(),
+    ]);
     let sink = format!("s3://{bucket}/exports");
     for i in 0..3 {
         fleet.ship_s3(i, &bucket);
@@ -509,6 +526,28 @@ async fn an_s3_prefix_is_one_fleet_each_origin_read_from_its_folder() {
     let (exit, json) = fleet.verify_s3(&sink, &[]);
     assert_eq!(exit, 0, "{json}");
     assert_eq!(by_origin(&json).len(), 3, "{json}");
+    // The S3 store at a glance: one listing names every origin.
+    let mut cmd = bin();
+    s3_env(&mut cmd)
+        .args([
+            "anchor",
+            "status",
+            "--all-origins",
+            "--json",
+            "--trusted-key",
+            path_str(&fleet.keys),
+        ])
+        .args(fleet.anchor_flags());
+    let out = cmd.output().unwrap();
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    let status: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    let listed: Vec<&str> = status["origins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["origin"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, names.iter().map(String::as_str).collect::<Vec<_>>(), "{status}");
     // The folder of one origin removed: missing from the copy.
     let s3 = s3_client();
     let prefix = format!("exports/{}/", chainship_chain::origin_segment(&names[1]));
@@ -541,14 +580,12 @@ impl Fleet {
     fn ship_s3(&self, i: usize, bucket: &str) {
         let key = self.dir.path().join(format!("o{i}.key"));
         let cursor = self.dir.path().join(format!("o{i}-s3.cursor"));
-        let args = [
-            "--from-start",
-            "--once",
-            "--anchor",
-            &self.anchor(),
-            "--signing-key",
-            path_str(&key),
-        ];
+        let mut args: Vec<String> = ["--from-start", "--once", "--signing-key", path_str(&key)]
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        args.extend(self.anchor_flags());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = s3_follow(&self.db(i), bucket, &self.origins[i], &cursor, &args)
             .output()
             .unwrap();
@@ -558,17 +595,11 @@ impl Fleet {
     fn verify_s3(&self, from: &str, extra: &[&str]) -> (i32, Value) {
         let mut cmd = bin();
         s3_env(&mut cmd);
-        cmd.args([
-            "verify-export",
-            "--from",
-            from,
-            "--all-origins",
-            "--anchor",
-            &self.anchor(),
-        ])
-        .args(["--trusted-key", path_str(&self.keys), "--json"])
-        .args(["--s3-endpoint", &s3_endpoint(), "--s3-path-style"])
-        .args(extra);
+        cmd.args(["verify-export", "--from", from, "--all-origins"])
+            .args(self.anchor_flags())
+            .args(["--trusted-key", path_str(&self.keys), "--json"])
+            .args(["--s3-endpoint", &s3_endpoint(), "--s3-path-style"])
+            .args(extra);
         let out = cmd.output().unwrap();
         let json: Value = serde_json::from_str(stdout(&out).trim())
             .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&out), stderr(&out)));

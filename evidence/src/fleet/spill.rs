@@ -130,9 +130,19 @@ impl Spill {
                 })?;
             }
         }
+        // Every record off its home: the home moved (partitions added to the
+        // topic move every origin's hash), or the follower was pinned elsewhere.
+        let moved = match entry.own.records {
+            0 => {
+                " (none is on its home partition: were partitions added to the topic, or its follower pinned to another?)"
+            }
+            _ => "",
+        };
         for (partition, (records, first)) in strays {
             report.strays.push(Stray {
-                place: format!("partition {partition} (first at {first}), not origin {origin:?}'s home partition"),
+                place: format!(
+                    "partition {partition} (first at {first}), not origin {origin:?}'s home partition{moved}"
+                ),
                 records,
             });
         }
