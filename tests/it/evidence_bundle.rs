@@ -412,18 +412,28 @@ fn tampering_with_a_bundle_is_named() {
         "{json}"
     );
 
-    // A checkpoint of another origin, signed by the trusted key.
+    // A checkpoint of another origin, signed by the trusted key (in a store
+    // of its own: a follower refuses a key named after an origin its store
+    // keeps heads for).
     let other_origin = a.dir.path().join("other-origin");
+    let elsewhere = Anchored {
+        dir: tempfile::TempDir::new().unwrap(),
+        db: a.db.clone(),
+        anchors: a.dir.path().join("elsewhere-anchors"),
+        key: a.key.clone(),
+        verifier: a.verifier.clone(),
+    };
+    std::fs::create_dir(&elsewhere.anchors).unwrap();
     let out = Follow::new(&a.db, "elsewhere/agentrt")
         .file_sink(&a.dir.path().join("elsewhere.jsonl"))
         .cursor(&a.dir.path().join("elsewhere.cursor"))
         .start_at_seq_1()
         .once()
-        .anchored(&a)
+        .anchored(&elsewhere)
         .output();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let done = evidence_as(
-        &a,
+        &elsewhere,
         "elsewhere/agentrt",
         &clean,
         &["--db", path_str(&a.db)],
