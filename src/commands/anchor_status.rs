@@ -4,7 +4,6 @@
 use std::time::{Duration, SystemTime};
 
 use chainship_verify::Verdict;
-use chainship_verify::job_textfile::FleetOrigin;
 use chainship_verify::status::{self, OriginStatus, StatusInput};
 use clap::Args;
 use serde_json::json;
@@ -74,25 +73,7 @@ fn check(args: &AnchorStatusArgs, job: &mut JobReport) -> CmdResult {
         .map_err(|e| CliError::from_kind(&e))?;
     let code = crate::exit::of_each(&origins);
     let passed = code == crate::exit::OK;
-    for o in &origins {
-        for f in &o.findings {
-            *job.findings.entry(f.kind.as_str()).or_default() += 1;
-        }
-    }
-    job.result = match passed {
-        true => chainship_verify::job_textfile::JobResult::Ok,
-        false => chainship_verify::job_textfile::JobResult::Findings,
-    };
-    job.fleet = Some(
-        origins
-            .iter()
-            .map(|o| FleetOrigin {
-                origin: o.covered.origin.clone(),
-                passed: o.passed(),
-                kind: o.findings.first().map(|f| f.kind.as_str()),
-            })
-            .collect(),
-    );
+    job.origins(origins.iter().map(|o| (o.covered.origin.as_str(), o)), passed);
     let warning = junk.warning("no origin");
     if args.output.json {
         outln!(

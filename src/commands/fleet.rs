@@ -3,7 +3,6 @@
 //! flags to its input and renders the answer.
 
 use chainship_evidence::fleet::{self, FleetInput, FleetProgress, FleetVerdict, Scope};
-use chainship_verify::job_textfile::FleetOrigin;
 use serde_json::json;
 
 use crate::commands::verify_export::VerifyExportArgs;
@@ -69,27 +68,10 @@ fn check(args: &VerifyExportArgs, job: &mut JobReport) -> CmdResult {
 fn record(job: &mut JobReport, v: &FleetVerdict) {
     job.verdict(&v.fleet);
     for o in &v.origins {
-        for f in &o.verdict.findings {
-            *job.findings.entry(f.kind.as_str()).or_default() += 1;
-        }
         job.events_checked += o.verdict.covered.records;
         job.heads_checked += o.verdict.covered.checked as u64;
     }
-    job.result = if v.passed() {
-        chainship_verify::job_textfile::JobResult::Ok
-    } else {
-        chainship_verify::job_textfile::JobResult::Findings
-    };
-    job.fleet = Some(
-        v.origins
-            .iter()
-            .map(|o| FleetOrigin {
-                origin: o.origin.clone(),
-                passed: o.verdict.passed(),
-                kind: o.verdict.findings.first().map(|f| f.kind.as_str()),
-            })
-            .collect(),
-    );
+    job.origins(v.origins.iter().map(|o| (o.origin.as_str(), &o.verdict)), v.passed());
 }
 
 fn json_of(source: &chainship_sinks::SinkConfig, v: &FleetVerdict) -> serde_json::Value {

@@ -311,8 +311,14 @@ fn a_directory_of_files_is_one_fleet_sharded_by_origin() {
     assert_eq!(exit, 0, "{json}");
     assert_eq!(json["summary"]["origins"].as_u64(), Some(5));
     // The flags that narrow a check are never taken from the environment.
-    let (_, narrowed) = fleet.verify(&from, &[], &[("CHAINSHIP_ORIGIN_PREFIX", "fleet/o0")]);
+    let (_, narrowed) = fleet.verify(&from, &[], &[("CHAINSHIP_ORIGIN_PREFIX", "fleet/o01")]);
     assert_eq!(narrowed["summary"]["origins"].as_u64(), Some(5), "{narrowed}");
+    let (_, narrowed) = fleet.verify(&from, &["--origin-prefix", "fleet/o01"], &[]);
+    assert_eq!(
+        narrowed["summary"]["origins"].as_u64(),
+        Some(1),
+        "the flag itself narrows: {narrowed}"
+    );
     let shards: Vec<BTreeSet<String>> = (1..=3)
         .map(|i| judged(&fleet.verify(&from, &["--shard", &format!("{i}/3")], &[]).1))
         .collect();
@@ -526,6 +532,11 @@ async fn an_s3_prefix_is_one_fleet_each_origin_read_from_its_folder() {
     let (exit, json) = fleet.verify_s3(&sink, &[]);
     assert_eq!(exit, 0, "{json}");
     assert_eq!(by_origin(&json).len(), 3, "{json}");
+    assert_eq!(
+        json["summary"]["records"].as_u64(),
+        Some(3 * EVENTS),
+        "every folder's records: {json}"
+    );
     // The S3 store at a glance: one listing names every origin.
     let mut cmd = bin();
     s3_env(&mut cmd)

@@ -57,6 +57,26 @@ impl JobReport {
         }
     }
 
+    /// Records a check with a verdict per origin (a fleet's): every
+    /// origin's findings by kind, each origin for [`render_fleet`], and the
+    /// run's result, `passed` for the whole (which may hold more than the
+    /// origins: the fleet's own findings).
+    pub fn origins<'a, C: 'a>(&mut self, origins: impl IntoIterator<Item = (&'a str, &'a Verdict<C>)>, passed: bool) {
+        let mut listed = Vec::new();
+        for (origin, v) in origins {
+            for f in &v.findings {
+                *self.findings.entry(f.kind.as_str()).or_default() += 1;
+            }
+            listed.push(FleetOrigin {
+                origin: origin.to_owned(),
+                passed: v.passed(),
+                kind: v.findings.first().map(|f| f.kind.as_str()),
+            });
+        }
+        self.fleet = Some(listed);
+        self.result = if passed { JobResult::Ok } else { JobResult::Findings };
+    }
+
     /// Records a verdict: its findings, its result (whether it passed) and
     /// its last trusted head; what it covered is the caller's to add.
     pub fn verdict<C>(&mut self, v: &Verdict<C>) {

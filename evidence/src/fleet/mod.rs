@@ -177,7 +177,7 @@ pub fn check_fleet(
     // records on this worker's partitions (strays); elsewhere not at all.
     let topic = shape.partitions.is_some();
     let strays_here = |origin: &str| spill.as_ref().is_some_and(|s| s.has_strays(origin));
-    let in_copy: Vec<String> = in_copy
+    let in_copy: std::collections::BTreeSet<String> = in_copy
         .into_iter()
         .filter(|o| mine(o) || (topic && strays_here(o)))
         .collect();
@@ -189,7 +189,7 @@ pub fn check_fleet(
     let mut origins = Vec::with_capacity(of);
     for (done, origin) in all.into_iter().enumerate() {
         let keys = chainship_verify::finding::keys_named_for(input.keys, origin);
-        let verdict = if !in_copy.iter().any(|o| o == origin) {
+        let verdict = if !in_copy.contains(origin) {
             missing_copy(&runtime, &store, origin, &keys, stored[origin])
         } else if !mine(origin) {
             // Records of an origin another worker judges, on a partition
@@ -232,6 +232,10 @@ pub fn check_fleet(
             origin: origin.to_owned(),
             verdict,
         });
+    }
+    // An S3 prefix is read origin by origin: what was read is theirs.
+    if spill.is_none() {
+        fleet.covered.records = origins.iter().map(|o| o.verdict.covered.records).sum();
     }
     // A fleet pass that judged no origin proved nothing. One worker's share
     // may be empty while the others' are not (more workers than origins, or

@@ -18,24 +18,44 @@ use crate::error::SinkError;
 use crate::lines::OnRecord;
 use crate::{ReadReport, Stray};
 
+/// A transaction a producer left open when it died holds the end back
+/// until the broker aborts it (its transaction.timeout.ms, a minute by
+/// default): a reader of a copy waits that long before saying why the copy
+/// cannot be read.
+const COPY_LIMITS: ScanLimits = ScanLimits {
+    idle: Duration::from_secs(10),
+    open_transaction: Duration::from_secs(90),
+};
+
+/// The consumer a reader of a copy reads with (assigned, nothing committed).
+fn copy_consumer(cfg: &KafkaConfig) -> Result<BaseConsumer<QuietContext>, SinkError> {
+    cfg.reader_config("chainship-verify-export")
+        .create_with_context(QuietContext)
+        .map_err(|e| classify("creating a consumer", &e))
+}
+
+/// Each of `partitions` with the offsets a read of it starts and ends at:
+/// its end as the read starts (a live topic never stops growing).
+fn read_ranges(
+    cfg: &KafkaConfig,
+    consumer: &BaseConsumer<QuietContext>,
+    partitions: &[i32],
+) -> Result<Vec<(i32, i64, i64)>, SinkError> {
+    Ok(ends(cfg, consumer, &cfg.topic, partitions, Until::Written)?
+        .into_iter()
+        .zip(partitions)
+        .map(|((low, high), p)| (*p, low, high))
+        .collect())
+}
+
 /// Calls `each(line, place)` for every record of `origin` in the topic:
 /// its own partition first, then all the others together (unless
 /// `--kafka-partition` narrowed the reading to one), whose records of
 /// `origin` are reported.
 pub fn read_records(cfg: &KafkaConfig, origin: &str, each: &mut OnRecord<'_>) -> Result<ReadReport, SinkError> {
     let (own, count) = partition::lookup_with_count(cfg, origin, partition::Lookup::ForReading)?;
-    let consumer: BaseConsumer<QuietContext> = cfg
-        .reader_config("chainship-verify-export")
-        .create_with_context(QuietContext)
-        .map_err(|e| classify("creating a consumer", &e))?;
+    let consumer = copy_consumer(cfg)?;
     let url = cfg.url();
-    // A transaction a producer left open when it died holds the end back
-    // until the broker aborts it (its transaction.timeout.ms, a minute by
-    // default): wait that long before saying why the copy cannot be read.
-    let limits = ScanLimits {
-        idle: Duration::from_secs(10),
-        open_transaction: Duration::from_secs(90),
-    };
     let mut report = ReadReport::default();
     let others: Vec<i32> = match cfg.partition {
         Some(_) => {
@@ -67,14 +87,10 @@ pub fn read_records(cfg: &KafkaConfig, origin: &str, each: &mut OnRecord<'_>) ->
     // not this check's (a live topic never stops growing).
     let mut all = vec![own];
     all.extend(&others);
-    let ranges: Vec<(i32, i64, i64)> = ends(cfg, &consumer, &cfg.topic, &all, Until::Written)?
-        .into_iter()
-        .zip(&all)
-        .map(|((low, high), p)| (*p, low, high))
-        .collect();
-    scan(&consumer, &cfg.topic, ranges[0], limits, &mut read)?;
+    let ranges = read_ranges(cfg, &consumer, &all)?;
+    scan(&consumer, &cfg.topic, ranges[0], COPY_LIMITS, &mut read)?;
     if !others.is_empty() {
-        scan_all(&consumer, &cfg.topic, &ranges[1..], limits, &mut read)?;
+        scan_all(&consumer, &cfg.topic, &ranges[1..], COPY_LIMITS, &mut read)?;
     }
     for (partition, (records, first_offset)) in strays {
         report.strays.push(Stray {
@@ -118,21 +134,10 @@ pub fn read_shared(
     if shape.read.is_empty() {
         return Ok(());
     }
-    let consumer: BaseConsumer<QuietContext> = cfg
-        .reader_config("chainship-verify-export")
-        .create_with_context(QuietContext)
-        .map_err(|e| classify("creating a consumer", &e))?;
+    let consumer = copy_consumer(cfg)?;
     let url = cfg.url();
-    let limits = ScanLimits {
-        idle: Duration::from_secs(10),
-        open_transaction: Duration::from_secs(90),
-    };
-    let ranges: Vec<(i32, i64, i64)> = ends(cfg, &consumer, &cfg.topic, &shape.read, Until::Written)?
-        .into_iter()
-        .zip(&shape.read)
-        .map(|((low, high), p)| (*p, low, high))
-        .collect();
-    scan_all(&consumer, &cfg.topic, &ranges, limits, |msg| {
+    let ranges = read_ranges(cfg, &consumer, &shape.read)?;
+    scan_all(&consumer, &cfg.topic, &ranges, COPY_LIMITS, |msg| {
         let (partition, offset) = (msg.partition(), msg.offset());
         each(msg.payload().unwrap_or_default(), Some(partition), &|| {
             format!("{url} partition {partition} offset {offset}")
