@@ -19,6 +19,34 @@ use std::time::Duration;
 use chainship_chain::{Error, permanent};
 
 use crate::Health;
+
+/// What the probes answer and the metrics the port describes: the
+/// follower's [`Health`], or another long-running command's.
+pub trait Probes: Send + Sync + 'static {
+    /// `/readyz` (and `/healthz`): `Ok`, or the reason it is not.
+    fn readiness(&self) -> Result<(), Error>;
+    /// `/livez`: `Ok` unless the process is stuck.
+    fn liveness(&self) -> Result<(), Error>;
+    /// Registers the help texts (once the exporter is installed).
+    fn describe(&self);
+    /// The gauge set to readiness at each scrape.
+    fn ready_gauge(&self) -> &'static str;
+}
+
+impl Probes for Health {
+    fn readiness(&self) -> Result<(), Error> {
+        self.status()
+    }
+    fn liveness(&self) -> Result<(), Error> {
+        Health::liveness(self)
+    }
+    fn describe(&self) {
+        crate::metrics::describe();
+    }
+    fn ready_gauge(&self) -> &'static str {
+        crate::metrics::HEALTHY
+    }
+}
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{CONTENT_TYPE, HeaderValue};
@@ -40,11 +68,11 @@ const CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(250);
 
 /// Installs the Prometheus recorder and starts serving on `addr`.
-pub async fn start(addr: SocketAddr, health: Arc<Health>) -> Result<SocketAddr, Error> {
+pub async fn start<P: Probes>(addr: SocketAddr, health: Arc<P>) -> Result<SocketAddr, Error> {
     let handle = PrometheusBuilder::new()
         .install_recorder()
         .map_err(|e| permanent!("cannot install the metrics recorder: {e}"))?;
-    crate::metrics::describe();
+    health.describe();
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|e| permanent!("{addr}: cannot listen: {e}"))?;
@@ -54,7 +82,7 @@ pub async fn start(addr: SocketAddr, health: Arc<Health>) -> Result<SocketAddr, 
     Ok(bound)
 }
 
-async fn serve(listener: TcpListener, handle: PrometheusHandle, health: Arc<Health>) {
+async fn serve<P: Probes>(listener: TcpListener, handle: PrometheusHandle, health: Arc<P>) {
     let slots = Arc::new(Slots::default());
     loop {
         // An evicted connection closes a moment after the next is accepted:
@@ -84,7 +112,7 @@ async fn serve(listener: TcpListener, handle: PrometheusHandle, health: Arc<Heal
             let service = service_fn(move |request: Request<Incoming>| {
                 // The request is in: this connection is no longer idle.
                 state.busy.store(true, Ordering::Relaxed);
-                std::future::ready(Ok::<_, Infallible>(answer(&request, &handle, &health)))
+                std::future::ready(Ok::<_, Infallible>(answer(&request, &handle, health.as_ref())))
             });
             let connection = http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -102,15 +130,15 @@ async fn serve(listener: TcpListener, handle: PrometheusHandle, health: Arc<Heal
     }
 }
 
-fn answer(request: &Request<Incoming>, handle: &PrometheusHandle, health: &Health) -> Response<Full<Bytes>> {
+fn answer<P: Probes>(request: &Request<Incoming>, handle: &PrometheusHandle, health: &P) -> Response<Full<Bytes>> {
     let (status, content_type, body) = match request.uri().path() {
         "/metrics" => {
             // What /healthz says, as a series: alerts see "up but unhealthy".
-            metrics::gauge!(crate::metrics::HEALTHY).set(f64::from(u8::from(health.status().is_ok())));
+            metrics::gauge!(health.ready_gauge()).set(f64::from(u8::from(health.readiness().is_ok())));
             (StatusCode::OK, "text/plain; version=0.0.4", handle.render())
         }
         // Readiness: the evidence flows (a break or a failing sink says no).
-        "/healthz" | "/readyz" => probe(health.status()),
+        "/healthz" | "/readyz" => probe(health.readiness()),
         // Liveness: the loops turn; a follower waiting at a break is alive.
         "/livez" => probe(health.liveness()),
         _ => (

@@ -16,12 +16,14 @@ pub mod batch;
 pub mod config;
 pub mod error;
 pub mod file;
+pub mod file_tail;
 pub mod kafka;
 pub mod lines;
 pub mod policy;
 pub mod s3;
 pub mod shared;
 pub mod stdout;
+pub mod tail;
 
 pub use batch::{Batch, RecordMeta};
 pub use config::{SinkConfig, SinkUrlError};

@@ -13,6 +13,7 @@ pub mod fleet;
 pub mod follow;
 pub mod generate;
 pub mod keygen;
+pub mod monitor;
 pub mod prove;
 pub mod restore;
 pub mod runs;

@@ -29,6 +29,7 @@ mod hardening_store;
 mod hardening_verify;
 mod kafka_fleet;
 mod kafka_semantics;
+mod monitor;
 mod one_verdict;
 mod operator_checks;
 mod operator_paths;

@@ -31,6 +31,7 @@ pub mod state;
 pub mod status;
 pub mod tiles;
 pub mod verdict;
+pub mod watch;
 pub mod went_backwards;
 
 pub use finding::{Finding, HeadSet, Kind};

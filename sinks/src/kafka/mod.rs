@@ -7,6 +7,7 @@ pub mod config;
 pub mod partition;
 pub mod reader;
 mod scan;
+pub mod tail;
 pub mod writer;
 
 use chainship_chain::record::{Record, RecordError};

@@ -1,0 +1,82 @@
+//! The monitor's state in `--state DIR`: `monitor.json` holds, for one copy
+//! and one store, where the copy was read to and each origin's watch (see
+//! `chainship_verify::watch`), saved together so they always agree;
+//! `store/<origin>.json` is each origin's `anchor verify --state` file (the
+//! last verified head and checkpoint). Every file is replaced atomically. A
+//! state of another copy, store or origin is refused and named, never
+//! silently rebuilt.
+
+use std::path::{Path, PathBuf};
+
+use chainship_chain::{Error, permanent};
+use chainship_sinks::tail::TailPositions;
+use chainship_verify::watch::WatchState;
+use serde::{Deserialize, Serialize};
+
+const FORMAT: &str = "chainship-monitor-state/1";
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct Saved {
+    pub format: String,
+    /// The copy's URL and the store's description it was made for.
+    pub copy: String,
+    pub store: String,
+    pub positions: TailPositions,
+    pub watches: Vec<WatchState>,
+}
+
+pub fn file(dir: &Path) -> PathBuf {
+    dir.join("monitor.json")
+}
+
+/// The store state file of `origin` (its segment, as the store names it).
+pub fn store_file(dir: &Path, origin: &str) -> PathBuf {
+    dir.join("store")
+        .join(format!("{}.json", chainship_core::origin_segment(origin)))
+}
+
+/// Reads the state: `None` before the first save; a state of another copy
+/// or store, or one that does not parse, is an error naming the file.
+pub fn load(dir: &Path, copy: &str, store: &str) -> Result<Option<Saved>, Error> {
+    let path = file(dir);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(permanent!("{}: {e}", path.display())),
+    };
+    let saved: Saved =
+        serde_json::from_str(&text).map_err(|e| permanent!("{}: not a monitor state ({e})", path.display()))?;
+    if saved.format != FORMAT {
+        return Err(permanent!(
+            "{}: not a monitor state (format is not {FORMAT})",
+            path.display()
+        ));
+    }
+    if saved.copy != copy || saved.store != store {
+        return Err(permanent!(
+            "{}: it is the state of copy {} and store {}, not {copy} and {store}: one state directory per copy and store",
+            path.display(),
+            saved.copy,
+            saved.store
+        ));
+    }
+    Ok(Some(saved))
+}
+
+pub fn save(dir: &Path, mut saved: Saved) -> Result<(), Error> {
+    saved.format = FORMAT.to_owned();
+    let path = file(dir);
+    let text = serde_json::to_vec(&saved).map_err(|e| permanent!("{}: {e}", path.display()))?;
+    chainship_chain::atomic_file::replace_per_process(&path, &text, 0o644).map_err(|e| {
+        permanent!(
+            "{}: cannot write it: {}",
+            path.display(),
+            chainship_chain::access::explain(&path, &e)
+        )
+    })
+}
+
+pub fn prepare(dir: &Path) -> Result<(), Error> {
+    std::fs::create_dir_all(dir.join("store"))
+        .map_err(|e| permanent!("{}: cannot create the state directory: {e}", dir.display()))
+}

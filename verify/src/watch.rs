@@ -1,0 +1,493 @@
+//! Watching one origin's copy as it grows (`chainship monitor`): each
+//! record is checked as it arrives, against the record before it and
+//! against every copy of its seq seen, and each trusted head as it is
+//! published, against the copy's record at its seq. Nothing here waits for
+//! the end of the copy: a live copy has none.
+//!
+//! The rules are [`crate::export`]'s, applied one record at a time:
+//! a record must hash to its own hash field and name its predecessor's
+//! hash; a seq seen twice with different contents is a `duplicate`; a kept
+//! head the copy's record contradicts is a `fork` over the records it no
+//! longer vouches for. What it keeps is the origin's own: the hashes of the
+//! records no head vouches for yet (the unvouched tail, one anchor interval
+//! of records), a few below, and the records that came ahead of their turn.
+//!
+//! The state is plain data ([`WatchState`]) so the monitor can save it and
+//! a restart goes on where it stood, reading nothing it verified again.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use chainship_chain::record::Record;
+use chainship_chain::{Head, HexHash, InvalidRange, PrevHash, RangeKind};
+use serde::{Deserialize, Serialize};
+
+use crate::finding::{Finding, Kind};
+use crate::verdict::Verdict;
+
+/// Hashes kept below the verified head, to compare a repeat of a recent seq.
+const KEPT_BELOW: u64 = 1024;
+/// Records held while they wait for the seqs before them.
+const MAX_AHEAD: usize = 4096;
+/// Trusted heads past the copy's position, waiting for it.
+const MAX_PENDING: usize = 64;
+
+/// What one origin's watch covered so far.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct WatchCovered {
+    /// Records read, and repeats identical to the first copy (no finding).
+    pub records: u64,
+    pub identical_duplicates: u64,
+    /// Trusted heads compared with the copy.
+    pub heads_matched: u64,
+    /// The seq the watch started at (its first record): what lies below is
+    /// the scheduled `verify-export`'s to check.
+    pub first_seq: Option<u64>,
+}
+
+/// A record that came ahead of its turn.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+struct Ahead {
+    line: String,
+    place: String,
+    /// Unix seconds when it came, and whether its wait was reported.
+    came: u64,
+    reported: bool,
+}
+
+/// One origin's watch, as saved (see the module doc).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct WatchState {
+    pub origin: String,
+    /// The last record in order (`seq:hash`): the copy's position.
+    pub position: Option<String>,
+    /// The newest trusted head the copy's record matched.
+    pub verified: Option<String>,
+    /// Seq → `hash:content` (its hash field and the hash its fields give)
+    /// of the records past `verified`, and [`KEPT_BELOW`] below it.
+    tail: BTreeMap<u64, String>,
+    /// Trusted heads past the position (`seq:hash`).
+    pending: Vec<String>,
+    ahead: BTreeMap<u64, Ahead>,
+    pub covered: WatchCovered,
+}
+
+/// One origin's watch (see the module doc).
+pub struct CopyWatch {
+    origin: String,
+    position: Option<Head>,
+    verified: Option<Head>,
+    tail: BTreeMap<u64, (HexHash, HexHash)>,
+    pending: BTreeMap<u64, Head>,
+    ahead: BTreeMap<u64, Ahead>,
+    covered: WatchCovered,
+    /// How long a record ahead of its turn waits before it is named.
+    grace: Duration,
+}
+
+fn hex(h: &HexHash) -> String {
+    String::from_utf8_lossy(h).into_owned()
+}
+
+fn unix(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+impl CopyWatch {
+    /// A watch of `origin` from its first record.
+    pub fn new(origin: &str, grace: Duration) -> Self {
+        CopyWatch {
+            origin: origin.to_owned(),
+            position: None,
+            verified: None,
+            tail: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            ahead: BTreeMap::new(),
+            covered: WatchCovered::default(),
+            grace,
+        }
+    }
+
+    /// A watch going on from a saved state; a state of another origin, or
+    /// one that does not parse, is refused with what is wrong.
+    pub fn resume(state: WatchState, grace: Duration) -> Result<Self, String> {
+        let head = |text: &str| text.parse::<Head>().map_err(|e| format!("{text:?}: {e}"));
+        let mut tail = BTreeMap::new();
+        for (seq, pair) in state.tail {
+            let (hash, content) = pair
+                .split_once(':')
+                .ok_or_else(|| format!("tail seq {seq}: not hash:content"))?;
+            let (h, c) = (head(&format!("{seq}:{hash}"))?, head(&format!("{seq}:{content}"))?);
+            tail.insert(seq, (h.hash, c.hash));
+        }
+        let mut pending = BTreeMap::new();
+        for p in &state.pending {
+            let h = head(p)?;
+            pending.insert(h.seq, h);
+        }
+        Ok(CopyWatch {
+            origin: state.origin,
+            position: state.position.as_deref().map(head).transpose()?,
+            verified: state.verified.as_deref().map(head).transpose()?,
+            tail,
+            pending,
+            ahead: state.ahead,
+            covered: state.covered,
+            grace,
+        })
+    }
+
+    /// What to save to go on from here.
+    pub fn state(&self) -> WatchState {
+        WatchState {
+            origin: self.origin.clone(),
+            position: self.position.map(|h| h.to_string()),
+            verified: self.verified.map(|h| h.to_string()),
+            tail: self
+                .tail
+                .iter()
+                .map(|(seq, (h, c))| (*seq, format!("{}:{}", hex(h), hex(c))))
+                .collect(),
+            pending: self.pending.values().map(|h| h.to_string()).collect(),
+            ahead: self.ahead.clone(),
+            covered: self.covered.clone(),
+        }
+    }
+
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// The highest seq of the copy a trusted head vouches for.
+    pub fn verified(&self) -> Option<Head> {
+        self.verified
+    }
+
+    /// The last record in order.
+    pub fn position(&self) -> Option<Head> {
+        self.position
+    }
+
+    /// The verdict so far, with `findings` (what this step found): the last
+    /// trusted head, the tail no head vouches for yet, what was covered.
+    pub fn verdict(&self, findings: Vec<Finding>) -> Verdict<WatchCovered> {
+        let mut v = Verdict::new(self.covered.clone());
+        v.ranges = Some(
+            findings
+                .iter()
+                .filter(|f| f.kind == Kind::Fork)
+                .filter_map(|f| {
+                    let to = f.seq?;
+                    let from = self
+                        .verified
+                        .filter(|h| h.seq < to)
+                        .map_or(self.covered.first_seq.unwrap_or(1), |h| h.seq + 1);
+                    Some(InvalidRange {
+                        kind: RangeKind::Rewritten,
+                        from,
+                        to,
+                        anchored_by: None,
+                        open: false,
+                    })
+                })
+                .collect(),
+        )
+        .filter(|r: &Vec<InvalidRange>| !r.is_empty());
+        v.findings = findings;
+        v.last_trusted = self.verified;
+        v.unvouched = match (self.verified, self.position) {
+            (Some(t), Some(p)) if p.seq > t.seq => Some((t.seq + 1, p.seq)),
+            (None, Some(p)) => Some((self.covered.first_seq.unwrap_or(1), p.seq)),
+            _ => None,
+        };
+        v
+    }
+
+    /// Checks one line of the copy (`place` names where it was read), and
+    /// the records it let through that were waiting for it.
+    pub fn feed(&mut self, line: &[u8], place: &str, now: SystemTime) -> Vec<Finding> {
+        let mut out = Vec::new();
+        self.feed_one(line, place, now, &mut out);
+        out
+    }
+
+    fn feed_one(&mut self, line: &[u8], place: &str, now: SystemTime, out: &mut Vec<Finding>) {
+        self.covered.records += 1;
+        let record = match Record::parse(line) {
+            Ok(r) => r,
+            Err(e) => {
+                let seq = e.carried().map(|r| r.seq);
+                out.push(Finding::new(
+                    Kind::Altered,
+                    seq,
+                    format!("{place}: not a record of the chain: {e}"),
+                ));
+                return;
+            }
+        };
+        if record.origin != self.origin {
+            out.push(Finding::new(
+                Kind::Foreign,
+                Some(record.seq),
+                format!("{place}: a record of origin {:?} (seq {})", record.origin, record.seq),
+            ));
+            return;
+        }
+        let (Some(hash), Some(prev)) = (
+            Head::from_stored(1, record.hash.as_bytes()).map(|h| h.hash),
+            PrevHash::parse(record.prev_hash.as_bytes()),
+        ) else {
+            out.push(Finding::new(
+                Kind::Altered,
+                Some(record.seq),
+                format!("{place}: seq {} has a malformed hash or prev_hash", record.seq),
+            ));
+            return;
+        };
+        let content = record.expected_hash();
+        let seq = record.seq;
+        let next = self.position.map_or(seq, |p| p.seq.saturating_add(1));
+        if self.position.is_none() {
+            self.covered.first_seq = Some(seq);
+        }
+        if seq < next || self.position.is_some_and(|p| p.seq == u64::MAX) {
+            self.repeat(seq, hash, content, place, out);
+            return;
+        }
+        if seq > next {
+            self.hold(seq, line, place, now, out);
+            return;
+        }
+        if content != hash {
+            let mut f = Finding::new(
+                Kind::Altered,
+                Some(seq),
+                format!("{place}: seq {seq} does not hash to its own hash field"),
+            );
+            if content != [0; 64] {
+                f.expected = Some(hex(&content));
+            }
+            f.found = Some(hex(&hash));
+            out.push(f);
+        }
+        if let Some(p) = self.position.filter(|p| p.hash[..] != *prev.as_bytes()) {
+            let mut f = Finding::new(
+                Kind::Altered,
+                Some(seq),
+                format!("{place}: seq {seq}'s prev_hash is not seq {}'s hash", p.seq),
+            );
+            f.expected = Some(hex(&p.hash));
+            f.found = Some(record.prev_hash.to_string());
+            out.push(f);
+        }
+        // It holds its place either way, as in the copy's check.
+        self.position = Some(Head::new(seq, hash));
+        self.tail.insert(seq, (hash, content));
+        if let Some(head) = self.pending.remove(&seq) {
+            self.compare(head, out);
+        }
+        // Whatever was waiting for it.
+        if let Some(waiting) = self.ahead.remove(&(seq + 1)) {
+            self.covered.records -= 1;
+            self.feed_one(waiting.line.as_bytes(), &waiting.place, now, out);
+        }
+    }
+
+    /// A seq at or below the position: identical to the copy seen, or a finding.
+    fn repeat(&mut self, seq: u64, hash: HexHash, content: HexHash, place: &str, out: &mut Vec<Finding>) {
+        match self.tail.get(&seq) {
+            Some((h, c)) if *h == hash && *c == content && content == hash => self.covered.identical_duplicates += 1,
+            Some((h, _)) => {
+                let mut f = Finding::new(
+                    Kind::Duplicate,
+                    Some(seq),
+                    format!("{place}: seq {seq} delivered again with different contents"),
+                );
+                if *h != hash {
+                    f.expected = Some(hex(h));
+                    f.found = Some(hex(&hash));
+                }
+                out.push(f);
+            }
+            None if self.covered.first_seq.is_some_and(|f| seq < f) => {
+                // Below where the watch started: what it has not seen, it cannot compare.
+                out.push(Finding::new(
+                    Kind::Reordered,
+                    Some(seq),
+                    format!(
+                        "{place}: seq {seq} came after seq {}, long after its turn",
+                        self.position.map_or(0, |p| p.seq)
+                    ),
+                ));
+            }
+            None => out.push(Finding::new(
+                Kind::Duplicate,
+                Some(seq),
+                format!(
+                    "{place}: seq {seq} delivered again, far below the copy's position {} (verified through {})",
+                    self.position.map_or(0, |p| p.seq),
+                    self.verified.map_or(0, |h| h.seq)
+                ),
+            )),
+        }
+    }
+
+    /// A record ahead of its turn waits for the seqs before it.
+    fn hold(&mut self, seq: u64, line: &[u8], place: &str, now: SystemTime, out: &mut Vec<Finding>) {
+        if let Some(earlier) = self.ahead.get(&seq) {
+            if earlier.line.as_bytes() != line {
+                out.push(Finding::new(
+                    Kind::Duplicate,
+                    Some(seq),
+                    format!(
+                        "{place}: seq {seq} delivered twice with different contents (first at {})",
+                        earlier.place
+                    ),
+                ));
+            } else {
+                self.covered.identical_duplicates += 1;
+            }
+            return;
+        }
+        if self.ahead.len() >= MAX_AHEAD {
+            out.push(Finding::new(
+                Kind::Reordered,
+                Some(seq),
+                format!(
+                    "{place}: seq {seq} came while {MAX_AHEAD} later records wait for seq {}",
+                    self.position.map_or(1, |p| p.seq + 1)
+                ),
+            ));
+            return;
+        }
+        self.ahead.insert(
+            seq,
+            Ahead {
+                line: String::from_utf8_lossy(line).into_owned(),
+                place: place.to_owned(),
+                came: unix(now),
+                reported: false,
+            },
+        );
+    }
+
+    /// A trusted head (the store's pass trusted it), compared with the
+    /// copy's record at its seq now, or when the copy reaches it.
+    pub fn trusted_head(&mut self, head: Head, now: SystemTime) -> Vec<Finding> {
+        let mut out = Vec::new();
+        if self.verified.is_some_and(|v| head.seq <= v.seq) {
+            return out;
+        }
+        match self.position {
+            Some(p) if head.seq <= p.seq => self.compare(head, &mut out),
+            _ => {
+                self.pending.insert(head.seq, head);
+                while self.pending.len() > MAX_PENDING {
+                    // The chain vouches for the older ones through the newest.
+                    self.pending.pop_first();
+                }
+            }
+        }
+        self.settle(now, &mut out);
+        out
+    }
+
+    fn compare(&mut self, head: Head, out: &mut Vec<Finding>) {
+        match self.tail.get(&head.seq) {
+            Some((hash, _)) if *hash == head.hash => {
+                self.covered.heads_matched += 1;
+                self.verified = Some(head);
+                let keep_from = head.seq.saturating_sub(KEPT_BELOW);
+                self.tail = self.tail.split_off(&keep_from);
+            }
+            Some((hash, _)) => {
+                let from = self.verified.map_or(self.covered.first_seq.unwrap_or(1), |v| v.seq + 1);
+                let mut f = Finding::new(
+                    Kind::Fork,
+                    Some(head.seq),
+                    format!(
+                        "the copy's seq {} has another hash than the kept head: seqs {from} to {} are not the log's",
+                        head.seq, head.seq
+                    ),
+                );
+                f.expected = Some(head.hash_str().to_owned());
+                f.found = Some(hex(hash));
+                out.push(f);
+            }
+            // Before the watch's first record: the scheduled check's to compare.
+            None if self.covered.first_seq.is_none_or(|f| head.seq < f) => {}
+            None => {
+                let mut f = Finding::new(
+                    Kind::Gap,
+                    Some(head.seq),
+                    format!(
+                        "the copy does not hold seq {} of the kept head {head} (it holds seq {} and later)",
+                        head.seq,
+                        self.ahead.keys().next().map_or(head.seq + 1, |s| *s)
+                    ),
+                );
+                f.expected = Some(head.hash_str().to_owned());
+                out.push(f);
+            }
+        }
+    }
+
+    /// Records that waited past the grace: a kept head at or past the
+    /// first of them says the seqs before it are gone (a `gap`), and the
+    /// copy goes on from there; otherwise the first is named once (out of
+    /// place, or planted), and still waits.
+    pub fn settle(&mut self, now: SystemTime, out: &mut Vec<Finding>) {
+        let Some(&first) = self.ahead.keys().next() else {
+            return;
+        };
+        let full = self.ahead.len() >= MAX_AHEAD;
+        let next = self.position.map_or(1, |p| p.seq + 1);
+        let vouched_past = self.pending.keys().next_back().is_some_and(|&h| h >= first);
+        if vouched_past || full {
+            let mut f = Finding::new(
+                Kind::Gap,
+                Some(next),
+                if next + 1 == first {
+                    format!("seq {next} is missing from the copy")
+                } else {
+                    format!("seqs {next} to {} are missing from the copy", first - 1)
+                },
+            );
+            let waiting = self.ahead.remove(&first).expect("just seen");
+            f.source = Some(waiting.place.clone());
+            out.push(f);
+            // Go on from the first held record, as if its predecessor were the one it names.
+            if let Ok(r) = Record::parse(waiting.line.as_bytes())
+                && let Some(prev) = Head::from_stored(first - 1, r.prev_hash.as_bytes())
+            {
+                self.position = Some(prev);
+            }
+            self.covered.records -= 1;
+            self.feed_one(waiting.line.as_bytes(), &waiting.place, now, out);
+            for head in std::mem::take(&mut self.pending).into_values() {
+                if self.position.is_some_and(|p| head.seq <= p.seq) {
+                    self.compare(head, out);
+                } else {
+                    self.pending.insert(head.seq, head);
+                }
+            }
+            return;
+        }
+        let waiting = self.ahead.get_mut(&first).expect("just seen");
+        if !waiting.reported && unix(now).saturating_sub(waiting.came) >= self.grace.as_secs() {
+            waiting.reported = true;
+            out.push(Finding::new(
+                Kind::Reordered,
+                Some(first),
+                format!(
+                    "{}: seq {first} came, but seq {next} has not after {}s: out of place or planted",
+                    waiting.place,
+                    self.grace.as_secs()
+                ),
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
