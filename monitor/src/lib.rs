@@ -36,6 +36,7 @@ use chainship_anchor::note::VerifierKey;
 use chainship_anchor::store::OriginNames;
 use chainship_chain::record::Record;
 use chainship_chain::{Error, ErrorKind, Head, permanent};
+use chainship_runs::{Profile, RunCheck, RunCheckConfig, RunEvent};
 use chainship_sinks::tail::CopyTail;
 use chainship_sinks::{Shard, SinkConfig};
 use chainship_verify::db_check::{self, DbCheck};
@@ -94,6 +95,13 @@ impl Default for Timing {
     }
 }
 
+/// The run rules to check each origin's runs with as its records arrive.
+#[derive(Clone)]
+pub struct RunRules {
+    pub profile: &'static Profile,
+    pub config: RunCheckConfig,
+}
+
 /// Everything the monitor watches, and how.
 pub struct MonitorInput<'a> {
     pub copy: &'a SinkConfig,
@@ -106,6 +114,9 @@ pub struct MonitorInput<'a> {
     pub timing: Timing,
     /// Origins with their own metric series at most (see [`metrics::Labels`]).
     pub max_origin_labels: usize,
+    /// The run check on the copy as it arrives (unknown outcomes, bypasses,
+    /// calls executed twice), when given.
+    pub runs: Option<RunRules>,
 }
 
 /// A finding as the monitor reports it: whose, and what.
@@ -135,6 +146,7 @@ struct Monitor<'a> {
     input: &'a MonitorInput<'a>,
     health: &'a MonitorHealth,
     watches: BTreeMap<String, CopyWatch>,
+    runs: BTreeMap<String, RunCheck>,
     stores: BTreeMap<String, StoreSeen>,
     labels: metrics::Labels,
     runtime: tokio::runtime::Runtime,
@@ -170,6 +182,22 @@ pub fn run(
             .map_err(|e| permanent!("{}: origin {origin}: {e}", state::file(input.state_dir).display()))?;
         watches.insert(origin, watch);
     }
+    let mut runs = BTreeMap::new();
+    if let Some(rules) = &input.runs {
+        for (origin, bytes) in saved.runs {
+            let bytes = decode_b64(&bytes);
+            let check = bytes
+                .ok_or_else(|| "not base64".to_owned())
+                .and_then(|b| RunCheck::restore(rules.profile, rules.config.clone(), &b).map_err(|e| e.to_string()))
+                .map_err(|e| {
+                    permanent!(
+                        "{}: origin {origin}'s run check: {e}",
+                        state::file(input.state_dir).display()
+                    )
+                })?;
+            runs.insert(origin, check);
+        }
+    }
     let resumed = !watches.is_empty();
     let mut tail = CopyTail::open(input.copy, input.shard, saved.positions)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -180,6 +208,7 @@ pub fn run(
         input,
         health,
         watches,
+        runs,
         stores: BTreeMap::new(),
         labels: metrics::Labels::new(input.max_origin_labels),
         runtime,
@@ -230,6 +259,8 @@ impl Monitor<'_> {
         let scope = &self.input.scope;
         let grace = self.input.timing.grace;
         let watches = &mut self.watches;
+        let runs = &mut self.runs;
+        let rules = self.input.runs.as_ref();
         let mut unplaced = Vec::new();
         let mut notices = Vec::new();
         let read = tail.poll(
@@ -254,7 +285,16 @@ impl Monitor<'_> {
                 let watch = watches
                     .entry(origin.clone())
                     .or_insert_with(|| CopyWatch::new(&origin, grace));
-                for f in watch.feed(line, &place(), now) {
+                let mut check = rules.map(|r| {
+                    runs.entry(origin.clone())
+                        .or_insert_with(|| RunCheck::new(r.profile, r.config.clone()))
+                });
+                let mut accepted = |r: &Record<'_>| {
+                    if let Some(check) = check.as_deref_mut() {
+                        feed_run_check(check, r);
+                    }
+                };
+                for f in watch.feed_with(line, &place(), now, &mut accepted) {
                     found.push((origin.clone(), f));
                 }
             },
@@ -273,6 +313,7 @@ impl Monitor<'_> {
         for (origin, f) in found {
             self.report(&origin, &f, None);
         }
+        self.take_run_findings();
         for (origin, w) in &self.watches {
             if let Some(p) = w.position() {
                 self.labels.gauge(metrics::COPY_SEQ, origin, p.seq as f64);
@@ -301,10 +342,35 @@ impl Monitor<'_> {
     fn settle(&mut self) {
         let now = SystemTime::now();
         let mut found = Vec::new();
+        let rules = self.input.runs.as_ref();
         for (origin, w) in &mut self.watches {
             let mut out = Vec::new();
-            w.settle(now, &mut out);
+            let mut check = rules.map(|r| {
+                self.runs
+                    .entry(origin.clone())
+                    .or_insert_with(|| RunCheck::new(r.profile, r.config.clone()))
+            });
+            w.settle_with(now, &mut out, &mut |r| {
+                if let Some(check) = check.as_deref_mut() {
+                    feed_run_check(check, r);
+                }
+            });
             found.extend(out.into_iter().map(|f| (origin.clone(), f)));
+        }
+        for (origin, f) in found {
+            self.report(&origin, &f, None);
+        }
+    }
+
+    /// The run check's findings, and the calls and runs that fell silent
+    /// (an unknown outcome: a side effect to reconcile), as they come.
+    fn take_run_findings(&mut self) {
+        let mut found = Vec::new();
+        for (origin, check) in &mut self.runs {
+            for f in check.take_findings().into_iter().chain(check.take_newly_silent()) {
+                found.push((origin.clone(), finding::run_rule(&f)));
+            }
+            let _ = check.take_summaries();
         }
         for (origin, f) in found {
             self.report(&origin, &f, None);
@@ -402,7 +468,7 @@ impl Monitor<'_> {
                 .watches
                 .entry(origin.to_owned())
                 .or_insert_with(|| CopyWatch::new(origin, grace));
-            let found = watch.trusted_head(head, SystemTime::now());
+            let found = watch.trusted_head(head);
             let v = watch.verdict(found);
             if let Some(verified) = v.last_trusted {
                 self.labels.gauge(metrics::VERIFIED_SEQ, origin, verified.seq as f64);
@@ -507,7 +573,7 @@ impl Monitor<'_> {
         });
     }
 
-    fn save(&self, tail: &CopyTail) -> Result<(), Error> {
+    fn save(&mut self, tail: &CopyTail) -> Result<(), Error> {
         state::save(
             self.input.state_dir,
             state::Saved {
@@ -515,10 +581,38 @@ impl Monitor<'_> {
                 store: self.input.store.describe(),
                 positions: tail.positions(),
                 watches: self.watches.values().map(CopyWatch::state).collect(),
+                runs: self
+                    .runs
+                    .iter_mut()
+                    .map(|(origin, check)| (origin.clone(), encode_b64(&check.save())))
+                    .collect(),
                 ..Default::default()
             },
         )
     }
+}
+
+/// A record that took its place, to the run check.
+fn feed_run_check(check: &mut RunCheck, r: &Record<'_>) {
+    let fields = ["run_id", "step_id", "at", "type", "payload_json"].map(|f| r.field_bytes(f).unwrap_or_default());
+    check.feed(&RunEvent {
+        seq: r.seq,
+        run_id: &fields[0],
+        step_id: &fields[1],
+        at: &fields[2],
+        kind: &fields[3],
+        payload: &fields[4],
+    });
+}
+
+fn encode_b64(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn decode_b64(text: &str) -> Option<Vec<u8>> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.decode(text).ok()
 }
 
 /// Sleeps `wait`, waking early when `stop` is set.

@@ -23,6 +23,9 @@ pub struct Saved {
     pub store: String,
     pub positions: TailPositions,
     pub watches: Vec<WatchState>,
+    /// Each origin's run check (its saved bytes, base64), with `--rules`.
+    #[serde(default)]
+    pub runs: std::collections::BTreeMap<String, String>,
 }
 
 pub fn file(dir: &Path) -> PathBuf {

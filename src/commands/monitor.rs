@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use chainship_monitor::{MonitorHealth, MonitorInput, Reported, Scope, Timing};
+use chainship_monitor::{MonitorHealth, MonitorInput, Reported, RunRules, Scope, Timing};
 use clap::Args;
 use serde_json::json;
 
-use crate::args::OutputArgs;
+use crate::args::{OutputArgs, RunRulesArgs};
 use crate::exit::{CliError, CmdResult};
 use crate::report;
 use crate::trusted_copy::TrustedCopyArgs;
@@ -23,7 +23,7 @@ use crate::trusted_copy::TrustedCopyArgs;
   chainship monitor --from kafka://kafka:9092/audit --origin prod-eu1/agentrt --anchor file:/mnt/anchors \\
       --trusted-key keys.txt --state /var/lib/chainship/monitor --metrics-addr 127.0.0.1:9465
   chainship monitor --from kafka://kafka:9092/audit --all-origins --anchor s3://audit-anchors/heads \\
-      --trusted-key fleet-keys.txt --max-age 10m --state /var/lib/chainship/monitor --json
+      --trusted-key fleet-keys.txt --max-age 10m --state /var/lib/chainship/monitor-fleet --json
                                   # a whole fleet, one consumer of every partition
 
 A finding is one log line (origin, kind, seq, range) and a count in
@@ -35,7 +35,9 @@ them (signatures, trusted key, growth, consistency proofs, witnesses); a rolled-
 store is a finding. An origin with no trusted head newer than --max-age is stale until one
 comes. A broker, S3 or disk outage is retried and shows on /readyz, never as a finding.
 --state DIR keeps what was verified: a restart reads nothing twice, and a state of another
-copy, store or origin is refused. Follows Kafka topics and files (a directory of them);
+copy, store or origin is refused. The run check (--profile, on by default) runs on each
+origin's records as they arrive: an unknown outcome, a bypass or a call executed twice is a
+run-rule finding when it happens. Follows Kafka topics and files (a directory of them);
 an S3 copy is checked by the scheduled verify-export.
 Exit codes: 0 stopped by SIGTERM or SIGINT (state saved), 2 usage, setup or a refused state.")]
 #[command(mut_arg("anchor", |a| a.required(true)))]
@@ -76,6 +78,8 @@ pub struct MonitorArgs {
     /// Origins with series of their own in the metrics; the rest count as origin="_other".
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub max_origin_labels: usize,
+    #[command(flatten)]
+    pub rules: RunRulesArgs,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -132,6 +136,10 @@ pub fn run(args: &MonitorArgs) -> CmdResult {
             ..Timing::default()
         },
         max_origin_labels: args.max_origin_labels,
+        runs: args.rules.profile()?.map(|profile| RunRules {
+            profile,
+            config: args.rules.config(),
+        }),
     };
     let json = args.output.json;
     let mut print = |r: &Reported<'_>| {

@@ -355,11 +355,12 @@ async fn scratch(keys: bool) -> Scratch {
     s
 }
 
-/// Runs one example; a `follow` without `--once` is the long-running
-/// sidecar: it must still be running after a few seconds, and stop with 0 on SIGTERM.
+/// Runs one example; a `follow` without `--once`, and `monitor`, are
+/// long-running: they must still be running after a few seconds, and stop with 0 on SIGTERM.
 fn run_example(ex: &Example, root: &Path) {
     let line = localize(&ex.line, root);
-    let long_running = line.contains(" follow ") && !line.contains("--once") && !line.contains("--help");
+    let long_running = (line.contains(" follow ") && !line.contains("--once") || line.contains(" monitor "))
+        && !line.contains("--help");
     let script = if long_running {
         // exec, so the signal reaches chainship itself (through env for leading assignments).
         let words: Vec<&str> = line.split_whitespace().collect();
@@ -437,6 +438,7 @@ async fn every_help_example_runs_as_written() {
         "keygen",
         "demo",
         "verify-export",
+        "monitor",
         "check",
         "config check",
         "anchor verify",

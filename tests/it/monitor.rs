@@ -348,7 +348,8 @@ fn a_rolled_back_store_and_a_fork_are_findings_and_a_foreign_state_is_refused() 
 }
 
 /// A whole fleet's directory of copies watched at once: each origin judged
-/// with its own key, a record planted in one origin's file is that origin's
+/// with its own key, a call executed twice is a run-rule finding as its
+/// records arrive, a record planted in one origin's file is that origin's
 /// finding alone, and an origin the store vouches for that the copy lacks is missing.
 #[test]
 fn a_fleet_directory_is_watched_in_one_monitor() {
@@ -359,7 +360,13 @@ fn a_fleet_directory_is_watched_in_one_monitor() {
     let mut keys = String::new();
     let origins = ["fleet/a", "fleet/b", "fleet/c"];
     for (i, origin) in origins.iter().enumerate() {
-        let db = generate_with(dir.path(), &format!("{i}.db"), 20, &["--seed", &(i + 1).to_string()]);
+        // fleet/b's runtime executed a call twice: a run-rule finding as its records arrive.
+        let seed = (i + 1).to_string();
+        let mut extra = vec!["--seed", &seed];
+        if i == 1 {
+            extra.extend(["--inject", "executed-twice@8"]);
+        }
+        let db = generate_with(dir.path(), &format!("{i}.db"), 100, &extra);
         let (key, vkey) = keygen(dir.path(), origin, &format!("{i}.key"));
         keys += &format!("{vkey}\n");
         // fleet/c ships to a copy outside the watched directory: missing from it.
@@ -396,7 +403,12 @@ fn a_fleet_directory_is_watched_in_one_monitor() {
     );
     let seq = |o: &str| scrape(port, &format!("chainship_monitor_verified_seq{{origin=\"{o}\"}}"));
     wait_until(Duration::from_secs(30), "both copies verified", || {
-        seq("fleet/a") == Some(20.0) && seq("fleet/b") == Some(20.0)
+        seq("fleet/a") == Some(100.0) && seq("fleet/b") == Some(100.0)
+    });
+    wait_until(Duration::from_secs(30), "fleet/b's call executed twice named", || {
+        findings(&out).iter().any(|f| {
+            f["origin"] == "fleet/b" && f["kind"] == "run-rule" && f["message"].as_str().unwrap().contains("twice")
+        })
     });
     wait_until(Duration::from_secs(30), "fleet/c named missing", || {
         findings(&out)

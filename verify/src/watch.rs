@@ -72,6 +72,9 @@ pub struct WatchState {
     pub covered: WatchCovered,
 }
 
+/// Told each record that took its place in the chain.
+pub type Accepted<'a> = &'a mut dyn FnMut(&Record<'_>);
+
 /// One origin's watch (see the module doc).
 pub struct CopyWatch {
     origin: String,
@@ -206,12 +209,18 @@ impl CopyWatch {
     /// Checks one line of the copy (`place` names where it was read), and
     /// the records it let through that were waiting for it.
     pub fn feed(&mut self, line: &[u8], place: &str, now: SystemTime) -> Vec<Finding> {
+        self.feed_with(line, place, now, &mut |_| {})
+    }
+
+    /// [`CopyWatch::feed`], telling `accepted` each record that took its
+    /// place in the chain, in seq order (what the run check reads).
+    pub fn feed_with(&mut self, line: &[u8], place: &str, now: SystemTime, accepted: Accepted<'_>) -> Vec<Finding> {
         let mut out = Vec::new();
-        self.feed_one(line, place, now, &mut out);
+        self.feed_one(line, place, now, &mut out, accepted);
         out
     }
 
-    fn feed_one(&mut self, line: &[u8], place: &str, now: SystemTime, out: &mut Vec<Finding>) {
+    fn feed_one(&mut self, line: &[u8], place: &str, now: SystemTime, out: &mut Vec<Finding>, accepted: Accepted<'_>) {
         self.covered.records += 1;
         let record = match Record::parse(line) {
             Ok(r) => r,
@@ -281,6 +290,7 @@ impl CopyWatch {
             out.push(f);
         }
         // It holds its place either way, as in the copy's check.
+        accepted(&record);
         self.position = Some(Head::new(seq, hash));
         self.tail.insert(seq, (hash, content));
         if let Some(head) = self.pending.remove(&seq) {
@@ -289,7 +299,7 @@ impl CopyWatch {
         // Whatever was waiting for it.
         if let Some(waiting) = self.ahead.remove(&(seq + 1)) {
             self.covered.records -= 1;
-            self.feed_one(waiting.line.as_bytes(), &waiting.place, now, out);
+            self.feed_one(waiting.line.as_bytes(), &waiting.place, now, out, accepted);
         }
     }
 
@@ -373,7 +383,7 @@ impl CopyWatch {
 
     /// A trusted head (the store's pass trusted it), compared with the
     /// copy's record at its seq now, or when the copy reaches it.
-    pub fn trusted_head(&mut self, head: Head, now: SystemTime) -> Vec<Finding> {
+    pub fn trusted_head(&mut self, head: Head) -> Vec<Finding> {
         let mut out = Vec::new();
         if self.verified.is_some_and(|v| head.seq <= v.seq) {
             return out;
@@ -388,7 +398,7 @@ impl CopyWatch {
                 }
             }
         }
-        self.settle(now, &mut out);
+        // A gap it proves is settled by the next [`CopyWatch::settle`].
         out
     }
 
@@ -437,6 +447,11 @@ impl CopyWatch {
     /// copy goes on from there; otherwise the first is named once (out of
     /// place, or planted), and still waits.
     pub fn settle(&mut self, now: SystemTime, out: &mut Vec<Finding>) {
+        self.settle_with(now, out, &mut |_| {});
+    }
+
+    /// [`CopyWatch::settle`], telling `accepted` the records it let through.
+    pub fn settle_with(&mut self, now: SystemTime, out: &mut Vec<Finding>, accepted: Accepted<'_>) {
         let Some(&first) = self.ahead.keys().next() else {
             return;
         };
@@ -463,7 +478,7 @@ impl CopyWatch {
                 self.position = Some(prev);
             }
             self.covered.records -= 1;
-            self.feed_one(waiting.line.as_bytes(), &waiting.place, now, out);
+            self.feed_one(waiting.line.as_bytes(), &waiting.place, now, out, accepted);
             for head in std::mem::take(&mut self.pending).into_values() {
                 if self.position.is_some_and(|p| head.seq <= p.seq) {
                     self.compare(head, out);

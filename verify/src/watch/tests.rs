@@ -31,9 +31,9 @@ fn an_intact_copy_is_verified_as_heads_come_late_or_early() {
     let mut w = CopyWatch::new("o", Duration::from_secs(10));
     assert_eq!(feed(&mut w, &c[..10]), vec![]);
     // A head after its record, and one before it.
-    assert_eq!(kinds(&w.trusted_head(head(&c, 8), NOW)), vec![]);
+    assert_eq!(kinds(&w.trusted_head(head(&c, 8))), vec![]);
     assert_eq!(w.verified().map(|h| h.seq), Some(8));
-    assert_eq!(kinds(&w.trusted_head(head(&c, 15), NOW)), vec![]);
+    assert_eq!(kinds(&w.trusted_head(head(&c, 15))), vec![]);
     assert_eq!(w.verified().map(|h| h.seq), Some(8));
     assert_eq!(feed(&mut w, &c[10..]), vec![]);
     assert_eq!(w.verified().map(|h| h.seq), Some(15));
@@ -65,12 +65,12 @@ fn a_planted_record_is_named_at_once_and_the_copy_goes_on() {
     );
     // From there the chain is whole again; the kept head at 7 contradicts the plant.
     assert_eq!(feed(&mut w, &c[8..]), vec![]);
-    let found = w.trusted_head(head(&c, 7), NOW);
+    let found = w.trusted_head(head(&c, 7));
     assert_eq!(kinds(&found), vec![(Kind::Fork, Some(7))]);
     let v = w.verdict(found);
     assert_eq!(v.ranges.as_ref().map(|r| (r[0].from, r[0].to)), Some((1, 7)));
     // A later head the copy holds is matched.
-    assert_eq!(kinds(&w.trusted_head(head(&c, 12), NOW)), vec![]);
+    assert_eq!(kinds(&w.trusted_head(head(&c, 12))), vec![]);
     assert_eq!(w.verified().map(|h| h.seq), Some(12));
 }
 
@@ -79,7 +79,7 @@ fn an_edited_record_is_altered_and_a_rewritten_tail_contradicts_the_head() {
     let c = chain(10);
     let mut w = CopyWatch::new("o", Duration::from_secs(10));
     feed(&mut w, &c[..4]);
-    w.trusted_head(head(&c, 4), NOW);
+    w.trusted_head(head(&c, 4));
     // Seqs 5.. rewritten with their links recomputed: each record is whole.
     let mut prev = head(&c, 4).hash_str().to_owned();
     let rewritten: Vec<String> = (5..=10)
@@ -90,7 +90,7 @@ fn an_edited_record_is_altered_and_a_rewritten_tail_contradicts_the_head() {
         })
         .collect();
     assert_eq!(feed(&mut w, &rewritten), vec![]);
-    let found = w.trusted_head(head(&c, 8), NOW);
+    let found = w.trusted_head(head(&c, 8));
     assert_eq!(kinds(&found), vec![(Kind::Fork, Some(8))]);
     assert_eq!(w.verdict(found).ranges.map(|r| (r[0].from, r[0].to)), Some((5, 8)));
     assert_eq!(w.verified().map(|h| h.seq), Some(4));
@@ -124,8 +124,12 @@ fn a_record_ahead_waits_and_a_gap_is_named_once_a_head_vouches_past_it() {
     w.settle(at(12), &mut out);
     assert_eq!(kinds(&out), vec![(Kind::Reordered, Some(8))]);
     // A kept head past it: the gap is certain, and the copy goes on.
-    let found = w.trusted_head(head(&c, 9), at(12));
+    assert_eq!(kinds(&w.trusted_head(head(&c, 9))), vec![]);
+    let mut found = Vec::new();
+    let mut accepted = Vec::new();
+    w.settle_with(at(12), &mut found, &mut |r| accepted.push(r.seq));
     assert_eq!(kinds(&found), vec![(Kind::Gap, Some(6))]);
+    assert_eq!(accepted, vec![8, 9, 10]);
     assert!(found[0].message.contains("seqs 6 to 7"), "{}", found[0].message);
     assert_eq!(w.position().map(|h| h.seq), Some(10));
     assert_eq!(w.verified().map(|h| h.seq), Some(9));
@@ -154,8 +158,8 @@ fn the_state_round_trips_and_refuses_garbage() {
     let c = chain(10);
     let mut w = CopyWatch::new("o", Duration::from_secs(10));
     feed(&mut w, &c[..6]);
-    w.trusted_head(head(&c, 4), NOW);
-    w.trusted_head(head(&c, 9), NOW);
+    w.trusted_head(head(&c, 4));
+    w.trusted_head(head(&c, 9));
     let state = w.state();
     let json = serde_json::to_string(&state).unwrap();
     let back: WatchState = serde_json::from_str(&json).unwrap();
