@@ -682,7 +682,42 @@ fn the_dashboard_and_the_alert_rules_use_only_metrics_the_program_exports() {
         .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 
+    // The monitor's series, a finding among them: a forged repeat of seq 5 appended to the copy.
+    let line = std::fs::read_to_string(&sink).unwrap().lines().nth(4).unwrap().to_owned();
+    let mut forged: serde_json::Value = serde_json::from_str(&line).unwrap();
+    forged["payload_json"] = serde_json::Value::String("{}".into());
+    let mut text = std::fs::read_to_string(&sink).unwrap();
+    text += &format!("{forged}\n");
+    std::fs::write(&sink, text).unwrap();
+    let monitor_port = free_port();
+    let mut monitor = KillOnDrop(
+        bin()
+            .args(["monitor", "--from", &format!("file:{}", path_str(&sink)), "--anchor", &a.anchor_url()])
+            .args(["--origin", ORIGIN, "--trusted-key", &a.verifier, "--max-age", "1h"])
+            .args(["--state", path_str(&a.dir.path().join("monitor"))])
+            .args(["--metrics-addr", &format!("127.0.0.1:{monitor_port}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let monitor_metrics = loop {
+        if let Some((200, body)) = http_get(monitor_port, "/metrics", Duration::from_secs(2))
+            && body.contains("chainship_monitor_findings_total{")
+            && body.contains("chainship_monitor_verified_seq{")
+            && body.contains("chainship_monitor_head_age_seconds{")
+        {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "the monitor never reported its finding");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    signal(&monitor, SIGTERM);
+    let _ = monitor.wait();
+
     let mut known = exposed(&metrics);
+    known.extend(exposed(&monitor_metrics));
     known.extend(exposed(&std::fs::read_to_string(&verify_file).unwrap()));
     known.extend(exposed(&std::fs::read_to_string(&export_file).unwrap()));
     assert!(known.len() > 25, "{known:?}");
@@ -702,6 +737,10 @@ fn the_dashboard_and_the_alert_rules_use_only_metrics_the_program_exports() {
         "chainship_unknown_outcomes",
         "chainship_job_findings",
         "chainship_job_result",
+        "chainship_monitor_verified_seq",
+        "chainship_monitor_findings_total",
+        "chainship_monitor_head_age_seconds",
+        "chainship_monitor_checkpoint_size",
     ] {
         assert!(dashboard.contains(needed), "the dashboard has no panel on {needed}");
     }
