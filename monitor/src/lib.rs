@@ -133,6 +133,9 @@ struct StoreSeen {
     names: Option<OriginNames>,
     judged: Option<Instant>,
     newest: Option<(Head, Option<SystemTime>)>,
+    /// When a trusted head of the origin was first seen (its records may
+    /// still be on their way into the copy for a while after).
+    first_head_at: Option<Instant>,
     checkpoint: Option<u64>,
     stale: bool,
     /// Findings already reported (reported once while they last).
@@ -223,9 +226,9 @@ pub fn run(
     while !stop.load(Ordering::Relaxed) {
         health.turned();
         match m.read_copy(&mut tail) {
-            Ok(read) => {
+            Ok(_) => {
                 backoff = None;
-                m.caught_up |= read == 0;
+                m.caught_up |= tail.caught_up();
             }
             Err(e) => m.copy_failed(&e, &mut backoff, stop),
         }
@@ -317,6 +320,10 @@ impl Monitor<'_> {
         for (origin, w) in &self.watches {
             if let Some(p) = w.position() {
                 self.labels.gauge(metrics::COPY_SEQ, origin, p.seq as f64);
+            }
+            // A head handed on before its record is verified as the record comes.
+            if let Some(v) = w.verified() {
+                self.labels.gauge(metrics::VERIFIED_SEQ, origin, v.seq as f64);
             }
         }
         ::metrics::gauge!(metrics::ORIGINS).set(self.watches.len() as f64);
@@ -446,6 +453,7 @@ impl Monitor<'_> {
         seen.judged = Some(Instant::now());
         if let Some(head) = verdict.last_trusted {
             let published = verdict.last_trusted_published;
+            seen.first_head_at.get_or_insert_with(Instant::now);
             if seen.newest.is_none_or(|(h, _)| head.seq >= h.seq) {
                 seen.newest = Some((head, published.or(seen.newest.and_then(|(_, p)| p))));
             }
@@ -521,15 +529,17 @@ impl Monitor<'_> {
         }
     }
 
-    /// Once the copy was read to its end: an origin the store vouches for
-    /// that the copy holds nothing of (a whole fleet's copy only).
+    /// Once the copy was read to its end: an origin the store vouched for
+    /// a grace ago that the copy holds nothing of (a whole fleet's copy only).
     fn judge_missing(&mut self) {
         if !self.caught_up || self.input.shard.is_some() || matches!(self.input.scope, Scope::One(_)) {
             return;
         }
+        let grace = self.input.timing.grace;
         let missing: Vec<(String, Head)> = self
             .stores
             .iter()
+            .filter(|(_, s)| s.first_head_at.is_some_and(|t| t.elapsed() >= grace))
             .filter(|(o, _)| self.watches.get(*o).is_none_or(|w| w.position().is_none()))
             .filter_map(|(o, s)| s.newest.map(|(h, _)| (o.clone(), h)))
             .collect();

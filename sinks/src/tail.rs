@@ -66,6 +66,15 @@ impl CopyTail {
         }
     }
 
+    /// Whether the whole copy was read to its end at least once (a file
+    /// copy is, after every poll that did not fail).
+    pub fn caught_up(&self) -> bool {
+        match self {
+            CopyTail::Kafka(k) => k.caught_up(),
+            CopyTail::File(_) => true,
+        }
+    }
+
     /// Whether the copy can be reached now.
     pub fn reachable(&self) -> Result<(), SinkError> {
         match self {

@@ -313,6 +313,67 @@ fn the_kubernetes_manifests_pass_strict_validation_and_are_hardened() {
     );
 }
 
+/// The monitor's manifest passes strict validation and is hardened: one
+/// replica recreated (one state directory), its state on a claim of its
+/// own, probes on /livez and /readyz, non-root, read-only root, no
+/// privilege, no capability, seccomp, limits, and `monitor --all-origins`.
+#[test]
+fn the_monitor_manifest_passes_strict_validation_and_is_hardened() {
+    let manifest = repo("deploy/kubernetes/monitor.yaml");
+    let validate = std::env::var("CHAINSHIP_TEST_KUBERNETES_VALIDATE")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .expect("CHAINSHIP_TEST_KUBERNETES_VALIDATE is not set: run this test through ./scripts/test");
+    let out = std::process::Command::new(validate)
+        .arg("--strict")
+        .arg(&manifest)
+        .output()
+        .unwrap();
+    ok(&out, "kubernetes-validate --strict");
+    let docs = YamlLoader::load_from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    let deployment = docs
+        .iter()
+        .find(|d| d["kind"].as_str() == Some("Deployment"))
+        .expect("a Deployment");
+    assert_eq!(deployment["spec"]["replicas"].as_i64(), Some(1));
+    assert_eq!(deployment["spec"]["strategy"]["type"].as_str(), Some("Recreate"));
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"].as_bool(), Some(true));
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"].as_str(),
+        Some("RuntimeDefault")
+    );
+    let c = &pod["containers"][0];
+    let args = strings(&c["args"]);
+    assert!(
+        args.starts_with(&["monitor".into()]) && args.contains(&"--all-origins".into()),
+        "{args:?}"
+    );
+    assert!(args.contains(&"/var/lib/chainship/monitor".into()), "{args:?}");
+    let sc = &c["securityContext"];
+    assert_eq!(sc["readOnlyRootFilesystem"].as_bool(), Some(true));
+    assert_eq!(sc["allowPrivilegeEscalation"].as_bool(), Some(false));
+    assert_eq!(strings(&sc["capabilities"]["drop"]), vec!["ALL"]);
+    assert!(!c["resources"]["limits"]["memory"].is_badvalue());
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"].as_str(), Some("/livez"));
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"].as_str(), Some("/readyz"));
+    let state = c["volumeMounts"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"].as_str() == Some("state"))
+        .expect("the state volume");
+    assert_eq!(state["mountPath"].as_str(), Some("/var/lib/chainship"));
+    assert!(
+        pod["volumes"]
+            .as_vec()
+            .unwrap()
+            .iter()
+            .any(|v| v["name"].as_str() == Some("state") && !v["persistentVolumeClaim"].is_badvalue()),
+        "the state survives a restart"
+    );
+}
+
 /// The systemd units pass `systemd-analyze verify` (with ExecStart pointed
 /// at the binary under test, which must exist for it), and are hardened.
 #[test]
@@ -322,6 +383,7 @@ fn the_systemd_units_pass_systemd_analyze_verify() {
         "chainship-follow.service",
         "chainship-verify.service",
         "chainship-verify.timer",
+        "chainship-monitor.service",
     ];
     for name in names {
         let text = std::fs::read_to_string(repo(&format!("deploy/systemd/{name}"))).unwrap();
@@ -371,6 +433,41 @@ fn the_systemd_units_pass_systemd_analyze_verify() {
     assert!(
         common::stdout(&out).contains("cursor = file:/var/lib/chainship/cursor")
             && common::stdout(&out).contains("on-break = wait"),
+        "{}",
+        common::stdout(&out)
+    );
+    let monitor = std::fs::read_to_string(repo("deploy/systemd/chainship-monitor.service")).unwrap();
+    for directive in [
+        "User=chainship",
+        "ProtectSystem=strict",
+        "NoNewPrivileges=yes",
+        "StateDirectory=chainship-monitor",
+        "--config /etc/chainship/monitor.toml",
+        "Restart=on-failure",
+        "RestartPreventExitStatus=2",
+    ] {
+        assert!(
+            monitor.contains(directive),
+            "chainship-monitor.service lacks {directive}"
+        );
+    }
+    let out = common::run(&[
+        "config",
+        "check",
+        "--config",
+        common::path_str(&repo("deploy/systemd/monitor.toml")),
+        "--for",
+        "monitor",
+    ]);
+    assert_eq!(
+        common::code(&out),
+        0,
+        "{}{}",
+        common::stdout(&out),
+        common::stderr(&out)
+    );
+    assert!(
+        common::stdout(&out).contains("state = /var/lib/chainship-monitor"),
         "{}",
         common::stdout(&out)
     );

@@ -780,6 +780,55 @@ async fn the_systemd_units_run_as_shipped_read_only_paths_state_directory_creden
     let prom = std::fs::read_to_string(textfile.join("chainship_verify.prom")).unwrap();
     assert!(prom.contains("result=\"ok\"} 1"), "{prom}");
 
+    // The monitor unit, as shipped: its settings file, its user, its StateDirectory.
+    let monitor = unit("deploy/systemd/chainship-monitor.service");
+    assert_eq!(monitor["StateDirectory"], "chainship-monitor");
+    std::fs::copy(repo("deploy/systemd/monitor.toml"), etc.join("monitor.toml")).unwrap();
+    let monitor_state = owned_dir(&dir.path().join("monitor-state"), uid, uid, 0o700);
+    let exec: Vec<String> = monitor["ExecStart"].split_whitespace().map(String::from).collect();
+    let (monitor_port, monitor_log) = (free_port(), dir.path().join("monitor.log"));
+    let monitor_creds = "/run/credentials/chainship-monitor.service";
+    let run_monitor = || {
+        KillOnDrop(
+            unit_sandbox(&monitor, &uid.to_string())
+                .rw(&monitor_state, "/var/lib/chainship-monitor")
+                .ro(&credentials, monitor_creds)
+                .env("CHAINSHIP_FROM", &format!("kafka://kafka.internal:9092/{topic}"))
+                .anchor_s3_store(&bucket)
+                .env(variable, &s3_credentials_at(monitor_creds))
+                .env("CHAINSHIP_METRICS_ADDR", &format!("127.0.0.1:{monitor_port}"))
+                .command(&scratch, &exec)
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&monitor_log).unwrap())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let mut mon = run_monitor();
+    wait_for_status(
+        &mut mon,
+        &monitor_log,
+        monitor_port,
+        "/readyz",
+        200,
+        Duration::from_secs(30),
+    );
+    let verified = "chainship_monitor_verified_seq{origin=\"prod-eu1/agentrt\"}";
+    wait_for_metric(monitor_port, &monitor_log, verified, seq, Duration::from_secs(30));
+    signal(&mon, SIGTERM);
+    assert_eq!(wait_with_limit(&mut mon, Duration::from_secs(20)).code(), Some(0));
+    assert!(
+        monitor_state.join("monitor.json").exists(),
+        "the state is in its StateDirectory"
+    );
+    // Restarted, it goes on from its state.
+    let mut mon = run_monitor();
+    wait_for_metric(monitor_port, &monitor_log, verified, seq, Duration::from_secs(30));
+    let text = std::fs::read_to_string(&monitor_log).unwrap();
+    assert!(text.contains("\"resumed\":true"), "{text}");
+    signal(&mon, SIGTERM);
+    assert_eq!(wait_with_limit(&mut mon, Duration::from_secs(20)).code(), Some(0));
+
     plant_break(&db);
     break_fails_readiness_only(&mut follower, &log, port, "/readyz", "/livez");
 }

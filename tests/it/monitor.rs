@@ -399,7 +399,7 @@ fn a_fleet_directory_is_watched_in_one_monitor() {
         &state,
         port,
         &out,
-        &["--all-origins"],
+        &["--all-origins", "--reorder-grace", "2s"],
     );
     let seq = |o: &str| scrape(port, &format!("chainship_monitor_verified_seq{{origin=\"{o}\"}}"));
     wait_until(Duration::from_secs(30), "both copies verified", || {

@@ -683,7 +683,12 @@ fn the_dashboard_and_the_alert_rules_use_only_metrics_the_program_exports() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 
     // The monitor's series, a finding among them: a forged repeat of seq 5 appended to the copy.
-    let line = std::fs::read_to_string(&sink).unwrap().lines().nth(4).unwrap().to_owned();
+    let line = std::fs::read_to_string(&sink)
+        .unwrap()
+        .lines()
+        .nth(4)
+        .unwrap()
+        .to_owned();
     let mut forged: serde_json::Value = serde_json::from_str(&line).unwrap();
     forged["payload_json"] = serde_json::Value::String("{}".into());
     let mut text = std::fs::read_to_string(&sink).unwrap();
@@ -692,7 +697,13 @@ fn the_dashboard_and_the_alert_rules_use_only_metrics_the_program_exports() {
     let monitor_port = free_port();
     let mut monitor = KillOnDrop(
         bin()
-            .args(["monitor", "--from", &format!("file:{}", path_str(&sink)), "--anchor", &a.anchor_url()])
+            .args([
+                "monitor",
+                "--from",
+                &format!("file:{}", path_str(&sink)),
+                "--anchor",
+                &a.anchor_url(),
+            ])
             .args(["--origin", ORIGIN, "--trusted-key", &a.verifier, "--max-age", "1h"])
             .args(["--state", path_str(&a.dir.path().join("monitor"))])
             .args(["--metrics-addr", &format!("127.0.0.1:{monitor_port}")])

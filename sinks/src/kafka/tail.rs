@@ -21,6 +21,9 @@ pub struct KafkaTail {
     topic: String,
     /// Partition → the next offset to read.
     next: BTreeMap<i32, i64>,
+    /// The partitions followed, and those read to their end at least once.
+    partitions: Vec<i32>,
+    reached_end: std::collections::BTreeSet<i32>,
 }
 
 impl KafkaTail {
@@ -49,6 +52,8 @@ impl KafkaTail {
             url: cfg.url(),
             topic: cfg.topic.clone(),
             next,
+            partitions: partitions.to_vec(),
+            reached_end: Default::default(),
         })
     }
 
@@ -76,7 +81,9 @@ impl KafkaTail {
                     self.next.insert(partition, offset + 1);
                     taken += 1;
                 }
-                Err(KafkaError::PartitionEOF(_)) => {}
+                Err(KafkaError::PartitionEOF(p)) => {
+                    self.reached_end.insert(p);
+                }
                 // Records the broker dropped (retention) before they were read.
                 Err(KafkaError::MessageConsumption(RDKafkaErrorCode::OffsetOutOfRange)) => {
                     return Err(SinkError::permanent(format!(
@@ -98,6 +105,11 @@ impl KafkaTail {
             .fetch_metadata(Some(&self.topic), Duration::from_secs(5))
             .map(|_| ())
             .map_err(|e| classify("asking the brokers for the topic", &e))
+    }
+
+    /// Whether every partition followed was read to its end at least once.
+    pub fn caught_up(&self) -> bool {
+        self.partitions.iter().all(|p| self.reached_end.contains(p))
     }
 
     /// Partition → the next offset to read.
