@@ -13,6 +13,6 @@ pub mod upload;
 
 pub use failure::{HttpStatus, S3Failure, classify};
 pub use location::{S3Location, origin_prefix};
-pub use object::{get_object, list_keys, visit_keys};
+pub use object::{get_object, list_keys, visit_folders, visit_keys};
 pub use settings::S3Settings;
 pub use upload::{MIN_PART_SIZE, NewObject, PartPlan, abort_leftovers, put_replacing, upload_new};

@@ -53,6 +53,30 @@ pub async fn visit_keys(
     Ok(())
 }
 
+/// Calls `each` with every common prefix directly under `prefix` (the
+/// "folders", listed with delimiter `/`), in listing order.
+pub async fn visit_folders(
+    client: &Client,
+    bucket: &str,
+    prefix: &str,
+    each: &mut (dyn FnMut(&str) + Send),
+) -> Result<(), S3Failure> {
+    let mut pages = client
+        .list_objects_v2()
+        .bucket(bucket)
+        .prefix(prefix)
+        .delimiter("/")
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| classify(&format!("listing {prefix}"), &e))?;
+        for folder in page.common_prefixes().iter().filter_map(|p| p.prefix()) {
+            each(folder);
+        }
+    }
+    Ok(())
+}
+
 /// The keys under `prefix`, in listing order; with `delimiter` only those
 /// directly under it. `keep` decides which are kept, and listing stops once
 /// `limit` are kept.

@@ -1,5 +1,5 @@
 //! Following a copy as it grows, for `chainship monitor`: one arm per sink
-//! that can be followed, each in its sink's module. What was read is a
+//! that can be followed (a topic, files, an S3 prefix), each in its sink's module. What was read is a
 //! [`TailPositions`] the caller saves with what it verified, so a restart
 //! reads nothing twice.
 
@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::file_tail::{FilePosition, FileTail};
 use crate::kafka::tail::KafkaTail;
+use crate::s3::tail::S3Tail;
 use crate::{OnSharedRecord, Shard, SinkConfig, SinkError};
 
 /// Where a copy was read to.
@@ -22,13 +23,21 @@ pub struct TailPositions {
     /// Files: path → how far each was read.
     #[serde(default)]
     pub files: BTreeMap<PathBuf, FilePosition>,
+    /// An S3 prefix: origin → the last object key read.
+    #[serde(default)]
+    pub objects: BTreeMap<String, String>,
 }
 
 /// A copy being followed.
 pub enum CopyTail {
     Kafka(KafkaTail),
     File(FileTail),
+    /// An S3 prefix, listed at most every [`S3_EVERY`], and whether it was read whole once.
+    S3(S3Tail, Option<std::time::Instant>, bool),
 }
+
+/// How often an S3 copy is listed (each listing is one request per origin).
+pub const S3_EVERY: Duration = Duration::from_secs(2);
 
 impl CopyTail {
     /// Follows `cfg` (a shard's part of it) from `saved`.
@@ -39,8 +48,9 @@ impl CopyTail {
                 Ok(CopyTail::Kafka(KafkaTail::open(k, &shape.read, &saved.partitions)?))
             }
             SinkConfig::File(path) => Ok(CopyTail::File(FileTail::open(path, saved.files))),
-            SinkConfig::S3(_) | SinkConfig::Stdout => Err(SinkError::permanent(format!(
-                "{cfg}: the monitor follows Kafka and file copies; an S3 copy is checked by the scheduled `verify-export`"
+            SinkConfig::S3(s3) => Ok(CopyTail::S3(S3Tail::open(s3, shard, saved.objects)?, None, false)),
+            SinkConfig::Stdout => Err(SinkError::permanent(format!(
+                "{cfg}: standard output cannot be read back"
             ))),
         }
     }
@@ -63,6 +73,16 @@ impl CopyTail {
                 }
                 Ok(n)
             }
+            CopyTail::S3(t, last, whole) => {
+                if last.is_some_and(|l| l.elapsed() < S3_EVERY) {
+                    std::thread::sleep(wait);
+                    return Ok(0);
+                }
+                *last = Some(std::time::Instant::now());
+                let n = t.poll(each)?;
+                *whole = true;
+                Ok(n)
+            }
         }
     }
 
@@ -72,6 +92,7 @@ impl CopyTail {
         match self {
             CopyTail::Kafka(k) => k.caught_up(),
             CopyTail::File(_) => true,
+            CopyTail::S3(_, _, whole) => *whole,
         }
     }
 
@@ -79,7 +100,7 @@ impl CopyTail {
     pub fn reachable(&self) -> Result<(), SinkError> {
         match self {
             CopyTail::Kafka(k) => k.reachable(),
-            CopyTail::File(_) => Ok(()),
+            CopyTail::File(_) | CopyTail::S3(..) => Ok(()),
         }
     }
 
@@ -91,6 +112,10 @@ impl CopyTail {
             },
             CopyTail::File(f) => TailPositions {
                 files: f.positions().clone(),
+                ..Default::default()
+            },
+            CopyTail::S3(t, _, _) => TailPositions {
+                objects: t.positions().clone(),
                 ..Default::default()
             },
         }

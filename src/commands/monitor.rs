@@ -37,8 +37,10 @@ comes. A broker, S3 or disk outage is retried and shows on /readyz, never as a f
 --state DIR keeps what was verified: a restart reads nothing twice, and a state of another
 copy, store or origin is refused. The run check (--profile, on by default) runs on each
 origin's records as they arrive: an unknown outcome, a bypass or a call executed twice is a
-run-rule finding when it happens. Follows Kafka topics and files (a directory of them);
-an S3 copy is checked by the scheduled verify-export.
+run-rule finding when it happens. Follows a Kafka topic (every partition, by assignment),
+files (a directory of them) or an S3 prefix (new objects, listed every 2 s). It reads what is
+appended: an edit in place of what it read, or an S3 object planted under a name that sorts
+before what it read, is the scheduled verify-export's to find.
 Exit codes: 0 stopped by SIGTERM or SIGINT (state saved), 2 usage, setup or a refused state.")]
 #[command(mut_arg("anchor", |a| a.required(true)))]
 pub struct MonitorArgs {

@@ -444,3 +444,105 @@ fn a_fleet_directory_is_watched_in_one_monitor() {
     signal(&mon, SIGTERM);
     assert_eq!(wait_with_limit(&mut mon, Duration::from_secs(20)).code(), Some(0));
 }
+
+/// An S3 copy followed by listing new keys: a live follower's objects are
+/// verified as they land, and an object planted with a later name holding a
+/// forged repeat of a delivered seq is named (its seq) within a minute.
+#[tokio::test]
+async fn an_s3_copy_is_followed_object_by_object_and_a_planted_object_is_named() {
+    let _services = services().await;
+    let a = Anchored::new(300, ORIGIN);
+    let dir = a.dir.path();
+    let vkey = dir.join("vkey.txt");
+    std::fs::write(&vkey, &a.verifier).unwrap();
+    let bucket = unique_bucket("monitor");
+    s3_client().create_bucket().bucket(&bucket).send().await.unwrap();
+    let ship = || {
+        let out = s3_follow(&a.db, &bucket, ORIGIN, &dir.join("cursor"), &["--once", "--from-start"])
+            .args(["--anchor", &a.anchor_url(), "--signing-key", path_str(&a.key)])
+            .args(["--s3-batch-events", "100"])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+    };
+    ship();
+    let (state, out, port) = (dir.join("state"), dir.join("out.jsonl"), free_port());
+    let stdout = File::create(&out).unwrap();
+    let mut cmd = bin();
+    s3_env(&mut cmd);
+    let mut mon = KillOnDrop(
+        cmd.args([
+            "monitor",
+            "--from",
+            &format!("s3://{bucket}/exports"),
+            "--origin",
+            ORIGIN,
+        ])
+        .args(["--s3-endpoint", &s3_endpoint(), "--s3-path-style"])
+        .args(["--anchor", &a.anchor_url(), "--trusted-key", path_str(&vkey)])
+        .args(["--state", path_str(&state), "--json", "--store-interval", "300ms"])
+        .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::from(stdout))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap(),
+    );
+    wait_until(Duration::from_secs(30), "verified through 300", || {
+        verified(port) >= 300.0
+    });
+    append(&a.db, 200);
+    ship();
+    wait_until(Duration::from_secs(30), "verified through 500", || {
+        verified(port) >= 500.0
+    });
+    assert_eq!(findings(&out), Vec::<Value>::new());
+
+    // A forged seq 42 in an object whose name sorts after everything read.
+    let side = dir.join("side.jsonl");
+    let shipped = Follow::new(&a.db, ORIGIN)
+        .file_sink(&side)
+        .cursor(&dir.join("side.cursor"))
+        .start_at_seq_1()
+        .once()
+        .output();
+    assert_eq!(code(&shipped), 0, "{}", stderr(&shipped));
+    let line = std::fs::read_to_string(&side)
+        .unwrap()
+        .lines()
+        .nth(41)
+        .unwrap()
+        .to_owned();
+    let mut record: Value = serde_json::from_str(&line).unwrap();
+    record["payload_json"] = Value::String(r#"{"forged":true}"#.into());
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    use std::io::Write;
+    gz.write_all(format!("{record}\n").as_bytes()).unwrap();
+    let key = format!(
+        "exports/{}/{:020}-{:020}.jsonl.gz",
+        ORIGIN.replace('/', "%2F"),
+        900,
+        900
+    );
+    s3_client()
+        .put_object()
+        .bucket(&bucket)
+        .key(&key)
+        .body(aws_sdk_s3::primitives::ByteStream::from(gz.finish().unwrap()))
+        .send()
+        .await
+        .unwrap();
+    wait_until(Duration::from_secs(60), "the forged seq 42 named", || {
+        findings(&out)
+            .iter()
+            .any(|f| f["seq"] == 42 && f["kind"] == "duplicate")
+    });
+    assert!(
+        findings(&out)
+            .iter()
+            .any(|f| f["message"].as_str().unwrap().contains("its name says seqs 900 to 900")),
+        "the object's name is not its range: {:?}",
+        findings(&out)
+    );
+    signal(&mon, SIGTERM);
+    assert_eq!(wait_with_limit(&mut mon, Duration::from_secs(20)).code(), Some(0));
+}

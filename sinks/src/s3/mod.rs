@@ -8,6 +8,7 @@ pub mod compression;
 pub mod config;
 pub mod objects;
 pub mod reader;
+pub mod tail;
 pub mod writer;
 
 pub use config::S3Config;
