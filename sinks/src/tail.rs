@@ -33,7 +33,7 @@ pub enum CopyTail {
     Kafka(KafkaTail),
     File(FileTail),
     /// An S3 prefix, listed at most every [`S3_EVERY`], and whether it was read whole once.
-    S3(S3Tail, Option<std::time::Instant>, bool),
+    S3(Box<S3Tail>, Option<std::time::Instant>, bool),
 }
 
 /// How often an S3 copy is listed (each listing is one request per origin).
@@ -48,7 +48,7 @@ impl CopyTail {
                 Ok(CopyTail::Kafka(KafkaTail::open(k, &shape.read, &saved.partitions)?))
             }
             SinkConfig::File(path) => Ok(CopyTail::File(FileTail::open(path, saved.files))),
-            SinkConfig::S3(s3) => Ok(CopyTail::S3(S3Tail::open(s3, shard, saved.objects)?, None, false)),
+            SinkConfig::S3(s3) => Ok(CopyTail::S3(Box::new(S3Tail::open(s3, shard, saved.objects)?), None, false)),
             SinkConfig::Stdout => Err(SinkError::permanent(format!(
                 "{cfg}: standard output cannot be read back"
             ))),
