@@ -445,12 +445,12 @@ fn a_fleet_directory_is_watched_in_one_monitor() {
     assert_eq!(wait_with_limit(&mut mon, Duration::from_secs(20)).code(), Some(0));
 }
 
-/// An S3 copy followed by listing new keys: a live follower's objects are
-/// verified as they land, and an object planted with a later name holding a
+/// An S3 copy followed by listing new keys: a follower's objects are
+/// verified as they land, an S3 outage is unreadiness and no finding, and an object planted with a later name holding a
 /// forged repeat of a delivered seq is named (its seq) within a minute.
 #[tokio::test]
 async fn an_s3_copy_is_followed_object_by_object_and_a_planted_object_is_named() {
-    let _services = services().await;
+    let _services = services_exclusive().await;
     let a = Anchored::new(300, ORIGIN);
     let dir = a.dir.path();
     let vkey = dir.join("vkey.txt");
