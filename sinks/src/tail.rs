@@ -48,7 +48,11 @@ impl CopyTail {
                 Ok(CopyTail::Kafka(KafkaTail::open(k, &shape.read, &saved.partitions)?))
             }
             SinkConfig::File(path) => Ok(CopyTail::File(FileTail::open(path, saved.files))),
-            SinkConfig::S3(s3) => Ok(CopyTail::S3(Box::new(S3Tail::open(s3, shard, saved.objects)?), None, false)),
+            SinkConfig::S3(s3) => Ok(CopyTail::S3(
+                Box::new(S3Tail::open(s3, shard, saved.objects)?),
+                None,
+                false,
+            )),
             SinkConfig::Stdout => Err(SinkError::permanent(format!(
                 "{cfg}: standard output cannot be read back"
             ))),

@@ -25,10 +25,13 @@ use serde::{Deserialize, Serialize};
 use crate::finding::{Finding, Kind};
 use crate::verdict::Verdict;
 
-/// Hashes kept below the verified head, to compare a repeat of a recent seq.
-const KEPT_BELOW: u64 = 1024;
-/// Records held while they wait for the seqs before them.
+/// Hashes kept below the verified head, to compare a repeat of a recent seq
+/// (a repeat further below is a finding without the comparison).
+const KEPT_BELOW: u64 = 16;
+/// Records held while they wait for the seqs before them, at most, and
+/// their bytes at most (a flood of planted records must not take memory).
 const MAX_AHEAD: usize = 4096;
+const MAX_AHEAD_BYTES: usize = 16 << 20;
 /// Trusted heads past the copy's position, waiting for it.
 const MAX_PENDING: usize = 64;
 
@@ -63,8 +66,8 @@ pub struct WatchState {
     pub position: Option<String>,
     /// The newest trusted head the copy's record matched.
     pub verified: Option<String>,
-    /// Seq → `hash:content` (its hash field and the hash its fields give)
-    /// of the records past `verified`, and [`KEPT_BELOW`] below it.
+    /// Seq → its hash field, and `!` after it when its fields do not give
+    /// it, of the records past `verified`, and [`KEPT_BELOW`] below it.
     tail: BTreeMap<u64, String>,
     /// Trusted heads past the position (`seq:hash`).
     pending: Vec<String>,
@@ -80,7 +83,10 @@ pub struct CopyWatch {
     origin: String,
     position: Option<Head>,
     verified: Option<Head>,
-    tail: BTreeMap<u64, (HexHash, HexHash)>,
+    /// Seq → its hash field, and whether its fields give it.
+    tail: BTreeMap<u64, (HexHash, bool)>,
+    /// The bytes of the records held in `ahead`.
+    ahead_bytes: usize,
     pending: BTreeMap<u64, Head>,
     ahead: BTreeMap<u64, Ahead>,
     covered: WatchCovered,
@@ -104,6 +110,7 @@ impl CopyWatch {
             position: None,
             verified: None,
             tail: BTreeMap::new(),
+            ahead_bytes: 0,
             pending: BTreeMap::new(),
             ahead: BTreeMap::new(),
             covered: WatchCovered::default(),
@@ -116,12 +123,12 @@ impl CopyWatch {
     pub fn resume(state: WatchState, grace: Duration) -> Result<Self, String> {
         let head = |text: &str| text.parse::<Head>().map_err(|e| format!("{text:?}: {e}"));
         let mut tail = BTreeMap::new();
-        for (seq, pair) in state.tail {
-            let (hash, content) = pair
-                .split_once(':')
-                .ok_or_else(|| format!("tail seq {seq}: not hash:content"))?;
-            let (h, c) = (head(&format!("{seq}:{hash}"))?, head(&format!("{seq}:{content}"))?);
-            tail.insert(seq, (h.hash, c.hash));
+        for (seq, text) in state.tail {
+            let (hash, whole) = match text.strip_suffix('!') {
+                Some(hash) => (hash, false),
+                None => (text.as_str(), true),
+            };
+            tail.insert(seq, (head(&format!("{seq}:{hash}"))?.hash, whole));
         }
         let mut pending = BTreeMap::new();
         for p in &state.pending {
@@ -133,6 +140,7 @@ impl CopyWatch {
             position: state.position.as_deref().map(head).transpose()?,
             verified: state.verified.as_deref().map(head).transpose()?,
             tail,
+            ahead_bytes: state.ahead.values().map(|a| a.line.len()).sum(),
             pending,
             ahead: state.ahead,
             covered: state.covered,
@@ -149,7 +157,7 @@ impl CopyWatch {
             tail: self
                 .tail
                 .iter()
-                .map(|(seq, (h, c))| (*seq, format!("{}:{}", hex(h), hex(c))))
+                .map(|(seq, (h, whole))| (*seq, format!("{}{}", hex(h), if *whole { "" } else { "!" })))
                 .collect(),
             pending: self.pending.values().map(|h| h.to_string()).collect(),
             ahead: self.ahead.clone(),
@@ -292,12 +300,12 @@ impl CopyWatch {
         // It holds its place either way, as in the copy's check.
         accepted(&record);
         self.position = Some(Head::new(seq, hash));
-        self.tail.insert(seq, (hash, content));
+        self.tail.insert(seq, (hash, content == hash));
         if let Some(head) = self.pending.remove(&seq) {
             self.compare(head, out);
         }
         // Whatever was waiting for it.
-        if let Some(waiting) = self.ahead.remove(&(seq + 1)) {
+        if let Some(waiting) = self.take_ahead(seq + 1) {
             self.covered.records -= 1;
             self.feed_one(waiting.line.as_bytes(), &waiting.place, now, out, accepted);
         }
@@ -306,7 +314,8 @@ impl CopyWatch {
     /// A seq at or below the position: identical to the copy seen, or a finding.
     fn repeat(&mut self, seq: u64, hash: HexHash, content: HexHash, place: &str, out: &mut Vec<Finding>) {
         match self.tail.get(&seq) {
-            Some((h, c)) if *h == hash && *c == content && content == hash => self.covered.identical_duplicates += 1,
+            // Identical only if both copies' fields give the one hash field.
+            Some((h, whole)) if *h == hash && *whole && content == hash => self.covered.identical_duplicates += 1,
             Some((h, _)) => {
                 let mut f = Finding::new(
                     Kind::Duplicate,
@@ -359,17 +368,19 @@ impl CopyWatch {
             }
             return;
         }
-        if self.ahead.len() >= MAX_AHEAD {
+        if self.ahead.len() >= MAX_AHEAD || self.ahead_bytes + line.len() > MAX_AHEAD_BYTES {
             out.push(Finding::new(
                 Kind::Reordered,
                 Some(seq),
                 format!(
-                    "{place}: seq {seq} came while {MAX_AHEAD} later records wait for seq {}",
+                    "{place}: seq {seq} came while {} later records wait for seq {} (no room to hold it)",
+                    self.ahead.len(),
                     self.position.map_or(1, |p| p.seq + 1)
                 ),
             ));
             return;
         }
+        self.ahead_bytes += line.len();
         self.ahead.insert(
             seq,
             Ahead {
@@ -379,6 +390,12 @@ impl CopyWatch {
                 reported: false,
             },
         );
+    }
+
+    fn take_ahead(&mut self, seq: u64) -> Option<Ahead> {
+        let waiting = self.ahead.remove(&seq)?;
+        self.ahead_bytes -= waiting.line.len();
+        Some(waiting)
     }
 
     /// A trusted head (the store's pass trusted it), compared with the
@@ -455,7 +472,7 @@ impl CopyWatch {
         let Some(&first) = self.ahead.keys().next() else {
             return;
         };
-        let full = self.ahead.len() >= MAX_AHEAD;
+        let full = self.ahead.len() >= MAX_AHEAD || self.ahead_bytes >= MAX_AHEAD_BYTES / 2;
         let next = self.position.map_or(1, |p| p.seq + 1);
         let vouched_past = self.pending.keys().next_back().is_some_and(|&h| h >= first);
         if vouched_past || full {
@@ -468,7 +485,7 @@ impl CopyWatch {
                     format!("seqs {next} to {} are missing from the copy", first - 1)
                 },
             );
-            let waiting = self.ahead.remove(&first).expect("just seen");
+            let waiting = self.take_ahead(first).expect("just seen");
             f.source = Some(waiting.place.clone());
             out.push(f);
             // Go on from the first held record, as if its predecessor were the one it names.

@@ -186,3 +186,21 @@ fn another_origins_record_and_garbage_are_findings() {
     assert_eq!(feed(&mut w, &c[..1]), vec![(Kind::Foreign, Some(1))]);
     assert_eq!(feed(&mut w, &["{not json".to_owned()]), vec![(Kind::Altered, None)]);
 }
+
+#[test]
+fn records_held_ahead_are_bounded_in_bytes() {
+    let c = chain(3);
+    let mut w = CopyWatch::new("o", Duration::from_secs(10));
+    feed(&mut w, &c[..1]);
+    let big = format!("{{\"pad\":\"{}\"}}", "x".repeat(9 << 20));
+    let (first, _) = record(10, &"2".repeat(64), &big);
+    let (second, _) = record(11, &"3".repeat(64), &big);
+    assert_eq!(feed(&mut w, &[first]), vec![]);
+    assert_eq!(feed(&mut w, &[second]), vec![(Kind::Reordered, Some(11))]);
+    // Half the room taken: the first waiting record is settled as a gap now.
+    let mut out = Vec::new();
+    w.settle(NOW, &mut out);
+    assert_eq!(kinds(&out)[0], (Kind::Gap, Some(2)));
+    let state = w.state();
+    assert!(state.ahead.is_empty());
+}
