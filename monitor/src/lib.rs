@@ -35,8 +35,9 @@ use chainship_anchor::cosignature::WitnessPolicy;
 use chainship_anchor::note::VerifierKey;
 use chainship_anchor::store::OriginNames;
 use chainship_chain::record::Record;
-use chainship_chain::{Error, ErrorKind, Head, permanent};
+use chainship_chain::{Error, Head, Setting, permanent};
 use chainship_runs::{Profile, RunCheck, RunCheckConfig, RunEvent};
+use chainship_sinks::file_tail::Notice;
 use chainship_sinks::tail::CopyTail;
 use chainship_sinks::{Shard, SinkConfig};
 use chainship_verify::db_check::{self, DbCheck};
@@ -87,7 +88,7 @@ impl Default for Timing {
         Timing {
             poll: Duration::from_millis(250),
             store_interval: Duration::from_secs(2),
-            recheck: Duration::from_secs(300),
+            recheck: Duration::from_secs(60),
             grace: Duration::from_secs(30),
             save_interval: Duration::from_secs(10),
             max_age: None,
@@ -131,6 +132,9 @@ pub struct Reported<'a> {
 #[derive(Default)]
 struct StoreSeen {
     names: Option<OriginNames>,
+    /// The store kept this origin (seen in a listing, or in the state
+    /// directory): one that vanishes from the listing is still judged.
+    known: bool,
     judged: Option<Instant>,
     newest: Option<(Head, Option<SystemTime>)>,
     /// When a trusted head of the origin was first seen (its records may
@@ -169,7 +173,11 @@ pub fn run(
     on_finding: &mut dyn FnMut(&Reported<'_>),
 ) -> Result<(), Error> {
     state::prepare(input.state_dir)?;
-    let (copy_name, store_name) = (input.copy.to_string(), input.store.describe());
+    // Named as resolved: the same file by another relative path is the same copy.
+    let (copy_name, store_name) = (
+        state::identity(&input.copy.to_string()),
+        state::identity(&input.store.describe()),
+    );
     let saved = state::load(input.state_dir, &copy_name, &store_name)?.unwrap_or_default();
     let mut watches = BTreeMap::new();
     for w in saved.watches {
@@ -183,6 +191,7 @@ pub fn run(
         let origin = w.origin.clone();
         let watch = CopyWatch::resume(w, input.timing.grace)
             .map_err(|e| permanent!("{}: origin {origin}: {e}", state::file(input.state_dir).display()))?;
+        state::agrees_with_store(input.state_dir, &watch, &input.store.describe())?;
         watches.insert(origin, watch);
     }
     let mut runs = BTreeMap::new();
@@ -202,6 +211,12 @@ pub fn run(
         }
     }
     let resumed = !watches.is_empty();
+    let mut stores: BTreeMap<String, StoreSeen> = BTreeMap::new();
+    for origin in state::store_origins(input.state_dir)? {
+        if input.scope.takes(&origin) {
+            stores.entry(origin).or_default().known = true;
+        }
+    }
     let mut tail = CopyTail::open(input.copy, input.shard, saved.positions)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -212,7 +227,7 @@ pub fn run(
         health,
         watches,
         runs,
-        stores: BTreeMap::new(),
+        stores,
         labels: metrics::Labels::new(input.max_origin_labels),
         runtime,
         on_finding,
@@ -301,8 +316,12 @@ impl Monitor<'_> {
                     found.push((origin.clone(), f));
                 }
             },
-            &mut |path, what| {
-                let mut f = Finding::new(Kind::Cut, None, format!("{}: {what}", path.display()));
+            &mut |path, notice| {
+                let kind = match notice {
+                    Notice::Rewritten(_) => Kind::Cut,
+                    Notice::NotARecord(_) => Kind::Altered,
+                };
+                let mut f = Finding::new(kind, None, format!("{}: {}", path.display(), notice.text()));
                 f.source = Some(path.display().to_string());
                 notices.push(f);
             },
@@ -321,9 +340,11 @@ impl Monitor<'_> {
             if let Some(p) = w.position() {
                 self.labels.gauge(metrics::COPY_SEQ, origin, p.seq as f64);
             }
-            // A head handed on before its record is verified as the record comes.
-            if let Some(v) = w.verified() {
-                self.labels.gauge(metrics::VERIFIED_SEQ, origin, v.seq as f64);
+            // A head handed on before its record is verified as the record
+            // comes; a finding below it takes the verified seq back down.
+            if w.position().is_some() || w.verified().is_some() {
+                let verified = w.verified().map_or(0.0, |v| v.seq as f64);
+                self.labels.gauge(metrics::VERIFIED_SEQ, origin, verified);
             }
         }
         ::metrics::gauge!(metrics::ORIGINS).set(self.watches.len() as f64);
@@ -399,7 +420,17 @@ impl Monitor<'_> {
         let now = Instant::now();
         let recheck = self.input.timing.recheck;
         let mut failed = None;
-        for (origin, names) in origins.into_iter().filter(|(o, _)| self.input.scope.takes(o)) {
+        let mut origins: BTreeMap<String, OriginNames> =
+            origins.into_iter().filter(|(o, _)| self.input.scope.takes(o)).collect();
+        // An origin the store kept and keeps no more (its folder deleted,
+        // the mount empty) is judged as one with nothing in it: the pass
+        // names what its state verified and the store no longer holds.
+        for (origin, seen) in &self.stores {
+            if seen.known && !origins.contains_key(origin) {
+                origins.insert(origin.clone(), OriginNames::default());
+            }
+        }
+        for (origin, names) in origins {
             let seen = self.stores.entry(origin.clone()).or_default();
             let changed = seen.names.as_ref() != Some(&names);
             let due = seen.judged.is_none_or(|t| now.duration_since(t) >= recheck);
@@ -408,7 +439,10 @@ impl Monitor<'_> {
             }
             match self.judge_store(&origin, names) {
                 Ok(()) => {}
-                Err(e) if e.kind == ErrorKind::Permanent => return Err(e),
+                // A state file that is not this store's and origin's: refused, never rebuilt.
+                Err(e) if e.setting == Some(Setting::VerifyState) => return Err(e),
+                // Anything else (an unreadable object planted in the store, an
+                // outage) is retried: it must not stop the watch.
                 Err(e) => failed = Some(e),
             }
             self.health.turned();
@@ -449,6 +483,7 @@ impl Monitor<'_> {
             &mut |_, _| {},
         )?;
         let seen = self.stores.entry(origin.to_owned()).or_default();
+        seen.known |= names.publishes();
         seen.names = Some(names);
         seen.judged = Some(Instant::now());
         if let Some(head) = verdict.last_trusted {
@@ -478,9 +513,8 @@ impl Monitor<'_> {
                 .or_insert_with(|| CopyWatch::new(origin, grace));
             let found = watch.trusted_head(head);
             let v = watch.verdict(found);
-            if let Some(verified) = v.last_trusted {
-                self.labels.gauge(metrics::VERIFIED_SEQ, origin, verified.seq as f64);
-            }
+            let verified = v.last_trusted.map_or(0.0, |h| h.seq as f64);
+            self.labels.gauge(metrics::VERIFIED_SEQ, origin, verified);
             let range = v.ranges.as_ref().and_then(|r| r.first().map(|r| (r.from, r.to)));
             for f in &v.findings {
                 self.report(origin, f, range);
@@ -587,8 +621,8 @@ impl Monitor<'_> {
         state::save(
             self.input.state_dir,
             state::Saved {
-                copy: self.input.copy.to_string(),
-                store: self.input.store.describe(),
+                copy: state::identity(&self.input.copy.to_string()),
+                store: state::identity(&self.input.store.describe()),
                 positions: tail.positions(),
                 watches: self.watches.values().map(CopyWatch::state).collect(),
                 runs: self

@@ -28,6 +28,45 @@ pub struct Saved {
     pub runs: std::collections::BTreeMap<String, String>,
 }
 
+/// A copy's or store's name as the state records it: a `file:` path
+/// resolved (the same file by another relative path is the same copy; the
+/// same relative path from another directory is not).
+pub fn identity(url: &str) -> String {
+    let Some(path) = url.strip_prefix("file:") else {
+        return url.to_owned();
+    };
+    let path = Path::new(path.strip_prefix("//").unwrap_or(path));
+    match std::fs::canonicalize(path).or_else(|_| std::path::absolute(path)) {
+        Ok(resolved) => format!("file:{}", resolved.display()),
+        Err(_) => url.to_owned(),
+    }
+}
+
+/// A watch's verified head must be one its origin's store state verified
+/// (that state is saved before a head is handed to the watch): a
+/// `monitor.json` claiming more is not this store's, or was edited.
+pub fn agrees_with_store(dir: &Path, watch: &chainship_verify::watch::CopyWatch, store: &str) -> Result<(), Error> {
+    let Some(verified) = watch.state().verified else {
+        return Ok(());
+    };
+    let origin = watch.origin();
+    let path = store_file(dir, origin);
+    let since = chainship_verify::state::load(&path, origin, store)?;
+    let ok = since.as_ref().is_some_and(|s| {
+        verified
+            .parse::<chainship_chain::Head>()
+            .is_ok_and(|v| v.seq < s.head.seq || v == s.head)
+    });
+    if ok {
+        return Ok(());
+    }
+    Err(permanent!(
+        "{}: origin {origin}'s copy is verified through {verified}, which its store state {} never verified: not this store's state, or edited",
+        file(dir).display(),
+        path.display()
+    ))
+}
+
 pub fn file(dir: &Path) -> PathBuf {
     dir.join("monitor.json")
 }
@@ -77,6 +116,19 @@ pub fn save(dir: &Path, mut saved: Saved) -> Result<(), Error> {
             chainship_chain::access::explain(&path, &e)
         )
     })
+}
+
+/// The origins with a store state file: what the store kept when last verified.
+pub fn store_origins(dir: &Path) -> Result<Vec<String>, Error> {
+    let at = dir.join("store");
+    let entries = std::fs::read_dir(&at).map_err(|e| permanent!("{}: {e}", at.display()))?;
+    Ok(entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            chainship_core::origin_from_segment(name.strip_suffix(".json")?)
+        })
+        .collect())
 }
 
 pub fn prepare(dir: &Path) -> Result<(), Error> {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::file_tail::{FilePosition, FileTail};
+use crate::file_tail::{FilePosition, FileTail, Notice};
 use crate::kafka::tail::KafkaTail;
 use crate::s3::tail::S3Tail;
 use crate::{OnSharedRecord, Shard, SinkConfig, SinkError};
@@ -66,7 +66,7 @@ impl CopyTail {
         &mut self,
         wait: Duration,
         each: &mut OnSharedRecord<'_>,
-        notice: &mut dyn FnMut(&Path, String),
+        notice: &mut dyn FnMut(&Path, Notice),
     ) -> Result<usize, SinkError> {
         match self {
             CopyTail::Kafka(k) => k.poll(wait, 200_000, each),

@@ -69,7 +69,7 @@ pub struct MonitorArgs {
     #[arg(long, value_parser = humantime::parse_duration, default_value = "2s")]
     pub store_interval: Duration,
     /// Each origin's store is judged at least this often, changed or not.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "5m")]
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "1m")]
     pub recheck_interval: Duration,
     /// How long a record that came ahead of its turn waits before it is named.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "30s")]

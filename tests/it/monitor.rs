@@ -1,7 +1,8 @@
 //! `chainship monitor` (issue 50): with a live follower shipping to Kafka
 //! (both brokers), the monitor's verified seq keeps up; a forged record
 //! planted in the topic is a finding (a JSON line naming its seq, and a
-//! metric) within a minute while the monitor keeps running; a paused broker
+//! metric) within a minute, trust in the copy ends below it, and the
+//! monitor keeps running; a paused broker
 //! shows on /readyz, never as a finding; SIGTERM saves the state and a
 //! restart goes on from it without reading the plant again. With a file
 //! copy and store: a store rolled back and a fork published under the
@@ -64,6 +65,10 @@ fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
 
 fn verified(port: u16) -> f64 {
     scrape(port, &format!("chainship_monitor_verified_seq{{origin=\"{ORIGIN}\"}}")).unwrap_or(0.0)
+}
+
+fn read_seq(port: u16) -> f64 {
+    scrape(port, &format!("chainship_monitor_copy_seq{{origin=\"{ORIGIN}\"}}")).unwrap_or(0.0)
 }
 
 fn produce(topic: &str, partition: i32, key: &str, value: &str) {
@@ -152,10 +157,14 @@ async fn a_monitor_keeps_up_with_a_live_follower_and_names_a_planted_record() {
     wait_until(Duration::from_secs(5), "the finding counted", || {
         scrape(port, &counted) == Some(1.0)
     });
+    // Trust in the copy ends below the plant: the verified seq goes back under 50.
+    wait_until(Duration::from_secs(10), "verified seq below the plant", || {
+        verified(port) < 50.0
+    });
     // And it keeps watching.
-    let before = verified(port);
-    wait_until(Duration::from_secs(30), "verified seq rising after the finding", || {
-        verified(port) > before + 100.0
+    let before = read_seq(port);
+    wait_until(Duration::from_secs(30), "the copy read on after the finding", || {
+        read_seq(port) > before + 100.0
     });
 
     // A paused broker is unreadiness, never a finding; the monitor catches up after it.
@@ -170,9 +179,9 @@ async fn a_monitor_keeps_up_with_a_live_follower_and_names_a_planted_record() {
     wait_until(Duration::from_secs(60), "/readyz 200 after the broker resumed", || {
         http_get(port, "/readyz", Duration::from_secs(2)).is_some_and(|r| r.0 == 200)
     });
-    let after_outage = verified(port);
+    let after_outage = read_seq(port);
     wait_until(Duration::from_secs(60), "catching up after the outage", || {
-        verified(port) > after_outage + 100.0
+        read_seq(port) > after_outage + 100.0
     });
     assert_eq!(
         findings(&out).len(),
@@ -201,9 +210,10 @@ async fn a_monitor_keeps_up_with_a_live_follower_and_names_a_planted_record() {
     );
     wait_until(
         Duration::from_secs(60),
-        "the restarted monitor verifies the head",
-        || verified(port2) >= head_seq,
+        "the restarted monitor reads to the head",
+        || read_seq(port2) >= head_seq,
     );
+    assert!(verified(port2) < 50.0, "the plant still ends trust after a restart");
     let log = std::fs::read_to_string(out2.with_extension("log")).unwrap();
     assert!(log.contains("resumed=true"), "{log}");
     assert_eq!(findings(&out2), Vec::<Value>::new(), "nothing read again");
@@ -543,6 +553,133 @@ async fn an_s3_copy_is_followed_object_by_object_and_a_planted_object_is_named()
         "the object's name is not its range: {:?}",
         findings(&out)
     );
+    signal(&mon, SIGTERM);
+    assert_eq!(wait_with_limit(&mut mon, Duration::from_secs(20)).code(), Some(0));
+}
+
+/// What a state directory claims is checked against what it belongs to: a
+/// `monitor.json` claiming a seq its store state never verified is refused,
+/// the same copy by another path is the same copy (and the same relative
+/// path from another directory is not), and an origin whose whole folder
+/// vanished from the store is named, as a rollback.
+#[test]
+fn a_state_is_held_to_its_copy_and_store_and_a_vanished_origin_is_named() {
+    let a = Anchored::new(30, ORIGIN);
+    let dir = a.dir.path();
+    std::fs::write(dir.join("vkey.txt"), &a.verifier).unwrap();
+    ship(&a.db, &dir.join("copy.jsonl"), &dir.join("c"), &a.anchors, &a.key);
+    let start = |cwd: &Path, from: &str, port: u16, out: &Path| {
+        let stdout = File::create(out).unwrap();
+        KillOnDrop(
+            bin()
+                .current_dir(cwd)
+                .args([
+                    "monitor",
+                    "--from",
+                    from,
+                    "--origin",
+                    ORIGIN,
+                    "--anchor",
+                    &a.anchor_url(),
+                ])
+                .args([
+                    "--trusted-key",
+                    path_str(&dir.join("vkey.txt")),
+                    "--state",
+                    path_str(&dir.join("state")),
+                ])
+                .args([
+                    "--json",
+                    "--store-interval",
+                    "300ms",
+                    "--metrics-addr",
+                    &format!("127.0.0.1:{port}"),
+                ])
+                .stdout(Stdio::from(stdout))
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let (port, out) = (free_port(), dir.join("out.jsonl"));
+    let mut mon = start(dir, "file:copy.jsonl", port, &out);
+    wait_until(Duration::from_secs(30), "verified through 30", || {
+        verified(port) >= 30.0
+    });
+    signal(&mon, SIGTERM);
+    assert_eq!(wait_with_limit(&mut mon, Duration::from_secs(20)).code(), Some(0));
+
+    // An edited claim: refused, naming both files.
+    let state_file = dir.join("state/monitor.json");
+    let saved = std::fs::read_to_string(&state_file).unwrap();
+    let mut doc: Value = serde_json::from_str(&saved).unwrap();
+    doc["watches"][0]["verified"] = Value::String(format!("999999:{}", "a".repeat(64)));
+    std::fs::write(&state_file, doc.to_string()).unwrap();
+    let out2 = bin()
+        .current_dir(dir)
+        .args([
+            "monitor",
+            "--from",
+            "file:copy.jsonl",
+            "--origin",
+            ORIGIN,
+            "--anchor",
+            &a.anchor_url(),
+        ])
+        .args([
+            "--trusted-key",
+            path_str(&dir.join("vkey.txt")),
+            "--state",
+            path_str(&dir.join("state")),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out2), 2, "{}", stderr(&out2));
+    assert!(stderr(&out2).contains("never verified"), "{}", stderr(&out2));
+    std::fs::write(&state_file, saved).unwrap();
+
+    // The same relative path from another directory is another copy.
+    let elsewhere = TempDir::new().unwrap();
+    std::fs::write(elsewhere.path().join("copy.jsonl"), "").unwrap();
+    let other = bin()
+        .current_dir(elsewhere.path())
+        .args([
+            "monitor",
+            "--from",
+            "file:copy.jsonl",
+            "--origin",
+            ORIGIN,
+            "--anchor",
+            &a.anchor_url(),
+        ])
+        .args([
+            "--trusted-key",
+            path_str(&dir.join("vkey.txt")),
+            "--state",
+            path_str(&dir.join("state")),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&other), 2, "{}", stderr(&other));
+    assert!(
+        stderr(&other).contains("one state directory per copy and store"),
+        "{}",
+        stderr(&other)
+    );
+
+    // The same copy by its absolute path: the state is taken; then the origin's folder vanishes.
+    let port = free_port();
+    let absolute = format!("file:{}", path_str(&dir.join("copy.jsonl")));
+    let mut mon = start(Path::new("/"), &absolute, port, &out);
+    wait_until(Duration::from_secs(30), "verified through 30 again", || {
+        verified(port) >= 30.0
+    });
+    std::fs::rename(a.anchors.join("mon"), dir.join("moved-away")).unwrap();
+    wait_until(Duration::from_secs(30), "the vanished origin named", || {
+        findings(&out)
+            .iter()
+            .any(|f| f["kind"] == "heads-disagree" && f["seq"] == 30)
+    });
     signal(&mon, SIGTERM);
     assert_eq!(wait_with_limit(&mut mon, Duration::from_secs(20)).code(), Some(0));
 }

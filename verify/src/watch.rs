@@ -15,7 +15,7 @@
 //! The state is plain data ([`WatchState`]) so the monitor can save it and
 //! a restart goes on where it stood, reading nothing it verified again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, SystemTime};
 
 use chainship_chain::record::Record;
@@ -32,6 +32,10 @@ const KEPT_BELOW: u64 = 16;
 /// their bytes at most (a flood of planted records must not take memory).
 const MAX_AHEAD: usize = 4096;
 const MAX_AHEAD_BYTES: usize = 16 << 20;
+/// Matched heads kept, to say which is the newest below a problem.
+const MATCHED_KEPT: usize = 64;
+/// Missing ranges remembered.
+const GAPS_KEPT: usize = 64;
 /// Trusted heads past the copy's position, waiting for it.
 const MAX_PENDING: usize = 64;
 
@@ -56,6 +60,9 @@ struct Ahead {
     /// Unix seconds when it came, and whether its wait was reported.
     came: u64,
     reported: bool,
+    /// Its place in the order records arrived in.
+    #[serde(default)]
+    order: u64,
 }
 
 /// One origin's watch, as saved (see the module doc).
@@ -72,6 +79,16 @@ pub struct WatchState {
     /// Trusted heads past the position (`seq:hash`).
     pending: Vec<String>,
     ahead: BTreeMap<u64, Ahead>,
+    /// The lowest seq of a finding that ends trust in the copy, and the
+    /// newest heads the copy matched (`seq:hash`), to say which stays trusted.
+    #[serde(default)]
+    problem: Option<u64>,
+    #[serde(default)]
+    matched: Vec<String>,
+    /// Seq ranges named missing (`gap`), the newest few: a record of one
+    /// coming later is out of place, not delivered again.
+    #[serde(default)]
+    gaps: Vec<(u64, u64)>,
     pub covered: WatchCovered,
 }
 
@@ -89,6 +106,9 @@ pub struct CopyWatch {
     ahead_bytes: usize,
     pending: BTreeMap<u64, Head>,
     ahead: BTreeMap<u64, Ahead>,
+    problem: Option<u64>,
+    matched: VecDeque<Head>,
+    gaps: VecDeque<(u64, u64)>,
     covered: WatchCovered,
     /// How long a record ahead of its turn waits before it is named.
     grace: Duration,
@@ -113,6 +133,9 @@ impl CopyWatch {
             ahead_bytes: 0,
             pending: BTreeMap::new(),
             ahead: BTreeMap::new(),
+            problem: None,
+            matched: VecDeque::new(),
+            gaps: VecDeque::new(),
             covered: WatchCovered::default(),
             grace,
         }
@@ -143,6 +166,9 @@ impl CopyWatch {
             ahead_bytes: state.ahead.values().map(|a| a.line.len()).sum(),
             pending,
             ahead: state.ahead,
+            problem: state.problem,
+            matched: state.matched.iter().map(|h| head(h)).collect::<Result<_, _>>()?,
+            gaps: state.gaps.into_iter().collect(),
             covered: state.covered,
             grace,
         })
@@ -161,6 +187,9 @@ impl CopyWatch {
                 .collect(),
             pending: self.pending.values().map(|h| h.to_string()).collect(),
             ahead: self.ahead.clone(),
+            problem: self.problem,
+            matched: self.matched.iter().map(|h| h.to_string()).collect(),
+            gaps: self.gaps.iter().copied().collect(),
             covered: self.covered.clone(),
         }
     }
@@ -169,9 +198,23 @@ impl CopyWatch {
         &self.origin
     }
 
-    /// The highest seq of the copy a trusted head vouches for.
+    /// The highest seq of the copy a trusted head vouches for, below every
+    /// finding that ends trust in it (the copy's check's last trusted head).
     pub fn verified(&self) -> Option<Head> {
-        self.verified
+        match self.problem {
+            None => self.verified,
+            Some(p) => self.matched.iter().rev().find(|h| h.seq < p).copied(),
+        }
+    }
+
+    /// Keeps a finding; one that ends trust at a seq lowers where trust ends.
+    fn found(&mut self, out: &mut Vec<Finding>, f: Finding) {
+        if f.kind.ends_trust()
+            && let Some(seq) = f.seq
+        {
+            self.problem = Some(self.problem.map_or(seq, |p| p.min(seq)));
+        }
+        out.push(f);
     }
 
     /// The last record in order.
@@ -205,7 +248,7 @@ impl CopyWatch {
         )
         .filter(|r: &Vec<InvalidRange>| !r.is_empty());
         v.findings = findings;
-        v.last_trusted = self.verified;
+        v.last_trusted = self.verified();
         v.unvouched = match (self.verified, self.position) {
             (Some(t), Some(p)) if p.seq > t.seq => Some((t.seq + 1, p.seq)),
             (None, Some(p)) => Some((self.covered.first_seq.unwrap_or(1), p.seq)),
@@ -224,41 +267,56 @@ impl CopyWatch {
     /// place in the chain, in seq order (what the run check reads).
     pub fn feed_with(&mut self, line: &[u8], place: &str, now: SystemTime, accepted: Accepted<'_>) -> Vec<Finding> {
         let mut out = Vec::new();
-        self.feed_one(line, place, now, &mut out, accepted);
+        self.feed_one(line, place, now, &mut out, accepted, None);
         out
     }
 
-    fn feed_one(&mut self, line: &[u8], place: &str, now: SystemTime, out: &mut Vec<Finding>, accepted: Accepted<'_>) {
+    /// `order`: when a record held ahead came (its place among arrivals).
+    fn feed_one(
+        &mut self,
+        line: &[u8],
+        place: &str,
+        now: SystemTime,
+        out: &mut Vec<Finding>,
+        accepted: Accepted<'_>,
+        order: Option<u64>,
+    ) {
         self.covered.records += 1;
+        let arrived = order.unwrap_or(self.covered.records);
         let record = match Record::parse(line) {
             Ok(r) => r,
             Err(e) => {
                 let seq = e.carried().map(|r| r.seq);
-                out.push(Finding::new(
-                    Kind::Altered,
-                    seq,
-                    format!("{place}: not a record of the chain: {e}"),
-                ));
+                self.found(
+                    out,
+                    Finding::new(Kind::Altered, seq, format!("{place}: not a record of the chain: {e}")),
+                );
                 return;
             }
         };
         if record.origin != self.origin {
-            out.push(Finding::new(
-                Kind::Foreign,
-                Some(record.seq),
-                format!("{place}: a record of origin {:?} (seq {})", record.origin, record.seq),
-            ));
+            self.found(
+                out,
+                Finding::new(
+                    Kind::Foreign,
+                    Some(record.seq),
+                    format!("{place}: a record of origin {:?} (seq {})", record.origin, record.seq),
+                ),
+            );
             return;
         }
         let (Some(hash), Some(prev)) = (
             Head::from_stored(1, record.hash.as_bytes()).map(|h| h.hash),
             PrevHash::parse(record.prev_hash.as_bytes()),
         ) else {
-            out.push(Finding::new(
-                Kind::Altered,
-                Some(record.seq),
-                format!("{place}: seq {} has a malformed hash or prev_hash", record.seq),
-            ));
+            self.found(
+                out,
+                Finding::new(
+                    Kind::Altered,
+                    Some(record.seq),
+                    format!("{place}: seq {} has a malformed hash or prev_hash", record.seq),
+                ),
+            );
             return;
         };
         let content = record.expected_hash();
@@ -272,7 +330,7 @@ impl CopyWatch {
             return;
         }
         if seq > next {
-            self.hold(seq, line, place, now, out);
+            self.hold(seq, line, place, now, out, arrived);
             return;
         }
         if content != hash {
@@ -285,7 +343,7 @@ impl CopyWatch {
                 f.expected = Some(hex(&content));
             }
             f.found = Some(hex(&hash));
-            out.push(f);
+            self.found(out, f);
         }
         if let Some(p) = self.position.filter(|p| p.hash[..] != *prev.as_bytes()) {
             let mut f = Finding::new(
@@ -295,7 +353,7 @@ impl CopyWatch {
             );
             f.expected = Some(hex(&p.hash));
             f.found = Some(record.prev_hash.to_string());
-            out.push(f);
+            self.found(out, f);
         }
         // It holds its place either way, as in the copy's check.
         accepted(&record);
@@ -306,8 +364,26 @@ impl CopyWatch {
         }
         // Whatever was waiting for it.
         if let Some(waiting) = self.take_ahead(seq + 1) {
+            // It came before this one: out of place (a copy has one order).
+            if waiting.order < arrived {
+                self.found(
+                    out,
+                    Finding::new(
+                        Kind::Reordered,
+                        Some(seq + 1),
+                        format!("{}: seq {} came before seq {seq} ({place})", waiting.place, seq + 1),
+                    ),
+                );
+            }
             self.covered.records -= 1;
-            self.feed_one(waiting.line.as_bytes(), &waiting.place, now, out, accepted);
+            self.feed_one(
+                waiting.line.as_bytes(),
+                &waiting.place,
+                now,
+                out,
+                accepted,
+                Some(waiting.order),
+            );
         }
     }
 
@@ -326,58 +402,78 @@ impl CopyWatch {
                     f.expected = Some(hex(h));
                     f.found = Some(hex(&hash));
                 }
-                out.push(f);
+                self.found(out, f);
             }
-            None if self.covered.first_seq.is_some_and(|f| seq < f) => {
-                // Below where the watch started: what it has not seen, it cannot compare.
-                out.push(Finding::new(
+            None if self.gaps.iter().any(|(a, b)| *a <= seq && seq <= *b) => self.found(
+                out,
+                Finding::new(
                     Kind::Reordered,
                     Some(seq),
-                    format!(
-                        "{place}: seq {seq} came after seq {}, long after its turn",
-                        self.position.map_or(0, |p| p.seq)
-                    ),
-                ));
-            }
-            None => out.push(Finding::new(
-                Kind::Duplicate,
-                Some(seq),
-                format!(
-                    "{place}: seq {seq} delivered again, far below the copy's position {} (verified through {})",
-                    self.position.map_or(0, |p| p.seq),
-                    self.verified.map_or(0, |h| h.seq)
+                    format!("{place}: seq {seq} came after later seqs, once it had been named missing"),
                 ),
-            )),
+            ),
+            None if self.covered.first_seq.is_some_and(|f| seq < f) => {
+                // Below where the watch started: what it has not seen, it cannot compare.
+                self.found(
+                    out,
+                    Finding::new(
+                        Kind::Reordered,
+                        Some(seq),
+                        format!(
+                            "{place}: seq {seq} came after seq {}, long after its turn",
+                            self.position.map_or(0, |p| p.seq)
+                        ),
+                    ),
+                );
+            }
+            None => self.found(
+                out,
+                Finding::new(
+                    Kind::Duplicate,
+                    Some(seq),
+                    format!(
+                        "{place}: seq {seq} delivered again, far below the copy's position {} (verified through {})",
+                        self.position.map_or(0, |p| p.seq),
+                        self.verified.map_or(0, |h| h.seq)
+                    ),
+                ),
+            ),
         }
     }
 
     /// A record ahead of its turn waits for the seqs before it.
-    fn hold(&mut self, seq: u64, line: &[u8], place: &str, now: SystemTime, out: &mut Vec<Finding>) {
+    fn hold(&mut self, seq: u64, line: &[u8], place: &str, now: SystemTime, out: &mut Vec<Finding>, order: u64) {
         if let Some(earlier) = self.ahead.get(&seq) {
             if earlier.line.as_bytes() != line {
-                out.push(Finding::new(
-                    Kind::Duplicate,
-                    Some(seq),
-                    format!(
-                        "{place}: seq {seq} delivered twice with different contents (first at {})",
-                        earlier.place
+                self.found(
+                    out,
+                    Finding::new(
+                        Kind::Duplicate,
+                        Some(seq),
+                        format!(
+                            "{place}: seq {seq} delivered twice with different contents (first at {})",
+                            earlier.place
+                        ),
                     ),
-                ));
+                );
             } else {
                 self.covered.identical_duplicates += 1;
             }
             return;
         }
         if self.ahead.len() >= MAX_AHEAD || self.ahead_bytes + line.len() > MAX_AHEAD_BYTES {
-            out.push(Finding::new(
-                Kind::Reordered,
-                Some(seq),
-                format!(
-                    "{place}: seq {seq} came while {} later records wait for seq {} (no room to hold it)",
-                    self.ahead.len(),
-                    self.position.map_or(1, |p| p.seq + 1)
+            self.found(
+                out,
+                Finding::new(
+                    Kind::Reordered,
+                    Some(seq),
+                    format!(
+                        "{place}: seq {seq} came while {} later records wait for seq {} (no room to hold it)",
+                        self.ahead.len(),
+                        self.position.map_or(1, |p| p.seq + 1)
+                    ),
                 ),
-            ));
+            );
             return;
         }
         self.ahead_bytes += line.len();
@@ -388,6 +484,7 @@ impl CopyWatch {
                 place: place.to_owned(),
                 came: unix(now),
                 reported: false,
+                order,
             },
         );
     }
@@ -424,6 +521,10 @@ impl CopyWatch {
             Some((hash, _)) if *hash == head.hash => {
                 self.covered.heads_matched += 1;
                 self.verified = Some(head);
+                self.matched.push_back(head);
+                if self.matched.len() > MATCHED_KEPT {
+                    self.matched.pop_front();
+                }
                 let keep_from = head.seq.saturating_sub(KEPT_BELOW);
                 self.tail = self.tail.split_off(&keep_from);
             }
@@ -439,7 +540,7 @@ impl CopyWatch {
                 );
                 f.expected = Some(head.hash_str().to_owned());
                 f.found = Some(hex(hash));
-                out.push(f);
+                self.found(out, f);
             }
             // Before the watch's first record: the scheduled check's to compare.
             None if self.covered.first_seq.is_none_or(|f| head.seq < f) => {}
@@ -454,7 +555,7 @@ impl CopyWatch {
                     ),
                 );
                 f.expected = Some(head.hash_str().to_owned());
-                out.push(f);
+                self.found(out, f);
             }
         }
     }
@@ -487,15 +588,26 @@ impl CopyWatch {
             );
             let waiting = self.take_ahead(first).expect("just seen");
             f.source = Some(waiting.place.clone());
-            out.push(f);
+            self.found(out, f);
             // Go on from the first held record, as if its predecessor were the one it names.
             if let Ok(r) = Record::parse(waiting.line.as_bytes())
                 && let Some(prev) = Head::from_stored(first - 1, r.prev_hash.as_bytes())
             {
                 self.position = Some(prev);
             }
+            self.gaps.push_back((next, first - 1));
+            if self.gaps.len() > GAPS_KEPT {
+                self.gaps.pop_front();
+            }
             self.covered.records -= 1;
-            self.feed_one(waiting.line.as_bytes(), &waiting.place, now, out, accepted);
+            self.feed_one(
+                waiting.line.as_bytes(),
+                &waiting.place,
+                now,
+                out,
+                accepted,
+                Some(waiting.order),
+            );
             for head in std::mem::take(&mut self.pending).into_values() {
                 if self.position.is_some_and(|p| head.seq <= p.seq) {
                     self.compare(head, out);
@@ -505,18 +617,15 @@ impl CopyWatch {
             }
             return;
         }
+        let grace = self.grace.as_secs();
         let waiting = self.ahead.get_mut(&first).expect("just seen");
-        if !waiting.reported && unix(now).saturating_sub(waiting.came) >= self.grace.as_secs() {
+        if !waiting.reported && unix(now).saturating_sub(waiting.came) >= grace {
             waiting.reported = true;
-            out.push(Finding::new(
-                Kind::Reordered,
-                Some(first),
-                format!(
-                    "{}: seq {first} came, but seq {next} has not after {}s: out of place or planted",
-                    waiting.place,
-                    self.grace.as_secs()
-                ),
-            ));
+            let message = format!(
+                "{}: seq {first} came, but seq {next} has not after {grace}s: out of place or planted",
+                waiting.place
+            );
+            self.found(out, Finding::new(Kind::Reordered, Some(first), message));
         }
     }
 }

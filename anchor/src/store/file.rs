@@ -158,12 +158,46 @@ impl Disk {
     /// something that is not a file was planted there (a directory), so the
     /// caller judges it as it judges any stranger (a head goes beside it).
     fn kept(&self, path: &Path) -> Result<PutOutcome, StoreError> {
-        match std::fs::read(path) {
+        match read_object(path) {
             Ok(bytes) => Ok(PutOutcome::AlreadyThere(bytes)),
             Err(e) if e.kind() == ErrorKind::IsADirectory => Ok(PutOutcome::AlreadyThere(Vec::new())),
             Err(e) => Err(self.io("cannot read", path, e)),
         }
     }
+}
+
+/// The most an object is read of: far above any note, tile or bundle, so a
+/// planted giant (or a link to /dev/zero) is judged by its first bytes.
+const MAX_OBJECT: u64 = 16 << 20;
+
+/// An object's bytes. Only a regular file is an object: opened without
+/// following a link and without blocking (a planted FIFO must not hang a
+/// reader), anything else reads as no bytes, which every reader judges as
+/// the garbage it is; at most [`MAX_OBJECT`] bytes (and one more, so a
+/// truncated giant never passes as whole).
+fn read_object(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW)
+        .open(path)
+    {
+        Ok(f) => f,
+        // ELOOP: a symbolic link where an object belongs.
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    if meta.is_dir() {
+        return Err(std::io::Error::from(ErrorKind::IsADirectory));
+    }
+    if !meta.is_file() {
+        return Ok(Vec::new());
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_OBJECT + 1).read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// `.<head name>.<pid>.<random>.tmp`: unique per writer, never a head name.
@@ -301,7 +335,7 @@ impl Disk {
 
     fn fetch(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let file = self.dir.join(key);
-        match std::fs::read(&file) {
+        match read_object(&file) {
             Ok(bytes) => Ok(Some(bytes)),
             // A directory where an object belongs is no object.
             Err(e)
@@ -454,6 +488,30 @@ mod tests {
     use super::*;
 
     use crate::test_run as run;
+
+    #[test]
+    fn only_a_regular_file_is_an_object_read_without_blocking_and_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        assert_eq!(
+            unsafe { libc::mkfifo(std::ffi::CString::new(fifo.to_str().unwrap()).unwrap().as_ptr(), 0o600) },
+            0
+        );
+        assert_eq!(
+            read_object(&fifo).unwrap(),
+            Vec::<u8>::new(),
+            "a FIFO is no object, and no hang"
+        );
+        let link = dir.path().join("zero");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        assert_eq!(read_object(&link).unwrap(), Vec::<u8>::new(), "a link is no object");
+        let big = dir.path().join("big");
+        std::fs::write(&big, vec![b'x'; (MAX_OBJECT + 10) as usize]).unwrap();
+        assert_eq!(read_object(&big).unwrap().len() as u64, MAX_OBJECT + 1);
+        let sub = dir.path().join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        assert_eq!(read_object(&sub).unwrap_err().kind(), ErrorKind::IsADirectory);
+    }
 
     #[test]
     fn a_kept_head_is_never_replaced_and_is_returned() {

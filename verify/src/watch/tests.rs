@@ -69,9 +69,12 @@ fn a_planted_record_is_named_at_once_and_the_copy_goes_on() {
     assert_eq!(kinds(&found), vec![(Kind::Fork, Some(7))]);
     let v = w.verdict(found);
     assert_eq!(v.ranges.as_ref().map(|r| (r[0].from, r[0].to)), Some((1, 7)));
-    // A later head the copy holds is matched.
+    // A later head the copy holds is matched, but trust in the copy ended
+    // at the first plant (seq 4): nothing is verified above it.
     assert_eq!(kinds(&w.trusted_head(head(&c, 12))), vec![]);
-    assert_eq!(w.verified().map(|h| h.seq), Some(12));
+    assert_eq!(w.state().verified.as_deref(), Some(head(&c, 12).to_string().as_str()));
+    assert_eq!(w.verified(), None);
+    assert_eq!(w.verdict(vec![]).last_trusted, None);
 }
 
 #[test]
@@ -111,9 +114,9 @@ fn a_record_ahead_waits_and_a_gap_is_named_once_a_head_vouches_past_it() {
     let c = chain(12);
     let mut w = CopyWatch::new("o", Duration::from_secs(10));
     feed(&mut w, &c[..3]);
-    // Seq 5 before seq 4: held, then both in order.
+    // Seq 5 before seq 4: held, then both take their place; seq 5 was out of place.
     assert_eq!(feed(&mut w, &c[4..5]), vec![]);
-    assert_eq!(feed(&mut w, &c[3..4]), vec![]);
+    assert_eq!(feed(&mut w, &c[3..4]), vec![(Kind::Reordered, Some(5))]);
     assert_eq!(w.position().map(|h| h.seq), Some(5));
     // Seqs 6 and 7 never come.
     assert_eq!(feed(&mut w, &c[7..10]), vec![]);
@@ -132,7 +135,9 @@ fn a_record_ahead_waits_and_a_gap_is_named_once_a_head_vouches_past_it() {
     assert_eq!(accepted, vec![8, 9, 10]);
     assert!(found[0].message.contains("seqs 6 to 7"), "{}", found[0].message);
     assert_eq!(w.position().map(|h| h.seq), Some(10));
-    assert_eq!(w.verified().map(|h| h.seq), Some(9));
+    // Head 9 matched the copy, but trust ends at the first finding (seq 5 out of place).
+    assert_eq!(w.state().verified, Some(head(&c, 9).to_string()));
+    assert_eq!(w.verified(), None);
 }
 
 #[test]
@@ -172,7 +177,8 @@ fn the_state_round_trips_and_refuses_garbage() {
         vec![(Kind::Duplicate, Some(5))]
     );
     assert_eq!(feed(&mut r, &c[6..]), vec![]);
-    assert_eq!(r.verified().map(|h| h.seq), Some(9));
+    // Head 9 is matched, but trust ends below the duplicate: head 4 stays the verified one.
+    assert_eq!(r.verified().map(|h| h.seq), Some(4));
 
     let mut bad = state.clone();
     bad.position = Some("6:zz".into());
@@ -203,4 +209,30 @@ fn records_held_ahead_are_bounded_in_bytes() {
     assert_eq!(kinds(&out)[0], (Kind::Gap, Some(2)));
     let state = w.state();
     assert!(state.ahead.is_empty());
+}
+
+#[test]
+fn a_swap_and_a_record_moved_to_the_end_are_out_of_place() {
+    let c = chain(10);
+    let mut w = CopyWatch::new("o", Duration::from_secs(10));
+    let mut swapped = c.clone();
+    swapped.swap(4, 5);
+    assert_eq!(feed(&mut w, &swapped), vec![(Kind::Reordered, Some(6))]);
+    let mut w = CopyWatch::new("o", Duration::from_secs(10));
+    let mut moved = c.clone();
+    let third = moved.remove(2);
+    moved.push(third);
+    assert_eq!(feed(&mut w, &moved), vec![(Kind::Reordered, Some(4))]);
+    w.trusted_head(head(&c, 10));
+    assert_eq!(w.verified(), None, "trust ends at the first record out of place");
+    // A record of a range named missing that comes later is out of place, not a repeat.
+    let mut w = CopyWatch::new("o", Duration::from_secs(10));
+    let mut late = c[..3].to_vec();
+    late.extend_from_slice(&c[5..]);
+    feed(&mut w, &late);
+    w.trusted_head(head(&c, 8));
+    let mut out = Vec::new();
+    w.settle(NOW, &mut out);
+    assert_eq!(kinds(&out), vec![(Kind::Gap, Some(4))]);
+    assert_eq!(feed(&mut w, &c[3..4]), vec![(Kind::Reordered, Some(4))]);
 }
