@@ -161,6 +161,8 @@ struct Monitor<'a> {
     /// The copy was read to its end at least once (an origin the store
     /// publishes for and the copy lacks is then missing from it).
     caught_up: bool,
+    /// When each origin's first record was read (this run).
+    first_seen: BTreeMap<String, Instant>,
 }
 
 /// Runs until `stop` is set, then saves the state and returns. Returns an
@@ -232,6 +234,7 @@ pub fn run(
         runtime,
         on_finding,
         caught_up: false,
+        first_seen: BTreeMap::new(),
     };
     tracing::info!(copy = %copy_name, store = %store_name, origins = m.watches.len(), resumed, "monitor started");
     let t = &input.timing;
@@ -278,6 +281,7 @@ impl Monitor<'_> {
         let grace = self.input.timing.grace;
         let watches = &mut self.watches;
         let runs = &mut self.runs;
+        let first_seen = &mut self.first_seen;
         let rules = self.input.runs.as_ref();
         let mut unplaced = Vec::new();
         let mut notices = Vec::new();
@@ -300,6 +304,12 @@ impl Monitor<'_> {
                 if !scope.takes(&origin) {
                     return;
                 }
+                // A name no origin can have (`..`, control characters, ...): never a label or a key.
+                if let Err(e) = chainship_core::parse_origin(&origin) {
+                    unplaced.push(Finding::new(Kind::Foreign, None, format!("{}: {e}", place())));
+                    return;
+                }
+                first_seen.entry(origin.clone()).or_insert_with(Instant::now);
                 let watch = watches
                     .entry(origin.clone())
                     .or_insert_with(|| CopyWatch::new(&origin, grace));
@@ -577,6 +587,25 @@ impl Monitor<'_> {
             .filter(|(o, _)| self.watches.get(*o).is_none_or(|w| w.position().is_none()))
             .filter_map(|(o, s)| s.newest.map(|(h, _)| (o.clone(), h)))
             .collect();
+        // The other way round: records of an origin the store vouches for
+        // nothing of (no head its own key signed), a grace after the first.
+        let unvouched: Vec<String> = self
+            .first_seen
+            .iter()
+            .filter(|(_, t)| t.elapsed() >= grace)
+            .filter(|(o, _)| self.stores.get(*o).is_none_or(|s| s.newest.is_none()))
+            .map(|(o, _)| o.clone())
+            .collect();
+        for origin in unvouched {
+            let f = Finding::new(
+                Kind::NoTrustedHead,
+                None,
+                format!(
+                    "the copy holds records of origin {origin}, and the store keeps no head its own key signed for it: nothing vouches for them"
+                ),
+            );
+            self.report(&origin, &f, None);
+        }
         for (origin, head) in missing {
             let f = Finding::new(
                 Kind::MissingCopy,

@@ -451,6 +451,19 @@ fn a_fleet_directory_is_watched_in_one_monitor() {
         found.iter().all(|f| f["origin"] != "fleet/a"),
         "fleet/a has no finding: {found:?}"
     );
+    // Records of an origin the store vouches for nothing of: named.
+    let evil: String = std::fs::read_to_string(copies.join("0.jsonl"))
+        .unwrap()
+        .lines()
+        .take(10)
+        .map(|l| l.replace("\"fleet/a\"", "\"evil/y\"") + "\n")
+        .collect();
+    std::fs::write(copies.join("evil.jsonl"), evil).unwrap();
+    wait_until(Duration::from_secs(30), "evil/y named", || {
+        findings(&out)
+            .iter()
+            .any(|f| f["origin"] == "evil/y" && f["kind"] == "no-trusted-head")
+    });
     signal(&mon, SIGTERM);
     assert_eq!(wait_with_limit(&mut mon, Duration::from_secs(20)).code(), Some(0));
 }

@@ -43,10 +43,13 @@ struct Disk {
 }
 
 impl FileStore {
+    /// The store in `dir`, named by its absolute path: a state file records
+    /// the store it verified, and `anchors` from one directory is not
+    /// `anchors` from another.
     pub fn new(dir: &Path) -> Self {
         FileStore {
             disk: Arc::new(Disk {
-                dir: dir.to_owned(),
+                dir: std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned()),
                 swept: Mutex::new(HashSet::new()),
             }),
         }
