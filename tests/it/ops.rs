@@ -247,37 +247,50 @@ fn a_follow_without_an_anchor_says_it_keeps_no_evidence_and_a_missing_store_is_n
     );
 }
 
-/// An anchor store that hangs (a FIFO stands in for a hung NFS or FUSE
-/// mount) is unready once nothing is kept past --unhealthy-after, and the
-/// follower still exits on SIGTERM.
-#[test]
-fn a_hung_anchor_store_turns_readiness_503_and_never_blocks_the_exit() {
+/// A hung anchor store (the S3 server frozen with SIGSTOP: connections
+/// accepted, nothing answered) turns readiness 503, liveness stays 200, and
+/// SIGTERM still ends the follower while the store hangs.
+#[tokio::test]
+async fn a_hung_anchor_store_turns_readiness_503_and_never_blocks_the_exit() {
+    let _services = services_exclusive().await;
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "h.db", 200);
-    let anchors = dir.path().join("anchors");
-    std::fs::create_dir_all(anchors.join("h/agentrt")).unwrap();
-    let fifo = anchors.join("h/agentrt/checkpoint");
-    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
-    assert!(made.success());
-    let (key, _) = keygen(dir.path(), "h/k", "k");
+    let bucket = locked_bucket("hung").await;
+    let (key, _) = keygen(dir.path(), "h/agentrt", "k");
     let port = free_port();
+    let mut writer = live_writer(&db, "100", &[]);
+    let mut cmd = bin();
+    s3_env(&mut cmd);
     let mut follower = KillOnDrop(
-        bin()
-            .args(["follow", "--db", path_str(&db), "--origin", "h/agentrt", "--from-start"])
+        cmd.args(["follow", "--db", path_str(&db), "--origin", "h/agentrt", "--from-start"])
             .args(["--sink", &format!("file:{}", path_str(&dir.path().join("out.jsonl")))])
             .args(["--cursor", path_str(&dir.path().join("cursor"))])
             .args([
                 "--anchor",
-                &format!("file:{}", path_str(&anchors)),
-                "--signing-key",
-                path_str(&key),
+                &format!("s3://{bucket}/heads"),
+                "--anchor-s3-endpoint",
+                &s3_endpoint(),
             ])
+            .args([
+                "--anchor-s3-path-style",
+                "--anchor-s3-region",
+                "us-east-1",
+                "--anchor-retain-days",
+                "2",
+            ])
+            .args(["--signing-key", path_str(&key), "--anchor-interval", "0s"])
             .args(["--unhealthy-after", "2s", "--shutdown-grace", "2s"])
             .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap(),
     );
+    let ready = Instant::now() + Duration::from_secs(30);
+    while http_get(port, "/readyz", READ).map(|r| r.0) != Some(200) {
+        assert!(Instant::now() < ready, "the follower never became ready");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _paused = Paused::new(service_pid("CHAINSHIP_TEST_S3_PID"));
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         assert!(
@@ -285,7 +298,7 @@ fn a_hung_anchor_store_turns_readiness_503_and_never_blocks_the_exit() {
             "readiness never turned 503 while anchoring hung"
         );
         if let Some((503, body)) = http_get(port, "/readyz", READ) {
-            assert!(body.contains("anchoring has kept no head"), "{body}");
+            assert!(body.contains("anchoring"), "{body}");
             break;
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -298,4 +311,43 @@ fn a_hung_anchor_store_turns_readiness_503_and_never_blocks_the_exit() {
     signal(&follower, SIGTERM);
     let status = wait_with_limit(&mut follower, Duration::from_secs(15));
     assert!(status.code().is_some(), "exited on SIGTERM: {status}");
+    let _ = stop_writer(&mut writer, &db);
+}
+
+/// A FIFO planted in a file anchor store (as its checkpoint pointer) no
+/// longer hangs the follower's anchoring: it reads as the garbage it is.
+#[test]
+fn a_fifo_in_a_file_anchor_store_never_hangs_the_follower() {
+    let dir = TempDir::new().unwrap();
+    let db = generate(dir.path(), "h.db", 200);
+    let anchors = dir.path().join("anchors");
+    std::fs::create_dir_all(anchors.join("h/agentrt")).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(anchors.join("h/agentrt/checkpoint"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let (key, _) = keygen(dir.path(), "h/k", "k");
+    let mut follower = KillOnDrop(
+        bin()
+            .args([
+                "follow",
+                "--db",
+                path_str(&db),
+                "--origin",
+                "h/agentrt",
+                "--from-start",
+                "--once",
+            ])
+            .args(["--sink", &format!("file:{}", path_str(&dir.path().join("out.jsonl")))])
+            .args(["--cursor", path_str(&dir.path().join("cursor"))])
+            .args(["--anchor", &format!("file:{}", path_str(&anchors))])
+            .args(["--signing-key", path_str(&key)])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let status = wait_with_limit(&mut follower, Duration::from_secs(30));
+    assert!(status.code().is_some(), "the follower ended on its own: {status}");
 }
