@@ -36,7 +36,8 @@ use chainship_anchor::note::VerifierKey;
 use chainship_anchor::store::OriginNames;
 use chainship_chain::record::Record;
 use chainship_chain::{Error, Head, Setting, permanent};
-use chainship_runs::{Profile, RunCheck, RunCheckConfig, RunEvent};
+use chainship_runs::affected::RecordEvent;
+use chainship_runs::{Profile, RunCheck, RunCheckConfig};
 use chainship_sinks::file_tail::Notice;
 use chainship_sinks::tail::CopyTail;
 use chainship_sinks::{Shard, SinkConfig};
@@ -667,15 +668,10 @@ impl Monitor<'_> {
 
 /// A record that took its place, to the run check.
 fn feed_run_check(check: &mut RunCheck, r: &Record<'_>) {
-    let fields = ["run_id", "step_id", "at", "type", "payload_json"].map(|f| r.field_bytes(f).unwrap_or_default());
-    check.feed(&RunEvent {
-        seq: r.seq,
-        run_id: &fields[0],
-        step_id: &fields[1],
-        at: &fields[2],
-        kind: &fields[3],
-        payload: &fields[4],
-    });
+    // A record whose fields cannot be decoded was named altered by its watch.
+    if let Some(event) = RecordEvent::of(r) {
+        check.feed(&event.event(r.seq));
+    }
 }
 
 fn encode_b64(bytes: &[u8]) -> String {
