@@ -79,6 +79,17 @@ pub fn verdict_json<C>(v: &Verdict<C>) -> Value {
         "unvouched": v.unvouched.map(|(first, last)| json!({"from": first, "to": last, "records": v.unvouched_count()})),
         "invalid_ranges": v.ranges.as_ref().map(|rs| rs.iter().map(affected::range_json).collect::<Vec<_>>()),
         "affected": v.touched.as_ref().map(affected::json),
+        "redacted": v.redacted.iter().map(|r| json!({"seq": r.seq, "statement": r.statement, "key": r.key, "reason": r.reason})).collect::<Vec<_>>(),
+    })
+}
+
+/// One line per seq accepted as redacted.
+pub fn redacted_lines<C>(v: &Verdict<C>) -> impl Iterator<Item = String> + '_ {
+    v.redacted.iter().map(|r| {
+        format!(
+            "redacted: seq {} (payload withheld; statement {}, key {:?}: {})",
+            r.seq, r.statement, r.key, r.reason
+        )
     })
 }
 
@@ -96,6 +107,9 @@ pub fn with(mut doc: Value, fields: Value) -> Value {
 pub fn print_verdict<C>(v: &Verdict<C>, ok: &str) {
     for w in &v.warnings {
         outln!("warning: {w}");
+    }
+    for line in redacted_lines(v) {
+        outln!("{line}");
     }
     print_findings(&v.findings, "", ok, v.last_trusted);
     for line in v.touched.iter().flat_map(affected::lines) {

@@ -78,6 +78,7 @@ pub fn with_input<T>(
     f: impl FnOnce(&CopyInput<'_>) -> Result<T, chainship_chain::Error>,
 ) -> Result<T, CliError> {
     let keys = args.trust.load()?;
+    let redaction_keys = args.trust.redaction_keys(&keys)?;
     let policy = args.trust.witness_policy(&args.witness)?;
     let origin = match origin_of(args)? {
         Ok(origin) => origin,
@@ -91,6 +92,7 @@ pub fn with_input<T>(
         keys: &keys,
         witness: policy.as_ref().map(|p| (p, args.witness.witness_grace)),
         open_store: &|| args.anchor.open(url, None),
+        redaction_keys: &redaction_keys,
     };
     f(&input).map_err(|e| CliError::from_kind(&e))
 }

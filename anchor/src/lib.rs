@@ -8,7 +8,8 @@
 //! layout in [`store::layout`]), publishing one head ([`publish`]), and the
 //! transparency log beside the heads: signed C2SP checkpoints
 //! ([`checkpoint`]) and tiles published write-once ([`log_publish`]) and
-//! read back ([`tile_reader`]). When to publish is the follower's business;
+//! read back ([`tile_reader`]), and the signed statements that withhold one
+//! event's payload ([`redaction`]). When to publish is the follower's business;
 //! judging what was published is `chainship-verify`'s.
 
 pub mod checkpoint;
@@ -19,6 +20,7 @@ pub mod log_publish;
 pub mod note;
 pub mod policy;
 pub mod publish;
+pub mod redaction;
 pub mod signed_head;
 pub mod signer;
 pub mod store;

@@ -7,10 +7,12 @@
 //! exactly one place: the event itself (or, for a removed event, the next).
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::event::EventRef;
 use crate::hash::HexHash;
 use crate::head::Head;
+use crate::redaction::{Redactions, fields_digest};
 
 /// Why an event breaks the chain.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,6 +158,10 @@ pub struct ChainCheck {
     /// Stored hash of the previous event (empty before the first).
     prev_hash: Vec<u8>,
     checked: u64,
+    /// Seqs whose payload may no longer hash, where a trusted statement says so.
+    redactions: Option<Arc<Redactions>>,
+    /// The seqs accepted as redacted, in order.
+    redacted: Vec<u64>,
 }
 
 impl ChainCheck {
@@ -179,7 +185,48 @@ impl ChainCheck {
             prev_seq: seq,
             prev_hash,
             checked: 0,
+            redactions: None,
+            redacted: Vec::new(),
         }
+    }
+
+    /// The same walk, accepting the redactions trusted statements cover
+    /// ([`Redactions::accepts`]): such a row's stored hash is taken as its
+    /// hash, the payload being withheld.
+    pub fn with_redactions(mut self, redactions: Option<Arc<Redactions>>) -> Self {
+        self.redactions = redactions.filter(|r| !r.is_empty());
+        self
+    }
+
+    /// The redactions this walk accepts.
+    pub fn redactions(&self) -> Option<&Arc<Redactions>> {
+        self.redactions.as_ref()
+    }
+
+    /// The seqs accepted as redacted so far.
+    pub fn redacted(&self) -> &[u64] {
+        &self.redacted
+    }
+
+    /// Whether `event`, whose payload does not hash to its stored hash, is
+    /// a redaction a trusted statement covers.
+    fn redacted_here(&self, event: &EventRef<'_>) -> bool {
+        self.redactions.as_ref().is_some_and(|r| {
+            r.get(event.seq).is_some()
+                && crate::hash::is_hex_hash(event.hash)
+                && r.accepts(
+                    event.seq,
+                    event.hash,
+                    &fields_digest(
+                        &self.prev_hash,
+                        event.seq,
+                        event.run_id,
+                        event.step_id,
+                        event.at,
+                        event.kind,
+                    ),
+                )
+        })
     }
 
     /// The last event that checked out (or the starting head).
@@ -199,12 +246,18 @@ impl ChainCheck {
 
     /// Checks the next event. On success it becomes the last good head.
     pub fn check(&mut self, event: &EventRef<'_>) -> Result<Head, Box<ChainBreak>> {
-        let expected = event.expected_hash(&self.prev_hash);
+        let mut expected = event.expected_hash(&self.prev_hash);
         let expected_seq = self.next_seq();
         let kind = if event.seq != expected_seq {
             Some(BreakKind::SeqGap { expected_seq })
         } else if event.hash != expected {
-            Some(BreakKind::HashMismatch)
+            if self.redacted_here(event) {
+                self.redacted.push(event.seq);
+                expected.copy_from_slice(event.hash);
+                None
+            } else {
+                Some(BreakKind::HashMismatch)
+            }
         } else {
             None
         };
@@ -273,6 +326,64 @@ mod tests {
         assert_eq!(err.seq, 2);
         assert_eq!(err.kind, BreakKind::SeqGap { expected_seq: 1 });
         assert_eq!(err.last_good, None);
+    }
+
+    #[test]
+    fn a_blanked_payload_passes_only_where_a_statement_names_it() {
+        use crate::redaction::{Covered, Redactions};
+        let batch = chain(4);
+        let third = batch.get(2).unwrap();
+        let second_hash = batch.get(1).unwrap().hash.to_vec();
+        let blanked = EventRef {
+            payload_json: b"{}",
+            ..third
+        };
+        let covered = |fields_of: &EventRef<'_>| Covered {
+            hash: third.hash.try_into().unwrap(),
+            fields: fields_digest(
+                &second_hash,
+                3,
+                fields_of.run_id,
+                fields_of.step_id,
+                fields_of.at,
+                fields_of.kind,
+            ),
+            statement: "redactions/3".into(),
+            key: "erasure".into(),
+            reason: "a token".into(),
+        };
+        let walk = |r: Option<Redactions>, third: EventRef<'_>| {
+            let mut walk = ChainCheck::from_start().with_redactions(r.map(Arc::new));
+            let mut out = Vec::new();
+            for ev in [
+                batch.get(0).unwrap(),
+                batch.get(1).unwrap(),
+                third,
+                batch.get(3).unwrap(),
+            ] {
+                out.push(walk.check(&ev).map(|h| h.seq).map_err(|b| b.seq));
+            }
+            (out, walk.redacted().to_vec())
+        };
+        // Without a statement: the break it always was.
+        assert_eq!(walk(None, blanked).0[2], Err(3));
+        // With one: accepted, named, and the next event links to the stored hash.
+        let mut r = Redactions::default();
+        r.insert(3, covered(&third));
+        assert_eq!(
+            walk(Some(r.clone()), blanked),
+            (vec![Ok(1), Ok(2), Ok(3), Ok(4)], vec![3])
+        );
+        // A statement does not cover another field changed with the payload.
+        let retyped = EventRef {
+            kind: b"other",
+            ..blanked
+        };
+        assert_eq!(walk(Some(r.clone()), retyped).0[2], Err(3));
+        // Nor another seq.
+        let mut elsewhere = Redactions::default();
+        elsewhere.insert(2, covered(&third));
+        assert_eq!(walk(Some(elsewhere), blanked).0[2], Err(3));
     }
 
     #[test]

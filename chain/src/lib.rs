@@ -12,7 +12,8 @@
 //! ([`payload`], [`time`]), the one table of a runtime's event types and the
 //! part each plays, shared by the run check and the SIEM mapping ([`profile`]), and the error vocabulary
 //! every crate speaks ([`error`]), and replacing a small file whole
-//! ([`atomic_file`]). It never writes a database.
+//! ([`atomic_file`]), and what a redacted event must still match
+//! ([`redaction`]). It never writes a database.
 
 pub mod access;
 pub mod atomic_file;
@@ -28,6 +29,7 @@ pub mod profile;
 pub mod ranges;
 pub mod read_ahead;
 pub mod record;
+pub mod redaction;
 pub mod schema;
 pub mod time;
 pub mod walk;

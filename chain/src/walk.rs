@@ -37,6 +37,9 @@ pub struct WalkPlan {
     /// The fewest events worth a segment of their own; 0 = 65,536 (below
     /// that a thread costs more than it saves). Tests set it low.
     pub segment_events: u64,
+    /// Rows whose payload may no longer hash, where a trusted redaction
+    /// statement names their seq, hash and other fields.
+    pub redactions: Option<std::sync::Arc<crate::redaction::Redactions>>,
 }
 
 /// How one kept head compares with the database.
@@ -87,6 +90,8 @@ pub struct WalkReport {
     /// With [`WalkPlan::tree`]: the tree of the stored hashes up to the
     /// last good event, for roots at any size.
     pub tree: Option<TreeGroups>,
+    /// The seqs accepted as redacted ([`WalkPlan::redactions`]), ascending.
+    pub redacted: Vec<u64>,
 }
 
 /// The tree of the stored hashes a walk checked, kept as the roots of its
@@ -174,7 +179,9 @@ pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -
         from = *seq;
         before = row_before(from)?;
     }
-    let start = before.map_or_else(ChainCheck::from_start, |(seq, hash)| ChainCheck::resume(seq, &hash));
+    let start = before
+        .map_or_else(ChainCheck::from_start, |(seq, hash)| ChainCheck::resume(seq, &hash))
+        .with_redactions(plan.redactions.clone());
     // A walk by `seq > after` never sees rows with seq NULL, 0 or below.
     let unreachable_seq = if from == 1 { db.first_unreachable_seq()? } else { None };
     let (db_head, head_readable) = match db.head() {
@@ -301,6 +308,7 @@ pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -
         heads,
         roots: Vec::new(),
         tree: None,
+        redacted: Vec::new(),
     };
     let mut groups = Vec::new();
     let mut last_seen = None;
@@ -318,6 +326,7 @@ pub fn walk_chain(db: EventDb, plan: &WalkPlan, progress: &mut dyn FnMut(u64)) -
         last_seen = segment.last_seen.or(last_seen);
         report.last_good = segment.last_good;
         report.heads.extend(segment.heads);
+        report.redacted.extend(segment.redacted);
         unreached.extend(segment.unreached);
         groups.extend(segment.groups);
         if segment.chain_break.is_some() || segment.damage.is_some() {
@@ -394,6 +403,8 @@ struct Segment {
     unreached: Vec<Head>,
     /// The root of each whole group of entries the segment checked.
     groups: Vec<Hash>,
+    /// Seqs accepted as redacted.
+    redacted: Vec<u64>,
 }
 
 /// Segments per thread: enough that threads finishing at different times
@@ -461,7 +472,8 @@ fn walk_segment(
         None
     } else {
         match db.last_row_in(from, range.after) {
-            Ok(found) => found.map(|(seq, hash)| ChainCheck::resume(seq, &hash)),
+            Ok(found) => found
+                .map(|(seq, hash)| ChainCheck::resume(seq, &hash).with_redactions(first_start.redactions().cloned())),
             Err(e) => {
                 out.start_error = Some(e);
                 out.unreached = heads;
@@ -579,6 +591,7 @@ impl SegmentWalker<'_> {
         let mut out = self.out;
         out.checked = self.check.checked();
         out.last_good = self.check.last_good();
+        out.redacted = self.check.redacted().to_vec();
         out.unreached = self.heads.copied().collect();
         out
     }

@@ -64,6 +64,8 @@ pub struct CopyInput<'a> {
     pub witness: Option<(&'a WitnessPolicy, Duration)>,
     /// Opens the anchor store; called once for each thread that reads it.
     pub open_store: &'a (dyn Fn() -> Arc<AnchorStore> + Sync),
+    /// The keys that may authorize erasure: tombstones their statements cover pass.
+    pub redaction_keys: &'a [VerifierKey],
 }
 
 /// Whose copy it is.
@@ -158,7 +160,8 @@ pub fn read_checked(
     let runtime = new_runtime()?;
     let store = (input.open_store)();
     let (sender, vouchers) = copy::channel();
-    let mut copy = CopyCheck::new(origin, &expect, vouchers);
+    let redactions = runtime.block_on(chainship_verify::redactions::load(&store, origin, input.redaction_keys))?;
+    let mut copy = CopyCheck::new(origin, &expect, vouchers).with_redactions(redactions);
     let (read, pass) = std::thread::scope(|scope| {
         let pass = scope.spawn(|| {
             let mut sender = sender;

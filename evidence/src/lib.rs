@@ -9,13 +9,15 @@
 //! from the copy up to its last trusted head: [`restore`], written through
 //! [`new_database`], the only place chainship makes an events database from
 //! a copy). [`bundle`] is one run's evidence: its records with a proof
-//! each, checked offline (`evidence`, `check-evidence`).
+//! each, checked offline (`evidence`, `check-evidence`). [`redact`] takes a
+//! logged secret out of a copy while it stays evidence (`redact`).
 
 pub mod bundle;
 pub mod copy;
 pub mod diff;
 pub mod fleet;
 pub mod new_database;
+pub mod redact;
 pub mod restore;
 pub mod run_events;
 

@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use chainship_chain::record::Record;
+use chainship_chain::redaction::Redactions;
 use chainship_chain::{Error, EventDb, Head, OpenOptions, WalkPlan, integrity, permanent, walk_chain};
 use chainship_runs::affected::RecordEvent;
 
@@ -24,6 +25,16 @@ pub struct Restore {
     db: NewDatabase,
     to: Option<u64>,
     write_error: Option<Error>,
+    /// The seqs trusted redaction statements cover: their rows get a
+    /// placeholder payload, whatever the copy still holds.
+    redactions: Option<std::sync::Arc<Redactions>>,
+    placeholders: Vec<u64>,
+}
+
+/// The payload a restored row of a redacted event holds: it names the
+/// statement, and (by design) no longer hashes to the row's stored hash.
+pub fn placeholder(statement: &str) -> String {
+    format!("{{\"redacted\":\"{statement}\"}}")
 }
 
 /// A restore's verdict: the copy's, and what was written.
@@ -37,8 +48,10 @@ pub struct RestoreCovered {
 }
 
 /// What was restored.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Restored {
+    /// The rows written with a placeholder payload (redacted), ascending.
+    pub placeholders: Vec<u64>,
     /// The last seq written (events 1 to it).
     pub end: u64,
     pub last_trusted: Head,
@@ -61,6 +74,12 @@ pub fn restore(
     restored: &mut dyn FnMut(),
 ) -> Result<RestoreVerdict, Error> {
     let mut restore = Restore::create(out, to)?;
+    let loaded = crate::copy::new_runtime()?.block_on(chainship_verify::redactions::load(
+        &(input.open_store)(),
+        input.origin,
+        input.redaction_keys,
+    ))?;
+    restore.redactions = loaded.shared();
     let outcome = copy::read_checked(input, CopyExpectations::default(), &mut |record| {
         if restore.take(record) {
             restored();
@@ -86,6 +105,8 @@ impl Restore {
             db: NewDatabase::create(out).map_err(at_out)?,
             to,
             write_error: None,
+            redactions: None,
+            placeholders: Vec::new(),
         })
     }
 
@@ -102,7 +123,18 @@ impl Restore {
         {
             return false;
         }
-        match self.db.insert(record) {
+        let covered = self.redactions.as_ref().and_then(|r| r.get(record.seq));
+        let written = match covered {
+            Some(c) if c.hash[..] == *record.hash.as_bytes() => {
+                let mut blanked = record.tombstone(&c.statement);
+                blanked.payload_json = placeholder(&c.statement).into();
+                blanked.redacted = None;
+                self.placeholders.push(record.seq);
+                self.db.insert(&blanked)
+            }
+            _ => self.db.insert(record),
+        };
+        match written {
             Ok(()) => true,
             Err(e) => {
                 self.write_error = Some(e);
@@ -136,9 +168,11 @@ impl Restore {
             trusted.seq.min(limit)
         };
         self.db.complete(end).map_err(at_out)?;
-        recheck(&self.db, end, trusted)?;
+        recheck(&self.db, end, trusted, self.redactions.clone())?;
+        self.placeholders.retain(|s| *s <= end);
         self.db.place().map_err(at_out)?;
         let restored = Restored {
+            placeholders: std::mem::take(&mut self.placeholders),
             end,
             last_trusted: trusted,
             unanchored_written: end.saturating_sub(trusted.seq),
@@ -167,7 +201,12 @@ fn at_out(e: Error) -> Error {
     }
 }
 
-fn recheck(db: &NewDatabase, end: u64, trusted: Head) -> Result<(), Error> {
+fn recheck(
+    db: &NewDatabase,
+    end: u64,
+    trusted: Head,
+    redactions: Option<std::sync::Arc<Redactions>>,
+) -> Result<(), Error> {
     let failed = |why: String| integrity!("{}: the restored database {why}", db.temp_path().display());
     let opened = EventDb::open(db.temp_path(), &OpenOptions::default()).map_err(|e| failed(e.to_string()))?;
     let plan = WalkPlan {
@@ -175,6 +214,7 @@ fn recheck(db: &NewDatabase, end: u64, trusted: Head) -> Result<(), Error> {
         to: Some(end),
         heads: (trusted.seq <= end).then_some(trusted).into_iter().collect(),
         roots_at: Vec::new(),
+        redactions,
         ..WalkPlan::default()
     };
     let report = walk_chain(opened, &plan, &mut |_| {}).map_err(|e| failed(e.to_string()))?;

@@ -490,6 +490,7 @@ impl Monitor<'_> {
                 allow_no_heads: true,
                 max_unvouched: u64::MAX,
                 touched: None,
+                redaction_keys: &[],
             },
             &mut |_, _| {},
         )?;

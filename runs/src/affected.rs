@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 /// they travel so), for the run rules.
 pub struct RecordEvent<'a> {
     fields: [Cow<'a, [u8]>; 5],
+    redacted: bool,
 }
 
 impl<'a> RecordEvent<'a> {
@@ -26,6 +27,7 @@ impl<'a> RecordEvent<'a> {
         };
         Some(RecordEvent {
             fields: [a, b, c, d, e],
+            redacted: r.is_tombstone(),
         })
     }
 
@@ -38,6 +40,7 @@ impl<'a> RecordEvent<'a> {
             at,
             kind,
             payload,
+            redacted: self.redacted,
         }
     }
 }

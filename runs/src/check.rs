@@ -51,6 +51,8 @@ const MAX_HELD: usize = 24 << 20;
 /// hash (still one id per id), so a hostile log cannot grow the state by
 /// making them long.
 const MAX_ID: usize = 128;
+/// "Content redacted" notes kept (the rest are counted).
+const MAX_REDACTED_NOTES: usize = 1000;
 
 /// Bytes of a long id kept in its short form (less up to 3 to end on a
 /// character): with the length and hash after it, the short form is
@@ -85,6 +87,10 @@ pub struct RunEvent<'a> {
     pub at: &'a [u8],
     pub kind: &'a [u8],
     pub payload: &'a [u8],
+    /// The payload was withheld (a tombstone a redaction statement
+    /// covers): the event keeps its type and place, and a rule that needs
+    /// its payload says "content redacted" instead of a finding.
+    pub redacted: bool,
 }
 
 impl<'a> From<&EventRef<'a>> for RunEvent<'a> {
@@ -96,6 +102,7 @@ impl<'a> From<&EventRef<'a>> for RunEvent<'a> {
             at: e.at,
             kind: e.kind,
             payload: e.payload_json,
+            redacted: false,
         }
     }
 }
@@ -172,6 +179,10 @@ struct Step {
     starts: u32,
     /// Boxed: most steps have none, and a step is kept per open step.
     tool: Option<Box<Pending>>,
+    /// An event of this step had its payload withheld: what the rules
+    /// would say of this step from payloads is "content redacted".
+    #[serde(default)]
+    content_redacted: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -429,6 +440,10 @@ pub struct RunCheck {
     roles: Map<&'static [u8], Role>,
     newest_at: Option<i64>,
     findings: Vec<RunFinding>,
+    /// What a rule would have said of a step whose payload was withheld:
+    /// not a finding ("content redacted"); the first few kept, all counted.
+    content_redacted: Vec<RunFinding>,
+    content_redacted_count: u64,
     /// Runs and calls that fell silent since the last take (provisional).
     newly_silent: Vec<RunFinding>,
     summaries: Vec<RunSummary>,
@@ -483,6 +498,8 @@ impl RunCheck {
                 .collect(),
             newest_at: None,
             findings: Vec::new(),
+            content_redacted: Vec::new(),
+            content_redacted_count: 0,
             newly_silent: Vec::new(),
             summaries: Vec::new(),
             totals: HashMap::new(),
@@ -565,6 +582,25 @@ impl RunCheck {
         tool: Option<String>,
         message: String,
     ) {
+        let redacted = self
+            .runs
+            .get(run_id)
+            .and_then(|r| r.steps.get(step_id))
+            .is_some_and(|s| s.content_redacted);
+        if redacted {
+            self.content_redacted_count += 1;
+            if self.content_redacted.len() < MAX_REDACTED_NOTES {
+                self.content_redacted.push(RunFinding {
+                    kind,
+                    run_id: run_id.to_owned(),
+                    step_id: step_id.to_owned(),
+                    seq,
+                    tool,
+                    message: format!("content redacted: {message}"),
+                });
+            }
+            return;
+        }
         *self.totals.entry(kind).or_default() += 1;
         if let Some(run) = self.runs.get_mut(run_id) {
             run.findings += 1;
@@ -587,6 +623,12 @@ impl RunCheck {
         if let Some(t) = millis(at) {
             self.newest_at = Some(self.newest_at.map_or(t, |n| n.max(t)));
         }
+    }
+
+    /// What the rules would have said of steps whose payload was withheld
+    /// (the first few), and how many there were in all.
+    pub fn content_redacted(&self) -> (&[RunFinding], u64) {
+        (&self.content_redacted, self.content_redacted_count)
     }
 
     pub fn feed(&mut self, e: &RunEvent<'_>) {
@@ -705,7 +747,10 @@ impl RunCheck {
                 );
             }
         }
-        let payload = if role.reads_payload() {
+        if e.redacted && role.reads_payload() {
+            self.step(run_id, step_id).content_redacted = true;
+        }
+        let payload = if role.reads_payload() && !e.redacted {
             Payload::parse(e.payload)
         } else {
             Payload::default()

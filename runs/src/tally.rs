@@ -26,6 +26,10 @@ pub struct RunTally {
     pub the_run: Option<RunSummary>,
     /// What made the read not whole: the first, and how many.
     pub not_whole: Option<(String, u64)>,
+    /// What a rule would have said of steps whose payload was withheld
+    /// (redacted): the first few, and how many.
+    pub content_redacted: Vec<RunFinding>,
+    pub content_redacted_count: u64,
 }
 
 impl RunTally {
@@ -54,6 +58,11 @@ impl RunTally {
             if shown && self.findings.len() < FINDINGS_KEPT {
                 self.findings.push(f);
             }
+        }
+        let (notes, count) = check.content_redacted();
+        self.content_redacted_count = count;
+        if self.content_redacted.len() < notes.len().min(FINDINGS_KEPT) {
+            self.content_redacted = notes[..notes.len().min(FINDINGS_KEPT)].to_vec();
         }
         let summaries = check.take_summaries();
         for s in &summaries {

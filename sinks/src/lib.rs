@@ -24,6 +24,7 @@ pub mod s3;
 pub mod shared;
 pub mod stdout;
 pub mod tail;
+pub mod tombstone;
 
 pub use batch::{Batch, RecordMeta};
 pub use config::{SinkConfig, SinkUrlError};

@@ -218,6 +218,11 @@ pub struct TrustArgs {
     /// must meet. Adds to --trusted-key; replaces --witness-key/--witness-quorum.
     #[arg(long, value_name = "FILE")]
     pub policy: Option<std::path::PathBuf>,
+    /// A key that may authorize erasure (NAME+KEYID+BASE64, made by `keygen`), or a file of them:
+    /// a tombstone, or a row whose payload was blanked, passes as redacted where a statement it
+    /// signed in the anchor store names that origin, seq, hash and other fields. Never a head key.
+    #[arg(long = "redaction-key", value_name = "KEY|FILE", value_delimiter = ',')]
+    pub redaction_keys: Vec<String>,
 }
 
 impl SigningArgs {
@@ -245,6 +250,27 @@ impl TrustArgs {
         };
         if let Some(policy) = policy {
             keys.extend(policy.logs.iter().map(|k| chainship_anchor::VerifierKey::any_name(*k)));
+        }
+        Ok(keys)
+    }
+
+    /// The `--redaction-key` keys (none: no redaction is accepted), refused
+    /// with the flag named, and refused when one is a key trusted for heads
+    /// (`head_keys`): whoever signs heads must not also authorize erasure.
+    pub fn redaction_keys(
+        &self,
+        head_keys: &[chainship_anchor::VerifierKey],
+    ) -> Result<Vec<chainship_anchor::VerifierKey>, CliError> {
+        if self.redaction_keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys = chainship_anchor::keys::load_trusted(&self.redaction_keys)
+            .map_err(|e| CliError::usage(format!("--redaction-key {e}")))?;
+        if let Some(k) = keys.iter().find(|k| head_keys.iter().any(|h| h.key == k.key)) {
+            return Err(CliError::usage(format!(
+                "--redaction-key {:?} is also a key trusted for heads: a redaction key must be its own (chainship keygen)",
+                k.name
+            )));
         }
         Ok(keys)
     }

@@ -135,6 +135,7 @@ pub fn run(cmd: &AnchorCommand) -> CmdResult {
 
 fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
     let keys = args.common.trust.load()?;
+    let redaction_keys = args.common.trust.redaction_keys(&keys)?;
     let policy = args.common.trust.witness_policy(&args.witness)?;
     let origin = args.common.origin.get()?;
     let store = args.common.store.open(args.common.store.url()?, None);
@@ -163,6 +164,7 @@ fn verify(args: &AnchorVerifyArgs, job: &mut JobReport) -> CmdResult {
             allow_no_heads: args.no_heads.allow_no_heads,
             max_unvouched: args.unvouched.max_unvouched,
             touched: args.rules.touched()?,
+            redaction_keys: &redaction_keys,
         },
         &mut |done, total| {
             bar.set_length(total);

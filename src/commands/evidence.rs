@@ -153,6 +153,7 @@ pub fn run(args: &EvidenceArgs) -> CmdResult {
         },
     };
     let open_store = || args.anchor.open(url, None);
+    let redaction_keys = args.trust.redaction_keys(&keys)?;
     let copy_source = args.source.as_ref().map(|s| args.sink.apply(s));
     let copy_input = copy_source.as_ref().map(|source| CopyInput {
         source: source.into(),
@@ -160,6 +161,7 @@ pub fn run(args: &EvidenceArgs) -> CmdResult {
         keys: &keys,
         witness: witnesses.as_ref().map(|p| (p, args.witness.witness_grace)),
         open_store: &open_store,
+        redaction_keys: &redaction_keys,
     });
     let db;
     let source = match &copy_input {

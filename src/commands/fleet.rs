@@ -20,6 +20,7 @@ pub fn verify_export(args: &VerifyExportArgs) -> CmdResult {
 fn check(args: &VerifyExportArgs, job: &mut JobReport) -> CmdResult {
     let copy = &args.copy;
     let keys = copy.trust.load()?;
+    let redaction_keys = copy.trust.redaction_keys(&keys)?;
     let policy = copy.trust.witness_policy(&copy.witness)?;
     let url = copy.anchor.url()?;
     let source = copy.sink.apply(&copy.source);
@@ -40,6 +41,7 @@ fn check(args: &VerifyExportArgs, job: &mut JobReport) -> CmdResult {
             max_unvouched: args.unvouched.max_unvouched,
         },
         spill_dir: args.fleet.spill_dir.as_deref(),
+        redaction_keys: &redaction_keys,
     };
     let mut progress = |p: FleetProgress<'_>| match p {
         FleetProgress::Read(n) => tracing::info!(records = n, "fleet pass: reading the shared copy"),

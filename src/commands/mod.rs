@@ -15,6 +15,7 @@ pub mod generate;
 pub mod keygen;
 pub mod monitor;
 pub mod prove;
+pub mod redact;
 pub mod restore;
 pub mod runs;
 pub mod verify;

@@ -66,8 +66,8 @@ pub fn run(args: &RestoreArgs) -> CmdResult {
         })
     })?;
     bar.finish_and_clear();
-    match verdict.covered.restored {
-        Some(restored) => print(args, &verdict, &restored),
+    match &verdict.covered.restored {
+        Some(restored) => print(args, &verdict, restored),
         None => refuse(args, &verdict),
     }
     Ok(crate::exit::of(&verdict))
@@ -111,6 +111,7 @@ fn print(args: &RestoreArgs, v: &RestoreVerdict, r: &Restored) {
         doc["restored_end_seq"] = r.end.into();
         doc["unanchored_written"] = r.unanchored_written.into();
         doc["unanchored_not_written"] = r.unanchored_left.into();
+        doc["placeholders"] = r.placeholders.clone().into();
         doc["last_trusted_head"] = json!({"seq": head.seq, "hash": head.hash_str()});
         outln!("{doc}");
         return;
@@ -125,6 +126,15 @@ fn print(args: &RestoreArgs, v: &RestoreVerdict, r: &Restored) {
         r.end,
         args.out.display()
     );
+    for line in report::redacted_lines(v) {
+        outln!("{line}");
+    }
+    if !r.placeholders.is_empty() {
+        outln!(
+            "placeholders: seq(s) {} were written with a placeholder payload naming their redaction statement (verify the restored database with --redaction-key)",
+            r.placeholders.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+        );
+    }
     if r.unanchored_written > 0 {
         outln!(
             "unanchored: seqs {} to {} were written: their chain is intact, but no signed head covers them yet",

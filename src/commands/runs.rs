@@ -184,6 +184,8 @@ impl<'a> Report<'a> {
                 "side_effects": t.side_effects,
                 "status": status,
                 "not_whole": t.not_whole.as_ref().map(|(first, n)| json!({"first": first, "count": n})),
+                "content_redacted": t.content_redacted.iter().map(finding_json).collect::<Vec<_>>(),
+                "content_redacted_total": t.content_redacted_count,
             });
             if self.args.run.is_some() {
                 tail["run"] = t.the_run.as_ref().map_or(Value::Null, summary_json);
@@ -221,6 +223,15 @@ impl<'a> Report<'a> {
                 t.side_effects,
                 relevant
             );
+            for f in &t.content_redacted {
+                outln!("{f}");
+            }
+            if t.content_redacted_count > 0 {
+                outln!(
+                    "{} rule check(s) not made: the payloads they need were withheld (redacted)",
+                    t.content_redacted_count
+                );
+            }
             if let Some((first, n)) = &t.not_whole {
                 outln!(
                     "not whole ({n} unreadable line(s), seq gap(s) or row(s) no seq reaches, the first: {first}): findings cover only what was read; run verify or verify-export"

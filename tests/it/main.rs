@@ -38,6 +38,7 @@ mod package;
 mod parallel_walk;
 mod readonly_db;
 mod record_formats;
+mod redaction;
 mod restore_diff;
 mod run_evidence;
 mod services_smoke;

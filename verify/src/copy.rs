@@ -327,6 +327,8 @@ pub fn channel() -> (VoucherSender, Receiver<Voucher>) {
 pub struct CopyCheck {
     origin: String,
     check: ExportCheck,
+    /// The redaction statements read for the origin, judged at the end.
+    redactions: crate::redactions::Loaded,
     vouchers: Option<Receiver<Voucher>>,
     next: Option<Voucher>,
     /// The pass finished (or is gone): nothing more will come.
@@ -338,10 +340,19 @@ impl CopyCheck {
         CopyCheck {
             origin: origin.to_owned(),
             check: ExportCheck::new(origin, expect.after),
+            redactions: Default::default(),
             vouchers: Some(vouchers),
             next: None,
             drained: false,
         }
+    }
+
+    /// The same check, accepting the tombstones the trusted statements in
+    /// `loaded` cover, and holding those statements to the copy at the end.
+    pub fn with_redactions(mut self, loaded: crate::redactions::Loaded) -> Self {
+        self.check = self.check.with_redactions(loaded.shared());
+        self.redactions = loaded;
+        self
     }
 
     /// Takes in what the pass trusts up to `seq` (waiting for the pass to
@@ -624,6 +635,19 @@ impl CopyCheck {
         if let Some(cut) = crate::ranges::cut_range(&findings, data_end, audit.highest_trusted_seq()) {
             ranges.get_or_insert_with(Vec::new).push(cut);
         }
+        // The redaction statements, held to what the copy holds at their seqs.
+        let loaded = std::mem::take(&mut self.redactions);
+        findings.extend(loaded.findings);
+        warnings.extend(loaded.warnings);
+        let (red_findings, red_warnings, redacted) = crate::redactions::judge(
+            &loaded.redactions,
+            &mut |seq| check.statement_hashes.get(&seq).copied(),
+            audit.highest_trusted_seq(),
+            (&check.redacted, &check.payload_held),
+            "the copy",
+        );
+        findings.extend(red_findings);
+        warnings.extend(red_warnings);
         findings.sort_by_key(|f| (f.seq, f.kind));
         let last_trusted_published = last_trusted.and_then(|h| lookup(h.seq)).and_then(|(_, p)| p);
         Verdict {
@@ -634,6 +658,7 @@ impl CopyCheck {
             last_trusted_published,
             unvouched,
             touched: None,
+            redacted,
             covered: CopyCovered {
                 origin: Some(origin),
                 records: check.records,

@@ -138,6 +138,7 @@ fn anchor_verify(
             allow_no_heads: false,
             max_unvouched,
             touched,
+            redaction_keys: &[],
         },
         &mut |_, _| {},
     )

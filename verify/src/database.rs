@@ -266,6 +266,7 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
         last_trusted_published,
         unvouched,
         touched: None,
+        redacted: Vec::new(),
         covered: DbCovered {
             audit,
             checked,

@@ -44,6 +44,9 @@ pub struct DbCheck<'a> {
     pub max_unvouched: u64,
     /// The run rules to name the runs and side effects the invalid seqs touch.
     pub touched: Option<Touched>,
+    /// The keys that may authorize erasure (`--redaction-key`): rows whose
+    /// payload was blanked pass where their statements cover them.
+    pub redaction_keys: &'a [VerifierKey],
 }
 
 /// Runs the check (see the module doc). `progress` is told the events
@@ -67,9 +70,10 @@ pub fn check_database(c: DbCheck<'_>, progress: &mut dyn FnMut(u64, u64)) -> Res
         .build()
         .map_err(|e| Error::permanent(format!("cannot start the async runtime: {e}")))?;
     let listing = runtime.block_on(pass::list(&input(since.as_ref())))?;
+    let redactions = runtime.block_on(crate::redactions::load(c.store, c.origin, c.redaction_keys))?;
     // The walk first (every core), then the heads and checkpoints in seq order against it.
     let walked = match &c.db {
-        Some(source) => Some(walk(source, listing.highest_seq(), progress)?),
+        Some(source) => Some(walk(source, listing.highest_seq(), redactions.shared(), progress)?),
         None => None,
     };
     let judge = |input: &StreamInput<'_>, listing| {
@@ -111,6 +115,36 @@ pub fn check_database(c: DbCheck<'_>, progress: &mut dyn FnMut(u64, u64)) -> Res
         );
         verdict = whole;
     }
+    // The redaction statements, held to the database at their seqs.
+    let accepted = walked.as_ref().map_or(&[][..], |(r, _)| &r.redacted[..]);
+    // A row the walk passed whole still holds its payload (none without a database).
+    let still_held: Vec<u64> = match &walked {
+        Some((report, _)) => redactions
+            .redactions
+            .iter()
+            .map(|(seq, _)| seq)
+            .filter(|s| !accepted.contains(s) && report.last_good.is_some_and(|g| *s <= g.seq))
+            .collect(),
+        None => Vec::new(),
+    };
+    let (found, said, redacted) = crate::redactions::judge(
+        &redactions.redactions,
+        &mut |seq| {
+            let (_, db) = walked.as_ref()?;
+            db.hash_at(seq)
+                .ok()
+                .flatten()
+                .and_then(|h| h.as_slice().try_into().ok())
+        },
+        verdict.covered.audit.highest_trusted_seq(),
+        (accepted, &still_held),
+        "the database",
+    );
+    verdict
+        .findings
+        .extend(redactions.findings.iter().cloned().chain(found));
+    verdict.warnings.extend(redactions.warnings.iter().cloned().chain(said));
+    verdict.redacted = redacted;
     // What the invalid seqs touch: their runs, and side effects to reconcile.
     if let (Some(from), Some(touched), Some((_, db))) = (verdict.covered.invalid_from, c.touched, &walked) {
         verdict.touched = Some(match &verdict.ranges {
@@ -191,7 +225,12 @@ pub fn walk_database(
 /// Walks the whole database (at least to `reach`, the highest kept seq),
 /// keeping the tree's groups for the checkpoints' roots; a second
 /// connection for the lookups after it.
-fn walk(source: &DbSource<'_>, reach: u64, progress: &mut dyn FnMut(u64, u64)) -> Result<(WalkReport, EventDb), Error> {
+fn walk(
+    source: &DbSource<'_>,
+    reach: u64,
+    redactions: Option<std::sync::Arc<chainship_chain::redaction::Redactions>>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(WalkReport, EventDb), Error> {
     let db = EventDb::open(source.path, source.open)?;
     // Only for the progress: a head the walk cannot read is its to report.
     let total = db.head().ok().flatten().map_or(0, |(s, _)| s);
@@ -204,6 +243,7 @@ fn walk(source: &DbSource<'_>, reach: u64, progress: &mut dyn FnMut(u64, u64)) -
             reach: Some(reach),
             tree: true,
             jobs: source.jobs,
+            redactions,
             ..WalkPlan::default()
         },
         &mut |n| progress(n, total),

@@ -10,8 +10,10 @@
 //! checkpoints not yet reached, and one number per head matched.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use chainship_chain::record::Record;
+use chainship_chain::redaction::Redactions;
 use chainship_chain::{Head, HexHash, PrevHash};
 
 use crate::finding::{Finding, Kind};
@@ -101,6 +103,18 @@ pub struct ExportCheck {
     /// Trusted checkpoints handed on, and how many the copy's tree matched.
     pub checkpoints_trusted: usize,
     pub matched_roots: usize,
+    /// The redactions trusted statements cover ([`crate::redactions`]).
+    redactions: Option<Arc<Redactions>>,
+    /// The seqs whose tombstone (or blanked payload) was accepted, ascending
+    /// and each once; and the hash the copy held first at each seq a
+    /// statement names (what the statement is held to).
+    pub redacted: Vec<u64>,
+    pub statement_hashes: BTreeMap<u64, HexHash>,
+    /// The seqs a statement names where the copy held the event whole.
+    pub payload_held: Vec<u64>,
+    /// Tombstones appended after the record they stand for (a Kafka copy):
+    /// accepted, not duplicates.
+    pub tombstones_appended: u64,
 }
 
 /// The window of recent records, by seq modulo its size.
@@ -172,7 +186,18 @@ impl ExportCheck {
             checkpoints: VecDeque::new(),
             checkpoints_trusted: 0,
             matched_roots: 0,
+            redactions: None,
+            redacted: Vec::new(),
+            statement_hashes: BTreeMap::new(),
+            payload_held: Vec::new(),
+            tombstones_appended: 0,
         }
+    }
+
+    /// The same check, accepting the redactions trusted statements cover.
+    pub fn with_redactions(mut self, redactions: Option<Arc<Redactions>>) -> Self {
+        self.redactions = redactions.filter(|r| !r.is_empty());
+        self
     }
 
     /// A trusted head, handed on before the copy's record at its seq.
@@ -350,13 +375,39 @@ impl ExportCheck {
             self.note(Finding::new(Kind::Altered, Some(r.seq), msg));
             return;
         };
-        let content = r.expected_hash();
+        let mut content = r.expected_hash();
+        let mut accepted = false;
+        if let Some(red) = self.redactions.as_ref().filter(|red| red.get(r.seq).is_some()) {
+            self.statement_hashes.entry(r.seq).or_insert(hash);
+            if content != hash && red.accepts(r.seq, &hash, &r.fields_digest()) {
+                // A tombstone a trusted statement covers: its hash stands for its content.
+                content = hash;
+                accepted = true;
+            } else if content == hash && !r.is_tombstone() && !self.payload_held.contains(&r.seq) {
+                self.payload_held.push(r.seq);
+            }
+        }
+        let next_seq = self.last.map_or(Some(1), |(s, _)| s.checked_add(1));
+        if accepted && r.is_tombstone() && next_seq.is_some_and(|n| r.seq < n) && !self.in_missing(r.seq) {
+            // Appended after the record it stands for (Kafka keeps the
+            // original until retention): the record's place is taken.
+            self.tombstones_appended += 1;
+            self.note_redacted(r.seq);
+            return;
+        }
+        if accepted {
+            self.note_redacted(r.seq);
+        }
         if content != hash {
-            let mut f = Finding::new(
-                Kind::Altered,
-                Some(r.seq),
-                format!("{}: seq {} does not hash to its own hash field", where_(), r.seq),
-            );
+            let msg = match &r.redacted {
+                Some(statement) => format!(
+                    "{}: seq {} is a tombstone (naming {statement:?}) no trusted redaction statement covers",
+                    where_(),
+                    r.seq
+                ),
+                None => format!("{}: seq {} does not hash to its own hash field", where_(), r.seq),
+            };
+            let mut f = Finding::new(Kind::Altered, Some(r.seq), msg);
             // A record whose fields cannot be hashed at all gives no hash to expect.
             if content != [0; 64] {
                 f.expected = Some(String::from_utf8_lossy(&content).into_owned());
@@ -578,6 +629,14 @@ impl ExportCheck {
                     format!("seq {seq} comes after a later seq ({})", j.jumper),
                 ));
             }
+        }
+    }
+
+    fn note_redacted(&mut self, seq: u64) {
+        if let Err(at) = self.redacted.binary_search(&seq)
+            && self.redacted.len() < MAX_FINDINGS
+        {
+            self.redacted.insert(at, seq);
         }
     }
 

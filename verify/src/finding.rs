@@ -70,6 +70,10 @@ pub enum Kind {
     /// An origin the anchor store holds heads for has no record in the copy
     /// (a fleet's SIEM pipeline dropped a runtime).
     MissingCopy,
+    /// A redaction statement that is forged, names another origin or seq,
+    /// holds another hash than the chain at its seq, or redacts a seq no
+    /// trusted head or checkpoint vouches for.
+    Redaction,
 }
 
 impl Kind {
@@ -92,7 +96,7 @@ impl Kind {
     }
 
     /// Every kind, for reports that list each (with 0 when absent).
-    pub const ALL: [Kind; 24] = [
+    pub const ALL: [Kind; 25] = [
         Kind::Altered,
         Kind::Cut,
         Kind::Fork,
@@ -117,6 +121,7 @@ impl Kind {
         Kind::Unproven,
         Kind::RunRule,
         Kind::MissingCopy,
+        Kind::Redaction,
     ];
 
     /// The kind as JSON, metrics and text name it (`heads-disagree`).
@@ -146,6 +151,7 @@ impl Kind {
             Kind::Unproven => "unproven",
             Kind::RunRule => "run-rule",
             Kind::MissingCopy => "missing-copy",
+            Kind::Redaction => "redaction",
         }
     }
 }

@@ -9,7 +9,8 @@
 //! ([`checkpoints`]), the tiles ([`tiles`]), the went-backwards rule
 //! ([`went_backwards`]), one record's proof built and checked ([`prove`],
 //! [`proof`]), and what a scheduled run leaves behind ([`state`],
-//! [`job_textfile`]), and a fleet's store at a glance ([`status`]). What
+//! [`job_textfile`]), a fleet's store at a glance ([`status`]), and which
+//! redaction statements are trusted and held to the chain ([`redactions`]). What
 //! every check concludes is a [`finding::Finding`] of a closed [`Kind`].
 //! Publishing is `chainship-anchor`'s; this crate only reads the store.
 
@@ -26,6 +27,7 @@ pub mod pass;
 pub mod proof;
 pub mod prove;
 pub mod ranges;
+pub mod redactions;
 pub mod run_rules;
 pub mod state;
 pub mod status;

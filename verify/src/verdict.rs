@@ -33,6 +33,8 @@ pub struct Verdict<C> {
     pub unvouched: Option<(u64, u64)>,
     /// The runs and side effects the invalid seqs touch, when asked for.
     pub touched: Option<Affected>,
+    /// The seqs accepted as redacted (a trusted statement covers each), ascending.
+    pub redacted: Vec<crate::redactions::Redacted>,
     /// What the verifier read and checked.
     pub covered: C,
 }
@@ -48,6 +50,7 @@ impl<C> Verdict<C> {
             last_trusted_published: None,
             unvouched: None,
             touched: None,
+            redacted: Vec::new(),
             covered,
         }
     }
@@ -85,6 +88,7 @@ impl<C> Verdict<C> {
             last_trusted_published: self.last_trusted_published,
             unvouched: self.unvouched,
             touched: self.touched,
+            redacted: self.redacted,
             covered: f(self.covered),
         }
     }

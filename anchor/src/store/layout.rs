@@ -9,6 +9,7 @@
 //! cosigned/<size>[.<unix>]               each checkpoint with its cosignatures
 //! tile/<level>/<index>[.p/<width>]       C2SP tiles
 //! tile/entries/<index>[.p/<width>]       entry bundles
+//! redactions/<seq, 20 digits>            redaction statements (crate::redaction)
 //! ```
 //!
 //! Names are checked here, before any key reaches a backend: a head's name
@@ -20,7 +21,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use super::{
     Below, CHECKPOINTS_DIR, COSIGNED_DIR, Junk, LATEST_CHECKPOINT, Listed, NameKey, ObjectStore, PutOutcome,
-    StoreError, StoredNote, head_name, listing_start, note_seq, seq_from_name, valid_log_path,
+    REDACTIONS_DIR, StoreError, StoredNote, head_name, listing_start, note_seq, seq_from_name, valid_log_path,
 };
 
 /// Notes fetched at once by `list`.
@@ -63,7 +64,7 @@ async fn keys_under<S: ObjectStore + ?Sized>(
 }
 
 /// What else lives directly under an origin's prefix, beside its notes.
-const ORIGIN_DIR_NAMES: &[&str] = &[LATEST_CHECKPOINT, CHECKPOINTS_DIR, COSIGNED_DIR, "tile"];
+const ORIGIN_DIR_NAMES: &[&str] = &[LATEST_CHECKPOINT, CHECKPOINTS_DIR, COSIGNED_DIR, REDACTIONS_DIR, "tile"];
 
 /// The names directly under `prefix`, filtered by `keep`, sorted.
 async fn names_under<S: ObjectStore + ?Sized>(

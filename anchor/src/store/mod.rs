@@ -234,7 +234,11 @@ pub trait ObjectStore: Send + Sync {
         loop {
             let rest = &key[at + 1..];
             let part = rest.split('/').next().unwrap_or_default();
-            if matches!(part, LATEST_CHECKPOINT | CHECKPOINTS_DIR | COSIGNED_DIR | "tile") || note_seq(part).is_some() {
+            if matches!(
+                part,
+                LATEST_CHECKPOINT | CHECKPOINTS_DIR | COSIGNED_DIR | REDACTIONS_DIR | "tile"
+            ) || note_seq(part).is_some()
+            {
                 let origin = chainship_chain::origin::parse_origin(&key[..at]).ok()?;
                 return Some((origin, rest));
             }
@@ -255,9 +259,12 @@ pub const LATEST_CHECKPOINT: &str = "checkpoint";
 pub const CHECKPOINTS_DIR: &str = "checkpoints";
 /// The directory of the cosigned checkpoints (see `crate::cosignature`).
 pub const COSIGNED_DIR: &str = "cosigned";
+/// The directory of the redaction statements (see `crate::redaction`).
+pub const REDACTIONS_DIR: &str = "redactions";
 
 /// A transparency-log object's path: `checkpoint`, `checkpoints/<name>`,
-/// `cosigned/<name>` or `tile/...`, each part made of `[A-Za-z0-9._-]`, none starting with a dot.
+/// `cosigned/<name>` or `tile/...`, or a redaction statement's
+/// (`redactions/<name>`), each part made of `[A-Za-z0-9._-]`, none starting with a dot.
 pub fn valid_log_path(path: &str) -> bool {
     let part_ok = |p: &str| {
         !p.is_empty() && !p.starts_with('.') && p.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
@@ -265,6 +272,7 @@ pub fn valid_log_path(path: &str) -> bool {
     let top_ok = path == LATEST_CHECKPOINT
         || path.starts_with("checkpoints/")
         || path.starts_with("cosigned/")
+        || path.starts_with("redactions/")
         || path.starts_with("tile/");
     top_ok && path.split('/').all(part_ok)
 }

@@ -45,7 +45,8 @@ pub struct Record<'a> {
     pub at: Cow<'a, str>,
     #[serde(borrow, rename = "type")]
     pub kind: Cow<'a, str>,
-    #[serde(borrow)]
+    /// Empty in a tombstone (see `redacted`), which carries no payload.
+    #[serde(borrow, default)]
     pub payload_json: Cow<'a, str>,
     #[serde(borrow)]
     pub hash: Cow<'a, str>,
@@ -57,6 +58,11 @@ pub struct Record<'a> {
     /// when every field is text, which is nearly always.
     #[serde(borrow, default, skip_serializing_if = "Vec::is_empty")]
     pub b64: Vec<Cow<'a, str>>,
+    /// A tombstone: the payload was withheld, and this names the redaction
+    /// statement in the anchor store that says who withheld it and why
+    /// ([`crate::redaction`]). Every other field is the event's as it was.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub redacted: Option<Cow<'a, str>>,
 }
 
 /// An event whose hash or previous hash is not text: such an event never
@@ -100,6 +106,7 @@ impl<'a> Record<'a> {
             hash: text("hash", event.hash)?,
             prev_hash: text("prev_hash", prev_hash)?,
             b64,
+            redacted: None,
         })
     }
 
@@ -185,7 +192,33 @@ impl<'a> Record<'a> {
             hash: own(self.hash),
             prev_hash: own(self.prev_hash),
             b64: self.b64.into_iter().map(own).collect(),
+            redacted: self.redacted.map(own),
         }
+    }
+
+    /// Whether this is a tombstone (its payload withheld).
+    pub fn is_tombstone(&self) -> bool {
+        self.redacted.is_some()
+    }
+
+    /// This record as a tombstone naming `statement`: every field kept but
+    /// the payload (and its base64 mark).
+    pub fn tombstone(&self, statement: &str) -> Record<'static> {
+        let mut t = self.clone().into_owned();
+        t.payload_json = Cow::Borrowed("");
+        t.b64.retain(|f| f != "payload_json");
+        t.redacted = Some(Cow::Owned(statement.to_owned()));
+        t
+    }
+
+    /// [`crate::redaction::fields_digest`] of this record's fields but the
+    /// payload; all zero when a field is not what it may be (bad base64).
+    pub fn fields_digest(&self) -> HexHash {
+        let fields = ["run_id", "step_id", "at", "type"].map(|f| self.field_bytes(f));
+        let [Some(run_id), Some(step_id), Some(at), Some(kind)] = fields else {
+            return [0; 64];
+        };
+        crate::redaction::fields_digest(self.prev_hash.as_bytes(), self.seq, &run_id, &step_id, &at, &kind)
     }
 
     /// Appends the record's JSON (no newline) to `out`: the bytes
@@ -197,13 +230,18 @@ impl<'a> Record<'a> {
             .str("run_id", &self.run_id)
             .str("step_id", &self.step_id)
             .str("at", &self.at)
-            .str("type", &self.kind)
-            .str("payload_json", &self.payload_json)
-            .str("hash", &self.hash)
-            .str("prev_hash", &self.prev_hash);
+            .str("type", &self.kind);
+        // A tombstone carries no payload at all, not an empty one.
+        if self.redacted.is_none() {
+            o.str("payload_json", &self.payload_json);
+        }
+        o.str("hash", &self.hash).str("prev_hash", &self.prev_hash);
         if !self.b64.is_empty() {
             let fields: Vec<&str> = self.b64.iter().map(|f| f.as_ref()).collect();
             o.strs("b64", &fields);
+        }
+        if let Some(statement) = &self.redacted {
+            o.str("redacted", statement);
         }
         o.close();
     }
@@ -254,10 +292,19 @@ mod tests {
                 hash: fields[6].as_str().into(),
                 prev_hash: fields[7].as_str().into(),
                 b64: b64.iter().map(|f| f.as_str().into()).collect(),
+                redacted: (seq % 3 == 0).then(|| fields[5].as_str().into()),
             };
             let mut ours = Vec::new();
             record.write_json(&mut ours);
-            prop_assert_eq!(String::from_utf8(ours).unwrap(), serde_json::to_string(&record).unwrap());
+            if record.is_tombstone() {
+                // The one difference: a tombstone has no payload member at all.
+                let mut theirs = serde_json::to_value(&record).unwrap();
+                theirs.as_object_mut().unwrap().remove("payload_json");
+                prop_assert_eq!(serde_json::from_slice::<serde_json::Value>(&ours).unwrap(), theirs);
+                prop_assert_eq!(Record::parse(&ours).unwrap().payload_json, "");
+            } else {
+                prop_assert_eq!(String::from_utf8(ours).unwrap(), serde_json::to_string(&record).unwrap());
+            }
         }
     }
 

@@ -522,6 +522,7 @@ fn run_check(
             at: &fields[2],
             kind: &fields[3],
             payload: &fields[4],
+            redacted: r.is_tombstone(),
         });
     }
     if let Some(n) = newest {

@@ -67,6 +67,9 @@ pub struct FleetInput<'a> {
     pub expect: CopyExpectations,
     /// Where the pass sets each origin's records aside (the temp dir when `None`).
     pub spill_dir: Option<&'a Path>,
+    /// The keys that may authorize erasure, for every origin (a key given
+    /// `origin=ORIGIN` only for that one).
+    pub redaction_keys: &'a [VerifierKey],
 }
 
 /// One origin's answer.
@@ -206,6 +209,7 @@ pub fn check_fleet(
                 keys: &keys,
                 witness: input.witness,
                 open_store: input.open_store,
+                redaction_keys: input.redaction_keys,
             };
             let mut verdict = check_copy(&copy, input.expect, touched.map(|t| t()))?;
             if keys.is_empty() {

@@ -365,6 +365,7 @@ mod tests {
             at: e.3.as_bytes(),
             kind: e.4.as_bytes(),
             payload: e.5.as_bytes(),
+            redacted: false,
         });
     }
 

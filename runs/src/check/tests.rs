@@ -52,6 +52,7 @@ impl Log {
                 at: at.as_bytes(),
                 kind: kind.as_bytes(),
                 payload: payload.as_bytes(),
+                redacted: false,
             });
         }
         c.finish();
@@ -545,6 +546,7 @@ fn feed_all(c: &mut RunCheck, at: &[u8]) {
             at,
             kind: kind.as_bytes(),
             payload: payload.as_bytes(),
+            redacted: false,
         });
     }
 }
@@ -557,6 +559,7 @@ fn other_at(c: &mut RunCheck, at: &[u8]) {
         at,
         kind: b"run.created",
         payload: b"{}",
+        redacted: false,
     });
 }
 
@@ -621,6 +624,7 @@ fn read_only_tools_are_not_side_effects() {
             at: b"2026-08-17T08:00:00Z",
             kind: kind.as_bytes(),
             payload: payload.as_bytes(),
+            redacted: false,
         });
     }
     let s = c.take_summaries();
@@ -682,6 +686,7 @@ fn an_unreadable_time_is_named_once_per_run() {
             at,
             kind: b"run.started",
             payload: b"{}",
+            redacted: false,
         });
     }
     let found: Vec<_> = c.take_findings().into_iter().map(|f| (f.kind, f.seq)).collect();
@@ -709,5 +714,78 @@ fn arguments_other_than_the_decided_ones_are_a_bypass() {
     assert_eq!(
         log.check().0,
         vec![(RunFindingKind::StartedWithoutDecision, "s0".into(), 6)]
+    );
+}
+
+#[test]
+fn a_withheld_payload_is_content_redacted_not_a_finding() {
+    let mut log = Log::new();
+    log.run("r", ALLOWED);
+    // The decision's payload withheld (a tombstone): as the run check sees it, empty.
+    let decided = log.events.iter().position(|e| e.4 == "step.decided").unwrap();
+    log.events[decided].5 = String::new();
+    let feed = |redacted_seq: Option<u64>| {
+        let mut c = RunCheck::new(&AGENTRT, RunCheckConfig::default());
+        for (seq, run, step, at, kind, payload) in &log.events {
+            c.feed(&RunEvent {
+                seq: *seq,
+                run_id: run.as_bytes(),
+                step_id: step.as_bytes(),
+                at: at.as_bytes(),
+                kind: kind.as_bytes(),
+                payload: payload.as_bytes(),
+                redacted: Some(*seq) == redacted_seq,
+            });
+        }
+        c.finish();
+        let (notes, count) = c.content_redacted();
+        let notes: Vec<_> = notes.iter().map(|n| (n.kind, n.message.clone())).collect();
+        (c.take_findings(), notes, count)
+    };
+    // Not marked redacted: an emptied payload is the false finding it would be.
+    let (found, _, _) = feed(None);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].kind, RunFindingKind::StartedWithoutDecision);
+    // Marked: said as "content redacted", and no finding.
+    let (found, notes, count) = feed(Some(decided as u64 + 1));
+    assert!(found.is_empty(), "{found:?}");
+    assert_eq!(count, 1);
+    assert_eq!(notes[0].0, RunFindingKind::StartedWithoutDecision);
+    assert!(notes[0].1.starts_with("content redacted: "));
+}
+
+#[test]
+fn a_withheld_payload_hides_nothing_of_another_step() {
+    // s0's decision withheld; s1 starts a tool with no decision at all: still a finding.
+    let mut log = Log::new();
+    log.run(
+        "r",
+        &[
+            ("", "run.created", "{}"),
+            ("", "run.started", "{}"),
+            ("s0", "step.started", r#"{"index":0}"#),
+            ("s0", "step.decided", ""),
+            ("s1", "step.started", r#"{"index":1}"#),
+            ("s1", "step.tool_started", r#"{"tool":"bank_pay","args":{}}"#),
+        ],
+    );
+    let mut c = RunCheck::new(&AGENTRT, RunCheckConfig::default());
+    for (seq, run, step, at, kind, payload) in &log.events {
+        c.feed(&RunEvent {
+            seq: *seq,
+            run_id: run.as_bytes(),
+            step_id: step.as_bytes(),
+            at: at.as_bytes(),
+            kind: kind.as_bytes(),
+            payload: payload.as_bytes(),
+            redacted: *seq == 4,
+        });
+    }
+    let found = c.take_findings();
+    assert!(
+        found
+            .iter()
+            .any(|f| f.kind == RunFindingKind::StartedWithoutDecision && f.step_id == "s1"),
+        "{found:?}"
     );
 }

@@ -8,6 +8,7 @@ pub mod partition;
 pub mod reader;
 mod scan;
 pub mod tail;
+pub mod tombstone;
 pub mod writer;
 
 use chainship_chain::record::{Record, RecordError};

@@ -9,6 +9,7 @@ pub mod config;
 pub mod objects;
 pub mod reader;
 pub mod tail;
+pub mod tombstone;
 pub mod writer;
 
 pub use config::S3Config;
