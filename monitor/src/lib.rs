@@ -119,6 +119,9 @@ pub struct MonitorInput<'a> {
     /// The run check on the copy as it arrives (unknown outcomes, bypasses,
     /// calls executed twice), when given.
     pub runs: Option<RunRules>,
+    /// The keys that may authorize erasure: tombstones their statements
+    /// cover pass (statements read at start and on each store judgement).
+    pub redaction_keys: &'a [VerifierKey],
 }
 
 /// A finding as the monitor reports it: whose, and what.
@@ -164,6 +167,8 @@ struct Monitor<'a> {
     caught_up: bool,
     /// When each origin's first record was read (this run).
     first_seen: BTreeMap<String, Instant>,
+    /// Each origin's trusted redactions, as last read from the store.
+    redactions: BTreeMap<String, Option<std::sync::Arc<chainship_chain::redaction::Redactions>>>,
 }
 
 /// Runs until `stop` is set, then saves the state and returns. Returns an
@@ -236,7 +241,9 @@ pub fn run(
         on_finding,
         caught_up: false,
         first_seen: BTreeMap::new(),
+        redactions: BTreeMap::new(),
     };
+    m.load_all_redactions();
     tracing::info!(copy = %copy_name, store = %store_name, origins = m.watches.len(), resumed, "monitor started");
     let t = &input.timing;
     let mut backoff = None;
@@ -283,6 +290,7 @@ impl Monitor<'_> {
         let watches = &mut self.watches;
         let runs = &mut self.runs;
         let first_seen = &mut self.first_seen;
+        let redactions = &self.redactions;
         let rules = self.input.runs.as_ref();
         let mut unplaced = Vec::new();
         let mut notices = Vec::new();
@@ -311,9 +319,11 @@ impl Monitor<'_> {
                     return;
                 }
                 first_seen.entry(origin.clone()).or_insert_with(Instant::now);
-                let watch = watches
-                    .entry(origin.clone())
-                    .or_insert_with(|| CopyWatch::new(&origin, grace));
+                let watch = watches.entry(origin.clone()).or_insert_with(|| {
+                    let mut w = CopyWatch::new(&origin, grace);
+                    w.set_redactions(redactions.get(&origin).cloned().flatten());
+                    w
+                });
                 let mut check = rules.map(|r| {
                     runs.entry(origin.clone())
                         .or_insert_with(|| RunCheck::new(r.profile, r.config.clone()))
@@ -471,6 +481,52 @@ impl Monitor<'_> {
         Ok(())
     }
 
+    /// Every watched origin's redaction statements, read once at start (with
+    /// `--redaction-key`): a tombstone read before its origin's first store
+    /// judgement is still accepted.
+    fn load_all_redactions(&mut self) {
+        if self.input.redaction_keys.is_empty() {
+            return;
+        }
+        let origins: Vec<String> = match &self.input.scope {
+            Scope::One(origin) => vec![origin.clone()],
+            Scope::All { .. } => match self.runtime.block_on(self.input.store.origins()) {
+                Ok((origins, _)) => origins.into_keys().filter(|o| self.input.scope.takes(o)).collect(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot list the anchor store for redaction statements; read on each origin's store round");
+                    Vec::new()
+                }
+            },
+        };
+        for origin in origins {
+            self.load_redactions(&origin);
+        }
+    }
+
+    /// `origin`'s trusted redaction statements, read again and given to its watch.
+    fn load_redactions(&mut self, origin: &str) {
+        if self.input.redaction_keys.is_empty() {
+            return;
+        }
+        let loaded = self.runtime.block_on(chainship_verify::redactions::load(
+            self.input.store,
+            origin,
+            self.input.redaction_keys,
+        ));
+        match loaded {
+            Ok(loaded) => {
+                let shared = loaded.shared();
+                if let Some(w) = self.watches.get_mut(origin) {
+                    w.set_redactions(shared.clone());
+                }
+                self.redactions.insert(origin.to_owned(), shared);
+            }
+            Err(e) => {
+                tracing::warn!(origin, error = %e, "cannot read the redaction statements; retrying on the next store round")
+            }
+        }
+    }
+
     /// The store pass for one origin, from its state file.
     fn judge_store(&mut self, origin: &str, names: OriginNames) -> Result<(), Error> {
         let keys = match self.input.scope {
@@ -490,10 +546,11 @@ impl Monitor<'_> {
                 allow_no_heads: true,
                 max_unvouched: u64::MAX,
                 touched: None,
-                redaction_keys: &[],
+                redaction_keys: self.input.redaction_keys,
             },
             &mut |_, _| {},
         )?;
+        self.load_redactions(origin);
         let seen = self.stores.entry(origin.to_owned()).or_default();
         seen.known |= names.publishes();
         seen.names = Some(names);

@@ -273,6 +273,15 @@ fn list(args: &AnchorListArgs) -> CmdResult {
     let set = load_heads(&args.common, &keys)?;
     let mut trusted: Vec<_> = set.trusted.iter().collect();
     trusted.sort_by_key(|t| t.signed.head.seq);
+    let redaction_keys = args.common.trust.redaction_keys(&keys)?;
+    let store = args.common.store.open(args.common.store.url()?, None);
+    let statements = report::runtime()?
+        .block_on(chainship_verify::redactions::list(
+            store.as_ref(),
+            args.common.origin.get()?,
+            &redaction_keys,
+        ))
+        .map_err(|e| CliError::from_kind(&e))?;
     if args.common.output.json {
         outln!(
             "{}",
@@ -283,6 +292,16 @@ fn list(args: &AnchorListArgs) -> CmdResult {
                     "signers": t.signers, "source": t.source,
                 })).collect::<Vec<_>>(),
                 "unverified": set.findings.iter().map(report::finding_json).collect::<Vec<_>>(),
+                "redactions": statements.iter().map(|r| json!({
+                    "statement": r.path,
+                    "seq": r.statement.as_ref().map(|s| s.seq),
+                    "hash": r.statement.as_ref().map(|s| String::from_utf8_lossy(&s.hash).into_owned()),
+                    "redacted": r.statement.as_ref().map(|s| s.redacted.clone()),
+                    "reason": r.statement.as_ref().map(|s| s.reason.clone()),
+                    "signed_by": r.signed_by,
+                    "trusted": r.trusted,
+                    "problem": r.problem,
+                })).collect::<Vec<_>>(),
             })
         );
     } else {
@@ -305,7 +324,30 @@ fn list(args: &AnchorListArgs) -> CmdResult {
                 outln!("{}", report::finding_text(f));
             }
         }
+        for r in &statements {
+            let what = match &r.statement {
+                Some(s) => format!(
+                    "redaction of seq {} (hash {}) at {} signed by {}: {}",
+                    s.seq,
+                    String::from_utf8_lossy(&s.hash),
+                    s.redacted,
+                    r.signed_by.join(","),
+                    s.reason
+                ),
+                None => format!("{}: not a redaction statement", r.path),
+            };
+            let judged = match (r.trusted, &r.problem) {
+                (Some(true), _) => " [trusted]".to_owned(),
+                (Some(false), Some(p)) => format!(" [not accepted: {p}]"),
+                (Some(false), None) => " [not accepted]".to_owned(),
+                (None, _) => " (unverified: pass --redaction-key to check)".to_owned(),
+            };
+            outln!("{what}{judged}");
+        }
         outln!("{} head(s) kept, {} verified", set.kept, trusted.len());
+        if !statements.is_empty() {
+            outln!("{} redaction statement(s) kept", statements.len());
+        }
     }
     Ok(OK)
 }

@@ -137,6 +137,7 @@ pub fn run(args: &EvidenceArgs) -> CmdResult {
     let url = args.anchor.url()?;
     let store = args.anchor.open(url, None);
     let runtime = report::runtime()?;
+    let redaction_keys = args.trust.redaction_keys(&keys)?;
     let input = build::BuildInput {
         store: store.as_ref(),
         origin,
@@ -150,10 +151,10 @@ pub fn run(args: &EvidenceArgs) -> CmdResult {
             rules: args.rules.config(),
             reveal: None,
             require_gaps: args.with_gaps,
+            redaction_keys: &redaction_keys,
         },
     };
     let open_store = || args.anchor.open(url, None);
-    let redaction_keys = args.trust.redaction_keys(&keys)?;
     let copy_source = args.source.as_ref().map(|s| args.sink.apply(s));
     let copy_input = copy_source.as_ref().map(|source| CopyInput {
         source: source.into(),
@@ -230,6 +231,7 @@ pub fn check(args: &CheckEvidenceArgs) -> CmdResult {
         ),
         None => None,
     };
+    let redaction_keys = args.trust.redaction_keys(&keys)?;
     if let (Some(seq), Some(r)) = (args.reveal, &revealed)
         && r.seq != seq
     {
@@ -247,6 +249,7 @@ pub fn check(args: &CheckEvidenceArgs) -> CmdResult {
         rules: args.rules.config(),
         reveal: revealed.as_ref(),
         require_gaps: args.with_gaps,
+        redaction_keys: &redaction_keys,
     };
     let mut report =
         bundle::check::check(&files, &input).map_err(|e| CliError::usage(bundle::printable(&e.message)))?;
@@ -315,6 +318,9 @@ fn render(v: &Verdict<EvidenceReport>, path: &Path, json: bool, written: bool) {
                 " (events of the run after the checkpoint are not in the bundle)"
             }
         );
+    }
+    for line in report::redacted_lines(v) {
+        outln!("{line}");
     }
     let not_proven = r.not_proven();
     let bad_records = r.records.iter().filter(|x| x.problem.is_some()).count();

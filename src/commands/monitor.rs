@@ -96,6 +96,7 @@ pub fn run(args: &MonitorArgs) -> CmdResult {
         _ => return Err(CliError::usage("pass --origin ORIGIN or --all-origins")),
     };
     let keys = copy.trust.load()?;
+    let redaction_keys = copy.trust.redaction_keys(&keys)?;
     let policy = copy.trust.witness_policy(&copy.witness)?;
     let store = copy.anchor.open(copy.anchor.url()?, None);
     let source = copy.sink.apply(&copy.source);
@@ -142,6 +143,7 @@ pub fn run(args: &MonitorArgs) -> CmdResult {
             profile,
             config: args.rules.config(),
         }),
+        redaction_keys: &redaction_keys,
     };
     let json = args.output.json;
     let mut print = |r: &Reported<'_>| {

@@ -26,13 +26,13 @@ struct Leaked {
 
 fn leaked() -> Leaked {
     let a = Anchored::new(200, ORIGIN);
-    let payload = format!(r#"{{"tool":"http.post","args":{{"headers":{{"authorization":"Bearer {SECRET}"}}}}}}"#);
+    let payload = format!(r#"{{"goal":"call the billing API with Authorization: Bearer {SECRET}"}}"#);
     append_event(
         &a.db,
         "run-leak",
-        "step-1",
+        "",
         "2026-12-06T10:00:00Z",
-        "step.tool_started",
+        "run.created",
         payload.as_bytes(),
     );
     append(&a.db, 20);
@@ -169,7 +169,7 @@ fn a_secret_leaves_a_file_copy_and_the_database_and_every_verifier_names_the_seq
     .unwrap();
     assert!(tomb.get("payload_json").is_none(), "{tomb}");
     assert_eq!(tomb["redacted"], "redactions/00000000000000000201");
-    assert_eq!(tomb["type"], "step.tool_started");
+    assert_eq!(tomb["type"], "run.created");
     assert_eq!(tomb["run_id"], "run-leak");
 
     // With the key: redacted, named, and passed. Without: altered at that seq, as always.
@@ -580,4 +580,129 @@ async fn a_secret_leaves_a_kafka_copy_by_a_tombstone_and_the_follower_goes_on() 
     let (rc, v) = verify_export(&l, &["--from", &from], &red);
     assert_eq!(rc, 0, "{v}");
     assert_eq!(v["records"], 232, "{v}");
+}
+
+/// The monitor reads a redacted file copy: with the key the tombstone
+/// passes and the verified seq reaches the head; without it, it is altered.
+#[test]
+fn the_monitor_takes_a_covered_tombstone_and_names_one_no_statement_covers() {
+    let l = leaked();
+    let copy = ship_to_file(&l);
+    let from = format!("file:{}", path_str(&copy));
+    let out = redact(&l, &["--from", &from], &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let watch = |name: &str, extra: &[&str]| {
+        let dir = l.a.dir.path().join(name);
+        let findings = l.a.dir.path().join(format!("{name}.jsonl"));
+        let port = free_port();
+        let child = bin()
+            .args([
+                "monitor",
+                "--from",
+                &from,
+                "--anchor",
+                &l.a.anchor_url(),
+                "--origin",
+                ORIGIN,
+            ])
+            .args(["--trusted-key", &l.a.verifier, "--state", path_str(&dir), "--json"])
+            .args([
+                "--store-interval",
+                "300ms",
+                "--metrics-addr",
+                &format!("127.0.0.1:{port}"),
+            ])
+            .args(extra)
+            .stdout(std::fs::File::create(&findings).unwrap())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut child = KillOnDrop(child);
+        let series = format!("chainship_monitor_verified_seq{{origin=\"{ORIGIN}\"}}");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let mut verified = 0.0;
+        while std::time::Instant::now() < deadline {
+            verified = http_get(port, "/metrics", std::time::Duration::from_secs(2))
+                .and_then(|(_, body)| metric(&body, &series))
+                .unwrap_or(0.0);
+            let found = std::fs::read_to_string(&findings).unwrap_or_default();
+            if verified >= 221.0 || found.contains("\"seq\":201") {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        signal(&child.0, SIGTERM);
+        wait_with_limit(&mut child.0, std::time::Duration::from_secs(10));
+        (verified, std::fs::read_to_string(&findings).unwrap())
+    };
+    let (verified, found) = watch("with-key", &["--redaction-key", &l.red_vkey]);
+    assert_eq!(verified, 221.0, "{found}");
+    assert!(found.trim().is_empty(), "{found}");
+    let (verified, found) = watch("without-key", &[]);
+    assert!(verified < 201.0, "{verified} {found}");
+    assert!(
+        found.contains("\"kind\":\"altered\"") && found.contains("\"seq\":201"),
+        "{found}"
+    );
+}
+
+/// A run's evidence carries the tombstone and its statement, never the
+/// payload, whether built from the redacted copy or from the database that
+/// still holds it; check-evidence accepts it only with the redaction key.
+#[test]
+fn a_runs_evidence_carries_the_tombstone_and_its_statement() {
+    let l = leaked();
+    let copy = ship_to_file(&l);
+    let from = format!("file:{}", path_str(&copy));
+    let out = redact(&l, &["--from", &from], &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let red = ["--redaction-key", l.red_vkey.as_str()];
+    for (name, source) in [
+        ("from-copy", ["--from", from.as_str()]),
+        ("from-db", ["--db", path_str(&l.a.db)]),
+    ] {
+        let bundle = l.a.dir.path().join(name);
+        let out = bin()
+            .args([
+                "evidence",
+                "--run",
+                "run-leak",
+                "--origin",
+                ORIGIN,
+                "--anchor",
+                &l.a.anchor_url(),
+            ])
+            .args(["--trusted-key", &l.a.verifier, "--out", path_str(&bundle)])
+            .args(source)
+            .args(red)
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{name}: {}{}", stdout(&out), stderr(&out));
+        assert_secret_nowhere_in(&bundle);
+        assert!(bundle.join("redactions/00000000000000000201").is_file(), "{name}");
+        let check = |extra: &[&str]| {
+            let out = bin()
+                .args([
+                    "check-evidence",
+                    path_str(&bundle),
+                    "--trusted-key",
+                    &l.a.verifier,
+                    "--json",
+                ])
+                .args(extra)
+                .output()
+                .unwrap();
+            (
+                code(&out),
+                serde_json::from_str::<Value>(&stdout(&out)).unwrap_or(Value::Null),
+                stdout(&out),
+            )
+        };
+        let (rc, v, text) = check(&red);
+        assert_eq!(rc, 0, "{name}: {text}");
+        assert_eq!(redacted_seqs(&v), [201], "{name}: {text}");
+        let (rc, _, text) = check(&[]);
+        assert_eq!(rc, 1, "{name}: {text}");
+        assert!(text.contains("tombstone"), "{name}: {text}");
+    }
 }

@@ -63,6 +63,47 @@ pub async fn load(store: &AnchorStore, origin: &str, keys: &[VerifierKey]) -> Re
     Ok(loaded)
 }
 
+/// One kept statement as `anchor list` shows it.
+#[derive(Debug)]
+pub struct ListedStatement {
+    pub path: String,
+    /// The statement, when its text is one.
+    pub statement: Option<Statement>,
+    /// The key names of its signature lines (unverified).
+    pub signed_by: Vec<String>,
+    /// With redaction keys: whether a verifier accepts it, and if not why
+    /// (a finding's or warning's message).
+    pub trusted: Option<bool>,
+    pub problem: Option<String>,
+}
+
+/// Every statement kept for `origin`, each judged by `keys` when given.
+pub async fn list(store: &AnchorStore, origin: &str, keys: &[VerifierKey]) -> Result<Vec<ListedStatement>, Error> {
+    let mut out = Vec::new();
+    for (path, named_seq, bytes) in redaction::list(store, origin).await? {
+        let note = SignedNote::parse(&bytes).ok();
+        let mut listed = ListedStatement {
+            path: path.clone(),
+            statement: note.as_ref().and_then(|n| Statement::parse_text(&n.text).ok()),
+            signed_by: note.map_or_else(Vec::new, |n| n.signatures.into_iter().map(|s| s.name).collect()),
+            trusted: None,
+            problem: None,
+        };
+        if !keys.is_empty() {
+            let mut judged = Loaded::default();
+            judge_one(&mut judged, origin, keys, &path, named_seq, &bytes);
+            listed.trusted = Some(!judged.redactions.is_empty());
+            listed.problem = judged
+                .findings
+                .first()
+                .map(|f| f.message.clone())
+                .or_else(|| judged.warnings.first().cloned());
+        }
+        out.push(listed);
+    }
+    Ok(out)
+}
+
 /// Judges one kept statement (see the module doc).
 pub fn judge_one(
     loaded: &mut Loaded,

@@ -23,7 +23,8 @@ use chainship_verify::checkpoints::{Expect, JudgedCheckpoint, trust_checkpoint};
 
 use super::check::{CheckInput, EvidenceReport, check};
 use super::{
-    BundleFiles, CHECKPOINT, GAPS, GAPS_PROOF, HEAD, NEWEST, PROOFS_DIR, RANGE_PROOF_HEADER, RECORDS, proof_name,
+    BundleFiles, CHECKPOINT, GAPS, GAPS_PROOF, HEAD, NEWEST, PROOFS_DIR, RANGE_PROOF_HEADER, RECORDS, REDACTIONS_DIR,
+    proof_name,
 };
 
 /// The checkpoint a bundle is proven against, and the signed head at its size.
@@ -128,6 +129,9 @@ pub struct Collector {
     /// out, or fields that do not hash to the stored hash or do not link.
     problem: Option<(u64, String)>,
     prev_hash: String,
+    /// The seqs trusted statements redact: their records go into the
+    /// bundle as tombstones, whatever the source still holds.
+    redactions: Option<std::sync::Arc<chainship_chain::redaction::Redactions>>,
 }
 
 impl Collector {
@@ -143,7 +147,17 @@ impl Collector {
             later: 0,
             problem: None,
             prev_hash: String::new(),
+            redactions: None,
         }
+    }
+
+    /// The same collector, taking the redactions trusted statements cover.
+    pub fn with_redactions(
+        mut self,
+        redactions: Option<std::sync::Arc<chainship_chain::redaction::Redactions>>,
+    ) -> Self {
+        self.redactions = redactions;
+        self
     }
 
     /// The next record of the log. A seq seen already is passed over (a
@@ -152,12 +166,27 @@ impl Collector {
         if r.seq <= self.last_seq {
             return;
         }
+        // A redacted event: its tombstone, whether the source holds the
+        // payload still (a Kafka original) or not (a blanked row, a tombstone).
+        let covered = self
+            .redactions
+            .as_ref()
+            .and_then(|red| red.get(r.seq))
+            .filter(|c| c.hash[..] == *r.hash.as_bytes() && c.fields == r.fields_digest());
+        let tomb;
+        let r = match covered {
+            Some(c) => {
+                tomb = r.tombstone(&c.statement);
+                &tomb
+            }
+            None => r,
+        };
         // Every event up to the checkpoint is checked as it passes, whoever's
         // it is: a hash handed out for another run's event must be its own.
         if self.problem.is_none() && r.seq <= self.size {
             let why = if self.last_seq > 0 && r.seq != self.last_seq + 1 {
                 Some(format!("seqs {}..={} are missing", self.last_seq + 1, r.seq - 1))
-            } else if r.expected_hash()[..] != *r.hash.as_bytes() {
+            } else if covered.is_none() && r.expected_hash()[..] != *r.hash.as_bytes() {
                 Some("its fields do not hash to its stored hash (altered)".to_owned())
             } else if self.last_seq > 0 && r.prev_hash != self.prev_hash {
                 Some("it does not link to the event before it".to_owned())
@@ -261,6 +290,23 @@ pub async fn write(
     put(NEWEST, &lines)?;
     put(CHECKPOINT, chosen.note.as_bytes())?;
     put(HEAD, chosen.head.as_bytes())?;
+    // Each tombstone's statement, as the store keeps it (check judges it).
+    for r in records
+        .iter()
+        .chain(std::iter::once(&newest))
+        .filter(|r| r.is_tombstone())
+    {
+        let path = chainship_anchor::redaction::statement_path(r.seq);
+        let statement = input
+            .store
+            .get_object(input.origin, &path)
+            .await?
+            .ok_or_else(|| integrity!("seq {}: its redaction statement {path} is no longer kept", r.seq))?;
+        if !dir.join(REDACTIONS_DIR).exists() {
+            std::fs::create_dir(dir.join(REDACTIONS_DIR)).map_err(io)?;
+        }
+        put(&path, &statement)?;
+    }
 
     // Every proof from one walk over the tiles: they share the upper levels.
     let mut seqs: Vec<u64> = records.iter().map(|r| r.seq).collect();

@@ -38,6 +38,9 @@ pub struct CheckInput<'a> {
     pub reveal: Option<&'a Record<'a>>,
     /// The bundle must account for every position (`--with-gaps`).
     pub require_gaps: bool,
+    /// The keys that may authorize erasure: a tombstone passes where the
+    /// bundle's statement for it is signed by one of them.
+    pub redaction_keys: &'a [VerifierKey],
 }
 
 /// The checkpoint every proof is against.
@@ -103,6 +106,8 @@ pub struct EvidenceReport {
     /// `run.json`, `report.html` or `README.txt` not what the checked
     /// records render (set by [`check_renderings`]).
     pub renderings: Vec<NotProven>,
+    /// The records accepted as tombstones (their payload withheld).
+    pub redacted: Vec<chainship_verify::redactions::Redacted>,
 }
 
 impl EvidenceReport {
@@ -140,8 +145,10 @@ impl EvidenceReport {
             findings.extend(self.findings.iter().map(chainship_verify::finding::run_rule));
             findings.extend(self.renderings.iter().map(|p| p.finding(None)));
         }
+        let redacted = self.redacted.clone();
         let mut v = Verdict::new(self);
         v.findings = findings;
+        v.redacted = redacted;
         v
     }
 
@@ -210,6 +217,24 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
     let (cp, _) =
         Checkpoint::parse_text(&cp_note.text).map_err(|e| permanent!("{}: {CHECKPOINT}: {e}", files.place))?;
     let untrusted = checkpoint.problem.is_some();
+    // The statements the bundle carries, judged as a verifier of the store judges them.
+    let mut statements = chainship_verify::redactions::Loaded::default();
+    for name in files.names().filter(|n| n.starts_with(super::REDACTIONS_DIR)) {
+        let seq = chainship_anchor::redaction::seq_of_name(name);
+        chainship_verify::redactions::judge_one(
+            &mut statements,
+            &checkpoint.origin,
+            input.redaction_keys,
+            name,
+            seq,
+            files.get(name).unwrap_or_default(),
+        );
+    }
+    let covers = |record: &Record<'_>| {
+        statements
+            .redactions
+            .accepts(record.seq, record.hash.as_bytes(), &record.fields_digest())
+    };
     let prove = |record: &Record<'_>| -> Result<(), NotProven> {
         let name = proof_name(record.seq);
         let proof_text = files
@@ -227,7 +252,16 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
                 format!("{name} is a proof against another checkpoint (or other signatures on it) than the bundle's"),
             ));
         }
-        proof::prove_record(&proof, record, &cp)?;
+        if record.is_tombstone() && !covers(record) {
+            return Err(not_proven(
+                Some(Kind::Altered),
+                format!(
+                    "seq {} is a tombstone no redaction statement signed by a trusted redaction key covers (--redaction-key)",
+                    record.seq
+                ),
+            ));
+        }
+        proof::prove_record_redacted(&proof, record, &cp, record.is_tombstone())?;
         if untrusted {
             return Err(not_proven(
                 None,
@@ -344,6 +378,38 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
             )),
         });
     }
+    // A statement is only for a tombstone of the bundle.
+    let tombstones: std::collections::HashSet<u64> = run
+        .iter()
+        .chain(newest.as_ref())
+        .filter(|r| r.is_tombstone())
+        .map(|r| r.seq)
+        .collect();
+    for name in files.names().filter(|n| n.starts_with(super::REDACTIONS_DIR)) {
+        if !chainship_anchor::redaction::seq_of_name(name).is_some_and(|s| tombstones.contains(&s)) {
+            records.push(RecordStatus {
+                seq: 0,
+                line: 0,
+                problem: Some(not_proven(
+                    Some(Kind::Foreign),
+                    format!("{name} is the statement of no tombstone of the bundle"),
+                )),
+            });
+        }
+    }
+    let redacted = run
+        .iter()
+        .filter(|r| r.is_tombstone() && covers(r))
+        .filter_map(|r| {
+            let c = statements.redactions.get(r.seq)?;
+            Some(chainship_verify::redactions::Redacted {
+                seq: r.seq,
+                statement: c.statement.to_string(),
+                key: c.key.to_string(),
+                reason: c.reason.to_string(),
+            })
+        })
+        .collect();
     let run_id = String::from_utf8_lossy(&run_id.unwrap_or_default()).into_owned();
     if records.is_empty() {
         records.push(RecordStatus {
@@ -408,6 +474,7 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
         gaps,
         reveal,
         renderings: Vec::new(),
+        redacted,
     })
 }
 

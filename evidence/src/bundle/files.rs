@@ -9,7 +9,8 @@ use std::path::Path;
 use chainship_chain::{Error, permanent};
 
 use super::{
-    CHECKPOINT, GAPS, GAPS_PROOF, HEAD, NEWEST, PROOFS_DIR, README_TXT, RECORDS, REPORT_HTML, RUN_JSON, printable,
+    CHECKPOINT, GAPS, GAPS_PROOF, HEAD, NEWEST, PROOFS_DIR, README_TXT, RECORDS, REDACTIONS_DIR, REPORT_HTML, RUN_JSON,
+    printable,
 };
 
 /// Whether `name` is a file a bundle has: anything else is refused, so
@@ -32,6 +33,10 @@ fn known(name: &str) -> bool {
             .and_then(|n| n.strip_prefix('/'))
             .and_then(|n| n.strip_suffix(".proof"))
             .is_some_and(|seq| !seq.is_empty() && seq.bytes().all(|b| b.is_ascii_digit()))
+        || name
+            .strip_prefix(REDACTIONS_DIR)
+            .and_then(|n| n.strip_prefix('/'))
+            .is_some_and(|n| chainship_anchor::redaction::seq_of_name(n).is_some())
 }
 
 /// A bundle larger than this is refused (a run of 10,000 events with every
@@ -115,10 +120,10 @@ impl BundleFiles {
             let entry = entry.map_err(io)?;
             let name = entry.file_name().to_string_lossy().into_owned();
             let kind = entry.file_type().map_err(io)?;
-            if kind.is_dir() && name == PROOFS_DIR {
+            if kind.is_dir() && (name == PROOFS_DIR || name == REDACTIONS_DIR) {
                 for proof in std::fs::read_dir(entry.path()).map_err(io)? {
                     let proof = proof.map_err(io)?;
-                    let name = format!("{PROOFS_DIR}/{}", proof.file_name().to_string_lossy());
+                    let name = format!("{name}/{}", proof.file_name().to_string_lossy());
                     if !proof.file_type().map_err(io)?.is_file() {
                         return Err(permanent!("{} is not a regular file", printable(&name)));
                     }

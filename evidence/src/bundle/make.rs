@@ -49,7 +49,12 @@ pub fn make(
         input.check.keys,
         input.check.witnesses,
     ))?;
-    let mut collected = Collector::new(run, chosen.size, with_gaps);
+    let redactions = runtime.block_on(chainship_verify::redactions::load(
+        input.store,
+        input.origin,
+        input.check.redaction_keys,
+    ))?;
+    let mut collected = Collector::new(run, chosen.size, with_gaps).with_redactions(redactions.shared());
     match source {
         Source::Database(db) => build::read_database(db, input.origin, &mut collected)?,
         Source::Copy(copy) => {

@@ -3,7 +3,9 @@
 //! signed checkpoint, that checkpoint with its cosignatures, the signed
 //! head at its size, the log's newest event at that size (its time says how
 //! long the run has been silent), and optionally every other entry between
-//! the run's first and last event as a hash, with one range proof.
+//! the run's first and last event as a hash, with one range proof. An event
+//! whose payload was withheld travels as its tombstone with its signed
+//! redaction statement (`redactions/<seq>`), never with the payload.
 //!
 //! [`build`] gathers it from the database or a checked copy and the anchor
 //! store; [`check`] is the one verdict (the gaps and reveals in [`gaps`]), used by `check-evidence` and by
@@ -34,6 +36,9 @@ pub const HEAD: &str = "head";
 pub const NEWEST: &str = "newest.json";
 /// Where the proofs are: `proofs/<seq>.proof`.
 pub const PROOFS_DIR: &str = "proofs";
+/// The redaction statement of each tombstone among the records, as the
+/// anchor store keeps it: `redactions/<seq, 20 digits>`.
+pub const REDACTIONS_DIR: &str = chainship_anchor::store::REDACTIONS_DIR;
 /// `--with-gaps`: `<seq> <hash>` for every other event from the run's creation to the checkpoint.
 pub const GAPS: &str = "gaps.txt";
 /// `--with-gaps`: the range proof of the entries from the run's creation to the checkpoint.

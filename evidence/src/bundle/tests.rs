@@ -154,6 +154,7 @@ fn input(keys: &[VerifierKey], require_gaps: bool) -> CheckInput<'_> {
         rules: RunCheckConfig::default(),
         reveal: None,
         require_gaps,
+        redaction_keys: &[],
     }
 }
 
