@@ -8,7 +8,8 @@
 //! never delivers twice) and "deliver this batch" (acknowledged only once it
 //! is durable). Positions, verification and retries live once, in the
 //! follower, above this interface. Each sink declares how it wants its
-//! batches built ([`policy`]). Adding a sink is one module and its arms in
+//! batches built ([`policy`]). A redacted record's tombstone is put in a
+//! copy by [`tombstone`], each sink its own way. Adding a sink is one module and its arms in
 //! [`config`], the one list of sinks (parsing, showing, opening, reading
 //! back and batching, each an exhaustive match the compiler checks).
 

@@ -14,12 +14,15 @@ use crate::exit::{CliError, CmdResult, OK};
 /// Withhold one event's payload: a signed redaction statement, and a tombstone in the copy.
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
-  chainship redact --anchor s3://audit-anchors/heads --origin prod-eu1/agentrt --seq 4211 \\
+  chainship redact --anchor file:/mnt/anchors --origin prod-eu1/agentrt --seq 1200 \\
       --reason 'INC-1312: a customer API token in the tool arguments' \\
       --signing-key /etc/chainship/redaction.key --trusted-key /etc/chainship/head.pub \\
-      --from file:/siem/prod-eu1.jsonl
-  chainship redact --anchor file:/mnt/anchors --origin prod-eu1/agentrt --seq 4211 --reason 'GDPR erasure 2026-118' \\
-      --signing-key redaction.key --trusted-key head.pub --db /var/lib/agentrt/audit.db
+      --from file:/siem/events.jsonl
+  chainship verify-export --from file:/siem/events.jsonl --anchor file:/mnt/anchors \\
+      --trusted-key /etc/chainship/head.pub --redaction-key /etc/chainship/redaction.pub
+  chainship redact --anchor s3://audit-anchors/heads --origin prod-eu1/agentrt --seq 1201 \\
+      --reason 'GDPR erasure 2026-118' --signing-key /etc/chainship/redaction.key \\
+      --trusted-key /etc/chainship/head.pub --db /var/lib/agentrt/audit.db
                                   # the statement alone; the runtime then blanks the payload itself
 
 The event is read from the copy (--from) or the database (--db, read-only), and must hash to

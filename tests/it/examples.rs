@@ -176,7 +176,15 @@ fn localize(line: &str, root: &Path) -> String {
 const TEST_VERIFIER: &str = "prod-eu1/chainship+fd78b9dd+ARVq/TtPJ2ob3IEUsWvBFEaYV9VL0+3ncqsudkYqfRF7";
 const TEST_KEY: &str = "PRIVATE+KEY+prod-eu1/chainship+fd78b9dd+AbDiNdWD8GwUGM75zy0wNHkBHHi/8zE3MJYWlrCtwNpO\n";
 
+/// The redaction key the examples name (`/etc/chainship/redaction.key`): never a head key.
+const TEST_REDACTION_VERIFIER: &str = "erasure+55a45b2c+AQZrOgAdLc3aKdqjRRXWa/waxDJI8koTmo3l4lysYevN";
+const TEST_REDACTION_KEY: &str = "PRIVATE+KEY+erasure+55a45b2c+Abh4RTJcWADiGJSrIHYcvVJ3MMRDtiC08tU5ZeWr2Zvd\n";
+
 fn write_key(path: &Path) {
+    write_secret(path, TEST_KEY);
+}
+
+fn write_secret(path: &Path, key: &str) {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     std::fs::OpenOptions::new()
@@ -184,7 +192,7 @@ fn write_key(path: &Path) {
         .create_new(true)
         .mode(0o600)
         .open(path)
-        .and_then(|mut f| f.write_all(TEST_KEY.as_bytes()))
+        .and_then(|mut f| f.write_all(key.as_bytes()))
         .unwrap();
 }
 
@@ -307,6 +315,8 @@ async fn scratch(keys: bool) -> Scratch {
     ] {
         std::fs::write(s.path(file), &verifier).unwrap();
     }
+    write_secret(&s.path("etc/chainship/redaction.key"), TEST_REDACTION_KEY);
+    std::fs::write(s.path("etc/chainship/redaction.pub"), format!("{TEST_REDACTION_VERIFIER}\n")).unwrap();
     // A fleet's keys file: the test key given for its origin by origin=.
     std::fs::write(s.path("fleet-keys.txt"), format!("{TEST_VERIFIER} origin={ORIGIN}\n")).unwrap();
     write_key(&s.path("head.key"));
