@@ -97,6 +97,35 @@ pub fn with_input<T>(
     f(&input).map_err(|e| CliError::from_kind(&e))
 }
 
+/// The origin's trusted redactions (`--redaction-key`), for a command that
+/// re-hashes a database beside the copy (`diff`); `None` without a key.
+pub fn redactions(
+    args: &TrustedCopyArgs,
+) -> Result<Option<std::sync::Arc<chainship_chain::redaction::Redactions>>, CliError> {
+    if args.trust.redaction_keys.is_empty() {
+        return Ok(None);
+    }
+    let loaded = with_input(
+        args,
+        |_| None,
+        |input| {
+            let store = (input.open_store)();
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| chainship_chain::permanent!("cannot start the async runtime: {e}"))?;
+            runtime
+                .block_on(chainship_verify::redactions::load(
+                    &store,
+                    input.origin,
+                    input.redaction_keys,
+                ))
+                .map(|l| l.shared())
+        },
+    )?;
+    Ok(loaded)
+}
+
 /// The copy's summary line, for every command that read one.
 pub fn summary(source: &SinkConfig, c: &CopyCovered) -> String {
     format!(

@@ -496,6 +496,11 @@ impl Comparison {
         ];
         let mut fields = Vec::new();
         for (name, stored) in db_fields {
+            // A tombstone withholds its payload: the copy's check judged it
+            // (redacted where a trusted statement covers it, else altered).
+            if name == "payload_json" && r.is_tombstone() {
+                continue;
+            }
             let copy = if name == "hash" {
                 Some(std::borrow::Cow::Borrowed(r.hash.as_bytes()))
             } else {
@@ -553,6 +558,16 @@ impl Comparison {
 }
 
 impl Comparison {
+    /// The same comparison, the database's own chain accepting the rows
+    /// whose payload a trusted statement says was blanked.
+    pub fn with_redactions(
+        mut self,
+        redactions: Option<std::sync::Arc<chainship_chain::redaction::Redactions>>,
+    ) -> Self {
+        self.db.chain = self.db.chain.clone().with_redactions(redactions);
+        self
+    }
+
     /// A comparison of the copy with `db`, up to the head it has now
     /// (`head`), keeping at most `limit` changed events in detail, and
     /// collecting the runs of differing events when `touched` is given.

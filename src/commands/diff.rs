@@ -56,7 +56,8 @@ pub fn run(args: &DiffArgs) -> CmdResult {
     let options = args.db.open_options().map_err(|e| CliError::from_kind(&e))?;
     let db = EventDb::open(args.db.path()?, &options)?;
     let head = db.head()?.map_or(0, |(seq, _)| seq);
-    let mut cmp = Comparison::new(db, head, args.limit, args.rules.touched()?)?;
+    let mut cmp = Comparison::new(db, head, args.limit, args.rules.touched()?)?
+        .with_redactions(trusted_copy::redactions(&args.copy)?);
     let bar = records_spinner("comparing", args.output.json);
     let outcome = trusted_copy::read_checked(&args.copy, CopyExpectations::default(), &mut |record| {
         cmp.feed(record);

@@ -316,7 +316,11 @@ async fn scratch(keys: bool) -> Scratch {
         std::fs::write(s.path(file), &verifier).unwrap();
     }
     write_secret(&s.path("etc/chainship/redaction.key"), TEST_REDACTION_KEY);
-    std::fs::write(s.path("etc/chainship/redaction.pub"), format!("{TEST_REDACTION_VERIFIER}\n")).unwrap();
+    std::fs::write(
+        s.path("etc/chainship/redaction.pub"),
+        format!("{TEST_REDACTION_VERIFIER}\n"),
+    )
+    .unwrap();
     // A fleet's keys file: the test key given for its origin by origin=.
     std::fs::write(s.path("fleet-keys.txt"), format!("{TEST_VERIFIER} origin={ORIGIN}\n")).unwrap();
     write_key(&s.path("head.key"));

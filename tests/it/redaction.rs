@@ -213,6 +213,22 @@ fn a_secret_leaves_a_file_copy_and_the_database_and_every_verifier_names_the_seq
         kinds_at(&v).iter().any(|(k, s)| k == "altered" && *s == Some(201)),
         "{v}"
     );
+    // The redacted copy and the blanked database are the same log to diff, with the key.
+    let diff = bin()
+        .args([
+            "diff",
+            "--db",
+            path_str(&l.a.db),
+            "--from",
+            &from,
+            "--anchor",
+            &l.a.anchor_url(),
+        ])
+        .args(["--trusted-key", &l.a.verifier])
+        .args(red)
+        .output()
+        .unwrap();
+    assert_eq!(code(&diff), 0, "{}{}", stdout(&diff), stderr(&diff));
     // Another row blanked with it, which no statement covers: found.
     tamper(&l.a.db)
         .execute("UPDATE events SET payload_json = '{}' WHERE seq = 205", [])
