@@ -897,6 +897,85 @@ pub(crate) mod tests {
         )
     }
 
+    /// Seq `seq` of `lines` as its tombstone, and a redaction set covering it.
+    fn redacted(lines: &[String], seq: u64) -> (String, chainship_chain::redaction::Redactions) {
+        let r = Record::parse(lines[seq as usize - 1].as_bytes()).unwrap();
+        let mut tomb = Vec::new();
+        r.tombstone("redactions/x").write_json(&mut tomb);
+        let mut set = chainship_chain::redaction::Redactions::default();
+        set.insert(
+            seq,
+            chainship_chain::redaction::Covered {
+                hash: r.hash.as_bytes().try_into().unwrap(),
+                fields: r.fields_digest(),
+                statement: "redactions/x".into(),
+                key: "erasure".into(),
+                reason: "a token".into(),
+            },
+        );
+        (String::from_utf8(tomb).unwrap(), set)
+    }
+
+    fn check_redacted(
+        lines: &[String],
+        heads: &[Head],
+        set: Option<chainship_chain::redaction::Redactions>,
+    ) -> (Outcome, Vec<u64>, u64) {
+        let mut c = ExportCheck::new("o", None).with_redactions(set.map(Arc::new));
+        for h in heads {
+            c.add_head(*h);
+        }
+        for l in lines {
+            c.feed_line(l.as_bytes(), &|| "copy".into());
+        }
+        let last = c.finish(&mut |_| None);
+        let found = c.findings.iter().map(|f| (f.kind, f.seq)).collect();
+        (
+            (found, last.map(|h| h.seq), c.identical_duplicates),
+            c.redacted.clone(),
+            c.tombstones_appended,
+        )
+    }
+
+    #[test]
+    fn a_covered_tombstone_holds_its_place_and_nothing_else_does() {
+        let good = chain(10);
+        let heads = [head(&good, 10)];
+        let (tomb, set) = redacted(&good, 4);
+        let mut copy = good.clone();
+        copy[3] = tomb.clone();
+        // Covered: in place, named, the head after it trusted.
+        let ((found, last, _), named, _) = check_redacted(&copy, &heads, Some(set.clone()));
+        assert_eq!((found, last, named), (vec![], Some(10), vec![4]));
+        // Not covered: altered, as always.
+        let ((found, _, _), named, _) = check_redacted(&copy, &heads, None);
+        assert_eq!((found, named), (vec![(Kind::Altered, Some(4))], vec![]));
+        // Its type changed: the statement's fields digest no longer matches.
+        let mut retyped: serde_json::Value = serde_json::from_str(&tomb).unwrap();
+        retyped["type"] = "other".into();
+        copy[3] = retyped.to_string();
+        let ((found, _, _), named, _) = check_redacted(&copy, &heads, Some(set.clone()));
+        assert_eq!((found, named), (vec![(Kind::Altered, Some(4))], vec![]));
+        // Appended after the whole copy (a Kafka topic): accepted, the original stays first.
+        let mut appended = good.clone();
+        appended.push(tomb.clone());
+        let ((found, last, _), named, tail) = check_redacted(&appended, &heads, Some(set.clone()));
+        assert_eq!((found, last, named, tail), (vec![], Some(10), vec![4], 1));
+        // Appended far later (out of the recent window) too.
+        let long = chain(70_000);
+        let (far, far_set) = redacted(&long, 4);
+        let mut appended = long.clone();
+        appended.push(far);
+        let ((found, _, _), named, tail) = check_redacted(&appended, &[head(&long, 70_000)], Some(far_set));
+        assert_eq!((found, named, tail), (vec![], vec![4], 1));
+        // A covered tombstone moved onto another seq's place is not that seq's.
+        let (tomb5, _) = redacted(&good, 5);
+        let mut moved = good.clone();
+        moved[4] = tomb5;
+        let ((found, _, _), _, _) = check_redacted(&moved, &heads, Some(set));
+        assert_eq!(found, vec![(Kind::Altered, Some(5))]);
+    }
+
     fn head(lines: &[String], seq: u64) -> Head {
         let r = Record::parse(lines[seq as usize - 1].as_bytes()).unwrap();
         Head::from_stored(seq, r.hash.as_bytes()).unwrap()
