@@ -35,6 +35,23 @@ pub fn fields_digest(prev_hash: &[u8], seq: u64, run_id: &[u8], step_id: &[u8], 
     to_hex(&sha.finalize().into())
 }
 
+/// The payload a blanked row holds in place of the withheld one (what the
+/// runtime writes, and `restore`): it names the statement, and by design no
+/// longer hashes to the row's stored hash.
+pub fn placeholder(statement: &str) -> String {
+    format!("{{\"redacted\":\"{statement}\"}}")
+}
+
+/// Whether a stored payload is a [`placeholder`] (of any statement): the run
+/// check then takes the event's type and place, not its content. Whether a
+/// statement covers it is the chain check's business.
+pub fn is_placeholder(payload: &[u8]) -> bool {
+    payload
+        .strip_prefix(b"{\"redacted\":\"redactions/")
+        .and_then(|rest| rest.strip_suffix(b"\"}"))
+        .is_some_and(|name| !name.is_empty() && name.iter().all(u8::is_ascii_digit))
+}
+
 /// What a trusted statement says of one seq.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Covered {
@@ -113,6 +130,16 @@ mod tests {
         let a = event_hash(b"", 7, b"run", b"", b"t", b"call", b"{\"secret\":1}");
         let b = event_hash(b"", 7, b"run", b"", b"t", b"call", b"{}");
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn a_placeholder_is_known_as_one() {
+        let p = placeholder("redactions/00000000000000000042");
+        assert_eq!(p, r#"{"redacted":"redactions/00000000000000000042"}"#);
+        assert!(is_placeholder(p.as_bytes()));
+        for other in [r#"{}"#, r#"{"redacted":"x"}"#, r#"{"redacted":"redactions/1","a":"b"}"#, r#"{"redacted":"redactions/"}"#] {
+            assert!(!is_placeholder(other.as_bytes()), "{other}");
+        }
     }
 
     #[test]

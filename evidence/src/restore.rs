@@ -31,11 +31,7 @@ pub struct Restore {
     placeholders: Vec<u64>,
 }
 
-/// The payload a restored row of a redacted event holds: it names the
-/// statement, and (by design) no longer hashes to the row's stored hash.
-pub fn placeholder(statement: &str) -> String {
-    format!("{{\"redacted\":\"{statement}\"}}")
-}
+pub use chainship_chain::redaction::placeholder;
 
 /// A restore's verdict: the copy's, and what was written.
 pub type RestoreVerdict = Verdict<RestoreCovered>;

@@ -102,7 +102,7 @@ impl<'a> From<&EventRef<'a>> for RunEvent<'a> {
             at: e.at,
             kind: e.kind,
             payload: e.payload_json,
-            redacted: false,
+            redacted: chainship_chain::redaction::is_placeholder(e.payload_json),
         }
     }
 }
