@@ -43,10 +43,8 @@ pub struct Statement {
     pub reason: String,
 }
 
-/// The statement's path under its origin.
-pub fn statement_path(seq: u64) -> String {
-    format!("{REDACTIONS_DIR}/{seq:020}")
-}
+/// The statement's path under its origin (`redactions/<seq, 20 digits>`).
+pub use chainship_chain::redaction::statement_path;
 
 /// The seq a statement's name (`<20 digits>`) says it covers.
 pub fn seq_of_name(name: &str) -> Option<u64> {
@@ -65,7 +63,12 @@ pub fn check_reason(reason: &str) -> Result<(), Error> {
     if reason.len() > MAX_REASON {
         return Err(permanent!("--reason: at most {MAX_REASON} bytes"));
     }
-    if reason.chars().any(char::is_control) {
+    // Line and paragraph separators and bidirectional overrides too: a
+    // reason is shown in terminals and pages, and must read as written.
+    let unsafe_char = |c: char| {
+        c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if reason.chars().any(unsafe_char) {
         return Err(permanent!("--reason: one line, no control characters"));
     }
     Ok(())
@@ -200,6 +203,8 @@ mod tests {
         assert!(check_reason("a token").is_ok());
         assert!(check_reason(" ").is_err());
         assert!(check_reason("two\nlines").is_err());
+        assert!(check_reason("two\u{2028}lines").is_err());
+        assert!(check_reason("abc\u{202e}def").is_err());
         assert!(check_reason(&"x".repeat(MAX_REASON + 1)).is_err());
         assert_eq!(seq_of_name("00000000000000000042"), Some(42));
         assert_eq!(seq_of_name("42"), None);

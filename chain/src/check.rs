@@ -214,7 +214,7 @@ impl ChainCheck {
         self.redactions.as_ref().is_some_and(|r| {
             r.get(event.seq).is_some()
                 && crate::hash::is_hex_hash(event.hash)
-                && r.accepts(
+                && r.accepts_row(
                     event.seq,
                     event.hash,
                     &fields_digest(
@@ -225,6 +225,7 @@ impl ChainCheck {
                         event.at,
                         event.kind,
                     ),
+                    event.payload_json,
                 )
         })
     }
@@ -338,6 +339,11 @@ mod tests {
             payload_json: b"{}",
             ..third
         };
+        // Content rewritten rather than withheld is no redaction.
+        let rewritten = EventRef {
+            payload_json: b"{\"tool\":\"shell.exec\"}",
+            ..third
+        };
         let covered = |fields_of: &EventRef<'_>| Covered {
             hash: third.hash.try_into().unwrap(),
             fields: fields_digest(
@@ -374,6 +380,7 @@ mod tests {
             walk(Some(r.clone()), blanked),
             (vec![Ok(1), Ok(2), Ok(3), Ok(4)], vec![3])
         );
+        assert_eq!(walk(Some(r.clone()), rewritten).0[2], Err(3));
         // A statement does not cover another field changed with the payload.
         let retyped = EventRef {
             kind: b"other",

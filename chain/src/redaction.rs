@@ -35,6 +35,19 @@ pub fn fields_digest(prev_hash: &[u8], seq: u64, run_id: &[u8], step_id: &[u8], 
     to_hex(&sha.finalize().into())
 }
 
+/// Where a statement is kept under its origin, and what a tombstone of
+/// `seq` names in its `redacted` member: `redactions/<seq, 20 digits>`.
+pub fn statement_path(seq: u64) -> String {
+    format!("redactions/{seq:020}")
+}
+
+/// The payloads a blanked database row may hold: none, `{}`, or the
+/// [`placeholder`] naming its own statement. Anything else is content the
+/// statement does not vouch for (a payload rewritten, not withheld).
+pub fn is_blanked(seq: u64, payload: &[u8]) -> bool {
+    payload.is_empty() || payload == b"{}" || payload == placeholder(&statement_path(seq)).as_bytes()
+}
+
 /// The payload a blanked row holds in place of the withheld one (what the
 /// runtime writes, and `restore`): it names the statement, and by design no
 /// longer hashes to the row's stored hash.
@@ -96,11 +109,26 @@ impl Redactions {
 
     /// Whether a row or record at `seq` with stored hash `hash` and other
     /// fields of digest `fields`, whose payload does not (or no longer)
-    /// hashes to `hash`, is a redaction a trusted statement covers.
+    /// hashes to `hash`, is a redaction a trusted statement covers. Callers
+    /// check the payload is withheld: [`Redactions::accepts_record`],
+    /// [`Redactions::accepts_row`].
     pub fn accepts(&self, seq: u64, hash: &[u8], fields: &HexHash) -> bool {
         self.by_seq
             .get(&seq)
             .is_some_and(|c| c.hash[..] == *hash && c.fields == *fields)
+    }
+
+    /// Whether `r` is a tombstone a trusted statement covers: no payload at
+    /// all, its `redacted` member naming its own seq's statement, and the
+    /// statement naming its seq, hash and other fields.
+    pub fn accepts_record(&self, r: &crate::record::Record<'_>) -> bool {
+        r.is_clean_tombstone() && self.accepts(r.seq, r.hash.as_bytes(), &r.fields_digest())
+    }
+
+    /// Whether a database row whose payload no longer hashes is a blanked
+    /// one a trusted statement covers ([`is_blanked`]).
+    pub fn accepts_row(&self, seq: u64, hash: &[u8], fields: &HexHash, payload: &[u8]) -> bool {
+        is_blanked(seq, payload) && self.accepts(seq, hash, fields)
     }
 }
 
@@ -133,11 +161,31 @@ mod tests {
     }
 
     #[test]
+    fn a_blanked_row_holds_nothing_but_a_blank() {
+        for ok in ["", "{}", r#"{"redacted":"redactions/00000000000000000007"}"#] {
+            assert!(is_blanked(7, ok.as_bytes()), "{ok}");
+        }
+        for bad in [
+            "null",
+            r#"{"tool":"shell.exec"}"#,
+            r#"{"redacted":"redactions/00000000000000000008"}"#,
+            " {}",
+        ] {
+            assert!(!is_blanked(7, bad.as_bytes()), "{bad}");
+        }
+    }
+
+    #[test]
     fn a_placeholder_is_known_as_one() {
         let p = placeholder("redactions/00000000000000000042");
         assert_eq!(p, r#"{"redacted":"redactions/00000000000000000042"}"#);
         assert!(is_placeholder(p.as_bytes()));
-        for other in [r#"{}"#, r#"{"redacted":"x"}"#, r#"{"redacted":"redactions/1","a":"b"}"#, r#"{"redacted":"redactions/"}"#] {
+        for other in [
+            r#"{}"#,
+            r#"{"redacted":"x"}"#,
+            r#"{"redacted":"redactions/1","a":"b"}"#,
+            r#"{"redacted":"redactions/"}"#,
+        ] {
             assert!(!is_placeholder(other.as_bytes()), "{other}");
         }
     }

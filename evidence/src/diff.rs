@@ -498,7 +498,7 @@ impl Comparison {
         for (name, stored) in db_fields {
             // A tombstone withholds its payload: the copy's check judged it
             // (redacted where a trusted statement covers it, else altered).
-            if name == "payload_json" && r.is_tombstone() {
+            if name == "payload_json" && r.is_clean_tombstone() {
                 continue;
             }
             let copy = if name == "hash" {

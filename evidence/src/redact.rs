@@ -85,7 +85,7 @@ pub async fn redact(req: &RedactRequest<'_>) -> Result<Redaction, Error> {
     let vouched_by = vouch(req.store, req.origin, req.seq, &hash, req.keys).await?;
     // A tombstone's fields are only taken where its statement is kept
     // already (a second run): anyone who can write to the copy can write one.
-    if event.is_tombstone()
+    if event.is_clean_tombstone()
         && req
             .store
             .get_object(req.origin, &statement_path(req.seq))
@@ -107,10 +107,10 @@ pub async fn redact(req: &RedactRequest<'_>) -> Result<Redaction, Error> {
     };
     let path = statement_path(req.seq);
     let (statement, reused) = keep(req, statement).await?;
-    let placed = match (&req.source, event.is_tombstone()) {
+    let placed = match (&req.source, event.is_clean_tombstone()) {
         (EventSource::Copy(cfg), false) => {
             let mut line = Vec::new();
-            event.tombstone(&path).write_json(&mut line);
+            event.own_tombstone().write_json(&mut line);
             Some(tombstone::put(cfg, req.origin, req.seq, &event.hash, &line).await?)
         }
         _ => None,
@@ -136,14 +136,14 @@ async fn from_copy(cfg: &SinkConfig, origin: &str, seq: u64) -> Result<Record<'s
         if r.origin != origin {
             return;
         }
-        if r.is_tombstone() {
-            tomb.get_or_insert_with(|| r.clone().into_owned());
-        } else if r.expected_hash()[..] == *r.hash.as_bytes() {
+        if r.expected_hash()[..] == *r.hash.as_bytes() {
             match &whole {
                 Some(w) if w.hash != r.hash => other_hash = true,
                 Some(_) => {}
                 None => whole = Some(r.into_owned()),
             }
+        } else if r.is_clean_tombstone() {
+            tomb.get_or_insert_with(|| r.clone().into_owned());
         }
     })
     .await?;

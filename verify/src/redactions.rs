@@ -85,7 +85,12 @@ pub async fn list(store: &AnchorStore, origin: &str, keys: &[VerifierKey]) -> Re
         let mut listed = ListedStatement {
             path: path.clone(),
             statement: note.as_ref().and_then(|n| Statement::parse_text(&n.text).ok()),
-            signed_by: note.map_or_else(Vec::new, |n| n.signatures.into_iter().map(|s| s.name).collect()),
+            signed_by: note.map_or_else(Vec::new, |n| {
+                let mut names: Vec<String> = n.signatures.into_iter().map(|s| s.name).collect();
+                names.sort();
+                names.dedup();
+                names
+            }),
             trusted: None,
             problem: None,
         };

@@ -196,9 +196,18 @@ impl<'a> Record<'a> {
         }
     }
 
-    /// Whether this is a tombstone (its payload withheld).
+    /// Whether this says it is a tombstone (its payload withheld).
     pub fn is_tombstone(&self) -> bool {
         self.redacted.is_some()
+    }
+
+    /// Whether this is a tombstone as `redact` writes it: no payload at
+    /// all, and `redacted` naming its own seq's statement. A record with
+    /// `redacted` and a payload, or naming another statement, is not one.
+    pub fn is_clean_tombstone(&self) -> bool {
+        self.redacted.as_deref() == Some(crate::redaction::statement_path(self.seq).as_str())
+            && self.payload_json.is_empty()
+            && !self.travels_as_base64("payload_json")
     }
 
     /// This record as a tombstone naming `statement`: every field kept but
@@ -209,6 +218,11 @@ impl<'a> Record<'a> {
         t.b64.retain(|f| f != "payload_json");
         t.redacted = Some(Cow::Owned(statement.to_owned()));
         t
+    }
+
+    /// This record's tombstone, naming its own seq's statement.
+    pub fn own_tombstone(&self) -> Record<'static> {
+        self.tombstone(&crate::redaction::statement_path(self.seq))
     }
 
     /// [`crate::redaction::fields_digest`] of this record's fields but the

@@ -172,7 +172,15 @@ impl Collector {
             .redactions
             .as_ref()
             .and_then(|red| red.get(r.seq))
-            .filter(|c| c.hash[..] == *r.hash.as_bytes() && c.fields == r.fields_digest());
+            .filter(|c| c.hash[..] == *r.hash.as_bytes() && c.fields == r.fields_digest())
+            // Withheld, not rewritten: the event whole, its clean tombstone, or a blanked row.
+            .filter(|_| {
+                r.expected_hash()[..] == *r.hash.as_bytes()
+                    || r.is_clean_tombstone()
+                    || (!r.is_tombstone()
+                        && r.field_bytes("payload_json")
+                            .is_some_and(|p| chainship_chain::redaction::is_blanked(r.seq, &p)))
+            });
         let tomb;
         let r = match covered {
             Some(c) => {

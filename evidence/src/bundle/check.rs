@@ -230,11 +230,7 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
             files.get(name).unwrap_or_default(),
         );
     }
-    let covers = |record: &Record<'_>| {
-        statements
-            .redactions
-            .accepts(record.seq, record.hash.as_bytes(), &record.fields_digest())
-    };
+    let covers = |record: &Record<'_>| statements.redactions.accepts_record(record);
     let prove = |record: &Record<'_>| -> Result<(), NotProven> {
         let name = proof_name(record.seq);
         let proof_text = files
@@ -588,7 +584,7 @@ fn run_check(
             step_id: &fields[1],
             at: &fields[2],
             kind: &fields[3],
-            payload: &fields[4],
+            payload: if r.is_tombstone() { b"" } else { &fields[4] },
             redacted: r.is_tombstone(),
         });
     }
@@ -602,7 +598,11 @@ fn run_check(
 }
 
 fn timeline_event(r: &Record<'_>, profile: &Profile, proven: bool) -> TimelineEvent {
-    let payload_bytes = r.field_bytes("payload_json").unwrap_or_default();
+    // A tombstone's payload is withheld: nothing it holds is shown.
+    let payload_bytes = match r.is_tombstone() {
+        true => Default::default(),
+        false => r.field_bytes("payload_json").unwrap_or_default(),
+    };
     let p = Payload::parse(&payload_bytes);
     let details = [
         ("tool", p.tool.get()),
