@@ -413,6 +413,9 @@ pub struct Comparison {
     pub unreachable: Option<String>,
     /// Copy records not compared because the database could not be read.
     pub not_compared: u64,
+    /// Seqs trusted statements redact: their payloads are never compared
+    /// nor shown (the one hash stands for them on both sides).
+    redactions: Option<std::sync::Arc<chainship_chain::redaction::Redactions>>,
 }
 
 fn lossy(bytes: &[u8]) -> String {
@@ -498,7 +501,12 @@ impl Comparison {
         for (name, stored) in db_fields {
             // A tombstone withholds its payload: the copy's check judged it
             // (redacted where a trusted statement covers it, else altered).
-            if name == "payload_json" && r.is_clean_tombstone() {
+            let redacted = self
+                .redactions
+                .as_ref()
+                .and_then(|red| red.get(e.seq))
+                .is_some_and(|c| c.hash[..] == *e.hash && c.hash[..] == *r.hash.as_bytes());
+            if name == "payload_json" && (r.is_clean_tombstone() || redacted) {
                 continue;
             }
             let copy = if name == "hash" {
@@ -564,7 +572,8 @@ impl Comparison {
         mut self,
         redactions: Option<std::sync::Arc<chainship_chain::redaction::Redactions>>,
     ) -> Self {
-        self.db.chain = self.db.chain.clone().with_redactions(redactions);
+        self.db.chain = self.db.chain.clone().with_redactions(redactions.clone());
+        self.redactions = redactions;
         self
     }
 
@@ -599,6 +608,7 @@ impl Comparison {
             touched,
             unreachable,
             not_compared: 0,
+            redactions: None,
         })
     }
 }

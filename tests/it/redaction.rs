@@ -721,6 +721,34 @@ fn a_runs_evidence_carries_the_tombstone_and_its_statement() {
     let out = redact(&l, &["--from", &from], &[]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let red = ["--redaction-key", l.red_vkey.as_str()];
+    // Without the key the statement is not read: refused, nothing written (the database still holds the secret).
+    let refused = l.a.dir.path().join("no-key");
+    let out = bin()
+        .args([
+            "evidence",
+            "--run",
+            "run-leak",
+            "--origin",
+            ORIGIN,
+            "--anchor",
+            &l.a.anchor_url(),
+        ])
+        .args([
+            "--trusted-key",
+            &l.a.verifier,
+            "--out",
+            path_str(&refused),
+            "--db",
+            path_str(&l.a.db),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--redaction-key") && !refused.exists(),
+        "{}",
+        stderr(&out)
+    );
     for (name, source) in [
         ("from-copy", ["--from", from.as_str()]),
         ("from-db", ["--db", path_str(&l.a.db)]),
@@ -769,4 +797,30 @@ fn a_runs_evidence_carries_the_tombstone_and_its_statement() {
         assert_eq!(rc, 1, "{name}: {text}");
         assert!(text.contains("tombstone"), "{name}: {text}");
     }
+}
+
+/// A rule the run check could not make because the payload it needs was
+/// withheld passes nothing: `runs` is then not whole, never ok, whether the
+/// placeholder is genuine or planted (`runs` reads no statement).
+#[test]
+fn a_withheld_payload_never_lets_the_run_check_say_ok() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let db = generate_with(dir.path(), "a.db", 300, &["--inject", "started-without-decision@100"]);
+    let runs = |db: &Path| {
+        let out = bin().args(["runs", "--db", path_str(db), "--json"]).output().unwrap();
+        (code(&out), serde_json::from_str::<Value>(&stdout(&out)).unwrap())
+    };
+    let (rc, v) = runs(&db);
+    assert_eq!(rc, 1, "{v}");
+    let seq = v["findings"][0]["seq"].as_u64().unwrap();
+    tamper(&db)
+        .execute(
+            "UPDATE events SET payload_json = ?1 WHERE seq = ?2",
+            rusqlite::params![format!(r#"{{"redacted":"redactions/{seq:020}"}}"#), seq as i64],
+        )
+        .unwrap();
+    let (rc, v) = runs(&db);
+    assert_eq!(rc, 1, "{v}");
+    assert_eq!(v["status"], "not whole", "{v}");
+    assert!(v["content_redacted_total"].as_u64().unwrap() >= 1, "{v}");
 }

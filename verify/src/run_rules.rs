@@ -27,6 +27,22 @@ pub fn verdict(tally: RunTally, run_events: u64) -> Verdict<RunTally> {
             format!("{n} unreadable line(s), seq gap(s) or row(s) no seq reaches, the first: {first}"),
         ));
     }
+    // A rule that could not be checked because its payload was withheld
+    // found nothing either way: the check is not whole, never ok.
+    if tally.content_redacted_count > 0 {
+        let first = tally
+            .content_redacted
+            .first()
+            .map_or(String::new(), |f| format!(", the first: {f}"));
+        v.findings.push(Finding::new(
+            Kind::NotWhole,
+            tally.content_redacted.first().map(|f| f.seq),
+            format!(
+                "{} rule check(s) could not be made: the payloads they need were withheld (redacted){first}",
+                tally.content_redacted_count
+            ),
+        ));
+    }
     v.findings.extend(tally.findings.iter().map(finding::run_rule));
     let more = tally.relevant().saturating_sub(tally.findings.len() as u64);
     if more > 0 {
@@ -59,8 +75,13 @@ mod tests {
         let whole = verdict(read.clone(), 0);
         assert_eq!((whole.passed(), status(&whole)), (true, "ok"));
         read.not_whole("line 3: not a record".into());
-        let part = verdict(read, 0);
+        let part = verdict(read.clone(), 0);
         assert_eq!((part.passed(), status(&part)), (false, "not whole"));
+        let mut withheld = RunTally::new(None);
+        withheld.events = 10;
+        withheld.content_redacted_count = 1;
+        let v = verdict(withheld, 0);
+        assert_eq!((v.passed(), status(&v)), (false, "not whole"));
         let mut one_run = RunTally::new(Some("r1".into()));
         one_run.events = 10;
         assert_eq!(

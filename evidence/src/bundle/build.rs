@@ -226,6 +226,11 @@ impl Collector {
         self.records.len()
     }
 
+    /// The seqs of the run's events gathered, and of the newest event.
+    pub fn seqs(&self) -> impl Iterator<Item = u64> + '_ {
+        self.records.iter().chain(self.newest.as_ref()).map(|r| r.seq)
+    }
+
     /// The highest seq seen.
     pub fn last_seq(&self) -> u64 {
         self.last_seq

@@ -108,6 +108,9 @@ pub struct EvidenceReport {
     pub renderings: Vec<NotProven>,
     /// The records accepted as tombstones (their payload withheld).
     pub redacted: Vec<chainship_verify::redactions::Redacted>,
+    /// What a rule would have said of a step whose payload was withheld:
+    /// the run check could not be made there (not a finding, never ok).
+    pub content_redacted: Vec<RunFinding>,
 }
 
 impl EvidenceReport {
@@ -142,6 +145,16 @@ impl EvidenceReport {
             findings.push(Finding::new(Kind::NothingChecked, None, "the bundle proves no record"));
         }
         if runs {
+            if let Some(first) = self.content_redacted.first() {
+                findings.push(Finding::new(
+                    Kind::NotWhole,
+                    Some(first.seq),
+                    format!(
+                        "{} rule check(s) of the run could not be made: the payloads they need were withheld (redacted), the first: {first}",
+                        self.content_redacted.len()
+                    ),
+                ));
+            }
             findings.extend(self.findings.iter().map(chainship_verify::finding::run_rule));
             findings.extend(self.renderings.iter().map(|p| p.finding(None)));
         }
@@ -450,7 +463,7 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
             proven.insert(r.seq);
         }
     }
-    let (summary, findings) = run_check(&run, newest.as_ref(), input);
+    let (summary, findings, content_redacted) = run_check(&run, newest.as_ref(), input);
     let timeline = run
         .iter()
         .map(|r| timeline_event(r, input.profile, proven.contains(&r.seq)))
@@ -471,6 +484,7 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
         reveal,
         renderings: Vec::new(),
         redacted,
+        content_redacted,
     })
 }
 
@@ -574,7 +588,7 @@ fn run_check(
     run: &[Record<'_>],
     newest: Option<&Record<'_>>,
     input: &CheckInput<'_>,
-) -> (Option<RunSummary>, Vec<RunFinding>) {
+) -> (Option<RunSummary>, Vec<RunFinding>, Vec<RunFinding>) {
     let mut check = RunCheck::new(input.profile, input.rules.clone());
     for r in run {
         let fields = ["run_id", "step_id", "at", "type", "payload_json"].map(|f| r.field_bytes(f).unwrap_or_default());
@@ -594,7 +608,8 @@ fn run_check(
     check.finish();
     let mut findings = check.take_findings();
     findings.sort_by_key(|f| f.seq);
-    (check.take_summaries().into_iter().next(), findings)
+    let withheld = check.content_redacted().0.to_vec();
+    (check.take_summaries().into_iter().next(), findings, withheld)
 }
 
 fn timeline_event(r: &Record<'_>, profile: &Profile, proven: bool) -> TimelineEvent {

@@ -71,6 +71,31 @@ pub fn make(
             chosen.size
         ));
     }
+    // Without a redaction key the statements are not read, and a withheld
+    // payload the source still holds would travel in the bundle: refused.
+    if input.check.redaction_keys.is_empty() {
+        let names = runtime.block_on(
+            input
+                .store
+                .list_names(input.origin, chainship_anchor::store::REDACTIONS_DIR),
+        )?;
+        let redacted: std::collections::BTreeSet<u64> = names
+            .iter()
+            .filter_map(|n| chainship_anchor::redaction::seq_of_name(n))
+            .collect();
+        let hit: Vec<String> = collected
+            .seqs()
+            .filter(|s| redacted.contains(s))
+            .map(|s| s.to_string())
+            .collect();
+        if !hit.is_empty() {
+            return Err(permanent!(
+                "seq(s) {} of the bundle have redaction statements in {}: give --redaction-key, so their withheld payloads stay out of the bundle",
+                hit.join(", "),
+                input.store.describe()
+            ));
+        }
+    }
     if out.exists() {
         return Err(permanent!("{}: exists", out.display()).with_setting(Setting::Out));
     }

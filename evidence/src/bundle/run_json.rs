@@ -86,6 +86,7 @@ pub fn render(r: &EvidenceReport) -> Value {
             })).collect::<Vec<_>>(),
         },
         "gaps": r.gaps.as_ref().map(|g| json!({"first": g.first, "last": g.last, "hashes": g.hashes})),
+        "content_redacted": r.content_redacted.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
         "redacted": r.redacted.iter().map(|x| json!({"seq": x.seq, "statement": x.statement, "key": x.key, "reason": x.reason})).collect::<Vec<_>>(),
         "verdict": if !r.all_proven() { "not proven" } else if r.findings.is_empty() { "ok" } else { "findings" },
     })
