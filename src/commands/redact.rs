@@ -20,7 +20,7 @@ use crate::exit::{CliError, CmdResult, OK};
       --from file:/siem/events.jsonl
   chainship verify-export --from file:/siem/events.jsonl --anchor file:/mnt/anchors \\
       --trusted-key /etc/chainship/head.pub --redaction-key /etc/chainship/redaction.pub
-  chainship redact --anchor s3://audit-anchors/heads --origin prod-eu1/agentrt --seq 1201 \\
+  chainship redact --anchor file:/mnt/anchors --origin prod-eu1/agentrt --seq 1201 \\
       --reason 'GDPR erasure 2026-118' --signing-key /etc/chainship/redaction.key \\
       --trusted-key /etc/chainship/head.pub --db /var/lib/agentrt/audit.db
                                   # the statement alone; the runtime then blanks the payload itself
