@@ -4,7 +4,6 @@
 //! caller as it goes, so `verify-export`, `restore` and `diff` stream the
 //! same read and judge the copy alike.
 
-use chainship_chain::record::Record;
 use chainship_runs::Touched;
 use chainship_sinks::SinkConfig;
 use clap::Args;
@@ -50,16 +49,6 @@ fn origin_of(args: &TrustedCopyArgs) -> Result<Result<String, CopyOutcome>, CliE
     }
 }
 
-/// Reads the copy once, checking it, and calls `each` with every record of
-/// the origin that parses ([`chainship_evidence::copy::read_checked`]).
-pub fn read_checked(
-    args: &TrustedCopyArgs,
-    expect: CopyExpectations,
-    each: &mut dyn FnMut(&Record<'_>),
-) -> Result<CopyOutcome, CliError> {
-    with_input(args, |o| o, |input| copy::read_checked(input, expect, each))
-}
-
 /// The copy checked, and read again for the runs its invalid seqs touch
 /// when `touched` is given ([`chainship_evidence::copy::check_copy`]).
 pub fn check(
@@ -95,35 +84,6 @@ pub fn with_input<T>(
         redaction_keys: &redaction_keys,
     };
     f(&input).map_err(|e| CliError::from_kind(&e))
-}
-
-/// The origin's trusted redactions (`--redaction-key`), for a command that
-/// re-hashes a database beside the copy (`diff`); `None` without a key.
-pub fn redactions(
-    args: &TrustedCopyArgs,
-) -> Result<Option<std::sync::Arc<chainship_chain::redaction::Redactions>>, CliError> {
-    if args.trust.redaction_keys.is_empty() {
-        return Ok(None);
-    }
-    let loaded = with_input(
-        args,
-        |_| None,
-        |input| {
-            let store = (input.open_store)();
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| chainship_chain::permanent!("cannot start the async runtime: {e}"))?;
-            runtime
-                .block_on(chainship_verify::redactions::load(
-                    &store,
-                    input.origin,
-                    input.redaction_keys,
-                ))
-                .map(|l| l.shared())
-        },
-    )?;
-    Ok(loaded)
 }
 
 /// The copy's summary line, for every command that read one.

@@ -187,6 +187,39 @@ impl SignedNote {
     }
 }
 
+/// The text of one of chainship's own notes (a head, a redaction
+/// statement), read in order: its format line, then `name value` lines, each
+/// where it must be.
+pub struct NoteBody<'a> {
+    lines: std::str::Lines<'a>,
+}
+
+impl<'a> NoteBody<'a> {
+    /// The body of `text`, whose first line must be `format_line`.
+    pub fn new(text: &'a str, format_line: &str) -> Result<Self, Error> {
+        let mut lines = text.lines();
+        if lines.next() != Some(format_line) {
+            return Err(chainship_chain::integrity!("the first line is not {format_line}"));
+        }
+        Ok(NoteBody { lines })
+    }
+
+    /// The value of the next line, which must be `name value`.
+    pub fn field(&mut self, name: &str) -> Result<String, Error> {
+        self.lines
+            .next()
+            .and_then(|l| l.strip_prefix(name))
+            .and_then(|v| v.strip_prefix(' '))
+            .map(str::to_owned)
+            .ok_or_else(|| chainship_chain::integrity!("missing the {name} line"))
+    }
+
+    /// The next line as it is (optional lines, and the check that none is left).
+    pub fn next_line(&mut self) -> Option<&'a str> {
+        self.lines.next()
+    }
+}
+
 /// A key trusted to sign heads: the C2SP verifier key form
 /// `<name>+<hex key id>+<base64(0x01 || public key)>`.
 #[derive(Clone, Debug, PartialEq, Eq)]

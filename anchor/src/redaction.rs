@@ -99,24 +99,13 @@ impl Statement {
 
     /// Parses a note text (its signatures are checked by the verifier).
     pub fn parse_text(text: &str) -> Result<Statement, Error> {
-        let mut lines = text.lines();
-        if lines.next() != Some(FORMAT_LINE) {
-            return Err(integrity!("the first line is not {FORMAT_LINE}"));
-        }
-        let mut field = |name: &str| {
-            lines
-                .next()
-                .and_then(|l| l.strip_prefix(name))
-                .and_then(|v| v.strip_prefix(' '))
-                .map(str::to_owned)
-                .ok_or_else(|| integrity!("missing the {name} line"))
-        };
-        let origin = field("origin")?;
-        let seq_text = field("seq")?;
-        let hash = field("hash")?;
-        let fields = field("fields")?;
-        let redacted = field("redacted")?;
-        let reason = field("reason")?;
+        let mut body = crate::note::NoteBody::new(text, FORMAT_LINE)?;
+        let origin = body.field("origin")?;
+        let seq_text = body.field("seq")?;
+        let hash = body.field("hash")?;
+        let fields = body.field("fields")?;
+        let redacted = body.field("redacted")?;
+        let reason = body.field("reason")?;
         let seq = seq_text
             .parse::<u64>()
             .ok()
@@ -126,7 +115,7 @@ impl Statement {
         let fields = hex_hash(&fields).ok_or_else(|| integrity!("fields {fields:?} is not 64 lower-case hex"))?;
         humantime::parse_rfc3339(&redacted).map_err(|_| integrity!("redacted {redacted:?} is not RFC 3339"))?;
         check_reason(&reason).map_err(|e| integrity!("{}", e.message))?;
-        if lines.next().is_some() {
+        if body.next_line().is_some() {
             return Err(integrity!("extra lines after the reason"));
         }
         let statement = Statement {

@@ -98,28 +98,17 @@ impl SignedHead {
 
     /// Parses a note text (its signatures are checked elsewhere).
     pub fn parse_text(text: &str) -> Result<SignedHead, Error> {
-        let mut lines = text.lines();
-        if lines.next() != Some(FORMAT_LINE) {
-            return Err(integrity!("the first line is not {FORMAT_LINE}"));
-        }
-        let mut field = |name: &str| {
-            lines
-                .next()
-                .and_then(|l| l.strip_prefix(name))
-                .and_then(|v| v.strip_prefix(' '))
-                .map(str::to_owned)
-                .ok_or_else(|| integrity!("missing the {name} line"))
-        };
-        let origin = field("origin")?;
-        let seq = field("seq")?;
-        let hash = field("hash")?;
-        let published = field("published")?;
+        let mut body = crate::note::NoteBody::new(text, FORMAT_LINE)?;
+        let origin = body.field("origin")?;
+        let seq = body.field("seq")?;
+        let hash = body.field("hash")?;
+        let published = body.field("published")?;
         let head: Head = format!("{seq}:{hash}").parse().map_err(|e| integrity!("{e}"))?;
         humantime::parse_rfc3339(&published).map_err(|_| integrity!("published {published:?} is not RFC 3339"))?;
-        let mut next = lines.next();
+        let mut next = body.next_line();
         let with_checkpoint = next == Some(format!("checkpoint {}", head.seq).as_str());
         if with_checkpoint {
-            next = lines.next();
+            next = body.next_line();
         }
         let previous = match next {
             None => None,
@@ -135,7 +124,7 @@ impl SignedHead {
                 None => return Err(integrity!("extra lines after the head")),
             },
         };
-        if lines.next().is_some() {
+        if body.next_line().is_some() {
             return Err(integrity!("extra lines after the head"));
         }
         Ok(SignedHead {

@@ -22,6 +22,7 @@ use chainship_verify::Kind;
 use chainship_verify::copy::{self, CopyCheck, RangePlan, RecordWalk};
 use chainship_verify::pass::{self, Against, StreamInput};
 use chainship_verify::ranges;
+use chainship_verify::redactions::Loaded;
 
 pub use chainship_verify::copy::{CopyExpectations, CopyOutcome};
 
@@ -156,11 +157,31 @@ pub fn read_checked(
     expect: CopyExpectations,
     each: &mut dyn FnMut(&Record<'_>),
 ) -> Result<CopyOutcome, Error> {
+    read_checked_with(input, expect, load_redactions(input)?, each)
+}
+
+/// The origin's redaction statements, read and judged once
+/// ([`chainship_verify::redactions::load`]; nothing without a redaction key).
+pub fn load_redactions(input: &CopyInput<'_>) -> Result<Loaded, Error> {
+    new_runtime()?.block_on(chainship_verify::redactions::load(
+        &(input.open_store)(),
+        input.origin,
+        input.redaction_keys,
+    ))
+}
+
+/// [`read_checked`] with the statements read already (by a caller that
+/// needs them before the copy is read: `restore`, `diff`, `evidence`).
+pub fn read_checked_with(
+    input: &CopyInput<'_>,
+    expect: CopyExpectations,
+    redactions: Loaded,
+    each: &mut dyn FnMut(&Record<'_>),
+) -> Result<CopyOutcome, Error> {
     let origin = input.origin;
     let runtime = new_runtime()?;
     let store = (input.open_store)();
     let (sender, vouchers) = copy::channel();
-    let redactions = runtime.block_on(chainship_verify::redactions::load(&store, origin, input.redaction_keys))?;
     let mut copy = CopyCheck::new(origin, &expect, vouchers).with_redactions(redactions);
     let (read, pass) = std::thread::scope(|scope| {
         let pass = scope.spawn(|| {

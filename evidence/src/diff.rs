@@ -568,13 +568,9 @@ impl Comparison {
 impl Comparison {
     /// The same comparison, the database's own chain accepting the rows
     /// whose payload a trusted statement says was blanked.
-    pub fn with_redactions(
-        mut self,
-        redactions: Option<std::sync::Arc<chainship_chain::redaction::Redactions>>,
-    ) -> Self {
+    pub fn set_redactions(&mut self, redactions: Option<std::sync::Arc<chainship_chain::redaction::Redactions>>) {
         self.db.chain = self.db.chain.clone().with_redactions(redactions.clone());
         self.redactions = redactions;
-        self
     }
 
     /// A comparison of the copy with `db`, up to the head it has now

@@ -70,13 +70,9 @@ pub fn restore(
     restored: &mut dyn FnMut(),
 ) -> Result<RestoreVerdict, Error> {
     let mut restore = Restore::create(out, to)?;
-    let loaded = crate::copy::new_runtime()?.block_on(chainship_verify::redactions::load(
-        &(input.open_store)(),
-        input.origin,
-        input.redaction_keys,
-    ))?;
+    let loaded = copy::load_redactions(input)?;
     restore.redactions = loaded.shared();
-    let outcome = copy::read_checked(input, CopyExpectations::default(), &mut |record| {
+    let outcome = copy::read_checked_with(input, CopyExpectations::default(), loaded, &mut |record| {
         if restore.take(record) {
             restored();
         }

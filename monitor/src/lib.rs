@@ -503,28 +503,28 @@ impl Monitor<'_> {
         }
     }
 
-    /// `origin`'s trusted redaction statements, read again and given to its watch.
+    /// `origin`'s trusted redaction statements, read for the first time
+    /// (after that, each store judgement reads them: [`Self::judge_store`]).
     fn load_redactions(&mut self, origin: &str) {
-        if self.input.redaction_keys.is_empty() {
-            return;
-        }
         let loaded = self.runtime.block_on(chainship_verify::redactions::load(
             self.input.store,
             origin,
             self.input.redaction_keys,
         ));
         match loaded {
-            Ok(loaded) => {
-                let shared = loaded.shared();
-                if let Some(w) = self.watches.get_mut(origin) {
-                    w.set_redactions(shared.clone());
-                }
-                self.redactions.insert(origin.to_owned(), shared);
-            }
+            Ok(loaded) => self.set_redactions(origin, loaded.shared()),
             Err(e) => {
                 tracing::warn!(origin, error = %e, "cannot read the redaction statements; retrying on the next store round")
             }
         }
+    }
+
+    /// Gives `origin`'s watch (and any made later) the redactions now trusted.
+    fn set_redactions(&mut self, origin: &str, shared: Option<std::sync::Arc<chainship_chain::redaction::Redactions>>) {
+        if let Some(w) = self.watches.get_mut(origin) {
+            w.set_redactions(shared.clone());
+        }
+        self.redactions.insert(origin.to_owned(), shared);
     }
 
     /// The store pass for one origin, from its state file.
@@ -550,7 +550,10 @@ impl Monitor<'_> {
             },
             &mut |_, _| {},
         )?;
-        self.load_redactions(origin);
+        // The statements the judgement read: given to the watch, not read again.
+        if !self.input.redaction_keys.is_empty() {
+            self.set_redactions(origin, verdict.covered.redactions.clone());
+        }
         let seen = self.stores.entry(origin.to_owned()).or_default();
         seen.known |= names.publishes();
         seen.names = Some(names);

@@ -15,7 +15,7 @@ use crate::args::{DbArgs, OutputArgs, RunRulesArgs};
 use crate::exit::{CliError, CmdResult};
 use crate::progress::records_spinner;
 use crate::report;
-use crate::trusted_copy::{self, CopyExpectations, TrustedCopyArgs};
+use crate::trusted_copy::{self, CopyExpectations, TrustedCopyArgs, copy};
 use chainship_runs::affected;
 
 /// Show what changed in the database against the trusted copy.
@@ -56,13 +56,21 @@ pub fn run(args: &DiffArgs) -> CmdResult {
     let options = args.db.open_options().map_err(|e| CliError::from_kind(&e))?;
     let db = EventDb::open(args.db.path()?, &options)?;
     let head = db.head()?.map_or(0, |(seq, _)| seq);
-    let mut cmp = Comparison::new(db, head, args.limit, args.rules.touched()?)?
-        .with_redactions(trusted_copy::redactions(&args.copy)?);
+    let mut cmp = Comparison::new(db, head, args.limit, args.rules.touched()?)?;
     let bar = records_spinner("comparing", args.output.json);
-    let outcome = trusted_copy::read_checked(&args.copy, CopyExpectations::default(), &mut |record| {
-        cmp.feed(record);
-        bar.inc(1);
-    })?;
+    // The statements are read once: the database's chain takes them before the copy is read.
+    let outcome = trusted_copy::with_input(
+        &args.copy,
+        |o| o,
+        |input| {
+            let loaded = copy::load_redactions(input)?;
+            cmp.set_redactions(loaded.shared());
+            copy::read_checked_with(input, CopyExpectations::default(), loaded, &mut |record| {
+                cmp.feed(record);
+                bar.inc(1);
+            })
+        },
+    )?;
     bar.finish_and_clear();
     let verdict = diff::verdict(outcome, cmp);
     if args.output.json {

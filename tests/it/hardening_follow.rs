@@ -560,17 +560,7 @@ async fn check_on_an_s3_sink_writes_one_probe_ever() {
     let dir = TempDir::new().unwrap();
     let db = generate(dir.path(), "m.db", 10);
     let bucket = bucket("probe").await;
-    s3_client()
-        .put_bucket_versioning()
-        .bucket(&bucket)
-        .versioning_configuration(
-            aws_sdk_s3::types::VersioningConfiguration::builder()
-                .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
+    versioned(&bucket).await;
     for _ in 0..3 {
         let mut cmd = bin();
         s3_env(&mut cmd);

@@ -45,30 +45,17 @@ fn leaked() -> Leaked {
     }
 }
 
-/// Every file under `dir`, read, for a search.
-fn all_bytes_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push((p.clone(), std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    out
-}
-
 fn contains(hay: &[u8], needle: &str) -> bool {
     hay.windows(needle.len()).any(|w| w == needle.as_bytes())
 }
 
 fn assert_secret_nowhere_in(dir: &Path) {
-    for (path, bytes) in all_bytes_under(dir) {
-        assert!(!contains(&bytes, SECRET), "{} holds the secret", path.display());
+    for path in files_under(dir) {
+        assert!(
+            !contains(&std::fs::read(&path).unwrap(), SECRET),
+            "{} holds the secret",
+            path.display()
+        );
     }
 }
 
@@ -125,6 +112,27 @@ fn redacted_seqs(v: &Value) -> Vec<u64> {
         .iter()
         .map(|r| r["seq"].as_u64().unwrap())
         .collect()
+}
+
+/// Ships the database to `s3://BUCKET/exports`, anchored in the file store.
+fn ship_to_s3(l: &Leaked, bucket: &str) {
+    let shipped = s3_follow(
+        &l.a.db,
+        bucket,
+        ORIGIN,
+        &l.a.dir.path().join("cursor"),
+        &["--from-start"],
+    )
+    .args([
+        "--once",
+        "--anchor",
+        &l.a.anchor_url(),
+        "--signing-key",
+        path_str(&l.a.key),
+    ])
+    .output()
+    .unwrap();
+    assert_eq!(code(&shipped), 0, "{}", stderr(&shipped));
 }
 
 /// Ships the database to a file copy, anchored (heads, checkpoint, tiles).
@@ -275,17 +283,12 @@ fn statements_that_should_not_count_never_do() {
     let genuine = std::fs::read_to_string(&kept).unwrap();
 
     // A head key as the redaction key: refused, for the verifier and for redact.
-    let (rc, _) = (
-        code(
-            &bin()
-                .args(["verify-export", "--from", &from, "--anchor", &l.a.anchor_url()])
-                .args(["--trusted-key", &l.a.verifier, "--redaction-key", &l.a.verifier])
-                .output()
-                .unwrap(),
-        ),
-        (),
-    );
-    assert_eq!(rc, 2);
+    let out = bin()
+        .args(["verify-export", "--from", &from, "--anchor", &l.a.anchor_url()])
+        .args(["--trusted-key", &l.a.verifier, "--redaction-key", &l.a.verifier])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
     let out = bin()
         .args([
             "redact",
@@ -489,35 +492,9 @@ async fn a_secret_leaves_an_s3_copy() {
     let _services = services().await;
     let l = leaked();
     let bucket = bucket("redact").await;
+    versioned(&bucket).await;
     let client = s3_client();
-    client
-        .put_bucket_versioning()
-        .bucket(&bucket)
-        .versioning_configuration(
-            aws_sdk_s3::types::VersioningConfiguration::builder()
-                .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
-    let shipped = s3_follow(
-        &l.a.db,
-        &bucket,
-        ORIGIN,
-        &l.a.dir.path().join("cursor"),
-        &["--from-start"],
-    )
-    .args([
-        "--once",
-        "--anchor",
-        &l.a.anchor_url(),
-        "--signing-key",
-        path_str(&l.a.key),
-    ])
-    .output()
-    .unwrap();
-    assert_eq!(code(&shipped), 0, "{}", stderr(&shipped));
+    ship_to_s3(&l, &bucket);
     let from = format!("s3://{bucket}/exports");
     let s3 = ["--s3-endpoint", &s3_endpoint(), "--s3-path-style"];
     let red = [
@@ -582,23 +559,7 @@ async fn a_secret_leaves_an_s3_copy() {
         .await
         .unwrap();
     let l2 = leaked();
-    let shipped = s3_follow(
-        &l2.a.db,
-        &locked,
-        ORIGIN,
-        &l2.a.dir.path().join("cursor"),
-        &["--from-start"],
-    )
-    .args([
-        "--once",
-        "--anchor",
-        &l2.a.anchor_url(),
-        "--signing-key",
-        path_str(&l2.a.key),
-    ])
-    .output()
-    .unwrap();
-    assert_eq!(code(&shipped), 0, "{}", stderr(&shipped));
+    ship_to_s3(&l2, &locked);
     let out = redact(&l2, &["--from", &format!("s3://{locked}/exports")], &s3);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     assert!(stderr(&out).contains("Object Lock"), "{}", stderr(&out));
@@ -823,4 +784,60 @@ fn a_withheld_payload_never_lets_the_run_check_say_ok() {
     assert_eq!(rc, 1, "{v}");
     assert_eq!(v["status"], "not whole", "{v}");
     assert!(v["content_redacted_total"].as_u64().unwrap() >= 1, "{v}");
+}
+
+/// A file copy a running follower writes to is refused (its lock), after
+/// the statement was kept; once the follower stops, the same command
+/// finishes the copy with the statement kept, and the follower goes on.
+#[test]
+fn a_copy_a_follower_writes_is_refused_then_finished_by_the_same_command() {
+    let l = leaked();
+    let copy = ship_to_file(&l);
+    let from = format!("file:{}", path_str(&copy));
+    let cursor = l.a.dir.path().join("cursor");
+    let mut follower = KillOnDrop(
+        Follow::new(&l.a.db, ORIGIN)
+            .file_sink(&copy)
+            .cursor(&cursor)
+            .anchored(&l.a)
+            .command()
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // It holds the file's lock once it has read its copy back and goes on.
+    let head = db_head(&l.a.db);
+    wait_for_cursor(&cursor, &head, std::time::Duration::from_secs(30));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = redact(&l, &["--from", &from], &[]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("a follower is writing to it"), "{}", stderr(&out));
+    assert!(
+        contains(&std::fs::read(&copy).unwrap(), SECRET),
+        "the copy is left as it was"
+    );
+    assert!(
+        l.a.anchors
+            .join(ORIGIN)
+            .join("redactions/00000000000000000201")
+            .is_file()
+    );
+    signal(&follower.0, SIGTERM);
+    assert!(wait_with_limit(&mut follower.0, std::time::Duration::from_secs(20)).success());
+    let again = redact(&l, &["--from", &from], &[]);
+    assert_eq!(code(&again), 0, "{}", stderr(&again));
+    assert!(stdout(&again).contains("kept already"), "{}", stdout(&again));
+    assert!(!contains(&std::fs::read(&copy).unwrap(), SECRET));
+    // The follower goes on after the rewritten file: new events, once each.
+    append(&l.a.db, 5);
+    let resumed = Follow::new(&l.a.db, ORIGIN)
+        .file_sink(&copy)
+        .cursor(&cursor)
+        .once()
+        .anchored(&l.a)
+        .output();
+    assert_eq!(code(&resumed), 0, "{}", stderr(&resumed));
+    let (rc, v) = verify_export(&l, &["--from", &from], &["--redaction-key", &l.red_vkey]);
+    assert_eq!(rc, 0, "{v}");
+    assert_eq!(v["records"], 226, "{v}");
 }

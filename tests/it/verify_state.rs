@@ -339,19 +339,10 @@ fn other_history(a: &Anchored, events: u64, extra: &[&str]) -> (tempfile::TempDi
 }
 
 fn walk(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(at) = pending.pop() {
-        for e in std::fs::read_dir(&at).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                pending.push(p);
-            } else {
-                out.push(p.strip_prefix(dir).unwrap().to_string_lossy().into_owned());
-            }
-        }
-    }
-    out
+    files_under(dir)
+        .iter()
+        .map(|p| p.strip_prefix(dir).unwrap().to_string_lossy().into_owned())
+        .collect()
 }
 
 /// The same against the S3 server: the listing starts after the state's

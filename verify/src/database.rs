@@ -46,6 +46,9 @@ pub struct DbCovered {
     /// The verify state the run went on from (`--state`), and whether it saved one.
     pub since: Option<Since>,
     pub state_saved: bool,
+    /// The redactions the trusted statements cover, as read for this run
+    /// (`None` without `--redaction-key`, or with none kept).
+    pub redactions: Option<std::sync::Arc<chainship_chain::redaction::Redactions>>,
 }
 
 /// What the database's walk read.
@@ -277,6 +280,7 @@ pub async fn audit_database(a: &DbAudit<'_>, listing: Listing) -> Result<DbVerdi
             }),
             since: None,
             state_saved: false,
+            redactions: None,
         },
     })
 }

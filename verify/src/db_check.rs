@@ -123,7 +123,7 @@ pub fn check_database(c: DbCheck<'_>, progress: &mut dyn FnMut(u64, u64)) -> Res
             .redactions
             .iter()
             .map(|(seq, _)| seq)
-            .filter(|s| !accepted.contains(s) && report.last_good.is_some_and(|g| *s <= g.seq))
+            .filter(|s| accepted.binary_search(s).is_err() && report.last_good.is_some_and(|g| *s <= g.seq))
             .collect(),
         None => Vec::new(),
     };
@@ -145,6 +145,7 @@ pub fn check_database(c: DbCheck<'_>, progress: &mut dyn FnMut(u64, u64)) -> Res
         .extend(redactions.findings.iter().cloned().chain(found));
     verdict.warnings.extend(redactions.warnings.iter().cloned().chain(said));
     verdict.redacted = redacted;
+    verdict.covered.redactions = redactions.shared();
     // What the invalid seqs touch: their runs, and side effects to reconcile.
     if let (Some(from), Some(touched), Some((_, db))) = (verdict.covered.invalid_from, c.touched, &walked) {
         verdict.touched = Some(match &verdict.ranges {

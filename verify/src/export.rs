@@ -110,11 +110,8 @@ pub struct ExportCheck {
     /// statement names (what the statement is held to).
     pub redacted: Vec<u64>,
     pub statement_hashes: BTreeMap<u64, HexHash>,
-    /// The seqs a statement names where the copy held the event whole.
+    /// The seqs a statement names where the copy held the event whole, ascending.
     pub payload_held: Vec<u64>,
-    /// Tombstones appended after the record they stand for (a Kafka copy):
-    /// accepted, not duplicates.
-    pub tombstones_appended: u64,
 }
 
 /// The window of recent records, by seq modulo its size.
@@ -190,7 +187,6 @@ impl ExportCheck {
             redacted: Vec::new(),
             statement_hashes: BTreeMap::new(),
             payload_held: Vec::new(),
-            tombstones_appended: 0,
         }
     }
 
@@ -383,15 +379,16 @@ impl ExportCheck {
                 // A tombstone a trusted statement covers: its hash stands for its content.
                 content = hash;
                 accepted = true;
-            } else if content == hash && !self.payload_held.contains(&r.seq) {
-                self.payload_held.push(r.seq);
+            } else if content == hash
+                && let Err(at) = self.payload_held.binary_search(&r.seq)
+            {
+                self.payload_held.insert(at, r.seq);
             }
         }
         let next_seq = self.last.map_or(Some(1), |(s, _)| s.checked_add(1));
         if accepted && r.is_tombstone() && next_seq.is_some_and(|n| r.seq < n) && !self.in_missing(r.seq) {
             // Appended after the record it stands for (Kafka keeps the
             // original until retention): the record's place is taken.
-            self.tombstones_appended += 1;
             self.note_redacted(r.seq);
             return;
         }
@@ -920,7 +917,7 @@ pub(crate) mod tests {
         lines: &[String],
         heads: &[Head],
         set: Option<chainship_chain::redaction::Redactions>,
-    ) -> (Outcome, Vec<u64>, u64) {
+    ) -> (Outcome, Vec<u64>) {
         let mut c = ExportCheck::new("o", None).with_redactions(set.map(Arc::new));
         for h in heads {
             c.add_head(*h);
@@ -930,11 +927,7 @@ pub(crate) mod tests {
         }
         let last = c.finish(&mut |_| None);
         let found = c.findings.iter().map(|f| (f.kind, f.seq)).collect();
-        (
-            (found, last.map(|h| h.seq), c.identical_duplicates),
-            c.redacted.clone(),
-            c.tombstones_appended,
-        )
+        ((found, last.map(|h| h.seq), c.identical_duplicates), c.redacted.clone())
     }
 
     #[test]
@@ -945,10 +938,10 @@ pub(crate) mod tests {
         let mut copy = good.clone();
         copy[3] = tomb.clone();
         // Covered: in place, named, the head after it trusted.
-        let ((found, last, _), named, _) = check_redacted(&copy, &heads, Some(set.clone()));
+        let ((found, last, _), named) = check_redacted(&copy, &heads, Some(set.clone()));
         assert_eq!((found, last, named), (vec![], Some(10), vec![4]));
         // Not covered: altered, as always.
-        let ((found, _, _), named, _) = check_redacted(&copy, &heads, None);
+        let ((found, _, _), named) = check_redacted(&copy, &heads, None);
         assert_eq!((found, named), (vec![(Kind::Altered, Some(4))], vec![]));
         // A payload put back beside `redacted`, or another statement named: not a tombstone.
         for (key, value) in [
@@ -958,32 +951,33 @@ pub(crate) mod tests {
             let mut forged: serde_json::Value = serde_json::from_str(&tomb).unwrap();
             forged[key] = value.into();
             copy[3] = forged.to_string();
-            let ((found, _, _), named, _) = check_redacted(&copy, &heads, Some(set.clone()));
+            let ((found, _, _), named) = check_redacted(&copy, &heads, Some(set.clone()));
             assert_eq!((found, named), (vec![(Kind::Altered, Some(4))], vec![]), "{key}");
         }
         // Its type changed: the statement's fields digest no longer matches.
         let mut retyped: serde_json::Value = serde_json::from_str(&tomb).unwrap();
         retyped["type"] = "other".into();
         copy[3] = retyped.to_string();
-        let ((found, _, _), named, _) = check_redacted(&copy, &heads, Some(set.clone()));
+        let ((found, _, _), named) = check_redacted(&copy, &heads, Some(set.clone()));
         assert_eq!((found, named), (vec![(Kind::Altered, Some(4))], vec![]));
         // Appended after the whole copy (a Kafka topic): accepted, the original stays first.
         let mut appended = good.clone();
         appended.push(tomb.clone());
-        let ((found, last, _), named, tail) = check_redacted(&appended, &heads, Some(set.clone()));
-        assert_eq!((found, last, named, tail), (vec![], Some(10), vec![4], 1));
+        // (Not an identical duplicate either: it is the record's redaction.)
+        let ((found, last, dups), named) = check_redacted(&appended, &heads, Some(set.clone()));
+        assert_eq!((found, last, dups, named), (vec![], Some(10), 0, vec![4]));
         // Appended far later (out of the recent window) too.
         let long = chain(70_000);
         let (far, far_set) = redacted(&long, 4);
         let mut appended = long.clone();
         appended.push(far);
-        let ((found, _, _), named, tail) = check_redacted(&appended, &[head(&long, 70_000)], Some(far_set));
-        assert_eq!((found, named, tail), (vec![], vec![4], 1));
+        let ((found, _, dups), named) = check_redacted(&appended, &[head(&long, 70_000)], Some(far_set));
+        assert_eq!((found, dups, named), (vec![], 0, vec![4]));
         // A covered tombstone moved onto another seq's place is not that seq's.
         let (tomb5, _) = redacted(&good, 5);
         let mut moved = good.clone();
         moved[4] = tomb5;
-        let ((found, _, _), _, _) = check_redacted(&moved, &heads, Some(set));
+        let ((found, _, _), _) = check_redacted(&moved, &heads, Some(set));
         assert_eq!(found, vec![(Kind::Altered, Some(5))]);
     }
 

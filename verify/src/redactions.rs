@@ -203,7 +203,7 @@ pub fn judge_one(
 /// it holds none), `vouched_through` the highest seq a trusted head or
 /// checkpoint vouches for, `accepted` the seqs the check accepted as
 /// redacted, `still_held` those where it met the event whole (its payload
-/// still there). Returns the findings, the warnings (a statement whose
+/// still there), both ascending. Returns the findings, the warnings (a statement whose
 /// event still holds its payload), and what the verdict names as redacted.
 pub fn judge(
     redactions: &Redactions,
@@ -246,7 +246,7 @@ pub fn judge(
                 findings.push(f);
             }
             Some(_) => {
-                if accepted.contains(&seq) {
+                if accepted.binary_search(&seq).is_ok() {
                     named.push(Redacted {
                         seq,
                         statement: c.statement.to_string(),
@@ -254,7 +254,7 @@ pub fn judge(
                         reason: c.reason.to_string(),
                     });
                 }
-                if still_held.contains(&seq) {
+                if still_held.binary_search(&seq).is_ok() {
                     warnings.push(format!(
                         "seq {seq} is redacted ({}), but {what} still holds its payload",
                         c.statement

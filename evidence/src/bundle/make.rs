@@ -58,7 +58,10 @@ pub fn make(
     match source {
         Source::Database(db) => build::read_database(db, input.origin, &mut collected)?,
         Source::Copy(copy) => {
-            let outcome = copy::read_checked(copy, CopyExpectations::default(), &mut |r| collected.take(r))?;
+            // The statements read above: judged with the copy, not read again.
+            let outcome = copy::read_checked_with(copy, CopyExpectations::default(), redactions, &mut |r| {
+                collected.take(r)
+            })?;
             if !outcome.passed() {
                 return Ok(Made::CopyRefused(Box::new(outcome)));
             }

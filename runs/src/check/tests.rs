@@ -43,6 +43,13 @@ impl Log {
     }
 
     fn findings(&self) -> (Vec<RunFinding>, Vec<RunSummary>) {
+        let mut c = self.fed(None);
+        c.finish();
+        (c.take_findings(), c.take_summaries())
+    }
+
+    /// A check fed every event, the one at `redacted` as a tombstone.
+    fn fed(&self, redacted: Option<u64>) -> RunCheck {
         let mut c = RunCheck::new(&AGENTRT, RunCheckConfig::default());
         for (seq, run, step, at, kind, payload) in &self.events {
             c.feed(&RunEvent {
@@ -52,11 +59,10 @@ impl Log {
                 at: at.as_bytes(),
                 kind: kind.as_bytes(),
                 payload: payload.as_bytes(),
-                redacted: false,
+                redacted: Some(*seq) == redacted,
             });
         }
-        c.finish();
-        (c.take_findings(), c.take_summaries())
+        c
     }
 }
 
@@ -725,18 +731,7 @@ fn a_withheld_payload_is_content_redacted_not_a_finding() {
     let decided = log.events.iter().position(|e| e.4 == "step.decided").unwrap();
     log.events[decided].5 = String::new();
     let feed = |redacted_seq: Option<u64>| {
-        let mut c = RunCheck::new(&AGENTRT, RunCheckConfig::default());
-        for (seq, run, step, at, kind, payload) in &log.events {
-            c.feed(&RunEvent {
-                seq: *seq,
-                run_id: run.as_bytes(),
-                step_id: step.as_bytes(),
-                at: at.as_bytes(),
-                kind: kind.as_bytes(),
-                payload: payload.as_bytes(),
-                redacted: Some(*seq) == redacted_seq,
-            });
-        }
+        let mut c = log.fed(redacted_seq);
         c.finish();
         let (notes, count) = c.content_redacted();
         let notes: Vec<_> = notes.iter().map(|n| (n.kind, n.message.clone())).collect();
@@ -769,18 +764,7 @@ fn a_withheld_payload_hides_nothing_of_another_step() {
             ("s1", "step.tool_started", r#"{"tool":"bank_pay","args":{}}"#),
         ],
     );
-    let mut c = RunCheck::new(&AGENTRT, RunCheckConfig::default());
-    for (seq, run, step, at, kind, payload) in &log.events {
-        c.feed(&RunEvent {
-            seq: *seq,
-            run_id: run.as_bytes(),
-            step_id: step.as_bytes(),
-            at: at.as_bytes(),
-            kind: kind.as_bytes(),
-            payload: payload.as_bytes(),
-            redacted: *seq == 4,
-        });
-    }
+    let mut c = log.fed(Some(4));
     let found = c.take_findings();
     assert!(
         found

@@ -195,6 +195,23 @@ fn kill_rounds<T: PartialEq>(
     records
 }
 
+/// Every file under `dir`, at any depth (hidden ones too), as full paths.
+pub fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(at) = pending.pop() {
+        for e in std::fs::read_dir(&at).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                pending.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
 /// Copies the directory tree `from` to `to` (an anchor store, to tamper with a copy).
 pub fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();

@@ -209,6 +209,21 @@ pub async fn bucket(prefix: &str) -> String {
     bucket
 }
 
+/// Turns versioning on for `bucket` (an overwritten object keeps its older versions).
+pub async fn versioned(bucket: &str) {
+    s3_client()
+        .put_bucket_versioning()
+        .bucket(bucket)
+        .versioning_configuration(
+            aws_sdk_s3::types::VersioningConfiguration::builder()
+                .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
+                .build(),
+        )
+        .send()
+        .await
+        .expect("the S3 server turns versioning on");
+}
+
 /// Empties the S3 test server: every bucket of every test goes, so only
 /// with exclusive use of the services.
 pub fn reset_s3_server() {
