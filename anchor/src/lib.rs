@@ -12,6 +12,7 @@
 //! event's payload ([`redaction`]). When to publish is the follower's business;
 //! judging what was published is `chainship-verify`'s.
 
+pub mod batch_verify;
 pub mod checkpoint;
 pub mod cosignature;
 pub mod files;

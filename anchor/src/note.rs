@@ -292,14 +292,7 @@ impl VerifierKey {
     pub fn check(&self, note: &SignedNote) -> Option<bool> {
         // Every line of this key must verify, wherever it stands: a good
         // line first must not hide a forged one after it.
-        let mut lines = note
-            .signatures
-            .iter()
-            .filter(|s| match self.any_name {
-                true => s.id == key_id(&s.name, self.key.as_bytes()),
-                false => s.name == self.name && s.id == self.id,
-            })
-            .peekable();
+        let mut lines = self.lines(note).peekable();
         lines.peek()?;
         // verify_strict also refuses malleable signatures.
         Some(lines.all(|line| {
@@ -308,6 +301,46 @@ impl VerifierKey {
                 .unwrap_or(false)
         }))
     }
+
+    /// The note's signature lines that claim to be this key's.
+    fn lines<'n>(&self, note: &'n SignedNote) -> impl Iterator<Item = &'n NoteSignature> {
+        note.signatures.iter().filter(move |s| match self.any_name {
+            true => s.id == key_id(&s.name, self.key.as_bytes()),
+            false => s.name == self.name && s.id == self.id,
+        })
+    }
+}
+
+/// What each of `keys` says of a note: [`VerifierKey::check`], in key order.
+pub type KeyChecks = Vec<Option<bool>>;
+
+/// [`VerifierKey::check`] of every key on every note, the signatures
+/// verified in batches ([`crate::batch_verify`]): the same answers as
+/// checking each alone, in a fraction of the time.
+pub fn check_many(notes: &[&SignedNote], keys: &[VerifierKey]) -> Vec<KeyChecks> {
+    if keys.is_empty() {
+        return vec![Vec::new(); notes.len()];
+    }
+    let mut jobs = Vec::new();
+    // For each (note, key): the range of `jobs` holding its lines.
+    let mut spans = Vec::with_capacity(notes.len() * keys.len());
+    for note in notes {
+        for key in keys {
+            let start = jobs.len();
+            jobs.extend(key.lines(note).map(|line| crate::batch_verify::Job {
+                key: &key.key,
+                message: note.text.as_bytes(),
+                signature: &line.signature,
+            }));
+            spans.push(start..jobs.len());
+        }
+    }
+    let verdicts = crate::batch_verify::verify_all(&jobs);
+    let judged: Vec<Option<bool>> = spans
+        .into_iter()
+        .map(|span| (!span.is_empty()).then(|| verdicts[span].iter().all(|ok| *ok)))
+        .collect();
+    judged.chunks(keys.len()).map(<[_]>::to_vec).collect()
 }
 
 #[cfg(test)]
@@ -369,5 +402,47 @@ mod tests {
         let wrong_id = vk.replacen("+", "+0", 1).replacen("+0", "+", 1);
         assert!(VerifierKey::parse(&wrong_id.replace(&wrong_id[2..10], "00000000")).is_err());
         assert!(VerifierKey::parse("a+b").is_err());
+    }
+
+    /// `check_many` says of each (note, key) what `check` says: several
+    /// keys, a policy key of any name, a key with two lines of which the
+    /// second is forged, a note with no line for a key, no keys at all.
+    #[test]
+    fn check_many_agrees_with_check_for_every_note_and_key() {
+        let (a, b) = (key(1), key(2));
+        let keys = [
+            VerifierKey::new("a", a.verifying_key()),
+            VerifierKey::new("b", b.verifying_key()),
+            VerifierKey::any_name(a.verifying_key()),
+        ];
+        let forged_second = {
+            let good = SignedNote::sign("seq 9\n", &[("a", &a)]).to_text();
+            let other = SignedNote::sign("seq 10\n", &[("a", &a)]).to_text();
+            let forged_line = other.lines().last().expect("a line").to_owned();
+            format!("{good}{forged_line}\n")
+        };
+        let mut wires: Vec<String> = (0..40)
+            .map(|i| {
+                let signers: Vec<(&str, &SigningKey)> = match i % 3 {
+                    0 => vec![("a", &a)],
+                    1 => vec![("a", &a), ("b", &b)],
+                    _ => vec![("c", &a)],
+                };
+                SignedNote::sign(&format!("seq {i}\n"), &signers).to_text()
+            })
+            .collect();
+        wires[7] = wires[7].replace("seq 7", "seq 70");
+        wires[20] = forged_second;
+        let notes: Vec<SignedNote> = wires.iter().map(|w| SignedNote::parse(w.as_bytes()).unwrap()).collect();
+        let refs: Vec<&SignedNote> = notes.iter().collect();
+        let singly: Vec<KeyChecks> = notes
+            .iter()
+            .map(|n| keys.iter().map(|k| k.check(n)).collect())
+            .collect();
+        assert_eq!(check_many(&refs, &keys), singly);
+        assert_eq!(singly[20][0], Some(false), "a forged second line");
+        assert_eq!(singly[7][0], Some(false), "an edited text");
+        assert_eq!(singly[2][2], Some(true), "a policy key under another name");
+        assert_eq!(check_many(&refs, &[]), vec![KeyChecks::new(); notes.len()]);
     }
 }

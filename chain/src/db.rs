@@ -194,6 +194,7 @@ pub struct EventDb {
     page_sql: String,
     head_sql: String,
     hash_at_sql: String,
+    run_sql: String,
     prev_row_sql: String,
     hashes_sql: String,
     /// The rows of one seq past the first `?2` (see [`EventDb::visit_rows`]).
@@ -263,6 +264,10 @@ impl EventDb {
             page_sql: format!("SELECT {cols} FROM {table} WHERE {seq} > ?1 ORDER BY {seq} LIMIT ?2"),
             head_sql: format!("SELECT {seq}, {hash} FROM {table} ORDER BY {seq} DESC LIMIT 1"),
             hash_at_sql: format!("SELECT {hash} FROM {table} WHERE {seq} = ?1"),
+            run_sql: format!(
+                "SELECT {cols} FROM {table} WHERE {} = ?1 ORDER BY {seq}",
+                crate::schema::Quoted(&schema.run_id)
+            ),
             prev_row_sql: format!(
                 "SELECT {seq}, {hash} FROM {table} WHERE {seq} >= ?1 AND {seq} <= ?2 ORDER BY {seq} DESC LIMIT 1"
             ),
@@ -673,6 +678,48 @@ impl EventDb {
             })
             .optional()
             .map_err(self.read_err())
+        })
+    }
+
+    /// Appends to `out` the events of run `run_id`, in seq order: the run's
+    /// own rows, through an index on the run column where the database has
+    /// one (else SQLite scans the table for them, hashing nothing). Memory
+    /// and time follow the run, not the log.
+    pub fn run_events(&self, run_id: &str, out: &mut EventBatch) -> Result<(), DbError> {
+        let start = out.len();
+        patiently(BUSY_PATIENCE, || {
+            out.truncate(start);
+            let mut stmt = self.conn.prepare_cached(&self.run_sql).map_err(self.read_err())?;
+            let mut rows = stmt.query([run_id]).map_err(self.read_err())?;
+            while let Some(row) = rows.next().map_err(self.read_err())? {
+                let seq = match row.get_ref(0).map_err(self.read_err())? {
+                    ValueRef::Integer(i) if i >= 1 => i as u64,
+                    other => {
+                        return Err(DbError::BadSeq {
+                            path: self.path.clone(),
+                            column: self.schema.seq.clone(),
+                            found: describe(other).to_owned(),
+                            after: out.last().map_or(0, |e| e.seq),
+                        });
+                    }
+                };
+                let mut fields: [&[u8]; 6] = [&[]; 6];
+                for (index, field) in (1..7).zip(fields.iter_mut()) {
+                    match row.get_ref(index).map_err(self.read_err())? {
+                        ValueRef::Text(text) => *field = text,
+                        other => {
+                            return Err(DbError::BadField {
+                                path: self.path.clone(),
+                                seq,
+                                column: self.schema.columns()[index].1.to_owned(),
+                                found: describe(other),
+                            });
+                        }
+                    }
+                }
+                out.push(seq, fields);
+            }
+            Ok(())
         })
     }
 

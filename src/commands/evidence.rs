@@ -68,6 +68,11 @@ pub struct EvidenceArgs {
     /// Also account for every other event from the run's creation to the checkpoint, by hash, with one range proof.
     #[arg(long)]
     pub with_gaps: bool,
+    /// With --db: read every event up to the checkpoint, not only the run's. Slower (the whole
+    /// log), but it also refuses a database damaged anywhere before the checkpoint, or missing an
+    /// event of the run deleted with its seq, which the run's own rows cannot show. Always so with --with-gaps.
+    #[arg(long, conflicts_with = "source")]
+    pub walk: bool,
     /// Where to write the bundle: a new directory, or FILE.tar (refused if it exists).
     #[arg(long, value_name = "DIR|FILE.tar")]
     pub out: PathBuf,
@@ -170,11 +175,22 @@ pub fn run(args: &EvidenceArgs) -> CmdResult {
         None => {
             let open = args.db.open_options().map_err(|e| CliError::from_kind(&e))?;
             db = EventDb::open(args.db.path()?, &open)?;
-            Source::Database(&db)
+            Source::Database {
+                db: &db,
+                walk: args.walk,
+            }
         }
     };
     remove_when_interrupted(make::temporary_paths(&args.out));
     let made = make::make(&runtime, &args.run, args.with_gaps, source, &input, &args.out);
+    // Interrupted meanwhile: whatever the write made of its vanishing
+    // directory, the handler is removing it and exits 130; exiting first
+    // would cut the removal short.
+    if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+        loop {
+            std::thread::park();
+        }
+    }
     match made.map_err(|e| CliError::from_kind(&e))? {
         // A copy that is not evidence: its verdict, as verify-export gives it; no bundle.
         Made::CopyRefused(outcome) => {
@@ -203,16 +219,40 @@ pub fn run(args: &EvidenceArgs) -> CmdResult {
 }
 
 /// Ctrl-C or SIGTERM while the bundle is built removes what was written, then exits 130.
+/// Set by the signal handler as it starts removing what was written.
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 fn remove_when_interrupted(partial: [PathBuf; 2]) {
     use signal_hook::consts::{SIGINT, SIGTERM};
     if let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) {
         std::thread::spawn(move || {
             if signals.forever().next().is_some() {
-                let _ = std::fs::remove_dir_all(&partial[0]);
+                INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+                remove_under_a_writer(&partial[0]);
                 let _ = std::fs::remove_file(&partial[1]);
                 std::process::exit(130);
             }
         });
+    }
+}
+
+/// Removes the directory the main thread may still be writing files into.
+/// Renamed first, so no later file can be created in it by its path; then
+/// removed, again if a file whose path was resolved before the rename
+/// landed in it meanwhile (a removal racing a writer leaves it otherwise).
+fn remove_under_a_writer(dir: &Path) {
+    let mut doomed = dir.as_os_str().to_owned();
+    doomed.push(".removing");
+    let doomed = PathBuf::from(doomed);
+    let target = match std::fs::rename(dir, &doomed) {
+        Ok(()) => doomed.as_path(),
+        Err(_) => dir,
+    };
+    for _ in 0..20 {
+        if std::fs::remove_dir_all(target).is_ok() || !target.exists() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
 

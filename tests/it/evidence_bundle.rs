@@ -861,7 +861,8 @@ fn a_run_not_covered_or_not_proven_writes_nothing() {
     tamper(&a.db)
         .execute("DELETE FROM events WHERE seq = ?1", [other])
         .unwrap();
-    let done = evidence_cmd(&a, &clean, &["--db", path_str(&a.db)], &out_dir, &[])
+    // Another run's event deleted: only a walk of the log sees it.
+    let done = evidence_cmd(&a, &clean, &["--db", path_str(&a.db)], &out_dir, &["--walk"])
         .output()
         .unwrap();
     assert_eq!(code(&done), 1, "{}{}", stdout(&done), stderr(&done));
@@ -938,7 +939,7 @@ fn an_interrupted_evidence_leaves_nothing_behind() {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .filter(|n| n.contains(".partial") || n.contains(".writing"))
             .collect();
-        assert!(left.is_empty(), "after {delay_ms} ms: {left:?}");
+        assert!(left.is_empty(), "after {delay_ms} ms: {left:?} ({status:?})");
         match status.code() {
             Some(130) => {
                 interrupted += 1;
@@ -998,4 +999,187 @@ fn evidence_from_a_damaged_copy_is_the_copy_s_verdict_and_writes_nothing() {
         "the same verdict as verify-export"
     );
     assert_eq!(json["invalid_ranges"], exported["invalid_ranges"]);
+}
+
+/// Evidence from a database reads the run's own rows and the checkpoint's
+/// newest, and the store's tiles prove them (issue 52): the same bundle as
+/// a walk of the whole log, refused as the walk refuses it for anything
+/// done to the run's own events, and a walk (`--walk`) kept for what only
+/// it sees: damage elsewhere, an event of the run deleted with its seq.
+#[test]
+fn evidence_from_the_run_s_own_rows_is_the_walk_s_bundle_and_refuses_the_same_forgeries() {
+    let a = Anchored::generated(1200, ORIGIN, &[]);
+    export(&a, &[]);
+    let (_, clean) = runs_of_clean(&a.db);
+    let db = path_str(&a.db).to_owned();
+    let files = |dir: &Path| -> Vec<(String, Vec<u8>)> {
+        let mut all: Vec<(String, Vec<u8>)> = walk(dir)
+            .into_iter()
+            .map(|p| {
+                (
+                    p.strip_prefix(dir).unwrap().display().to_string(),
+                    std::fs::read(&p).unwrap(),
+                )
+            })
+            .collect();
+        all.sort();
+        all
+    };
+    let fast = a.dir.path().join("fast");
+    let walked = a.dir.path().join("walked");
+    evidence(&a, &clean, &["--db", &db], &fast, &[]);
+    evidence(&a, &clean, &["--db", &db], &walked, &["--walk"]);
+    let (fast_files, walked_files) = (files(&fast), files(&walked));
+    assert!(fast_files.iter().filter(|(n, _)| n.starts_with("proofs/")).count() > 10);
+    assert!(
+        fast_files == walked_files,
+        "the run's rows and the walk make the same bundle"
+    );
+
+    let seqs = |sql: &str| -> Vec<i64> {
+        tamper(&a.db)
+            .prepare(sql)
+            .unwrap()
+            .query_map([&clean], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    let run_seqs = seqs("SELECT seq FROM events WHERE run_id = ?1 ORDER BY seq");
+    // Another run's event inside the run's span, not just before one of the run's.
+    let other = seqs("SELECT seq FROM events WHERE run_id <> ?1 ORDER BY seq")
+        .into_iter()
+        .find(|s| *s > run_seqs[0] && !run_seqs.contains(&(s + 1)))
+        .expect("another run's event in the span");
+    let original: String = tamper(&a.db)
+        .query_row("SELECT payload_json FROM events WHERE seq = ?1", [other], |r| r.get(0))
+        .unwrap();
+    tamper(&a.db)
+        .execute(
+            "UPDATE events SET payload_json = '{\"edited\":1}' WHERE seq = ?1",
+            [other],
+        )
+        .unwrap();
+    let out = a.dir.path().join("out");
+    let refused = |extra: &[&str], says: &str| {
+        let done = evidence_cmd(&a, &clean, &["--db", &db], &out, extra).output().unwrap();
+        assert_eq!(code(&done), 1, "{extra:?}: {}{}", stdout(&done), stderr(&done));
+        assert!(
+            stderr(&done).contains(says) || stdout(&done).contains(says),
+            "{extra:?}: {}{}",
+            stdout(&done),
+            stderr(&done)
+        );
+        assert!(!out.exists(), "nothing written");
+    };
+    refused(&["--walk"], &format!("seq {other}: its fields do not hash"));
+    let beside = a.dir.path().join("beside");
+    evidence(&a, &clean, &["--db", &db], &beside, &[]);
+    assert!(
+        files(&beside) == fast_files,
+        "the run's bundle does not depend on another run's event"
+    );
+    tamper(&a.db)
+        .execute(
+            "UPDATE events SET payload_json = ?2 WHERE seq = ?1",
+            rusqlite::params![other, original],
+        )
+        .unwrap();
+
+    // The run's own event edited: refused both ways, naming it.
+    let mid = run_seqs[run_seqs.len() / 2];
+    let (payload, prev, mid_hash): (String, String, String) = tamper(&a.db)
+        .query_row(
+            "SELECT e.payload_json, p.hash, e.hash FROM events e JOIN events p ON p.seq = e.seq - 1 WHERE e.seq = ?1",
+            [mid],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    tamper(&a.db)
+        .execute(
+            "UPDATE events SET payload_json = '{\"forged\":true}' WHERE seq = ?1",
+            [mid],
+        )
+        .unwrap();
+    for extra in [&[][..], &["--walk"][..]] {
+        refused(extra, &format!("seq {mid}: its fields do not hash"));
+    }
+    // ... and rewritten with a hash that fits the forged content: the tiles
+    // do not hold that hash at its seq, so its proof fails.
+    let (run, step, at, kind): (String, String, String, String) = tamper(&a.db)
+        .query_row(
+            "SELECT run_id, step_id, at, type FROM events WHERE seq = ?1",
+            [mid],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .unwrap();
+    let forged = chainship_chain::event_hash(
+        prev.as_bytes(),
+        mid as u64,
+        run.as_bytes(),
+        step.as_bytes(),
+        at.as_bytes(),
+        kind.as_bytes(),
+        br#"{"forged":true}"#,
+    );
+    tamper(&a.db)
+        .execute(
+            "UPDATE events SET hash = ?2 WHERE seq = ?1",
+            rusqlite::params![mid, String::from_utf8(forged.to_vec()).unwrap()],
+        )
+        .unwrap();
+    let done = evidence_cmd(&a, &clean, &["--db", &db], &out, &[]).output().unwrap();
+    assert_eq!(code(&done), 1, "{}{}", stdout(&done), stderr(&done));
+    let json: Value = serde_json::from_slice(&done.stdout).unwrap_or(Value::Null);
+    assert!(
+        json.to_string().contains(&format!("{mid}")),
+        "the forged seq is named: {json}"
+    );
+    assert!(!out.exists(), "nothing written");
+    tamper(&a.db)
+        .execute(
+            "UPDATE events SET payload_json = ?2 WHERE seq = ?1",
+            rusqlite::params![mid, payload],
+        )
+        .unwrap();
+
+    tamper(&a.db)
+        .execute(
+            "UPDATE events SET hash = ?2 WHERE seq = ?1",
+            rusqlite::params![mid, mid_hash],
+        )
+        .unwrap();
+    evidence(&a, &clean, &["--db", &db], &a.dir.path().join("mended"), &[]);
+
+    // The event just before one of the run's deleted: refused both ways.
+    let before = run_seqs[1] - 1;
+    let kept = a.dir.path().join("kept.db");
+    std::fs::copy(&a.db, &kept).unwrap();
+    tamper(&a.db)
+        .execute("DELETE FROM events WHERE seq = ?1", [before])
+        .unwrap();
+    refused(
+        &[],
+        &format!("seq {}: the event before it (seq {before}) is missing", before + 1),
+    );
+    refused(&["--walk"], &format!("seqs {before}..={before} are missing"));
+    std::fs::copy(&kept, &a.db).unwrap();
+
+    // An event of the run deleted with its seq, the next seq another run's:
+    // the walk refuses; the run's rows cannot show it (documented: the
+    // bundle makes no claim of completeness without --with-gaps, which walks).
+    let gone = run_seqs[1..run_seqs.len() - 1]
+        .iter()
+        .copied()
+        .find(|s| !run_seqs.contains(&(s + 1)))
+        .expect("an event of the run followed by another run's");
+    tamper(&a.db)
+        .execute("DELETE FROM events WHERE seq = ?1", [gone])
+        .unwrap();
+    refused(&["--walk"], &format!("seqs {gone}..={gone} are missing"));
+    refused(&["--with-gaps"], &format!("seqs {gone}..={gone} are missing"));
+    let without = a.dir.path().join("without");
+    evidence(&a, &clean, &["--db", &db], &without, &[]);
+    let records = std::fs::read_to_string(without.join("records.jsonl")).unwrap();
+    assert_eq!(records.lines().count(), run_seqs.len() - 1);
 }

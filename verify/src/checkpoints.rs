@@ -104,7 +104,11 @@ pub fn trust_checkpoint(
     policy: Option<&WitnessPolicy>,
     expect: Expect<'_>,
 ) -> Result<JudgedCheckpoint, chainship_chain::Error> {
-    let read = read_checkpoint(note, keys)?;
+    Ok(trust_read(read_checkpoint(note, keys)?, policy, expect))
+}
+
+/// [`trust_checkpoint`] of a note read already.
+fn trust_read(read: ReadCheckpoint, policy: Option<&WitnessPolicy>, expect: Expect<'_>) -> JudgedCheckpoint {
     let cp = &read.checkpoint;
     let size = cp.size;
     let cosignatures = policy.map(|p| cosignatures(&read.note, p));
@@ -137,11 +141,11 @@ pub fn trust_checkpoint(
     } else {
         policy.and_then(|p| cosignatures.as_ref().and_then(|c| c.distrust(size, p)))
     };
-    Ok(JudgedCheckpoint {
+    JudgedCheckpoint {
         read,
         cosignatures,
         distrust,
-    })
+    }
 }
 
 /// A checkpoint a trusted key signed, and where it is kept.
@@ -292,12 +296,37 @@ pub fn trusted_checkpoint(
     size_in_name: u64,
     source: &str,
 ) -> Result<ReadCheckpoint, Box<Finding>> {
+    trusted_read(read_checkpoint(bytes, keys), origin, size_in_name, source)
+}
+
+/// [`trusted_checkpoint`] of many kept checkpoints (bytes, size in name,
+/// where kept), their signatures verified in batches.
+pub fn trusted_checkpoints(
+    notes: &[(&[u8], u64, &str)],
+    keys: &[VerifierKey],
+    origin: &str,
+) -> Vec<Result<ReadCheckpoint, Box<Finding>>> {
+    let bytes: Vec<&[u8]> = notes.iter().map(|(b, _, _)| *b).collect();
+    chainship_anchor::checkpoint::read_checkpoints(&bytes, keys)
+        .into_iter()
+        .zip(notes)
+        .map(|(read, (_, size, source))| trusted_read(read, origin, *size, source))
+        .collect()
+}
+
+/// [`trusted_checkpoint`] of a note read already.
+fn trusted_read(
+    read: Result<ReadCheckpoint, chainship_chain::Error>,
+    origin: &str,
+    size_in_name: u64,
+    source: &str,
+) -> Result<ReadCheckpoint, Box<Finding>> {
     let expect = Expect {
         origin: Some(origin),
         size: Some(size_in_name),
     };
     let refuse = |kind, message| Box::new(Finding::new(kind, Some(size_in_name), message).at(Some(source.to_owned())));
-    let judged = trust_checkpoint(bytes, keys, None, expect).map_err(|why| {
+    let judged = read.map(|read| trust_read(read, None, expect)).map_err(|why| {
         refuse(
             Kind::BadSignature,
             format!("checkpoint {size_in_name}: unreadable ({})", why.message),

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use chainship_chain::{Head, HeadCheck, InvalidRange, RangeKind, WalkReport};
 
-use chainship_anchor::note::{SignedNote, VerifierKey};
+use chainship_anchor::note::{NoteError, SignedNote, VerifierKey, check_many};
 use chainship_anchor::signed_head::SignedHead;
 use chainship_anchor::store::StoredNote;
 
@@ -267,104 +267,152 @@ pub fn check_heads(notes: &[StoredNote], origin: &str, keys: &[VerifierKey]) -> 
 /// trusted heads agree with each other is [`check_heads`]' business, or
 /// the streaming audit's).
 pub fn check_notes(notes: &[StoredNote], origin: &str, keys: &[VerifierKey]) -> HeadSet {
+    let notes: Vec<&StoredNote> = notes.iter().collect();
     let mut set = HeadSet {
         kept: notes.len(),
         ..HeadSet::default()
     };
-    for stored in notes {
-        let finding = |kind, message: String| Finding {
-            kind,
-            seq: stored.seq_in_name,
-            message,
-            expected: None,
-            found: None,
-            source: Some(stored.name.clone()),
-            remedy: None,
-        };
-        let note = match SignedNote::parse(&stored.bytes) {
-            Ok(n) => n,
-            Err(e) => {
-                set.findings
-                    .push(finding(Kind::BadSignature, format!("{}: {e}", stored.name)));
-                continue;
-            }
-        };
-        let mut signers = Vec::new();
-        let mut failed = Vec::new();
-        for key in keys {
-            match key.check(&note) {
-                Some(true) => signers.push(key.name.clone()),
-                Some(false) => failed.push(key.name.clone()),
-                None => {}
-            }
-        }
-        if !failed.is_empty() {
-            let msg = format!(
-                "{}: the signature by {} does not verify (the head was edited or forged)",
-                stored.name,
-                failed.join(", ")
-            );
-            set.findings.push(finding(Kind::BadSignature, msg));
-            continue;
-        }
-        if signers.is_empty() {
-            let by: Vec<&str> = note.signatures.iter().map(|s| s.name.as_str()).collect();
-            let msg = format!(
-                "{}: signed only by keys not trusted here ({})",
-                stored.name,
-                by.join(", ")
-            );
-            set.findings.push(finding(Kind::UntrustedKey, msg));
-            continue;
-        }
-        let signed = match SignedHead::parse_text(&note.text) {
-            Ok(h) => h,
-            Err(e) => {
-                set.findings.push(finding(
-                    Kind::BadSignature,
-                    format!("{}: signed, but not a chainship head: {e}", stored.name),
-                ));
-                continue;
-            }
-        };
-        // A key retired at a rotation vouches only for heads up to its last seq:
-        // past it, its signature is what a leaked old key would produce.
-        let seq = signed.head.seq;
-        let retired: Vec<&VerifierKey> = keys
-            .iter()
-            .filter(|k| signers.contains(&k.name) && !k.trusted_for(&signed.origin, seq))
-            .collect();
-        signers.retain(|name| !retired.iter().any(|k| &k.name == name));
-        if signers.is_empty() {
-            let names: Vec<String> = retired
-                .iter()
-                .map(|k| match (&k.only_origin, k.retired_after) {
-                    (Some(o), _) if *o != signed.origin => format!("{} (trusted for origin {o} only)", k.name),
-                    (_, last) => format!("{} (retired after seq {})", k.name, last.unwrap_or_default()),
-                })
-                .collect();
-            let msg = format!(
-                "{}: head at seq {seq} is signed only by keys not trusted for it: {}; a head past a key's retirement needs a current key, and a key for one origin vouches for no other",
-                stored.name,
-                names.join(", ")
-            );
-            set.findings.push(finding(Kind::UntrustedKey, msg));
-            continue;
-        }
-        if signed.origin != origin || stored.seq_in_name.is_some_and(|s| s != signed.head.seq) {
-            let msg = format!(
-                "{}: holds head {} of origin {:?}, which its place in the store does not match",
-                stored.name, signed.head, signed.origin
-            );
-            set.findings.push(finding(Kind::HeadsDisagree, msg));
-            continue;
-        }
-        set.trusted.push(TrustedHead {
-            signed,
-            source: stored.name.clone(),
-            signers,
-        });
+    for one in check_each(&notes, origin, keys) {
+        set.trusted.extend(one.trusted);
+        set.findings.extend(one.findings);
     }
+    set
+}
+
+/// [`check_notes`] of each note alone (a set of one kept note each), the
+/// signatures of all of them verified in batches.
+pub fn check_each(notes: &[&StoredNote], origin: &str, keys: &[VerifierKey]) -> Vec<HeadSet> {
+    let parsed: Vec<_> = notes.iter().map(|n| SignedNote::parse(&n.bytes)).collect();
+    let readable: Vec<&SignedNote> = parsed.iter().filter_map(|p| p.as_ref().ok()).collect();
+    let mut checks = check_many(&readable, keys).into_iter();
+    notes
+        .iter()
+        .zip(parsed)
+        .map(|(stored, note)| {
+            let checks = match note {
+                Ok(_) => checks.next().unwrap_or_default(),
+                Err(_) => Vec::new(),
+            };
+            judge_note(stored, note, &checks, origin, keys)
+        })
+        .collect()
+}
+
+/// [`check_notes`] of one note, each signature verified alone: for a
+/// single note, and the reference the batched judgement is tested against.
+pub fn check_alone(stored: &StoredNote, origin: &str, keys: &[VerifierKey]) -> HeadSet {
+    let note = SignedNote::parse(&stored.bytes);
+    let checks: Vec<Option<bool>> = match &note {
+        Ok(n) => keys.iter().map(|k| k.check(n)).collect(),
+        Err(_) => Vec::new(),
+    };
+    judge_note(stored, note, &checks, origin, keys)
+}
+
+/// One kept note judged, given what each key said of its signatures.
+fn judge_note(
+    stored: &StoredNote,
+    note: Result<SignedNote, NoteError>,
+    checks: &[Option<bool>],
+    origin: &str,
+    keys: &[VerifierKey],
+) -> HeadSet {
+    let mut set = HeadSet {
+        kept: 1,
+        ..HeadSet::default()
+    };
+    let finding = |kind, message: String| Finding {
+        kind,
+        seq: stored.seq_in_name,
+        message,
+        expected: None,
+        found: None,
+        source: Some(stored.name.clone()),
+        remedy: None,
+    };
+    let note = match note {
+        Ok(n) => n,
+        Err(e) => {
+            set.findings
+                .push(finding(Kind::BadSignature, format!("{}: {e}", stored.name)));
+            return set;
+        }
+    };
+    let mut signers = Vec::new();
+    let mut failed = Vec::new();
+    for (key, check) in keys.iter().zip(checks) {
+        match check {
+            Some(true) => signers.push(key.name.clone()),
+            Some(false) => failed.push(key.name.clone()),
+            None => {}
+        }
+    }
+    if !failed.is_empty() {
+        let msg = format!(
+            "{}: the signature by {} does not verify (the head was edited or forged)",
+            stored.name,
+            failed.join(", ")
+        );
+        set.findings.push(finding(Kind::BadSignature, msg));
+        return set;
+    }
+    if signers.is_empty() {
+        let by: Vec<&str> = note.signatures.iter().map(|s| s.name.as_str()).collect();
+        let msg = format!(
+            "{}: signed only by keys not trusted here ({})",
+            stored.name,
+            by.join(", ")
+        );
+        set.findings.push(finding(Kind::UntrustedKey, msg));
+        return set;
+    }
+    let signed = match SignedHead::parse_text(&note.text) {
+        Ok(h) => h,
+        Err(e) => {
+            set.findings.push(finding(
+                Kind::BadSignature,
+                format!("{}: signed, but not a chainship head: {e}", stored.name),
+            ));
+            return set;
+        }
+    };
+    // A key retired at a rotation vouches only for heads up to its last seq:
+    // past it, its signature is what a leaked old key would produce.
+    let seq = signed.head.seq;
+    let retired: Vec<&VerifierKey> = keys
+        .iter()
+        .filter(|k| signers.contains(&k.name) && !k.trusted_for(&signed.origin, seq))
+        .collect();
+    signers.retain(|name| !retired.iter().any(|k| &k.name == name));
+    if signers.is_empty() {
+        let names: Vec<String> = retired
+            .iter()
+            .map(|k| match (&k.only_origin, k.retired_after) {
+                (Some(o), _) if *o != signed.origin => format!("{} (trusted for origin {o} only)", k.name),
+                (_, last) => format!("{} (retired after seq {})", k.name, last.unwrap_or_default()),
+            })
+            .collect();
+        let msg = format!(
+            "{}: head at seq {seq} is signed only by keys not trusted for it: {}; a head past a key's retirement needs a current key, and a key for one origin vouches for no other",
+            stored.name,
+            names.join(", ")
+        );
+        set.findings.push(finding(Kind::UntrustedKey, msg));
+        return set;
+    }
+    if signed.origin != origin || stored.seq_in_name.is_some_and(|s| s != signed.head.seq) {
+        let msg = format!(
+            "{}: holds head {} of origin {:?}, which its place in the store does not match",
+            stored.name, signed.head, signed.origin
+        );
+        set.findings.push(finding(Kind::HeadsDisagree, msg));
+        return set;
+    }
+    set.trusted.push(TrustedHead {
+        signed,
+        source: stored.name.clone(),
+        signers,
+    });
     set
 }
 

@@ -23,9 +23,10 @@ use chainship_chain::{Head, HeadCheck};
 use chainship_tlog::merkle::{CompactRange, Hash, consistency_proof, verify_consistency};
 use chainship_tlog::tiles::{WIDTH, entries_path, parse_bundle, tile_path, tile_width};
 use chainship_tlog::{hash_b64, leaf_hash};
-use futures::{StreamExt, TryStreamExt};
 
-use crate::checkpoints::{CosignAudit, Uncosigned, judge_cosigned, judge_uncosigned, trusted_checkpoint};
+use crate::checkpoints::{
+    CosignAudit, Uncosigned, judge_cosigned, judge_uncosigned, trusted_checkpoint, trusted_checkpoints,
+};
 use crate::finding::{self, FUTURE_SKEW, Finding, Kind, TrustedHead};
 use crate::went_backwards::WentBackwards;
 use chainship_anchor::checkpoint::{Checkpoint, cosigned_path};
@@ -36,9 +37,8 @@ use chainship_anchor::store::{
 };
 use chainship_anchor::tile_reader::{TileError, TileReader};
 
-/// Notes fetched at once (in flight: [`FETCHES_IN_FLIGHT`]).
-const CHUNK: usize = 256;
-const FETCHES_IN_FLIGHT: usize = 16;
+/// Notes fetched and judged at once (read as the store reads many).
+const CHUNK: usize = 1024;
 
 /// What the database says about kept heads and checkpoints.
 pub trait Judge {
@@ -235,20 +235,45 @@ fn prejudge(
     origin: &str,
     keys: &[VerifierKey],
 ) -> Vec<Prejudged> {
-    let judge = |(key, note): &(NameKey, Option<StoredNote>)| match (note, dir) {
-        (None, _) => Prejudged::Nothing,
-        (Some(n), None) => Prejudged::Head(finding::check_notes(std::slice::from_ref(n), origin, keys)),
-        (Some(n), Some(_)) => Prejudged::Checkpoint(trusted_checkpoint(&n.bytes, keys, origin, key.seq, &n.name)),
+    // A part's signatures are verified together, in batches.
+    let judge = |part: &[(NameKey, Option<StoredNote>)]| -> Vec<Prejudged> {
+        let kept: Vec<(NameKey, &StoredNote)> = part.iter().filter_map(|(k, n)| Some((*k, n.as_ref()?))).collect();
+        let judged: Vec<Prejudged> = match dir {
+            None => {
+                let notes: Vec<&StoredNote> = kept.iter().map(|(_, n)| *n).collect();
+                finding::check_each(&notes, origin, keys)
+                    .into_iter()
+                    .map(Prejudged::Head)
+                    .collect()
+            }
+            Some(_) => {
+                let notes: Vec<(&[u8], u64, &str)> = kept
+                    .iter()
+                    .map(|(k, n)| (&n.bytes[..], k.seq, n.name.as_str()))
+                    .collect();
+                trusted_checkpoints(&notes, keys, origin)
+                    .into_iter()
+                    .map(Prejudged::Checkpoint)
+                    .collect()
+            }
+        };
+        let mut judged = judged.into_iter();
+        part.iter()
+            .map(|(_, note)| match note {
+                None => Prejudged::Nothing,
+                Some(_) => judged.next().unwrap_or(Prejudged::Nothing),
+            })
+            .collect()
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cores < 2 || chunk.len() < 16 {
-        return chunk.iter().map(judge).collect();
+        return judge(chunk);
     }
     let part = chunk.len().div_ceil(cores);
     std::thread::scope(|scope| {
         let parts: Vec<_> = chunk
             .chunks(part)
-            .map(|notes| scope.spawn(move || notes.iter().map(judge).collect::<Vec<_>>()))
+            .map(|notes| scope.spawn(move || judge(notes)))
             .collect();
         parts
             .into_iter()
@@ -263,6 +288,8 @@ struct Feed {
     next: usize,
     fetched: VecDeque<(NameKey, Option<StoredNote>)>,
     judged: VecDeque<Prejudged>,
+    /// The chunk after `fetched`, read while `fetched` was judged.
+    ahead: Option<Vec<(NameKey, Option<StoredNote>)>>,
     /// `None`: head notes; `Some(dir)`: checkpoints in `dir`.
     dir: Option<&'static str>,
 }
@@ -274,6 +301,7 @@ impl Feed {
             next: 0,
             fetched: VecDeque::new(),
             judged: VecDeque::new(),
+            ahead: None,
             dir,
         }
     }
@@ -309,14 +337,25 @@ impl Feed {
         if self.fetched.is_empty() {
             let end = (self.next + CHUNK).min(self.keys.len());
             let dir = self.dir;
-            let chunk: Vec<(NameKey, Option<StoredNote>)> = futures::stream::iter(self.keys[self.next..end].to_vec())
-                .map(|key| async move { Ok::<_, StoreError>((key, fetch(store, origin, dir, key).await?)) })
-                .buffered(FETCHES_IN_FLIGHT)
-                .try_collect()
-                .await?;
-            if let Some(keys) = keys {
-                self.judged.extend(prejudge(&chunk, dir, origin, keys));
-            }
+            let chunk = match self.ahead.take() {
+                Some(chunk) => chunk,
+                None => fetch(store, origin, dir, &self.keys[self.next..end]).await?,
+            };
+            // The following chunk is read while this one is judged: the
+            // store's I/O runs on the blocking pool as the cores verify
+            // (the read is started first, then the judging blocks).
+            let following = &self.keys[end..(end + CHUNK).min(self.keys.len())];
+            let (ahead, judged) = futures::join!(
+                async {
+                    match following.is_empty() {
+                        true => Ok(None),
+                        false => fetch(store, origin, dir, following).await.map(Some),
+                    }
+                },
+                async { keys.map(|keys| prejudge(&chunk, dir, origin, keys)) },
+            );
+            self.ahead = ahead?;
+            self.judged.extend(judged.into_iter().flatten());
             self.fetched.extend(chunk);
         }
         self.next += 1;
@@ -325,23 +364,31 @@ impl Feed {
     }
 }
 
+/// The notes under `keys`: heads, or with `dir` the checkpoints kept there.
 async fn fetch(
     store: &AnchorStore,
     origin: &str,
     dir: Option<&str>,
-    key: NameKey,
-) -> Result<Option<StoredNote>, StoreError> {
-    match dir {
-        None => store.get_note(origin, key).await,
+    keys: &[NameKey],
+) -> Result<Vec<(NameKey, Option<StoredNote>)>, StoreError> {
+    let notes = match dir {
+        None => store.get_notes(origin, keys).await?,
         Some(dir) => {
-            let path = format!("{dir}/{}", key.log_name());
-            Ok(store.get_object(origin, &path).await?.map(|bytes| StoredNote {
-                name: format!("{}/{origin}/{path}", store.describe()),
-                seq_in_name: Some(key.seq),
-                bytes,
-            }))
+            let paths: Vec<String> = keys.iter().map(|k| format!("{dir}/{}", k.log_name())).collect();
+            let read = store.get_objects(origin, &paths).await?;
+            read.into_iter()
+                .zip(keys.iter().zip(paths))
+                .map(|(bytes, (key, path))| {
+                    bytes.map(|bytes| StoredNote {
+                        name: format!("{}/{origin}/{path}", store.describe()),
+                        seq_in_name: Some(key.seq),
+                        bytes,
+                    })
+                })
+                .collect()
         }
-    }
+    };
+    Ok(keys.iter().copied().zip(notes).collect())
 }
 
 /// The newest checkpoint's tree, rebuilt leaf by leaf from its level-0
@@ -581,7 +628,14 @@ pub async fn audit<'a>(
 /// The largest checkpoint a trusted key signed for this origin at its place.
 async fn newest_checkpoint(input: &StreamInput<'_>, keys: &[NameKey]) -> Result<Option<Checkpoint>, StoreError> {
     for key in keys.iter().rev() {
-        let Some(note) = fetch(input.store, input.origin, Some(CHECKPOINTS_DIR), *key).await? else {
+        let fetched = fetch(
+            input.store,
+            input.origin,
+            Some(CHECKPOINTS_DIR),
+            std::slice::from_ref(key),
+        )
+        .await?;
+        let Some((_, Some(note))) = fetched.into_iter().next() else {
             continue;
         };
         if let Ok(read) = trusted_checkpoint(&note.bytes, input.keys, input.origin, key.seq, &note.name) {
@@ -1346,7 +1400,7 @@ pub async fn trusted_head_at(
         .take_while(|k| k.seq == seq)
     {
         if let Some(note) = store.get_note(origin, key).await?
-            && let Some(t) = finding::check_notes(&[note], origin, keys).trusted.pop()
+            && let Some(t) = finding::check_alone(&note, origin, keys).trusted.pop()
         {
             return Ok(Some((t.signed.head, t.signed.published_time())));
         }
@@ -1392,7 +1446,7 @@ mod tests {
         let alone: Vec<String> = chunk
             .iter()
             .map(|(_, n)| match n {
-                Some(n) => format!("{:?}", finding::check_notes(std::slice::from_ref(n), origin, &keys)),
+                Some(n) => format!("{:?}", finding::check_alone(n, origin, &keys)),
                 None => "nothing".into(),
             })
             .collect();
@@ -1409,5 +1463,76 @@ mod tests {
                 .iter()
                 .any(|v| v.contains("BadSignature") || v.contains("UntrustedKey"))
         );
+    }
+
+    /// A chunk of good notes, then the note at every position in turn
+    /// spoiled: the batched judgement of the chunk must give each note the
+    /// verdict it gets with its signatures checked alone, and name exactly
+    /// the spoiled one (issue 52: batch and single judgements agree).
+    #[test]
+    fn one_bad_signature_at_every_position_of_a_batch_is_judged_as_alone() {
+        let origin = "test/agentrt";
+        let signer = SigningKey::from_bytes(&[3; 32]);
+        let keys = [VerifierKey::new(origin, signer.verifying_key())];
+        let checkpoint_text = |seq: u64| {
+            chainship_anchor::checkpoint::Checkpoint {
+                origin: origin.into(),
+                size: seq,
+                root: [seq as u8; 32],
+            }
+            .text()
+        };
+        let head_text = |seq: u64| SignedHead::new(origin, Head::new(seq, [b'a'; 64]), SystemTime::UNIX_EPOCH).text();
+        for (dir, text) in [
+            (None, &head_text as &dyn Fn(u64) -> String),
+            (Some("checkpoints"), &checkpoint_text),
+        ] {
+            let notes: Vec<String> = (1..=140u64)
+                .map(|seq| SignedNote::sign(&text(seq), &[(origin, &signer)]).to_text())
+                .collect();
+            for bad in 0..notes.len() {
+                let chunk: Vec<(NameKey, Option<StoredNote>)> = notes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, note)| {
+                        let seq = i as u64 + 1;
+                        // The text edited under its signature: the forger's usual move.
+                        let bytes = match i == bad {
+                            true => note.replacen(&format!("{seq}\n"), &format!("{}\n", seq + 1000), 1),
+                            false => note.clone(),
+                        };
+                        let stored = StoredNote {
+                            name: format!("store/{seq}"),
+                            seq_in_name: Some(seq),
+                            bytes: bytes.into_bytes(),
+                        };
+                        (NameKey { seq, beside: 0 }, Some(stored))
+                    })
+                    .collect();
+                let alone: Vec<String> = chunk
+                    .iter()
+                    .map(|(key, n)| {
+                        let n = n.as_ref().expect("a note");
+                        match dir {
+                            None => format!("{:?}", finding::check_alone(n, origin, &keys)),
+                            Some(_) => format!("{:?}", trusted_checkpoint(&n.bytes, &keys, origin, key.seq, &n.name)),
+                        }
+                    })
+                    .collect();
+                let together: Vec<String> = prejudge(&chunk, dir, origin, &keys)
+                    .into_iter()
+                    .map(|p| match p {
+                        Prejudged::Head(set) => format!("{set:?}"),
+                        Prejudged::Checkpoint(read) => format!("{read:?}"),
+                        Prejudged::Nothing => "nothing".into(),
+                    })
+                    .collect();
+                assert_eq!(alone, together, "{dir:?}, bad at {bad}");
+                let refused: Vec<usize> = (0..together.len())
+                    .filter(|i| together[*i].contains("BadSignature"))
+                    .collect();
+                assert_eq!(refused, vec![bad], "{dir:?}");
+            }
+        }
     }
 }

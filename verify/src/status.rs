@@ -89,7 +89,7 @@ async fn origin_status(
     }
     if let Some(key) = names.newest_note {
         if let Some(note) = store.get_note(&origin, key).await? {
-            newest = finding::check_notes(&[note], &origin, &keys)
+            newest = finding::check_alone(&note, &origin, &keys)
                 .trusted
                 .pop()
                 .map(|t| (t.signed.head, t.signed.published_time()));

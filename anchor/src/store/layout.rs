@@ -206,6 +206,36 @@ impl AnchorStore {
         }))
     }
 
+    /// The notes kept under `keys`, in order ([`Self::get_note`] of each,
+    /// read as the store reads many at once).
+    pub async fn get_notes(&self, origin: &str, keys: &[NameKey]) -> Result<Vec<Option<StoredNote>>, StoreError> {
+        let prefix = self.objects.origin_prefix(origin);
+        let objects: Vec<String> = keys.iter().map(|k| format!("{prefix}{}", k.note_name())).collect();
+        let read = self.objects.fetch_many(&objects).await?;
+        Ok(read
+            .into_iter()
+            .zip(keys.iter().zip(&objects))
+            .map(|(bytes, (key, object))| {
+                bytes.map(|bytes| StoredNote {
+                    name: self.objects.locate(object),
+                    seq_in_name: Some(key.seq),
+                    bytes,
+                })
+            })
+            .collect())
+    }
+
+    /// The transparency-log objects at `paths` under the origin, in order
+    /// ([`Self::get_object`] of each, read as the store reads many at once).
+    pub async fn get_objects(&self, origin: &str, paths: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        if let Some(path) = paths.iter().find(|p| !valid_log_path(p)) {
+            return Err(not_a_log_path(path));
+        }
+        let prefix = self.objects.origin_prefix(origin);
+        let objects: Vec<String> = paths.iter().map(|p| format!("{prefix}{p}")).collect();
+        self.objects.fetch_many(&objects).await
+    }
+
     /// The note kept for `seq`, if there is one.
     pub async fn get_head(&self, origin: &str, seq: u64) -> Result<Option<StoredNote>, StoreError> {
         let key = format!("{}{}", self.objects.origin_prefix(origin), head_name(seq));

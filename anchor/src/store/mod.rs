@@ -174,6 +174,10 @@ pub struct Listed {
     pub junk: Junk,
 }
 
+/// Objects fetched at once by the default [`ObjectStore::fetch_many`]:
+/// enough to hide a network store's round trips.
+pub const FETCHES_IN_FLIGHT: usize = 16;
+
 /// What a backend provides: bytes under keys relative to the store's root
 /// (`<origin>/<name>`, `<origin>/tile/0/000`), each written once, except
 /// the one pointer tlog clients read first. Everything about names (which
@@ -189,6 +193,28 @@ pub trait ObjectStore: Send + Sync {
     async fn replace(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError>;
     /// The object at `key`, if there is one.
     async fn fetch(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    /// The objects at `keys`, in order: a pass over years of heads reads
+    /// them a chunk at a time. Here, [`FETCHES_IN_FLIGHT`] at once; a store
+    /// that can read many with less overhead per object does so.
+    async fn fetch_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        use futures::StreamExt;
+        // A loop, not a stream combinator: async_trait's boxed futures
+        // trip the compiler's higher-ranked lifetime check in a closure.
+        let mut read = Vec::with_capacity(keys.len());
+        let mut in_flight = futures::stream::FuturesOrdered::new();
+        for key in keys {
+            if in_flight.len() == FETCHES_IN_FLIGHT
+                && let Some(object) = in_flight.next().await
+            {
+                read.push(object?);
+            }
+            in_flight.push_back(self.fetch(key));
+        }
+        while let Some(object) = in_flight.next().await {
+            read.push(object?);
+        }
+        Ok(read)
+    }
     /// Calls `each` with the name, relative to `prefix` (which ends in
     /// `/`), of every object directly under it, or at any depth when
     /// `deep`; from after `start_after` where the store can start a listing

@@ -15,7 +15,7 @@ use chainship_anchor::note::VerifierKey;
 use chainship_anchor::store::{CHECKPOINTS_DIR, COSIGNED_DIR};
 use chainship_anchor::tile_reader::{TileError, TileReader};
 use chainship_chain::record::{Record, RecordFormat};
-use chainship_chain::{Error, EventDb, integrity, permanent};
+use chainship_chain::{Error, EventDb, EventRef, integrity, permanent};
 use chainship_tlog::merkle::{Hash, inclusion_proof};
 use chainship_tlog::proof::TlogProof;
 use chainship_tlog::range::range_proof;
@@ -132,6 +132,10 @@ pub struct Collector {
     /// The seqs trusted statements redact: their records go into the
     /// bundle as tombstones, whatever the source still holds.
     redactions: Option<std::sync::Arc<chainship_chain::redaction::Redactions>>,
+    /// Fed every event of the log (a walk), so seqs left out and links are
+    /// checked too; else only the run's events and the checkpoint's
+    /// newest ([`read_run`]), each held to its own stored hash.
+    whole_log: bool,
 }
 
 impl Collector {
@@ -148,7 +152,20 @@ impl Collector {
             problem: None,
             prev_hash: String::new(),
             redactions: None,
+            whole_log: true,
         }
+    }
+
+    /// The same collector, fed only the run's events and the event at the
+    /// checkpoint's size ([`read_run`]), in seq order.
+    pub fn run_only(mut self) -> Self {
+        self.whole_log = false;
+        self
+    }
+
+    /// The checkpoint size it collects up to.
+    pub fn size(&self) -> u64 {
+        self.size
     }
 
     /// The same collector, taking the redactions trusted statements cover.
@@ -192,11 +209,12 @@ impl Collector {
         // Every event up to the checkpoint is checked as it passes, whoever's
         // it is: a hash handed out for another run's event must be its own.
         if self.problem.is_none() && r.seq <= self.size {
-            let why = if self.last_seq > 0 && r.seq != self.last_seq + 1 {
+            let walked = self.whole_log && self.last_seq > 0;
+            let why = if walked && r.seq != self.last_seq + 1 {
                 Some(format!("seqs {}..={} are missing", self.last_seq + 1, r.seq - 1))
             } else if covered.is_none() && r.expected_hash()[..] != *r.hash.as_bytes() {
                 Some("its fields do not hash to its stored hash (altered)".to_owned())
-            } else if self.last_seq > 0 && r.prev_hash != self.prev_hash {
+            } else if walked && r.prev_hash != self.prev_hash {
                 Some("it does not link to the event before it".to_owned())
             } else {
                 None
@@ -396,6 +414,57 @@ pub fn read_database(db: &EventDb, origin: &str, collected: &mut Collector) -> R
         use chainship_chain::HasKind;
         Error::new(e.kind(), &e)
     })?;
+    match not_text {
+        Some(bad) => Err(integrity!("{bad}")),
+        None => Ok(()),
+    }
+}
+
+/// Feeds `collected` ([`Collector::run_only`]) the run's events and the
+/// event at the checkpoint's size, each with the stored hash of the event
+/// before it, read by seq: what the run's proofs need, and nothing of the
+/// rest of the log. Each record must hash to its stored hash (which
+/// commits to the hash before it); the store's tiles then prove that hash
+/// at its seq under the trusted checkpoint. What only a walk sees (damage
+/// to other events, an event of the run deleted with its seq) is
+/// [`read_database`]'s.
+pub fn read_run(db: &EventDb, origin: &str, run: &str, collected: &mut Collector) -> Result<(), Error> {
+    use chainship_chain::HasKind;
+    let db_error = |e: chainship_chain::DbError| Error::new(e.kind(), &e);
+    let mut events = chainship_chain::EventBatch::new();
+    db.run_events(run, &mut events).map_err(db_error)?;
+    let size = collected.size();
+    let newest_is_of_run = events.iter().any(|e| e.seq == size);
+    if !newest_is_of_run {
+        db.scan(size.saturating_sub(1), size, &mut |e| {
+            if e.seq == size {
+                events.push(e.seq, [e.run_id, e.step_id, e.at, e.kind, e.payload_json, e.hash]);
+            }
+            true
+        })
+        .map_err(db_error)?;
+    }
+    let mut order: Vec<EventRef<'_>> = events.iter().collect();
+    order.sort_by_key(|e| e.seq);
+    let mut not_text = None;
+    for e in order {
+        let prev = match e.seq {
+            1 => Vec::new(),
+            seq => db.hash_at(seq - 1).map_err(db_error)?.ok_or_else(|| {
+                integrity!(
+                    "seq {seq}: the event before it (seq {}) is missing from the database",
+                    seq - 1
+                )
+            })?,
+        };
+        match Record::from_event(origin, &e, &prev) {
+            Ok(r) => collected.take(&r),
+            Err(bad) => {
+                not_text = Some(bad);
+                break;
+            }
+        }
+    }
     match not_text {
         Some(bad) => Err(integrity!("{bad}")),
         None => Ok(()),

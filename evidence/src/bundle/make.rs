@@ -15,7 +15,10 @@ use crate::copy::{self, CopyExpectations, CopyInput, CopyOutcome};
 
 /// Where the run's records are read from.
 pub enum Source<'a> {
-    Database(&'a EventDb),
+    /// The database: the run's rows and the checkpoint's newest, proven by
+    /// the store's tiles; with `walk` (always with gaps), every event up to
+    /// the checkpoint, so damage anywhere before it refuses the bundle.
+    Database { db: &'a EventDb, walk: bool },
     /// An exported copy, checked as `verify-export` checks it as it is read.
     Copy(&'a CopyInput<'a>),
 }
@@ -56,7 +59,11 @@ pub fn make(
     ))?;
     let mut collected = Collector::new(run, chosen.size, with_gaps).with_redactions(redactions.shared());
     match source {
-        Source::Database(db) => build::read_database(db, input.origin, &mut collected)?,
+        Source::Database { db, walk } if walk || with_gaps => build::read_database(db, input.origin, &mut collected)?,
+        Source::Database { db, .. } => {
+            collected = collected.run_only();
+            build::read_run(db, input.origin, run, &mut collected)?
+        }
         Source::Copy(copy) => {
             // The statements read above: judged with the copy, not read again.
             let outcome = copy::read_checked_with(copy, CopyExpectations::default(), redactions, &mut |r| {
