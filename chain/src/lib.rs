@@ -45,5 +45,5 @@ pub use head::{Head, HeadParseError};
 pub use held::HeldCheck;
 pub use ranges::{InvalidRange, RangeClassifier, RangeKind, Vouch};
 pub use read_ahead::{ReadAhead, ReadPlan, Recycler, Waited};
-pub use schema::{AGENTRT_EVENTS_TABLE, Schema, SchemaError};
+pub use schema::{AGENTRT_EVENTS_INDEX, AGENTRT_EVENTS_TABLE, Schema, SchemaError};
 pub use walk::{HeadCheck, TreeGroups, WalkPlan, WalkReport, walk_chain};

@@ -30,6 +30,10 @@ pub const AGENTRT_EVENTS_TABLE: &str = "CREATE TABLE events (
   hash         TEXT NOT NULL DEFAULT ''
 )";
 
+/// agentrt's index on its events table: one run's events by seq, read
+/// without scanning the log (`evidence` reads a run's rows through it).
+pub const AGENTRT_EVENTS_INDEX: &str = "CREATE INDEX events_run ON events(run_id, seq)";
+
 impl Default for Schema {
     fn default() -> Self {
         Schema {

@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use chainship_chain::AGENTRT_EVENTS_TABLE;
+use chainship_chain::{AGENTRT_EVENTS_INDEX, AGENTRT_EVENTS_TABLE};
 use chainship_chain::record::Record;
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, ToSql};
@@ -138,8 +138,9 @@ impl NewDatabase {
         Ok(())
     }
 
-    /// Keeps the events up to `end`, sets `sqlite_sequence` to it (as
-    /// agentrt's own database would have it), and closes the file with
+    /// Keeps the events up to `end`, sets `sqlite_sequence` to it and
+    /// indexes them by run (as agentrt's own database has them; built once
+    /// at the end, cheaper than row by row), and closes the file with
     /// everything on disk. The database is not yet under its final name.
     pub fn complete(&mut self, end: u64) -> Result<(), Error> {
         let end = i64::try_from(end).map_err(|_| integrity!("seq {end}: too large"))?;
@@ -147,6 +148,7 @@ impl NewDatabase {
             .execute_batch(&format!(
                 "DELETE FROM events WHERE seq > {end};
                  UPDATE sqlite_sequence SET seq = {end} WHERE name = 'events';
+                 {AGENTRT_EVENTS_INDEX};
                  COMMIT;"
             ))
             .map_err(|e| self.write_err(e))?;

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use chainship_chain::{AGENTRT_EVENTS_TABLE, Error, Setting, event_hash, permanent};
+use chainship_chain::{AGENTRT_EVENTS_INDEX, AGENTRT_EVENTS_TABLE, Error, Setting, event_hash, permanent};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
 use super::{Inject, RunGenerator};
@@ -224,7 +224,7 @@ fn open(path: &Path, append: bool) -> Result<Connection, Error> {
             let conn = Connection::open(path).map_err(err)?;
             conn.busy_timeout(Duration::from_secs(10)).map_err(err)?;
             conn.pragma_update(None, "journal_mode", "wal").map_err(err)?;
-            conn.execute_batch(&format!("{RUNS_TABLE};\n{AGENTRT_EVENTS_TABLE};"))
+            conn.execute_batch(&format!("{RUNS_TABLE};\n{AGENTRT_EVENTS_TABLE};\n{AGENTRT_EVENTS_INDEX};"))
                 .map_err(err)?;
             Ok(conn)
         }
