@@ -434,15 +434,11 @@ pub fn read_run(db: &EventDb, origin: &str, run: &str, collected: &mut Collector
     let mut events = chainship_chain::EventBatch::new();
     db.run_events(run, &mut events).map_err(db_error)?;
     let size = collected.size();
-    let newest_is_of_run = events.iter().any(|e| e.seq == size);
-    if !newest_is_of_run {
-        db.scan(size.saturating_sub(1), size, &mut |e| {
-            if e.seq == size {
-                events.push(e.seq, [e.run_id, e.step_id, e.at, e.kind, e.payload_json, e.hash]);
-            }
-            true
-        })
-        .map_err(db_error)?;
+    if !events.iter().any(|e| e.seq == size) {
+        // The one event after size - 1: the newest when it is at `size`
+        // (else none is, and the bundle is refused for it).
+        db.read_page(size.saturating_sub(1), 1, usize::MAX, &mut events)
+            .map_err(db_error)?;
     }
     let mut order: Vec<EventRef<'_>> = events.iter().collect();
     order.sort_by_key(|e| e.seq);
