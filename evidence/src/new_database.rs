@@ -9,8 +9,8 @@
 
 use std::path::{Path, PathBuf};
 
-use chainship_chain::{AGENTRT_EVENTS_INDEX, AGENTRT_EVENTS_TABLE};
 use chainship_chain::record::Record;
+use chainship_chain::{AGENTRT_EVENTS_INDEX, AGENTRT_EVENTS_TABLE};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, ToSql};
 

@@ -68,9 +68,9 @@ pub struct EvidenceArgs {
     /// Also account for every other event from the run's creation to the checkpoint, by hash, with one range proof.
     #[arg(long)]
     pub with_gaps: bool,
-    /// With --db: read every event up to the checkpoint, not only the run's. Slower (the whole
-    /// log), but it also refuses a database damaged anywhere before the checkpoint, or missing an
-    /// event of the run deleted with its seq, which the run's own rows cannot show. Always so with --with-gaps.
+    /// With --db: read every event up to the checkpoint, not only the run's stretch of the log. Slower
+    /// (the whole log), but it also refuses a database damaged anywhere before the checkpoint, or the
+    /// run's tail deleted, which the run's remaining stretch cannot show. Always so with --with-gaps.
     #[arg(long, conflicts_with = "source")]
     pub walk: bool,
     /// Where to write the bundle: a new directory, or FILE.tar (refused if it exists).

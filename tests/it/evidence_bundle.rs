@@ -1030,6 +1030,9 @@ fn evidence_from_the_run_s_own_rows_is_the_walk_s_bundle_and_refuses_the_same_fo
     evidence(&a, &clean, &["--db", &db], &fast, &[]);
     evidence(&a, &clean, &["--db", &db], &walked, &["--walk"]);
     let (fast_files, walked_files) = (files(&fast), files(&walked));
+    // The database as anchored, put back after each forgery.
+    let kept = a.dir.path().join("kept.db");
+    std::fs::copy(&a.db, &kept).unwrap();
     assert!(fast_files.iter().filter(|(n, _)| n.starts_with("proofs/")).count() > 10);
     assert!(
         fast_files == walked_files,
@@ -1046,11 +1049,13 @@ fn evidence_from_the_run_s_own_rows_is_the_walk_s_bundle_and_refuses_the_same_fo
             .collect()
     };
     let run_seqs = seqs("SELECT seq FROM events WHERE run_id = ?1 ORDER BY seq");
-    // Another run's event inside the run's span, not just before one of the run's.
+    // Another run's event past the run's stretch of the log (its last event
+    // and the row after it), before the checkpoint.
+    let past = run_seqs.last().unwrap() + 1;
     let other = seqs("SELECT seq FROM events WHERE run_id <> ?1 ORDER BY seq")
         .into_iter()
-        .find(|s| *s > run_seqs[0] && !run_seqs.contains(&(s + 1)))
-        .expect("another run's event in the span");
+        .find(|s| *s > past && *s < 1200)
+        .expect("another run's event past the run's stretch");
     let original: String = tamper(&a.db)
         .query_row("SELECT payload_json FROM events WHERE seq = ?1", [other], |r| r.get(0))
         .unwrap();
@@ -1077,8 +1082,24 @@ fn evidence_from_the_run_s_own_rows_is_the_walk_s_bundle_and_refuses_the_same_fo
     evidence(&a, &clean, &["--db", &db], &beside, &[]);
     assert!(
         files(&beside) == fast_files,
-        "the run's bundle does not depend on another run's event"
+        "the run's bundle does not depend on an event past its stretch"
     );
+    // Inside the stretch (the row after the run's last): refused either way.
+    tamper(&a.db)
+        .execute(
+            "UPDATE events SET payload_json = payload_json || ' ' WHERE seq = ?1",
+            [past],
+        )
+        .unwrap();
+    for extra in [&[][..], &["--walk"][..]] {
+        refused(extra, &format!("seq {past}: its fields do not hash"));
+    }
+    tamper(&a.db)
+        .execute(
+            "UPDATE events SET payload_json = substr(payload_json, 1, length(payload_json) - 1) WHERE seq = ?1",
+            [past],
+        )
+        .unwrap();
     tamper(&a.db)
         .execute(
             "UPDATE events SET payload_json = ?2 WHERE seq = ?1",
@@ -1088,12 +1109,8 @@ fn evidence_from_the_run_s_own_rows_is_the_walk_s_bundle_and_refuses_the_same_fo
 
     // The run's own event edited: refused both ways, naming it.
     let mid = run_seqs[run_seqs.len() / 2];
-    let (payload, prev, mid_hash): (String, String, String) = tamper(&a.db)
-        .query_row(
-            "SELECT e.payload_json, p.hash, e.hash FROM events e JOIN events p ON p.seq = e.seq - 1 WHERE e.seq = ?1",
-            [mid],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
+    let prev: String = tamper(&a.db)
+        .query_row("SELECT hash FROM events WHERE seq = ?1 - 1", [mid], |r| r.get(0))
         .unwrap();
     tamper(&a.db)
         .execute(
@@ -1104,30 +1121,47 @@ fn evidence_from_the_run_s_own_rows_is_the_walk_s_bundle_and_refuses_the_same_fo
     for extra in [&[][..], &["--walk"][..]] {
         refused(extra, &format!("seq {mid}: its fields do not hash"));
     }
-    // ... and rewritten with a hash that fits the forged content: the tiles
-    // do not hold that hash at its seq, so its proof fails.
-    let (run, step, at, kind): (String, String, String, String) = tamper(&a.db)
-        .query_row(
-            "SELECT run_id, step_id, at, type FROM events WHERE seq = ?1",
-            [mid],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )
+    // ... and rewritten with a hash that fits the forged content: the next
+    // row no longer links to it, both ways.
+    let rehash = |seq: i64, prev: &str| -> String {
+        let (run, step, at, kind, payload): (String, String, String, String, String) = tamper(&a.db)
+            .query_row(
+                "SELECT run_id, step_id, at, type, payload_json FROM events WHERE seq = ?1",
+                [seq],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            )
+            .unwrap();
+        let hash = chainship_chain::event_hash(
+            prev.as_bytes(),
+            seq as u64,
+            run.as_bytes(),
+            step.as_bytes(),
+            at.as_bytes(),
+            kind.as_bytes(),
+            payload.as_bytes(),
+        );
+        let hash = String::from_utf8(hash.to_vec()).unwrap();
+        tamper(&a.db)
+            .execute(
+                "UPDATE events SET hash = ?2 WHERE seq = ?1",
+                rusqlite::params![seq, hash],
+            )
+            .unwrap();
+        hash
+    };
+    let mut forged = rehash(mid, &prev);
+    for extra in [&[][..], &["--walk"][..]] {
+        refused(extra, &format!("seq {}: its fields do not hash", mid + 1));
+    }
+    // ... and every hash after it recomputed, as a forger rewriting the
+    // tail would: the chain holds, but the tiles do not hold the forged
+    // hashes at their seqs, so the proofs fail.
+    let top: i64 = tamper(&a.db)
+        .query_row("SELECT max(seq) FROM events", [], |r| r.get(0))
         .unwrap();
-    let forged = chainship_chain::event_hash(
-        prev.as_bytes(),
-        mid as u64,
-        run.as_bytes(),
-        step.as_bytes(),
-        at.as_bytes(),
-        kind.as_bytes(),
-        br#"{"forged":true}"#,
-    );
-    tamper(&a.db)
-        .execute(
-            "UPDATE events SET hash = ?2 WHERE seq = ?1",
-            rusqlite::params![mid, String::from_utf8(forged.to_vec()).unwrap()],
-        )
-        .unwrap();
+    for seq in mid + 1..=top {
+        forged = rehash(seq, &forged);
+    }
     let done = evidence_cmd(&a, &clean, &["--db", &db], &out, &[]).output().unwrap();
     assert_eq!(code(&done), 1, "{}{}", stdout(&done), stderr(&done));
     let json: Value = serde_json::from_slice(&done.stdout).unwrap_or(Value::Null);
@@ -1136,50 +1170,83 @@ fn evidence_from_the_run_s_own_rows_is_the_walk_s_bundle_and_refuses_the_same_fo
         "the forged seq is named: {json}"
     );
     assert!(!out.exists(), "nothing written");
-    tamper(&a.db)
-        .execute(
-            "UPDATE events SET payload_json = ?2 WHERE seq = ?1",
-            rusqlite::params![mid, payload],
-        )
-        .unwrap();
-
-    tamper(&a.db)
-        .execute(
-            "UPDATE events SET hash = ?2 WHERE seq = ?1",
-            rusqlite::params![mid, mid_hash],
-        )
-        .unwrap();
+    std::fs::copy(&kept, &a.db).unwrap();
     evidence(&a, &clean, &["--db", &db], &a.dir.path().join("mended"), &[]);
 
     // The event just before one of the run's deleted: refused both ways.
     let before = run_seqs[1] - 1;
-    let kept = a.dir.path().join("kept.db");
-    std::fs::copy(&a.db, &kept).unwrap();
     tamper(&a.db)
         .execute("DELETE FROM events WHERE seq = ?1", [before])
         .unwrap();
-    refused(
-        &[],
-        &format!("seq {}: the event before it (seq {before}) is missing", before + 1),
-    );
-    refused(&["--walk"], &format!("seqs {before}..={before} are missing"));
+    for extra in [&[][..], &["--walk"][..]] {
+        refused(extra, &format!("seqs {before}..={before} are missing"));
+    }
     std::fs::copy(&kept, &a.db).unwrap();
 
-    // An event of the run deleted with its seq, the next seq another run's:
-    // the walk refuses; the run's rows cannot show it (documented: the
-    // bundle makes no claim of completeness without --with-gaps, which walks).
-    let gone = run_seqs[1..run_seqs.len() - 1]
+    // Within the run's stretch of the log, an event of the run relabelled to
+    // another run, or deleted with its seq, between other runs' events:
+    // every event of the stretch is hashed and linked, so both are refused
+    // (found by an attack round: the run's rows alone did not show them).
+    let lone = run_seqs[1..run_seqs.len() - 1]
         .iter()
         .copied()
-        .find(|s| !run_seqs.contains(&(s + 1)))
-        .expect("an event of the run followed by another run's");
+        .find(|s| !run_seqs.contains(&(s + 1)) && !run_seqs.contains(&(s - 1)))
+        .expect("an event of the run between other runs' events");
     tamper(&a.db)
-        .execute("DELETE FROM events WHERE seq = ?1", [gone])
+        .execute("UPDATE events SET run_id = 'run_elsewhere' WHERE seq = ?1", [lone])
         .unwrap();
-    refused(&["--walk"], &format!("seqs {gone}..={gone} are missing"));
-    refused(&["--with-gaps"], &format!("seqs {gone}..={gone} are missing"));
+    refused(&[], &format!("seq {lone}: its fields do not hash"));
+    std::fs::copy(&kept, &a.db).unwrap();
+    tamper(&a.db)
+        .execute("DELETE FROM events WHERE seq = ?1", [lone])
+        .unwrap();
+    refused(&[], &format!("seqs {lone}..={lone} are missing"));
+    refused(&["--walk"], &format!("seqs {lone}..={lone} are missing"));
+    std::fs::copy(&kept, &a.db).unwrap();
+
+    // A seq held twice (a table rebuilt without its key, an altered copy of a
+    // row of the run after the genuine one): refused both ways, as verify does.
+    tamper(&a.db)
+        .execute_batch(&format!(
+            "BEGIN; CREATE TABLE e2 (seq INTEGER, run_id TEXT, step_id TEXT, at TEXT, type TEXT, payload_json TEXT, hash TEXT);
+             INSERT INTO e2 SELECT * FROM events; DROP TABLE events; ALTER TABLE e2 RENAME TO events;
+             CREATE INDEX events_run ON events(run_id, seq);
+             INSERT INTO events SELECT seq, run_id, step_id, at, type, payload_json || ' ', hash FROM events WHERE seq = {mid};
+             COMMIT;"
+        ))
+        .unwrap();
+    for extra in [&[][..], &["--walk"][..]] {
+        refused(extra, &format!("seq {mid}: the database holds it twice"));
+    }
+    std::fs::copy(&kept, &a.db).unwrap();
+
+    // The run's tail deleted with its seqs (its events from the last one
+    // that stands apart from the event before it): past the run's stretch
+    // as it then reads (its last remaining event and the row after). The
+    // walk refuses; the run's rows cannot show it (documented: without
+    // --with-gaps, which walks, a bundle makes no claim to hold every event
+    // of the run, and the run check judges what is left).
+    let cut = (1..run_seqs.len())
+        .rev()
+        .find(|k| run_seqs[*k] > run_seqs[k - 1] + 1)
+        .expect("an event of the run apart from the one before it");
+    let tail = &run_seqs[cut..];
+    for seq in tail {
+        tamper(&a.db)
+            .execute("DELETE FROM events WHERE seq = ?1", [seq])
+            .unwrap();
+    }
+    let first_gone = tail[0];
+    refused(&["--walk"], &format!("seqs {first_gone}..={first_gone} are missing"));
+    refused(
+        &["--with-gaps"],
+        &format!("seqs {first_gone}..={first_gone} are missing"),
+    );
     let without = a.dir.path().join("without");
-    evidence(&a, &clean, &["--db", &db], &without, &[]);
+    let done = evidence_cmd(&a, &clean, &["--db", &db], &without, &[])
+        .output()
+        .unwrap();
+    assert_eq!(code(&done), 0, "{}", stderr(&done));
     let records = std::fs::read_to_string(without.join("records.jsonl")).unwrap();
-    assert_eq!(records.lines().count(), run_seqs.len() - 1);
+    assert_eq!(records.lines().count(), cut, "{}", stderr(&done));
 }

@@ -398,11 +398,19 @@ pub async fn write(
 pub fn read_database(db: &EventDb, origin: &str, collected: &mut Collector) -> Result<(), Error> {
     let mut prev: Vec<u8> = Vec::new();
     let mut not_text = None;
+    let mut last_seq = 0;
     db.scan(0, u64::MAX, &mut |e| {
+        // A database holds each seq once (a copy's duplicates are passed
+        // over by the collector; a second row of a seq here is damage).
+        if e.seq == last_seq {
+            not_text = Some(format!("seq {}: the database holds it twice", e.seq));
+            return false;
+        }
+        last_seq = e.seq;
         match Record::from_event(origin, e, &prev) {
             Ok(r) => collected.take(&r),
             Err(bad) => {
-                not_text = Some(bad);
+                not_text = Some(bad.to_string());
                 return false;
             }
         }
@@ -442,6 +450,17 @@ pub fn read_run(db: &EventDb, origin: &str, run: &str, collected: &mut Collector
     }
     let mut order: Vec<EventRef<'_>> = events.iter().collect();
     order.sort_by_key(|e| e.seq);
+    let run_seqs = order
+        .iter()
+        .filter(|e| e.seq <= size && e.run_id == run.as_bytes())
+        .map(|e| e.seq);
+    if let (Some(first), Some(last)) = (run_seqs.clone().min(), run_seqs.max()) {
+        check_span(db, first, last.saturating_add(1).min(size)).map_err(|(seq, why)| {
+            integrity!(
+                "seq {seq}: {why}: the source is not the log checkpoint {size} holds (anchor verify names the damage)"
+            )
+        })?;
+    }
     let mut not_text = None;
     for e in order {
         let prev = match e.seq {
@@ -463,6 +482,53 @@ pub fn read_run(db: &EventDb, origin: &str, run: &str, collected: &mut Collector
     }
     match not_text {
         Some(bad) => Err(integrity!("{bad}")),
+        None => Ok(()),
+    }
+}
+
+/// Every event from the row before `first` through `last` must be there
+/// once, hash to its stored hash after the one before it and link to it:
+/// within the run's stretch of the log, an event of the run relabelled to
+/// another run, or deleted with its seq, cannot leave the bundle unseen (a
+/// relabelled row no longer hashes; a deleted one leaves its seq out). The
+/// row after the run's last is included by the caller. Cost: the run's
+/// stretch, not the log.
+fn check_span(db: &EventDb, first: u64, last: u64) -> Result<(), (u64, String)> {
+    use chainship_chain::HasKind;
+    let from = first.saturating_sub(1).max(1);
+    let mut prev: Vec<u8> = match from {
+        1 => Vec::new(),
+        seq => db
+            .hash_at(seq - 1)
+            .map_err(|e| (seq, Error::new(e.kind(), &e).to_string()))?
+            .ok_or((
+                seq,
+                format!("the event before it (seq {}) is missing from the database", seq - 1),
+            ))?,
+    };
+    let mut expected = from;
+    let mut problem = None;
+    db.scan(from - 1, last, &mut |e| {
+        let why = if e.seq != expected {
+            match e.seq < expected {
+                true => "the database holds it twice".to_owned(),
+                false => format!("seqs {expected}..={} are missing", e.seq - 1),
+            }
+        } else if e.expected_hash(&prev)[..] != *e.hash {
+            "its fields do not hash to its stored hash (altered)".to_owned()
+        } else {
+            prev.clear();
+            prev.extend_from_slice(e.hash);
+            expected += 1;
+            return true;
+        };
+        problem = Some((e.seq, why));
+        false
+    })
+    .map_err(|e| (from, Error::new(e.kind(), &e).to_string()))?;
+    match problem {
+        Some(p) => Err(p),
+        None if expected <= last => Err((expected, format!("seqs {expected}..={last} are missing"))),
         None => Ok(()),
     }
 }

@@ -224,8 +224,10 @@ fn open(path: &Path, append: bool) -> Result<Connection, Error> {
             let conn = Connection::open(path).map_err(err)?;
             conn.busy_timeout(Duration::from_secs(10)).map_err(err)?;
             conn.pragma_update(None, "journal_mode", "wal").map_err(err)?;
-            conn.execute_batch(&format!("{RUNS_TABLE};\n{AGENTRT_EVENTS_TABLE};\n{AGENTRT_EVENTS_INDEX};"))
-                .map_err(err)?;
+            conn.execute_batch(&format!(
+                "{RUNS_TABLE};\n{AGENTRT_EVENTS_TABLE};\n{AGENTRT_EVENTS_INDEX};"
+            ))
+            .map_err(err)?;
             Ok(conn)
         }
     }
