@@ -455,11 +455,11 @@ pub fn read_run(db: &EventDb, origin: &str, run: &str, collected: &mut Collector
         .filter(|e| e.seq <= size && e.run_id == run.as_bytes())
         .map(|e| e.seq);
     if let (Some(first), Some(last)) = (run_seqs.clone().min(), run_seqs.max()) {
-        check_span(db, first, last.saturating_add(1).min(size)).map_err(|(seq, why)| {
-            integrity!(
+        if let Some((seq, why)) = check_span(db, first, last.saturating_add(1).min(size))? {
+            return Err(integrity!(
                 "seq {seq}: {why}: the source is not the log checkpoint {size} holds (anchor verify names the damage)"
-            )
-        })?;
+            ));
+        }
     }
     let mut not_text = None;
     for e in order {
@@ -492,19 +492,17 @@ pub fn read_run(db: &EventDb, origin: &str, run: &str, collected: &mut Collector
 /// another run, or deleted with its seq, cannot leave the bundle unseen (a
 /// relabelled row no longer hashes; a deleted one leaves its seq out). The
 /// row after the run's last is included by the caller. Cost: the run's
-/// stretch, not the log.
-fn check_span(db: &EventDb, first: u64, last: u64) -> Result<(), (u64, String)> {
+/// stretch, not the log. `Some((seq, why))` names the first event that fails.
+fn check_span(db: &EventDb, first: u64, last: u64) -> Result<Option<(u64, String)>, Error> {
     use chainship_chain::HasKind;
+    let db_error = |e: chainship_chain::DbError| Error::new(e.kind(), &e);
     let from = first.saturating_sub(1).max(1);
     let mut prev: Vec<u8> = match from {
         1 => Vec::new(),
-        seq => db
-            .hash_at(seq - 1)
-            .map_err(|e| (seq, Error::new(e.kind(), &e).to_string()))?
-            .ok_or((
-                seq,
-                format!("the event before it (seq {}) is missing from the database", seq - 1),
-            ))?,
+        seq => match db.hash_at(seq - 1).map_err(db_error)? {
+            Some(hash) => hash,
+            None => return Ok(Some((seq, format!("seqs {}..={} are missing", seq - 1, seq - 1)))),
+        },
     };
     let mut expected = from;
     let mut problem = None;
@@ -525,12 +523,11 @@ fn check_span(db: &EventDb, first: u64, last: u64) -> Result<(), (u64, String)> 
         problem = Some((e.seq, why));
         false
     })
-    .map_err(|e| (from, Error::new(e.kind(), &e).to_string()))?;
-    match problem {
-        Some(p) => Err(p),
-        None if expected <= last => Err((expected, format!("seqs {expected}..={last} are missing"))),
-        None => Ok(()),
-    }
+    .map_err(db_error)?;
+    Ok(match problem {
+        None if expected <= last => Some((expected, format!("seqs {expected}..={last} are missing"))),
+        problem => problem,
+    })
 }
 
 /// Puts the bundle built in `partial` at `out`: renamed (a directory), or
