@@ -454,12 +454,12 @@ pub fn read_run(db: &EventDb, origin: &str, run: &str, collected: &mut Collector
         .iter()
         .filter(|e| e.seq <= size && e.run_id == run.as_bytes())
         .map(|e| e.seq);
-    if let (Some(first), Some(last)) = (run_seqs.clone().min(), run_seqs.max()) {
-        if let Some((seq, why)) = check_span(db, first, last.saturating_add(1).min(size))? {
-            return Err(integrity!(
-                "seq {seq}: {why}: the source is not the log checkpoint {size} holds (anchor verify names the damage)"
-            ));
-        }
+    if let (Some(first), Some(last)) = (run_seqs.clone().min(), run_seqs.max())
+        && let Some((seq, why)) = check_span(db, first, last.saturating_add(1).min(size))?
+    {
+        return Err(integrity!(
+            "seq {seq}: {why}: the source is not the log checkpoint {size} holds (anchor verify names the damage)"
+        ));
     }
     let mut not_text = None;
     for e in order {
