@@ -70,7 +70,7 @@ pub struct EvidenceArgs {
     pub with_gaps: bool,
     /// With --db: read every event up to the checkpoint, not only the run's stretch of the log. Slower
     /// (the whole log), but it also refuses a database damaged anywhere before the checkpoint, or the
-    /// run's tail deleted, which the run's remaining stretch cannot show. Always so with --with-gaps.
+    /// run's head or tail deleted, which the run's remaining stretch cannot show. Always so with --with-gaps.
     #[arg(long, conflicts_with = "source")]
     pub walk: bool,
     /// Where to write the bundle: a new directory, or FILE.tar (refused if it exists).

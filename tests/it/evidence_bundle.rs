@@ -1204,6 +1204,25 @@ fn evidence_from_the_run_s_own_rows_is_the_walk_s_bundle_and_refuses_the_same_fo
     refused(&["--walk"], &format!("seqs {lone}..={lone} are missing"));
     std::fs::copy(&kept, &a.db).unwrap();
 
+    // An index that lies (rebuilt to leave out one of the run's rows, its
+    // text in the schema made to look like agentrt's): the row is still in
+    // the table, inside the stretch, and is named (an attack round's find).
+    tamper(&a.db)
+        .execute_batch(&format!(
+            "DROP INDEX events_run; CREATE INDEX events_run ON events(run_id, seq) WHERE seq <> {lone};
+             PRAGMA writable_schema = ON;
+             UPDATE sqlite_schema SET sql = 'CREATE INDEX events_run ON events(run_id, seq)' WHERE name = 'events_run';"
+        ))
+        .unwrap();
+    refused(
+        &[],
+        &format!("seq {lone}: an event of the run that the database's run index does not return"),
+    );
+    let walked_anyway = a.dir.path().join("walked-anyway");
+    evidence(&a, &clean, &["--db", &db], &walked_anyway, &["--walk"]);
+    assert!(files(&walked_anyway) == fast_files, "the walk reads without the index");
+    std::fs::copy(&kept, &a.db).unwrap();
+
     // A seq held twice (a table rebuilt without its key, an altered copy of a
     // row of the run after the genuine one): refused both ways, as verify does.
     tamper(&a.db)

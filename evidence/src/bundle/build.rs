@@ -450,12 +450,13 @@ pub fn read_run(db: &EventDb, origin: &str, run: &str, collected: &mut Collector
     }
     let mut order: Vec<EventRef<'_>> = events.iter().collect();
     order.sort_by_key(|e| e.seq);
-    let run_seqs = order
+    let run_seqs: Vec<u64> = order
         .iter()
         .filter(|e| e.seq <= size && e.run_id == run.as_bytes())
-        .map(|e| e.seq);
-    if let (Some(first), Some(last)) = (run_seqs.clone().min(), run_seqs.max())
-        && let Some((seq, why)) = check_span(db, first, last.saturating_add(1).min(size))?
+        .map(|e| e.seq)
+        .collect();
+    if let (Some(first), Some(last)) = (run_seqs.first(), run_seqs.last())
+        && let Some((seq, why)) = check_span(db, run, &run_seqs, *first, last.saturating_add(1).min(size))?
     {
         return Err(integrity!(
             "seq {seq}: {why}: the source is not the log checkpoint {size} holds (anchor verify names the damage)"
@@ -491,9 +492,17 @@ pub fn read_run(db: &EventDb, origin: &str, run: &str, collected: &mut Collector
 /// within the run's stretch of the log, an event of the run relabelled to
 /// another run, or deleted with its seq, cannot leave the bundle unseen (a
 /// relabelled row no longer hashes; a deleted one leaves its seq out). The
-/// row after the run's last is included by the caller. Cost: the run's
+/// row after the run's last is included by the caller. Every row of the
+/// run there must also be one the run's query returned (`run_seqs`,
+/// ascending): an index that lies cannot hide one. Cost: the run's
 /// stretch, not the log. `Some((seq, why))` names the first event that fails.
-fn check_span(db: &EventDb, first: u64, last: u64) -> Result<Option<(u64, String)>, Error> {
+fn check_span(
+    db: &EventDb,
+    run: &str,
+    run_seqs: &[u64],
+    first: u64,
+    last: u64,
+) -> Result<Option<(u64, String)>, Error> {
     use chainship_chain::HasKind;
     let db_error = |e: chainship_chain::DbError| Error::new(e.kind(), &e);
     let from = first.saturating_sub(1).max(1);
@@ -514,6 +523,8 @@ fn check_span(db: &EventDb, first: u64, last: u64) -> Result<Option<(u64, String
             }
         } else if e.expected_hash(&prev)[..] != *e.hash {
             "its fields do not hash to its stored hash (altered)".to_owned()
+        } else if e.run_id == run.as_bytes() && run_seqs.binary_search(&e.seq).is_err() {
+            "an event of the run that the database's run index does not return (the index disagrees with the table; --walk reads without it)".to_owned()
         } else {
             prev.clear();
             prev.extend_from_slice(e.hash);
