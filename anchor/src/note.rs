@@ -68,6 +68,11 @@ pub fn parse_vkey(text: &str, kind: u8, what: &str) -> Result<(String, [u8; 4], 
     }
     let public: [u8; 32] = blob[1..].try_into().expect("32 bytes");
     let key = VerifyingKey::from_bytes(&public).map_err(|_| bad("not a valid Ed25519 point"))?;
+    // A point of small order: no signature under it ever verifies (verify_strict
+    // refuses them all), so trusting it could only hide a setup mistake.
+    if key.is_weak() {
+        return Err(bad("a point of small order, under which no signature can verify"));
+    }
     if typed_key_id(name, kind, &public) != id {
         return Err(bad("key id does not match the name and key"));
     }
@@ -391,6 +396,20 @@ mod tests {
         let note = SignedNote::parse(wire.as_bytes()).unwrap();
         assert_eq!(VerifierKey::new("a", k.verifying_key()).check(&note), Some(false));
         assert_eq!(VerifierKey::new("b", key(2).verifying_key()).check(&note), None);
+    }
+
+    #[test]
+    fn a_key_of_small_order_is_refused_with_its_reason() {
+        for point in curve25519_dalek::constants::EIGHT_TORSION {
+            let public = point.compress().to_bytes();
+            let Ok(key) = VerifyingKey::from_bytes(&public) else {
+                continue;
+            };
+            let text = VerifierKey::new("weak/key", key).to_text();
+            let e = VerifierKey::parse(&text).unwrap_err();
+            assert!(e.message.contains("small order"), "{e}");
+        }
+        assert!(VerifierKey::parse(&VerifierKey::new("a", key(3).verifying_key()).to_text()).is_ok());
     }
 
     #[test]

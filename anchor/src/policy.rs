@@ -196,7 +196,14 @@ fn parse_key(hex_key: &str) -> Result<VerifyingKey, Error> {
     let bytes: [u8; 32] = bytes
         .try_into()
         .map_err(|_| permanent!("{hex_key:?} is not 32 bytes"))?;
-    VerifyingKey::from_bytes(&bytes).map_err(|_| permanent!("{hex_key:?} is not an Ed25519 public key"))
+    let key = VerifyingKey::from_bytes(&bytes).map_err(|_| permanent!("{hex_key:?} is not an Ed25519 public key"))?;
+    // No signature under a point of small order ever verifies: a setup mistake.
+    if key.is_weak() {
+        return Err(permanent!(
+            "{hex_key:?} is a point of small order, under which no signature can verify"
+        ));
+    }
+    Ok(key)
 }
 
 #[cfg(test)]
