@@ -21,7 +21,7 @@ use crate::exit::{self, CliError, CmdResult};
 use crate::report;
 use chainship_verify::Verdict;
 
-/// Write one run's evidence: its records, a proof for each, the checkpoint, a report.
+/// Write one run's evidence: its records, the tiles that prove them, the checkpoint, a report.
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
   chainship evidence --run run_d56640480004 --db /data/audit.db --origin prod-eu1/agentrt \\
@@ -31,10 +31,12 @@ use chainship_verify::Verdict;
   chainship check-evidence /tmp/run.tar --trusted-key /etc/chainship/head.pub
 
 With witnesses, add --witness-key FILE --witness-quorum N (or --policy FILE).
-The bundle holds records.jsonl (the run's events as exported, --record-format), proofs/SEQ.proof
-(a C2SP tlog-proof each), the checkpoint they share (the newest the witnesses' quorum cosigned
-when --witness-key or --policy is given, else the newest a trusted key signed) with its
-cosignatures, the signed head at its size, run.json, report.html and README.txt. With
+The bundle holds records.jsonl (the run's events as exported, --record-format), tile/ (the
+C2SP tlog-tiles each record's inclusion proof is computed from: the bundle is a tiles directory
+any C2SP client reads; one record's own tlog-proof: `chainship prove`), the checkpoint (the
+newest the witnesses' quorum cosigned when --witness-key or --policy is given, else the newest
+a trusted key signed) with its cosignatures, the signed head at its size, run.json,
+report.html and README.txt. With
 --from the copy is first checked as verify-export checks it. The bundle is checked before it
 is written, by the same check as check-evidence; the run check's findings are in it.
 Exit codes: 0 written, 1 the source or the store does not prove the run's events (nothing is
@@ -65,7 +67,7 @@ pub struct EvidenceArgs {
     /// The shape of the records in the bundle: chainship, ocsf or ecs (as the sink exports them).
     #[arg(long, default_value = "chainship", value_name = "chainship|ocsf|ecs")]
     pub record_format: RecordFormat,
-    /// Also account for every other event from the run's creation to the checkpoint, by hash, with one range proof.
+    /// Also account for every other event from the run's creation to the checkpoint: its seq, its entry in the tiles.
     #[arg(long)]
     pub with_gaps: bool,
     /// With --db: read every event up to the checkpoint, not only the run's stretch of the log. Slower
@@ -88,11 +90,13 @@ pub struct EvidenceArgs {
   chainship check-evidence /tmp/evidence.tar --trusted-key /etc/chainship/head.pub
   chainship check-evidence /tmp/evidence.tar --trusted-key /etc/chainship/head.pub --run run_d56640480004 --json
 
-Every record is re-hashed and its proof checked against the bundle's checkpoint, the checkpoint
+Every record is re-hashed and its proof, computed from the bundle's tiles once each tile is
+proven to be of the checkpoint's tree (or read from proofs/SEQ.proof in a bundle written before
+the tiles), checked against the bundle's checkpoint, the checkpoint
 and the head against the trusted keys (and the witnesses' quorum), and the run check runs again
 on the records (run.json is not trusted); run.json, report.html and README.txt must be what the
 checked records render. Proven records, run findings and renderings are reported apart.
---reveal SEQ --record R: a record for a seq the bundle gives only as a hash (--with-gaps); if it
+--reveal SEQ --record R: a record for a seq the bundle gives only as an entry (--with-gaps); if it
 is the entry there and of this run, the run's event was withheld.
 Exit codes: 0 every record proven, the run without finding and the page as rendered, 1 otherwise
 (each named), 2 not a bundle, or usage.")]
@@ -111,7 +115,7 @@ pub struct CheckEvidenceArgs {
     pub witness: WitnessTrustArgs,
     #[command(flatten)]
     pub rules: RunRulesArgs,
-    /// A seq the bundle gives only as a hash, to reveal with --record.
+    /// A seq the bundle gives only as an entry of the tree, to reveal with --record.
     #[arg(long, value_name = "SEQ", requires = "record")]
     pub reveal: Option<u64>,
     /// The revealed record: a file holding its JSON, or the JSON itself.
@@ -378,7 +382,7 @@ fn render(v: &Verdict<EvidenceReport>, path: &Path, json: bool, written: bool) {
     match &r.gaps {
         Some(g) if g.first == 0 => {}
         Some(g) => outln!(
-            "gaps: seqs {}..={}: {} other event(s) by hash{}",
+            "gaps: seqs {}..={}: {} other event(s) as entries of the tree{}",
             g.first,
             g.last,
             g.hashes,

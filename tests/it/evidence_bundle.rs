@@ -191,9 +191,11 @@ fn each_injected_fault_is_the_runs_finding_and_a_clean_run_passes() {
     }
 }
 
-/// Every proof of a bundle checks with aics-tlog (independent C2SP tlog
-/// code), the range proof with an RFC 6962 implementation written apart,
-/// every record re-hashes, and a tar bundle reads as the directory does.
+/// Every record of a bundle is proven by independent C2SP code: its tiles
+/// read as a tiles directory through aics-tlog's authenticated reader, each
+/// proof computed from them by a reader written apart and checked by
+/// aics-tlog against the signed checkpoint; the gaps checked by the same
+/// reader; every record re-hashes; a tar bundle reads as the directory does.
 #[test]
 fn every_proof_checks_with_independent_implementations() {
     let a = Anchored::generated(3000, ORIGIN, &["--inject", "unknown-outcome@1000"]);
@@ -204,51 +206,86 @@ fn every_proof_checks_with_independent_implementations() {
     let records = lines(&bundle.join("records.jsonl"));
     let mut seqs: Vec<u64> = records.iter().map(|l| seq_of(l)).collect();
     seqs.push(seq_of(&lines(&bundle.join("newest.json"))[0]));
-    let scratch = tempfile::TempDir::new().unwrap();
+    // The bundle is a C2SP tlog-tiles directory (its checkpoint beside its
+    // tiles). aics-tlog checks the checkpoint and that the right edge's tiles
+    // give its root; a reader written apart, on aics-tlog's authenticated
+    // tile reader, computes each record's proof from the tiles as Go's tlog
+    // does; aics-tlog checks each proof against the signed checkpoint.
+    let theirs = aics(aics_tlog().args([
+        "verify-checkpoint",
+        "--tiles",
+        path_str(&bundle),
+        "--log-key",
+        &a.verifier,
+    ]));
+    assert_eq!(
+        (&theirs["ok"], &theirs["tiles_ok"]),
+        (&Value::Bool(true), &Value::Bool(true)),
+        "{theirs}"
+    );
+    let proofs = a.dir.path().join("their-proofs");
+    let read = tiles_check(&bundle, &proofs);
+    assert_eq!(read["ok"], true, "{read}");
+    assert_eq!(read["proofs"].as_array().unwrap().len(), seqs.len(), "{read}");
     for seq in &seqs {
-        let proof = std::fs::read_to_string(bundle.join(format!("proofs/{seq}.proof"))).unwrap();
-        let (hashes, note, index) = split_proof(scratch.path(), &proof);
-        assert_eq!(index, seq - 1);
-        let record = records
-            .iter()
-            .chain(lines(&bundle.join("newest.json")).iter())
-            .find(|l| seq_of(l) == *seq)
-            .cloned()
-            .unwrap();
-        let v: Value = serde_json::from_str(&record).unwrap();
-        let leaf = scratch.path().join("leaf.bin");
-        std::fs::write(&leaf, v["hash"].as_str().unwrap()).unwrap();
         let theirs = aics(aics_tlog().args([
             "verify-inclusion",
-            "--index",
-            &index.to_string(),
             "--proof",
-            path_str(&hashes),
+            path_str(&proofs.join(format!("{seq}.proof"))),
             "--checkpoint",
-            path_str(&note),
+            path_str(&bundle.join("checkpoint")),
             "--log-key",
             &a.verifier,
+            "--index",
+            &(seq - 1).to_string(),
             "--leaf",
-            path_str(&leaf),
+            path_str(&proofs.join(format!("{seq}.leaf"))),
         ]));
         assert_eq!(theirs["ok"], true, "aics-tlog on seq {seq}: {theirs}");
     }
+    // Every position from the run's creation to the checkpoint, as the
+    // reader written apart sees it: the gaps.
+    let size = seqs.last().copied().unwrap();
+    assert_eq!(read["positions"].as_u64().unwrap(), size - seqs[0] + 1);
+    // A hash of the first record's level-0 tile changed: the reader written
+    // apart refuses it (it can fail), and so does check-evidence.
+    let changed = a.dir.path().join("changed-tile");
+    copy_tree(&bundle, &changed);
+    let first = seqs[0];
+    let tile = changed.join(format!("tile/0/{:03}", (first - 1) / 256));
+    let tile = if tile.exists() {
+        tile
+    } else {
+        std::fs::read_dir(changed.join(format!("tile/0/{:03}.p", (first - 1) / 256)))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path()
+    };
+    let mut bytes = std::fs::read(&tile).unwrap();
+    bytes[((first - 1) % 256) as usize * 32] ^= 1;
+    std::fs::write(&tile, bytes).unwrap();
+    let read = tiles_check(&changed, &a.dir.path().join("changed-proofs"));
+    assert_eq!(read["ok"], false, "a changed tile: {read}");
+    let (c, json, _) = check(&changed, &a.verifier, &[]);
+    assert_eq!(c, 1, "{json}");
     // The records re-hash from their fields alone, each linking to the one before where they are adjacent.
     for line in &records {
         let r = chainship_chain::record::Record::parse(line.as_bytes()).unwrap();
         assert_eq!(r.expected_hash()[..], *r.hash.as_bytes(), "seq {}", r.seq);
     }
-    let range = range_proof_check(&bundle);
-    assert_eq!(range["ok"], true, "{range}");
-    let gaps = lines(&bundle.join("gaps.txt")).len() as u64;
-    assert_eq!(range["leaves"].as_u64().unwrap(), records.len() as u64 + gaps);
-    // A changed gap hash: the independent check fails too (it can fail).
+    // The span's last level-0 tile changed (another run's entry, no record's
+    // proof reads it): the gaps no longer stand, apart or in check-evidence.
     let broken = a.dir.path().join("broken");
     copy_tree(&bundle, &broken);
-    let mut g = lines(&broken.join("gaps.txt"));
-    g[0] = format!("{} {}", g[0].split(' ').next().unwrap(), "0".repeat(64));
-    write_lines(&broken.join("gaps.txt"), &g);
-    assert_eq!(range_proof_check(&broken)["ok"], false);
+    let edge = std::fs::read_dir(broken.join(format!("tile/0/{:03}.p", (size - 1) / 256)))
+        .map(|mut d| d.next().unwrap().unwrap().path())
+        .unwrap_or_else(|_| broken.join(format!("tile/0/{:03}", (size - 1) / 256)));
+    let mut bytes = std::fs::read(&edge).unwrap();
+    bytes[0] ^= 1;
+    std::fs::write(&edge, bytes).unwrap();
+    assert_eq!(tiles_check(&broken, &a.dir.path().join("broken-proofs"))["ok"], false);
     let (c, json, _) = check(&broken, &a.verifier, &[]);
     assert_eq!(c, 1, "{json}");
 
@@ -258,7 +295,7 @@ fn every_proof_checks_with_independent_implementations() {
     let (c, json, _) = check(&tar, &a.verifier, &[]);
     assert_eq!((c, &json["proven"]["all"]), (1, &Value::Bool(true)), "{json}");
     let listed = Command::new("tar").args(["-tf", path_str(&tar)]).output().unwrap();
-    assert!(stdout(&listed).contains("proofs/"), "{}", stdout(&listed));
+    assert!(stdout(&listed).contains("tile/0/"), "{}", stdout(&listed));
     // --out is never replaced.
     let again = evidence_cmd(&a, &faulty, &["--db", path_str(&a.db)], &tar, &[])
         .output()
@@ -266,12 +303,13 @@ fn every_proof_checks_with_independent_implementations() {
     assert_eq!(code(&again), 2, "{}", stderr(&again));
 }
 
-fn range_proof_check(bundle: &Path) -> Value {
+fn tiles_check(bundle: &Path, out: &Path) -> Value {
     let python = Path::new(&std::env::var("CHAINSHIP_TEST_AICS_TLOG").expect("CHAINSHIP_TEST_AICS_TLOG"))
         .with_file_name("python3");
     let out = Command::new(python)
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/validators/range_proof.py"))
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/validators/bundle_tiles.py"))
         .arg(bundle)
+        .arg(out)
         .output()
         .unwrap();
     serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}{}", stdout(&out), stderr(&out)))
@@ -346,13 +384,12 @@ fn tampering_with_a_bundle_is_named() {
         "{json}"
     );
 
-    // A record removed, with its proof: under --with-gaps its seq is unaccounted for.
+    // A record removed: under --with-gaps its seq is unaccounted for.
     let removed = seq_of(&records[5]);
     let (_, json) = tampered("removed", &|d| {
         let mut l = lines(&d.join("records.jsonl"));
         l.remove(5);
         write_lines(&d.join("records.jsonl"), &l);
-        std::fs::remove_file(d.join(format!("proofs/{removed}.proof"))).unwrap();
     });
     assert!(kinds(&json, "not_proven").contains(&"gap".to_owned()), "{json}");
     assert!(
@@ -360,7 +397,7 @@ fn tampering_with_a_bundle_is_named() {
         "{json}"
     );
 
-    // A record of another run added, with its own valid proof: named as another run's.
+    // A record of another run added (the tiles prove it too): named as another run's.
     let other_bundle = a.dir.path().join("other");
     evidence(&a, &faulty, &["--db", path_str(&a.db)], &other_bundle, &[]);
     let stranger = lines(&other_bundle.join("records.jsonl"))[2].clone();
@@ -370,24 +407,37 @@ fn tampering_with_a_bundle_is_named() {
         l.push(stranger.clone());
         l.sort_by_key(|x| seq_of(x));
         write_lines(&d.join("records.jsonl"), &l);
-        std::fs::copy(
-            other_bundle.join(format!("proofs/{stranger_seq}.proof")),
-            d.join(format!("proofs/{stranger_seq}.proof")),
-        )
-        .unwrap();
+        assert!(stranger_seq > 0);
     });
     assert!(kinds(&json, "not_proven").contains(&"foreign".to_owned()), "{json}");
 
-    // The proof of another seq under a record's name.
-    let (_, json) = tampered("other-proof", &|d| {
-        let from = seq_of(&records[1]);
-        std::fs::copy(
-            d.join(format!("proofs/{from}.proof")),
-            d.join(format!("proofs/{victim}.proof")),
-        )
-        .unwrap();
+    // One hash of a tile the proofs are computed from changed: the tile is
+    // named (it no longer hashes to its parent's entry, or the edge to the
+    // root), and no record is proven from the bundle's tiles.
+    let mut level0: Vec<String> = std::fs::read_dir(good.join("tile/0"))
+        .unwrap()
+        .map(|e| format!("tile/0/{}", e.unwrap().file_name().to_string_lossy()))
+        .filter(|n| !n.ends_with(".p"))
+        .collect();
+    level0.sort();
+    let tile = level0
+        .first()
+        .expect("a full level-0 tile in a bundle of a 3000-event log")
+        .clone();
+    let (_, json) = tampered("tile", &|d| {
+        let mut bytes = std::fs::read(d.join(&tile)).unwrap();
+        bytes[32 * 9] ^= 0x40;
+        std::fs::write(d.join(&tile), bytes).unwrap();
     });
-    assert_eq!(json["proven"]["not_proven"][0]["seq"].as_u64(), Some(victim), "{json}");
+    assert!(
+        kinds(&json, "not_proven").contains(&"tiles-disagree".to_owned()),
+        "{json}"
+    );
+    assert!(json.to_string().contains(&tile), "{json}");
+    // A tile removed: named as what the proofs lack.
+    let (_, json) = tampered("tile-removed", &|d| std::fs::remove_file(d.join(&tile)).unwrap());
+    assert!(json.to_string().contains(&tile), "{json}");
+    assert_eq!(json["proven"]["all"], false, "{json}");
 
     // A checkpoint (and every proof) from a log signed by another key.
     let b = Anchored::generated(3000, ORIGIN, &["--inject", "unknown-outcome@1000"]);
@@ -444,10 +494,8 @@ fn tampering_with_a_bundle_is_named() {
     .unwrap();
     assert_eq!(code(&done), 0, "{}", stderr(&done));
     let (_, json) = tampered("origin", &|d| {
-        for entry in std::fs::read_dir(other_origin.join("proofs")).unwrap() {
-            let e = entry.unwrap();
-            std::fs::copy(e.path(), d.join("proofs").join(e.file_name())).unwrap();
-        }
+        std::fs::remove_dir_all(d.join("tile")).unwrap();
+        copy_tree(&other_origin.join("tile"), &d.join("tile"));
         for name in ["checkpoint", "head"] {
             std::fs::copy(other_origin.join(name), d.join(name)).unwrap();
         }
@@ -525,37 +573,15 @@ fn a_withheld_event_is_caught_by_the_gaps_and_refuted_by_revealing_it() {
         .position(|l| l.contains("\"type\":\"model.dispatched\"") && call(l) == call(line))
         .expect("its dispatch");
     let seq = seq_of(line);
-    let hash_of = |l: &str| {
-        serde_json::from_str::<Value>(l).unwrap()["hash"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    };
-    // The careful withholder removes the records and their proofs.
+    // The withholder removes the records (the tiles prove any event of
+    // their span, so nothing else of the bundle names them).
     let leave_out = |dir: &Path| {
         let mut l = lines(&dir.join("records.jsonl"));
         for at in [i.max(j), i.min(j)] {
-            let removed = l.remove(at);
-            std::fs::remove_file(dir.join(format!("proofs/{}.proof", seq_of(&removed)))).unwrap();
+            l.remove(at);
         }
         write_lines(&dir.join("records.jsonl"), &l);
     };
-
-    // A proof left behind for a record taken out proves no record of the bundle: named.
-    let sloppy = a.dir.path().join("sloppy");
-    evidence(&a, &clean, &["--db", path_str(&a.db)], &sloppy, &[]);
-    let mut l = lines(&sloppy.join("records.jsonl"));
-    let removed = l.remove(i);
-    write_lines(&sloppy.join("records.jsonl"), &l);
-    let (c, json, _) = check(&sloppy, &a.verifier, &[]);
-    assert_eq!(c, 1, "{json}");
-    assert_eq!(json["proven"]["all"], false, "{json}");
-    assert!(
-        json["proven"]["not_proven"]
-            .to_string()
-            .contains(&format!("proofs/{}.proof proves no record", seq_of(&removed))),
-        "{json}"
-    );
 
     // Without --with-gaps the removal is invisible: the bundle cannot prove completeness.
     let plain = a.dir.path().join("plain");
@@ -586,14 +612,30 @@ fn a_withheld_event_is_caught_by_the_gaps_and_refuted_by_revealing_it() {
     assert_eq!(c, 1, "{json}");
     assert!(json.to_string().contains(&format!("seq {seq}..={seq}")), "{json}");
 
-    // Passed off as another run's event (its hash in gaps.txt): the bundle
-    // checks, until the event is revealed.
+    // Passed off as another run's event (its seq in gaps.txt, its entry in
+    // the tiles): the bundle checks, until the event is revealed.
     let passed_off = a.dir.path().join("passed-off");
     copy_tree(&cut, &passed_off);
-    let mut g = lines(&passed_off.join("gaps.txt"));
-    g.push(format!("{seq} {}", hash_of(line)));
-    g.push(format!("{} {}", seq_of(&records[j]), hash_of(&records[j])));
-    g.sort_by_key(|x| x.split(' ').next().unwrap().parse::<u64>().unwrap());
+    let mut others: std::collections::BTreeSet<u64> = lines(&passed_off.join("gaps.txt"))
+        .iter()
+        .flat_map(|l| {
+            let (lo, hi) = l.split_once('-').unwrap_or((l, l));
+            lo.parse::<u64>().unwrap()..=hi.parse::<u64>().unwrap()
+        })
+        .collect();
+    let gave = others.clone();
+    others.extend([seq, seq_of(&records[j])]);
+    let mut ranges: Vec<(u64, u64)> = Vec::new();
+    for s in others {
+        match ranges.last_mut() {
+            Some((_, b)) if *b + 1 == s => *b = s,
+            _ => ranges.push((s, s)),
+        }
+    }
+    let g: Vec<String> = ranges
+        .iter()
+        .map(|(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") })
+        .collect();
     write_lines(&passed_off.join("gaps.txt"), &g);
     rerender(&passed_off, &a.verifier);
     let (c, json, _) = check(&passed_off, &a.verifier, &["--with-gaps"]);
@@ -625,7 +667,7 @@ fn a_withheld_event_is_caught_by_the_gaps_and_refuted_by_revealing_it() {
         .into_iter()
         .find(|l| {
             let s = seq_of(l);
-            g.iter().any(|x| x.starts_with(&format!("{s} "))) && s != seq
+            gave.contains(&s) && s != seq
         })
         .unwrap();
     let (c, json, _) = check(
@@ -1033,7 +1075,7 @@ fn evidence_from_the_run_s_own_rows_is_the_walk_s_bundle_and_refuses_the_same_fo
     // The database as anchored, put back after each forgery.
     let kept = a.dir.path().join("kept.db");
     std::fs::copy(&a.db, &kept).unwrap();
-    assert!(fast_files.iter().filter(|(n, _)| n.starts_with("proofs/")).count() > 10);
+    assert!(fast_files.iter().filter(|(n, _)| n.starts_with("tile/0/")).count() >= 2);
     assert!(
         fast_files == walked_files,
         "the run's rows and the walk make the same bundle"

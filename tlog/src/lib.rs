@@ -4,7 +4,8 @@
 //! Owns the tree arithmetic ([`merkle`]: leaf and node hashes, roots,
 //! inclusion and consistency proofs and their verification), the C2SP
 //! `tlog-tiles` layout ([`tiles`]: building tiles and entry bundles while
-//! keeping only the right edge, and reading proofs back out of tiles) and
+//! keeping only the right edge, reading proofs back out of tiles, and
+//! proving tiles read from elsewhere belong to a tree) and
 //! the C2SP `tlog-proof` text ([`proof`]). No I/O: where tiles are kept and
 //! how checkpoints are signed is the anchor crate's business.
 //!

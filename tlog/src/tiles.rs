@@ -5,7 +5,9 @@
 //! [`TileBuilder`] grows the tree an entry at a time keeping only its right
 //! edge (at most 255 hashes a level and 255 entries), hands out each full
 //! tile as it completes, and the partial tiles and root for the current
-//! size on demand. [`TileSet`] answers proofs from tiles read back.
+//! size on demand. [`TileSet`] answers proofs from tiles read back and
+//! proves them against a root ([`TileSet::authenticate`]); [`with_proving_tiles`]
+//! names the tiles that prove a set of others.
 
 use chainship_core::{Error, integrity};
 use std::collections::HashMap;
@@ -361,10 +363,9 @@ impl TileSet {
     }
 }
 
-impl RangeHashes for TileSet {
-    type Error = NeedTile;
-
-    fn range_hash(&mut self, start: u64, end: u64) -> Result<Hash, NeedTile> {
+impl TileSet {
+    /// `MTH` of entries `start..end`, from the tiles held.
+    fn range(&self, start: u64, end: u64) -> Result<Hash, NeedTile> {
         let n = end - start;
         if n.is_power_of_two() && start.is_multiple_of(n) {
             return self.node(n.trailing_zeros(), start / n);
@@ -374,10 +375,139 @@ impl RangeHashes for TileSet {
         } else {
             crate::merkle::split_point(n)
         };
-        Ok(node_hash(
-            &self.range_hash(start, start + k)?,
-            &self.range_hash(start + k, end)?,
-        ))
+        Ok(node_hash(&self.range(start, start + k)?, &self.range(start + k, end)?))
+    }
+
+    /// The tiles held, as `(level, index)`, in order.
+    pub fn held(&self) -> Vec<(u8, u64)> {
+        let mut held: Vec<(u8, u64)> = self.tiles.keys().copied().collect();
+        held.sort_unstable();
+        held
+    }
+
+    /// The hashes of tile `index` at `level`, when held.
+    pub fn hashes(&self, level: u8, index: u64) -> Option<&[Hash]> {
+        self.tiles.get(&(level, index)).map(Vec::as_slice)
+    }
+
+    /// What tile `index` at `level` is in this tree: its width and path.
+    pub fn need(&self, level: u8, index: u64) -> NeedTile {
+        let width = tile_width(self.size, level, index);
+        NeedTile {
+            level,
+            index,
+            width,
+            path: tile_path(level, index, width),
+        }
+    }
+
+    /// Proves that every tile held belongs to the tree of `root`, as a
+    /// client that authenticates each tile it reads does (Go's
+    /// `tlog.TileHashReader`, and every C2SP tiles client after it): the
+    /// partial tiles of the right edge must give the root, and each full
+    /// tile must hash to its entry in its parent tile, itself proven. The
+    /// first tile that does not, and why.
+    pub fn authenticate(&self, root: &Hash) -> Result<(), TileProblem> {
+        if self.tiles.is_empty() {
+            return Ok(());
+        }
+        let problem = |need: NeedTile, why: String| TileProblem { path: need.path, why };
+        // The edge alone gives the root: each perfect subtree of the tree's
+        // decomposition below a level's span lies in that level's partial tile.
+        let mut edge = TileSet::new(self.size);
+        for (level, index) in edge_tiles(self.size) {
+            let need = self.need(level, index);
+            let hashes = self
+                .tiles
+                .get(&(level, index))
+                .ok_or_else(|| problem(need, "missing: it proves the tree's right edge".into()))?;
+            edge.tiles.insert((level, index), hashes.clone());
+        }
+        match edge.range(0, self.size) {
+            Ok(got) if got == *root => {}
+            Ok(_) => {
+                let at = edge_tiles(self.size)
+                    .next()
+                    .map_or(self.need(0, 0), |(l, i)| self.need(l, i));
+                return Err(problem(
+                    at,
+                    "the right edge's tiles do not give the checkpoint's root".into(),
+                ));
+            }
+            Err(need) => return Err(problem(need, "missing: it proves the tree's right edge".into())),
+        }
+        for (level, index) in self.held() {
+            let need = self.need(level, index);
+            if need.width != WIDTH {
+                continue; // the edge, proven above
+            }
+            let parent = self.need(level + 1, index / WIDTH as u64);
+            let Some(above) = self.tiles.get(&(parent.level, parent.index)) else {
+                return Err(problem(
+                    need,
+                    format!("missing {}, the tile that proves it", parent.path),
+                ));
+            };
+            let entry = above.get((index % WIDTH as u64) as usize);
+            if entry != Some(&root_of(&self.tiles[&(level, index)])) {
+                return Err(problem(need, format!("does not hash to its entry in {}", parent.path)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A tile that does not belong to the tree it is read for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TileProblem {
+    pub path: String,
+    pub why: String,
+}
+
+impl std::fmt::Display for TileProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path, self.why)
+    }
+}
+
+/// The partial tiles of the tree of `size`'s right edge, as `(level, index)`, lowest first.
+pub fn edge_tiles(size: u64) -> impl Iterator<Item = (u8, u64)> {
+    (0u8..8)
+        .take_while(move |l| size.checked_shr(8 * u32::from(*l)).unwrap_or(0) > 0)
+        .filter(move |l| !(size >> (8 * u32::from(*l))).is_multiple_of(WIDTH as u64))
+        .map(move |l| (l, (size >> (8 * u32::from(l))) / WIDTH as u64))
+}
+
+/// `tiles` with what [`TileSet::authenticate`] (and any C2SP tiles client)
+/// needs to prove them: every full tile's parent, up to the tree's right
+/// edge, and the right edge's partial tile at every level.
+pub fn with_proving_tiles(
+    size: u64,
+    tiles: impl IntoIterator<Item = (u8, u64)>,
+) -> std::collections::BTreeSet<(u8, u64)> {
+    let mut out: std::collections::BTreeSet<(u8, u64)> = edge_tiles(size).collect();
+    for (mut level, mut index) in tiles {
+        while out.insert((level, index)) && tile_width(size, level, index) == WIDTH {
+            (level, index) = (level + 1, index / WIDTH as u64);
+        }
+    }
+    out
+}
+
+impl RangeHashes for TileSet {
+    type Error = NeedTile;
+
+    fn range_hash(&mut self, start: u64, end: u64) -> Result<Hash, NeedTile> {
+        self.range(start, end)
+    }
+}
+
+/// Proofs from tiles held elsewhere: `inclusion_proof(i, n, &mut &set)`.
+impl RangeHashes for &TileSet {
+    type Error = NeedTile;
+
+    fn range_hash(&mut self, start: u64, end: u64) -> Result<Hash, NeedTile> {
+        self.range(start, end)
     }
 }
 
@@ -506,6 +636,104 @@ mod tests {
             }
         };
         assert!(verify_consistency(1000, 70_000, &old_root, &root, &proof));
+    }
+
+    /// Every tile the proofs of `indexes` read, with what proves them.
+    fn proving_set(size: u64, indexes: &[u64], store: &HashMap<String, Vec<u8>>) -> TileSet {
+        let mut set = TileSet::new(size);
+        for &index in indexes {
+            while let Err(need) = inclusion_proof(index, size, &mut set) {
+                set.insert(&need, &store[&need.path]).unwrap();
+            }
+        }
+        let mut proving = TileSet::new(size);
+        for (level, index) in with_proving_tiles(size, set.held()) {
+            let need = proving.need(level, index);
+            proving.insert(&need, &store[&need.path]).unwrap();
+        }
+        proving
+    }
+
+    #[test]
+    fn the_tiles_a_proof_reads_and_those_that_prove_them_authenticate_and_answer_it() {
+        for (size, indexes) in [
+            (1u64, vec![0u64]),
+            (256, vec![0, 255]),
+            (257, vec![3, 256]),
+            (65_536, vec![0, 65_535]),
+            (70_001, vec![0, 300, 65_536, 70_000]),
+        ] {
+            let (b, store) = build(size);
+            let set = proving_set(size, &indexes, &store);
+            assert_eq!(set.authenticate(&b.root()), Ok(()), "size {size}");
+            for &index in &indexes {
+                // Answered from the proving set alone, without fetching.
+                let proof = inclusion_proof(index, size, &mut &set).unwrap();
+                assert!(verify_inclusion(
+                    index,
+                    size,
+                    &leaf_hash(&entry(index)),
+                    &proof,
+                    &b.root()
+                ));
+            }
+            // The right edge at every level, and each full tile's parent.
+            for (level, index) in edge_tiles(size) {
+                assert!(set.hashes(level, index).is_some(), "size {size}: edge {level}/{index}");
+            }
+            for (level, index) in set.held() {
+                if tile_width(size, level, index) == WIDTH {
+                    assert!(
+                        set.hashes(level + 1, index / 256).is_some(),
+                        "size {size}: parent of {level}/{index}"
+                    );
+                }
+            }
+        }
+        let size = 70_001;
+        assert_eq!(
+            edge_tiles(size)
+                .map(|(l, i)| tile_path(l, i, tile_width(size, l, i)))
+                .collect::<Vec<_>>(),
+            ["tile/0/273.p/113", "tile/1/001.p/17", "tile/2/000.p/1"]
+        );
+        assert_eq!(edge_tiles(65_536).collect::<Vec<_>>(), [(2, 0)]);
+        assert_eq!(edge_tiles(0).count(), 0);
+    }
+
+    #[test]
+    fn a_tile_that_is_not_the_tree_s_is_named() {
+        let size = 70_001;
+        let (b, store) = build(size);
+        let root = b.root();
+        let good = proving_set(size, &[0, 300, 65_536], &store);
+        let edit = |level: u8, index: u64, at: usize| {
+            let mut set = good.clone();
+            set.tiles.get_mut(&(level, index)).unwrap()[at][0] ^= 1;
+            set.authenticate(&root).unwrap_err()
+        };
+        // A full tile: its parent names it; a parent: the edge above it; the edge: the root.
+        assert_eq!(edit(0, 1, 17).path, "tile/0/001");
+        assert!(edit(0, 1, 17).why.contains("tile/1/000"), "{:?}", edit(0, 1, 17));
+        assert_eq!(edit(1, 0, 255).path, "tile/1/000");
+        assert!(edit(0, 273, 0).why.contains("root"));
+        assert!(edit(2, 0, 0).why.contains("root"));
+        // Another tree's root.
+        let (other, _) = build(size - 1);
+        assert!(good.authenticate(&other.root()).is_err());
+        // A full tile whose parent is missing, and a missing edge tile.
+        for (level, index, named) in [(1u8, 0u64, "tile/1/000"), (0, 273, "tile/0/273.p/113")] {
+            let mut set = good.clone();
+            set.tiles.remove(&(level, index));
+            let e = set.authenticate(&root).unwrap_err();
+            assert!(e.path == named || e.why.contains(named), "{e:?}");
+        }
+        // A genuine tile beyond what a proof needs is still proven.
+        let mut more = good.clone();
+        let need = more.need(0, 100);
+        more.insert(&need, &store[&need.path]).unwrap();
+        assert_eq!(more.authenticate(&root), Ok(()));
+        assert_eq!(TileSet::new(size).authenticate(&root), Ok(()));
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Gathering one run's bundle: the checkpoint to prove against (the newest
 //! the witnesses' quorum cosigned, when witnesses are trusted, else the
 //! newest a trusted key signed), the run's records up to its size from the
-//! database or a checked copy ([`Collector`], fed in seq order), a proof for
-//! each from the store's tiles, then [`super::check`] on what was written:
+//! database or a checked copy ([`Collector`], fed in seq order), the store's
+//! tiles their proofs are computed from (and those that prove them), then
+//! [`super::check`] on what was written:
 //! what is handed out is what the checker accepts.
 
 use std::io::Write;
@@ -16,16 +17,12 @@ use chainship_anchor::store::{CHECKPOINTS_DIR, COSIGNED_DIR};
 use chainship_anchor::tile_reader::{TileError, TileReader};
 use chainship_chain::record::{Record, RecordFormat};
 use chainship_chain::{Error, EventDb, EventRef, integrity, permanent};
-use chainship_tlog::merkle::{Hash, inclusion_proof};
-use chainship_tlog::proof::TlogProof;
-use chainship_tlog::range::range_proof;
+use chainship_tlog::merkle::inclusion_proof;
+use chainship_tlog::tiles::{WIDTH, with_proving_tiles};
 use chainship_verify::checkpoints::{Expect, JudgedCheckpoint, trust_checkpoint};
 
 use super::check::{CheckInput, EvidenceReport, check};
-use super::{
-    BundleFiles, CHECKPOINT, GAPS, GAPS_PROOF, HEAD, NEWEST, PROOFS_DIR, RANGE_PROOF_HEADER, RECORDS, REDACTIONS_DIR,
-    proof_name,
-};
+use super::{BundleFiles, CHECKPOINT, GAPS, HEAD, NEWEST, RECORDS, REDACTIONS_DIR};
 
 /// The checkpoint a bundle is proven against, and the signed head at its size.
 #[derive(Debug, Clone)]
@@ -120,8 +117,8 @@ pub struct Collector {
     with_gaps: bool,
     last_seq: u64,
     records: Vec<Record<'static>>,
-    /// Other events' hashes after the run's first event (trimmed to its last at the end).
-    gaps: Vec<(u64, String)>,
+    /// The other events from the run's first to the checkpoint, as ranges of seqs.
+    gaps: Vec<(u64, u64)>,
     newest: Option<Record<'static>>,
     /// Events of the run past the checkpoint: not provable yet.
     pub later: u64,
@@ -235,7 +232,10 @@ impl Collector {
         if of_run {
             self.records.push(r.clone().into_owned());
         } else if self.with_gaps && !self.records.is_empty() {
-            self.gaps.push((r.seq, r.hash.to_string()));
+            match self.gaps.last_mut() {
+                Some((_, last)) if *last + 1 == r.seq => *last = r.seq,
+                _ => self.gaps.push((r.seq, r.seq)),
+            }
         }
     }
 
@@ -300,7 +300,6 @@ pub async fn write(
     let last = records.last().map_or(0, |r| r.seq);
     let io = |e: std::io::Error| Error::from_io(format!("{}", dir.display()), &e);
     std::fs::create_dir(dir).map_err(io)?;
-    std::fs::create_dir(dir.join(PROOFS_DIR)).map_err(io)?;
     // Not synced file by file (a proof a file: thousands of syncs); a bundle
     // cut short by a crash is a partial directory no reader takes, made again.
     let put = |name: &str, bytes: &[u8]| -> Result<(), Error> {
@@ -339,51 +338,55 @@ pub async fn write(
         put(&path, &statement)?;
     }
 
-    // Every proof from one walk over the tiles: they share the upper levels.
+    // The tiles every record's proof (and the newest's) is computed from,
+    // with those that prove them: one walk over the store's tiles, which
+    // the proofs share above the run's own level-0 tiles. With the gaps,
+    // every level-0 tile from the run's first event to the checkpoint: each
+    // position there is then shown in the tree.
     let mut seqs: Vec<u64> = records.iter().map(|r| r.seq).collect();
     if last != chosen.size {
         seqs.push(chosen.size);
     }
+    let span = with_gaps.then(|| (records[0].seq - 1) / WIDTH as u64..=(chosen.size - 1) / WIDTH as u64);
     let mut reader = TileReader::new(input.store, input.origin);
     let tiles_fail = |e: TileError| match e {
         TileError::Store(e) => e,
         other => integrity!("tiles-disagree: checkpoint {}: {other}", chosen.size),
     };
-    let mut proofs: Vec<Vec<Hash>> = Vec::with_capacity(seqs.len());
-    reader
+    let mut proven = 0;
+    let tiles = reader
         .run(chosen.size, |set| {
-            while let Some(seq) = seqs.get(proofs.len()) {
-                proofs.push(inclusion_proof(seq - 1, chosen.size, set)?);
+            while let Some(seq) = seqs.get(proven) {
+                inclusion_proof(seq - 1, chosen.size, &mut *set)?;
+                proven += 1;
             }
-            Ok(())
+            let spanned = span.clone().into_iter().flatten().map(|index| (0, index));
+            let mut tiles = Vec::new();
+            for (level, index) in with_proving_tiles(chosen.size, set.held().into_iter().chain(spanned)) {
+                let need = set.need(level, index);
+                let hashes = set.hashes(level, index).ok_or_else(|| need.clone())?;
+                tiles.push((need.path, hashes.concat()));
+            }
+            Ok(tiles)
         })
         .await
         .map_err(tiles_fail)?;
-    for (seq, hashes) in seqs.iter().zip(proofs) {
-        let proof = TlogProof {
-            extra: None,
-            index: seq - 1,
-            hashes,
-            checkpoint: chosen.note.clone(),
-        };
-        put(&proof_name(*seq), proof.to_text().as_bytes())?;
-    }
-
-    if with_gaps {
-        let first = records[0].seq;
-        // From the run's first event to the checkpoint: nothing cut off at either end.
-        let hashes = reader
-            .run(chosen.size, |set| range_proof(first - 1, chosen.size, chosen.size, set))
-            .await
-            .map_err(tiles_fail)?;
-        let mut text: String = gaps.iter().map(|(seq, hash)| format!("{seq} {hash}\n")).collect();
-        put(GAPS, text.as_bytes())?;
-        text = format!("{RANGE_PROOF_HEADER}\nstart {}\nend {}\n", first - 1, chosen.size);
-        for h in &hashes {
-            text.push_str(&chainship_tlog::hash_b64(h));
-            text.push('\n');
+    for (path, bytes) in tiles {
+        if let Some(parent) = Path::new(&path).parent() {
+            std::fs::create_dir_all(dir.join(parent)).map_err(io)?;
         }
-        put(GAPS_PROOF, text.as_bytes())?;
+        put(&path, &bytes)?;
+    }
+    if with_gaps {
+        // The other events' seqs; their entries are in the tiles.
+        let text: String = gaps
+            .iter()
+            .map(|(a, b)| match a == b {
+                true => format!("{a}\n"),
+                false => format!("{a}-{b}\n"),
+            })
+            .collect();
+        put(GAPS, text.as_bytes())?;
     }
 
     let report = check(&BundleFiles::read(dir)?, &input.check)?;

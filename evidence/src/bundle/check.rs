@@ -21,7 +21,9 @@ use chainship_verify::proof::{self, NotProven};
 use chainship_verify::{Finding, Kind, Verdict};
 
 use super::gaps::{GapsStatus, RevealStatus, check_gaps, check_reveal};
-use super::{BundleFiles, CHECKPOINT, GAPS, GAPS_PROOF, HEAD, NEWEST, PROOFS_DIR, RECORDS, proof_name};
+use super::{BundleFiles, CHECKPOINT, GAPS, GAPS_PROOF, HEAD, NEWEST, PROOFS_DIR, RECORDS, TILES_DIR, proof_name};
+use chainship_tlog::merkle::inclusion_proof;
+use chainship_tlog::tiles::{TileName, TileSet, parse_tile_path};
 
 /// What the bundle is checked against.
 pub struct CheckInput<'a> {
@@ -111,6 +113,9 @@ pub struct EvidenceReport {
     /// What a rule would have said of a step whose payload was withheld:
     /// the run check could not be made there (not a finding, never ok).
     pub content_redacted: Vec<RunFinding>,
+    /// A bundle written before the tiles: one `tlog-proof` a record, and the
+    /// gaps as hashes with a range proof (its pages render as they did).
+    pub per_record_proofs: bool,
 }
 
 impl EvidenceReport {
@@ -244,23 +249,32 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
         );
     }
     let covers = |record: &Record<'_>| statements.redactions.accepts_record(record);
+    // The bundle's tiles, each proven to be of the checkpoint's tree before
+    // any proof is computed from them (a tile that is not names the bundle).
+    let (tiles, tile_problems) = read_tiles(files, &cp);
     let prove = |record: &Record<'_>| -> Result<(), NotProven> {
         let name = proof_name(record.seq);
-        let proof_text = files
-            .get(&name)
-            .ok_or_else(|| not_proven(None, format!("no {name} in the bundle")))?;
-        let proof = std::str::from_utf8(proof_text)
-            .map_err(|_| ())
-            .and_then(|t| TlogProof::parse(t).map_err(|_| ()))
-            .map_err(|()| not_proven(None, format!("{name} is not a tlog-proof")))?;
-        // The very note, signatures and all: one checkpoint, judged once.
-        let same = SignedNote::parse(proof.checkpoint.as_bytes()).is_ok_and(|n| n == cp_note);
-        if !same {
-            return Err(not_proven(
-                None,
-                format!("{name} is a proof against another checkpoint (or other signatures on it) than the bundle's"),
-            ));
-        }
+        let proof = match files.get(&name) {
+            // A bundle written before the tiles: one tlog-proof a record.
+            Some(proof_text) => {
+                let proof = std::str::from_utf8(proof_text)
+                    .map_err(|_| ())
+                    .and_then(|t| TlogProof::parse(t).map_err(|_| ()))
+                    .map_err(|()| not_proven(None, format!("{name} is not a tlog-proof")))?;
+                // The very note, signatures and all: one checkpoint, judged once.
+                let same = SignedNote::parse(proof.checkpoint.as_bytes()).is_ok_and(|n| n == cp_note);
+                if !same {
+                    return Err(not_proven(
+                        None,
+                        format!(
+                            "{name} is a proof against another checkpoint (or other signatures on it) than the bundle's"
+                        ),
+                    ));
+                }
+                proof
+            }
+            None => proof_from_tiles(&tiles, record.seq, &cp, &cp_note)?,
+        };
         if record.is_tombstone() && !covers(record) {
             return Err(not_proven(
                 Some(Kind::Altered),
@@ -387,6 +401,13 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
             )),
         });
     }
+    for problem in tile_problems {
+        records.push(RecordStatus {
+            seq: 0,
+            line: 0,
+            problem: Some(problem),
+        });
+    }
     // A statement is only for a tombstone of the bundle.
     let tombstones: std::collections::HashSet<u64> = run
         .iter()
@@ -432,7 +453,7 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
     }
 
     let gaps = match (files.get(GAPS), files.get(GAPS_PROOF)) {
-        (Some(_), Some(_)) => Some(check_gaps(files, &run, &checkpoint, input.profile)?),
+        (Some(_), _) => Some(check_gaps(files, &run, &checkpoint, input.profile, &tiles)?),
         (None, None) if input.require_gaps => Some(GapsStatus {
             first: 0,
             last: 0,
@@ -443,12 +464,11 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
             )],
         }),
         (None, None) => None,
-        (Some(_), None) => return Err(permanent!("{}: {GAPS} without {GAPS_PROOF}", files.place)),
         (None, Some(_)) => return Err(permanent!("{}: {GAPS_PROOF} without {GAPS}", files.place)),
     };
     let reveal = input
         .reveal
-        .map(|r| check_reveal(r, files, &run_id, &run, gaps.is_some()))
+        .map(|r| check_reveal(r, files, &run_id, &run, gaps.is_some(), &tiles))
         .transpose()?;
     let mut proven: std::collections::HashSet<u64> =
         records.iter().filter(|r| r.problem.is_none()).map(|r| r.seq).collect();
@@ -485,6 +505,68 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
         renderings: Vec::new(),
         redacted,
         content_redacted,
+        per_record_proofs: files.names().any(|n| n.starts_with(&format!("{PROOFS_DIR}/"))),
+    })
+}
+
+/// The bundle's hash tiles for the tree of `cp`, and what is wrong with
+/// them: a tile of another width than the tree's, or one that does not
+/// prove to be of the tree of `cp`'s root (then none is used: a proof
+/// computed from them could only fail, or prove by luck).
+fn read_tiles(files: &BundleFiles, cp: &Checkpoint) -> (TileSet, Vec<NotProven>) {
+    let mut tiles = TileSet::new(cp.size);
+    let mut problems = Vec::new();
+    for name in files.names().filter(|n| n.starts_with(&format!("{TILES_DIR}/"))) {
+        let Some(TileName {
+            level: Some(level),
+            index,
+            ..
+        }) = parse_tile_path(name)
+        else {
+            continue; // files::known admits only hash tiles
+        };
+        let need = tiles.need(level, index);
+        if need.path != name {
+            problems.push(not_proven(
+                Some(Kind::TilesDisagree),
+                format!(
+                    "{name} is no tile of checkpoint {}'s tree (its tile there is {})",
+                    cp.size, need.path
+                ),
+            ));
+            continue;
+        }
+        if let Err(e) = tiles.insert(&need, files.get(name).unwrap_or_default()) {
+            problems.push(not_proven(Some(Kind::TilesDisagree), e));
+        }
+    }
+    if let Err(e) = tiles.authenticate(&cp.root) {
+        problems.push(not_proven(
+            Some(Kind::TilesDisagree),
+            format!("{e} (checkpoint {}): the bundle's tiles are not that tree's", cp.size),
+        ));
+        tiles = TileSet::new(cp.size);
+    }
+    (tiles, problems)
+}
+
+/// Record `seq`'s proof, computed from the bundle's tiles, as the
+/// `tlog-proof` the per-record form would have carried.
+fn proof_from_tiles(tiles: &TileSet, seq: u64, cp: &Checkpoint, note: &SignedNote) -> Result<TlogProof, NotProven> {
+    let hashes = inclusion_proof(seq - 1, cp.size, &mut &*tiles).map_err(|need| {
+        not_proven(
+            None,
+            format!(
+                "the bundle lacks {}, which the proof of seq {seq} is computed from",
+                need.path
+            ),
+        )
+    })?;
+    Ok(TlogProof {
+        extra: None,
+        index: seq - 1,
+        hashes,
+        checkpoint: note.to_text(),
     })
 }
 

@@ -10,7 +10,7 @@ use chainship_chain::{Error, permanent};
 
 use super::{
     CHECKPOINT, GAPS, GAPS_PROOF, HEAD, NEWEST, PROOFS_DIR, README_TXT, RECORDS, REDACTIONS_DIR, REPORT_HTML, RUN_JSON,
-    printable,
+    TILES_DIR, printable,
 };
 
 /// Whether `name` is a file a bundle has: anything else is refused, so
@@ -37,6 +37,7 @@ fn known(name: &str) -> bool {
             .strip_prefix(REDACTIONS_DIR)
             .and_then(|n| n.strip_prefix('/'))
             .is_some_and(|n| chainship_anchor::redaction::seq_of_name(n).is_some())
+        || chainship_tlog::tiles::parse_tile_path(name).is_some_and(|t| t.level.is_some())
 }
 
 /// A bundle larger than this is refused (a run of 10,000 events with every
@@ -115,21 +116,25 @@ impl BundleFiles {
     }
 
     fn read_dir(&mut self, dir: &Path) -> Result<(), Error> {
+        self.read_under(dir, "")
+    }
+
+    /// Reads the files of `dir`, named `prefix` + their name; descends only
+    /// into the directories a bundle has (`proofs/`, `redactions/`, and
+    /// `tile/`'s levels and index groups), never through a link.
+    fn read_under(&mut self, dir: &Path, prefix: &str) -> Result<(), Error> {
         let io = |e: std::io::Error| Error::from_io("cannot be read", &e);
         for entry in std::fs::read_dir(dir).map_err(io)? {
             let entry = entry.map_err(io)?;
-            let name = entry.file_name().to_string_lossy().into_owned();
+            let name = format!("{prefix}{}", entry.file_name().to_string_lossy());
             let kind = entry.file_type().map_err(io)?;
-            if kind.is_dir() && (name == PROOFS_DIR || name == REDACTIONS_DIR) {
-                for proof in std::fs::read_dir(entry.path()).map_err(io)? {
-                    let proof = proof.map_err(io)?;
-                    let name = format!("{name}/{}", proof.file_name().to_string_lossy());
-                    if !proof.file_type().map_err(io)?.is_file() {
-                        return Err(permanent!("{} is not a regular file", printable(&name)));
-                    }
-                    let bytes = read_capped(&proof.path())?;
-                    self.add(name, bytes)?;
-                }
+            let descend = match prefix {
+                "" => [PROOFS_DIR, REDACTIONS_DIR, TILES_DIR].contains(&name.as_str()),
+                // A tile's path is tile/L/[xNNN/...]NNN[.p/W]: at most a few groups deep.
+                _ => name.starts_with(TILES_DIR) && name.matches('/').count() < 12,
+            };
+            if kind.is_dir() && descend {
+                self.read_under(&entry.path(), &format!("{name}/"))?;
             } else if kind.is_file() {
                 let bytes = read_capped(&entry.path())?;
                 self.add(name, bytes)?;
@@ -191,7 +196,7 @@ fn read_capped(path: &Path) -> Result<Vec<u8>, Error> {
     Ok(bytes)
 }
 
-/// Writes the files of directory `dir` (top level and `proofs/`) into a new
+/// Writes the files of directory `dir` (as [`BundleFiles::read`] reads them) into a new
 /// tar file at `out`, in name order, with fixed times and modes (the same
 /// bundle gives the same bytes). Written beside it under a temporary name and
 /// linked into place whole, never over an existing file.

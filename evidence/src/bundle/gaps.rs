@@ -1,8 +1,12 @@
 //! `--with-gaps`: every position from the run's creation to the checkpoint
-//! accounted for — each a record of the run or another event's hash
-//! (`gaps.txt`) — and the whole range of entries proven in the tree by one
-//! range proof (`gaps.proof`); and `--reveal`, a record shown for a seq the
-//! bundle gives only as a hash.
+//! accounted for — each a record of the run or another run's event
+//! (`gaps.txt`) — and shown in the checkpoint's tree; and `--reveal`, a
+//! record shown for a seq the bundle gives only as an entry of the tree.
+//!
+//! Two forms: `gaps.txt` as seqs and ranges of seqs (`12`, `14-16`), their
+//! entries in the bundle's tiles, which cover every position of the span
+//! (what `evidence` writes); or, in bundles written before the tiles, as
+//! `<seq> <hash>` lines with one range proof (`gaps.proof`).
 
 use std::collections::BTreeMap;
 
@@ -12,6 +16,8 @@ use chainship_runs::{Profile, Role};
 use chainship_tlog::range::verify_range;
 use chainship_verify::Kind;
 use chainship_verify::proof::NotProven;
+
+use chainship_tlog::tiles::{TileSet, WIDTH, tile_path, tile_width};
 
 use super::check::{CheckpointStatus, not_proven, text};
 use super::{BundleFiles, GAPS, GAPS_PROOF, RANGE_PROOF_HEADER};
@@ -23,7 +29,7 @@ pub struct GapsStatus {
     pub first: u64,
     /// The checkpoint's size: the positions after the run's last event are accounted for too.
     pub last: u64,
-    /// Other events accounted for by hash.
+    /// Other runs' events accounted for (by their entry in the tree).
     pub hashes: u64,
     pub problems: Vec<NotProven>,
 }
@@ -100,7 +106,11 @@ pub(super) fn check_gaps(
     run: &[Record<'_>],
     cp: &CheckpointStatus,
     profile: &Profile,
+    tiles: &TileSet,
 ) -> Result<GapsStatus, Error> {
+    if files.get(GAPS_PROOF).is_none() {
+        return check_tiled_gaps(files, run, cp, profile, tiles);
+    }
     let gaps = read_gaps(text(files, GAPS)?)?;
     let (start, end, proof) = read_range_proof(text(files, GAPS_PROOF)?)?;
     let last = cp.size;
@@ -210,6 +220,163 @@ pub(super) fn check_gaps(
     Ok(status)
 }
 
+/// Parses `gaps.txt` of the tiles form: lines of `<seq>` or `<first>-<last>`,
+/// in plain decimal, increasing and apart.
+fn read_ranges(text: &str) -> Result<Vec<(u64, u64)>, Error> {
+    if !text.is_empty() && !text.ends_with('\n') || text.contains('\r') {
+        return Err(permanent!("{GAPS}: not lines each ending in a newline"));
+    }
+    let mut ranges: Vec<(u64, u64)> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let bad = || {
+            permanent!(
+                "{GAPS} line {}: not \"<seq>\" or \"<first>-<last>\" (a {GAPS} of \"<seq> <hash>\" lines needs its {GAPS_PROOF})",
+                i + 1
+            )
+        };
+        let number = |t: &str| t.parse::<u64>().ok().filter(|n| n.to_string() == t && *n > 0);
+        let (a, b) = match line.split_once('-') {
+            Some((a, b)) => (number(a).ok_or_else(bad)?, number(b).ok_or_else(bad)?),
+            None => (number(line).ok_or_else(bad)?, number(line).ok_or_else(bad)?),
+        };
+        if b < a || (line.contains('-') && a == b) {
+            return Err(bad());
+        }
+        if ranges.last().is_some_and(|(_, last)| a <= last.saturating_add(1)) {
+            return Err(permanent!(
+                "{GAPS} line {}: seq {a} is not after the line before it (ranges are increasing and apart)",
+                i + 1
+            ));
+        }
+        ranges.push((a, b));
+    }
+    Ok(ranges)
+}
+
+/// Entry `index`'s leaf hash, from the bundle's (proven) tiles.
+fn leaf_at(tiles: &TileSet, index: u64) -> Option<chainship_tlog::Hash> {
+    let hashes = tiles.hashes(0, index / WIDTH as u64)?;
+    hashes.get((index % WIDTH as u64) as usize).copied()
+}
+
+/// The tiles form of [`check_gaps`]: the positions from the run's creation
+/// to the checkpoint are the run's records and `gaps.txt`'s ranges, each
+/// once; every level-0 tile of the span is in the bundle (proven with the
+/// rest of its tiles by the caller), and each record's `prev_hash` is the
+/// entry before it.
+fn check_tiled_gaps(
+    files: &BundleFiles,
+    run: &[Record<'_>],
+    cp: &CheckpointStatus,
+    profile: &Profile,
+    tiles: &TileSet,
+) -> Result<GapsStatus, Error> {
+    let ranges = read_ranges(text(files, GAPS)?)?;
+    let last = cp.size;
+    let mut status = GapsStatus {
+        first: run.first().map_or(0, |r| r.seq),
+        last,
+        hashes: ranges.iter().map(|(a, b)| b - a + 1).sum(),
+        problems: Vec::new(),
+    };
+    let Some(head) = run.first() else {
+        status
+            .problems
+            .push(not_proven(None, "no record of the run to account for"));
+        return Ok(status);
+    };
+    let first = head.seq;
+    if first > last {
+        status.problems.push(not_proven(
+            None,
+            format!("the run's first record, seq {first}, is past the checkpoint (size {last})"),
+        ));
+        return Ok(status);
+    }
+    if profile.role(head.kind.as_bytes()) != Role::RunCreated {
+        status.problems.push(not_proven(
+            Some(Kind::Gap),
+            format!(
+                "the run's first event in the bundle, seq {first}, is {:?}, not its creation: the events before it are not accounted for",
+                head.kind
+            ),
+        ));
+    }
+    // The records and the ranges, merged in seq order (both are sorted).
+    let mut spans: Vec<(u64, u64, bool)> = run.iter().map(|r| (r.seq, r.seq, true)).collect();
+    spans.extend(ranges.iter().map(|(a, b)| (*a, *b, false)));
+    spans.sort_unstable();
+    if let Some((a, _, _)) = spans.iter().find(|(a, b, _)| *a < first || *b > last) {
+        status.problems.push(not_proven(
+            None,
+            format!("{GAPS} names seq {a}, outside seqs {first}..={last} (the run's first event to the checkpoint)"),
+        ));
+        return Ok(status);
+    }
+    let mut expect = first;
+    for (a, b, _) in &spans {
+        if *a < expect {
+            status.problems.push(not_proven(
+                Some(Kind::Duplicate),
+                format!("seq {a} is both a record of the run and in {GAPS}"),
+            ));
+        } else if *a > expect {
+            status.problems.push(not_proven(
+                Some(Kind::Gap),
+                format!(
+                    "seq {expect}..={}: neither a record of the run nor in {GAPS}: an event left out",
+                    a - 1
+                ),
+            ));
+        }
+        expect = expect.max(b.saturating_add(1));
+    }
+    if expect <= last {
+        status.problems.push(not_proven(
+            Some(Kind::Gap),
+            format!("seq {expect}..={last}: neither a record of the run nor in {GAPS}: an event left out"),
+        ));
+    }
+    // Every position of the span in the tree: its level-0 tile is here.
+    // Counted, not walked: a forged size must not make this loop for ever.
+    let (low, high) = ((first - 1) / WIDTH as u64, (last - 1) / WIDTH as u64);
+    let held = tiles
+        .held()
+        .iter()
+        .filter(|(level, index)| *level == 0 && (low..=high).contains(index))
+        .count() as u64;
+    let wanted = high - low + 1;
+    if held < wanted {
+        // The first missing one is at most `held` tiles past the span's start.
+        let index = (low..=high).find(|i| tiles.hashes(0, *i).is_none()).unwrap_or(low);
+        let path = tile_path(0, index, tile_width(last, 0, index));
+        status.problems.push(not_proven(
+            Some(Kind::Gap),
+            format!(
+                "the bundle lacks {path}, one of {} level-0 tile(s) of the span it lacks (or its tiles are not the tree's): seqs {}..={} are not shown in the tree",
+                wanted - held,
+                (index * WIDTH as u64 + 1).max(first),
+                ((index + 1) * WIDTH as u64).min(last)
+            ),
+        ));
+    }
+    // Each record follows the entry before it.
+    for r in run.iter().filter(|r| r.seq > first) {
+        let before = leaf_at(tiles, r.seq - 2);
+        if before.is_some_and(|h| h != chainship_tlog::leaf_hash(r.prev_hash.as_bytes())) {
+            status.problems.push(not_proven(
+                Some(Kind::Altered),
+                format!(
+                    "seq {}: its prev_hash is not the entry the bundle's tiles give for seq {}",
+                    r.seq,
+                    r.seq - 1
+                ),
+            ));
+        }
+    }
+    Ok(status)
+}
+
 /// A record revealed for a seq given only as a hash: when it is the entry
 /// there and of this run, the run's event was withheld. A record that is not
 /// the entry there reveals nothing (`Err`, a usage error).
@@ -219,6 +386,7 @@ pub(super) fn check_reveal(
     run_id: &str,
     run: &[Record<'_>],
     has_gaps: bool,
+    tiles: &TileSet,
 ) -> Result<RevealStatus, Error> {
     let seq = revealed.seq;
     let of_run = revealed
@@ -236,11 +404,24 @@ pub(super) fn check_reveal(
             "seq {seq} is a record of the bundle, not a hash: nothing to reveal"
         ));
     }
-    let gaps = read_gaps(text(files, GAPS)?)?;
-    let Some(hash) = gaps.get(&seq) else {
-        return Err(permanent!("the bundle gives no hash for seq {seq}"));
+    let entry_is_it = match files.get(GAPS_PROOF) {
+        Some(_) => {
+            let gaps = read_gaps(text(files, GAPS)?)?;
+            let Some(hash) = gaps.get(&seq) else {
+                return Err(permanent!("the bundle gives no hash for seq {seq}"));
+            };
+            revealed.hash == hash.as_str()
+        }
+        None => {
+            let ranges = read_ranges(text(files, GAPS)?)?;
+            let leaf = leaf_at(tiles, seq.wrapping_sub(1));
+            if !ranges.iter().any(|(a, b)| (*a..=*b).contains(&seq)) || leaf.is_none() {
+                return Err(permanent!("the bundle gives no entry for seq {seq}"));
+            }
+            leaf == Some(chainship_tlog::leaf_hash(revealed.hash.as_bytes()))
+        }
     };
-    if revealed.expected_hash()[..] != *revealed.hash.as_bytes() || revealed.hash != hash.as_str() {
+    if revealed.expected_hash()[..] != *revealed.hash.as_bytes() || !entry_is_it {
         return Err(permanent!(
             "--record is not the event at seq {seq}: it does not hash to the bundle's entry there"
         ));

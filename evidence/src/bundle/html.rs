@@ -149,10 +149,15 @@ pub fn render(r: &EvidenceReport) -> String {
         fact(
             "Every position accounted for",
             format!(
-                "seqs {}&ndash;{}: {} other events by hash, one range proof{}",
+                "seqs {}&ndash;{}: {} other events {}{}",
                 g.first,
                 g.last,
                 g.hashes,
+                if r.per_record_proofs {
+                    "by hash, one range proof"
+                } else {
+                    "as entries of the tiles"
+                },
                 if g.problems.is_empty() {
                     ""
                 } else {
@@ -247,9 +252,14 @@ Check with the systems they touch whether they did.</p>"
     let _ = writeln!(h, "</tbody></table>");
     let _ = writeln!(
         h,
-        "<h2>How to check this yourself</h2><p>The bundle this page came with holds each event's record and its \
-inclusion proof; <code>chainship check-evidence</code> checks them all, and README.txt says how to check them \
-without chainship. This page is a rendering: the proofs, not the page, are the evidence.</p>\n</body></html>"
+        "<h2>How to check this yourself</h2><p>The bundle this page came with holds each event's record and {}; \
+<code>chainship check-evidence</code> checks them all, and README.txt says how to check them \
+without chainship. This page is a rendering: the proofs, not the page, are the evidence.</p>\n</body></html>",
+        if r.per_record_proofs {
+            "its inclusion proof"
+        } else {
+            "the tiles its inclusion proof is computed from"
+        }
     );
     h
 }

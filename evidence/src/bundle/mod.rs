@@ -34,7 +34,12 @@ pub const CHECKPOINT: &str = "checkpoint";
 pub const HEAD: &str = "head";
 /// The log's newest event at the checkpoint's size (seq = its size).
 pub const NEWEST: &str = "newest.json";
-/// Where the proofs are: `proofs/<seq>.proof`.
+/// The hash tiles the records' proofs are computed from, and those that
+/// prove them (C2SP tlog-tiles: `tile/<L>/<N>[.p/<W>]`, beside `checkpoint`,
+/// so the bundle is a tiles directory any C2SP client reads).
+pub const TILES_DIR: &str = "tile";
+/// Where bundles written before the tiles kept one proof per record:
+/// `proofs/<seq>.proof` (still checked where present).
 pub const PROOFS_DIR: &str = "proofs";
 /// The redaction statement of each tombstone among the records, as the
 /// anchor store keeps it: `redactions/<seq, 20 digits>`.

@@ -31,7 +31,13 @@ impl RangeHashes for Leaves {
 
 /// A log: run "a" (a tool call, allowed and finished) interleaved with run "b".
 fn log() -> Vec<serde_json::Value> {
-    let events = [
+    log_padded(0)
+}
+
+/// [`log`] with `pad` events of run "c" after each of its events (run "a"
+/// across several tiles, and a tree with levels above the first).
+fn log_padded(pad: usize) -> Vec<serde_json::Value> {
+    let base = [
         ("a", "", "run.created", "{}"),
         ("b", "", "run.created", "{}"),
         ("a", "", "run.started", "{}"),
@@ -50,11 +56,14 @@ fn log() -> Vec<serde_json::Value> {
         ("a", "", "run.finished", r#"{"status":"completed"}"#),
         ("c", "", "run.created", "{}"),
     ];
+    let events = base
+        .iter()
+        .flat_map(|e| std::iter::once(*e).chain(std::iter::repeat_n(("c", "", "agent.note", "{}"), pad)));
     let mut prev = String::new();
     let mut out = Vec::new();
-    for (i, (run, step, kind, payload)) in events.iter().enumerate() {
+    for (i, (run, step, kind, payload)) in events.enumerate() {
         let seq = i as u64 + 1;
-        let at = format!("2026-12-02T10:00:{seq:02}Z");
+        let at = format!("2026-12-02T10:{:02}:{:02}Z", seq / 60, seq % 60);
         let hash = event_hash(
             prev.as_bytes(),
             seq,
@@ -80,9 +89,21 @@ fn key() -> (SigningKey, VerifierKey) {
     (k, v)
 }
 
+/// How a bundle proves its records.
+#[derive(Clone, Copy, PartialEq)]
+enum Form {
+    /// The tiles the proofs are computed from (what `evidence` writes).
+    Tiles,
+    /// One tlog-proof a record (bundles written before the tiles).
+    Proofs,
+}
+
 /// The bundle of run "a", with gaps, proven against the whole log.
 fn bundle() -> Vec<(String, Vec<u8>)> {
-    let log = log();
+    bundle_of(&log(), Form::Tiles)
+}
+
+fn bundle_of(log: &[serde_json::Value], form: Form) -> Vec<(String, Vec<u8>)> {
     let (k, _) = key();
     let leaves: Vec<Hash> = log
         .iter()
@@ -106,6 +127,17 @@ fn bundle() -> Vec<(String, Vec<u8>)> {
         ),
         (NEWEST.to_owned(), format!("{newest}\n").into_bytes()),
     ];
+    // Every tile of the log, as a store holds them.
+    let mut builder = chainship_tlog::tiles::TileBuilder::default();
+    let mut store = std::collections::HashMap::new();
+    let mut out = Vec::new();
+    for e in log {
+        builder.push(e["hash"].as_str().unwrap().as_bytes(), &mut out);
+    }
+    for t in out.into_iter().chain(builder.partial_tiles()) {
+        store.insert(t.path, t.data);
+    }
+    let mut read = chainship_tlog::tiles::TileSet::new(size);
     let mut records = String::new();
     let mut gaps = String::new();
     let of_a: Vec<u64> = log
@@ -114,7 +146,7 @@ fn bundle() -> Vec<(String, Vec<u8>)> {
         .map(|e| e["seq"].as_u64().unwrap())
         .collect();
     let first = of_a[0];
-    for e in &log {
+    for e in log {
         let seq = e["seq"].as_u64().unwrap();
         if e["run_id"] == "a" || seq == size {
             let hashes = inclusion_proof(seq - 1, size, &mut Leaves(leaves.clone())).unwrap();
@@ -124,13 +156,42 @@ fn bundle() -> Vec<(String, Vec<u8>)> {
                 hashes,
                 checkpoint: note.clone(),
             };
-            files.push((proof_name(seq), proof.to_text().into_bytes()));
+            if form == Form::Proofs {
+                files.push((proof_name(seq), proof.to_text().into_bytes()));
+            }
+            while let Err(need) = inclusion_proof(seq - 1, size, &mut read) {
+                read.insert(&need, &store[&need.path]).unwrap();
+            }
         }
         if e["run_id"] == "a" {
             records.push_str(&format!("{e}\n"));
         } else if seq > first {
             gaps.push_str(&format!("{seq} {}\n", e["hash"].as_str().unwrap()));
         }
+    }
+    if form == Form::Tiles {
+        // With the gaps: every level-0 tile from the run's first event on, and the other events as ranges.
+        let span = ((first - 1) / 256..=(size - 1) / 256).map(|i| (0u8, i));
+        for (level, index) in chainship_tlog::tiles::with_proving_tiles(size, read.held().into_iter().chain(span)) {
+            let need = read.need(level, index);
+            files.push((need.path.clone(), store[&need.path].clone()));
+        }
+        let others: Vec<u64> = log
+            .iter()
+            .map(|e| e["seq"].as_u64().unwrap())
+            .filter(|s| *s > first && !of_a.contains(s))
+            .collect();
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        for s in others {
+            match ranges.last_mut() {
+                Some((_, b)) if *b + 1 == s => *b = s,
+                _ => ranges.push((s, s)),
+            }
+        }
+        gaps = ranges
+            .iter()
+            .map(|(a, b)| if a == b { format!("{a}\n") } else { format!("{a}-{b}\n") })
+            .collect();
     }
     let range = range_proof(first - 1, size, size, &mut Leaves(leaves.clone())).unwrap();
     let mut proof = format!("{RANGE_PROOF_HEADER}\nstart {}\nend {size}\n", first - 1);
@@ -140,7 +201,9 @@ fn bundle() -> Vec<(String, Vec<u8>)> {
     }
     files.push((RECORDS.to_owned(), records.into_bytes()));
     files.push((GAPS.to_owned(), gaps.into_bytes()));
-    files.push((GAPS_PROOF.to_owned(), proof.into_bytes()));
+    if form == Form::Proofs {
+        files.push((GAPS_PROOF.to_owned(), proof.into_bytes()));
+    }
     files
 }
 
@@ -226,8 +289,11 @@ fn each_change_is_named() {
     }));
     assert!(kinds(&r).contains(&Some(Kind::UntrustedKey)), "{:?}", r.not_proven());
     assert!(!r.all_proven());
+    // A bundle written before the tiles (one proof a record) still checks.
+    let legacy = || bundle_of(&log(), Form::Proofs);
+    assert!(checked(legacy()).all_proven());
     // A proof under another seq's name.
-    let mut files = bundle();
+    let mut files = legacy();
     let p3 = files.iter().find(|(n, _)| n == &proof_name(3)).unwrap().1.clone();
     files.iter_mut().find(|(n, _)| n == &proof_name(4)).unwrap().1 = p3;
     let r = checked(files);
@@ -236,7 +302,7 @@ fn each_change_is_named() {
         vec![Some(4)]
     );
     // A stray proof beside the records (issue 47): proves no record of the bundle.
-    let mut files = bundle();
+    let mut files = legacy();
     let p3 = files.iter().find(|(n, _)| n == &proof_name(3)).unwrap().1.clone();
     files.push((proof_name(999), p3));
     let r = checked(files);
@@ -247,8 +313,16 @@ fn each_change_is_named() {
         "{:?}",
         r.not_proven()
     );
-    // A gap's hash changed: the range proof no longer leads to the root.
+    // A range of other events left out of gaps.txt: those seqs are unaccounted for.
     let r = checked(with(bundle(), GAPS, |t| {
+        t.lines().skip(1).map(|l| format!("{l}\n")).collect()
+    }));
+    assert!(kinds(&r).contains(&Some(Kind::Gap)), "{:?}", r.not_proven());
+    // A record's seq also claimed as another run's.
+    let r = checked(with(bundle(), GAPS, |t| t.replacen("2\n", "2-3\n", 1)));
+    assert!(kinds(&r).contains(&Some(Kind::Duplicate)), "{:?}", r.not_proven());
+    // A gap's hash changed (the form before the tiles): the range proof no longer leads to the root.
+    let r = checked(with(legacy(), GAPS, |t| {
         let (first, rest) = t.split_once('\n').unwrap();
         format!("{} {}\n{rest}", first.split(' ').next().unwrap(), "0".repeat(64))
     }));
@@ -256,6 +330,174 @@ fn each_change_is_named() {
     // The head of another size.
     let r = checked(with(bundle(), HEAD, |t| t.replace("seq 12", "seq 11")));
     assert!(!r.all_proven(), "a head changed after signing: {:?}", r.head);
+}
+
+/// A run across three tiles of a tree with a level above the first.
+fn spread() -> Vec<(String, Vec<u8>)> {
+    bundle_of(&log_padded(60), Form::Tiles)
+}
+
+fn tile_names(files: &[(String, Vec<u8>)]) -> Vec<String> {
+    files
+        .iter()
+        .filter(|(n, _)| n.starts_with("tile/"))
+        .map(|(n, _)| n.clone())
+        .collect()
+}
+
+#[test]
+fn the_tiles_prove_every_record_and_a_tile_changed_removed_or_misplaced_is_named() {
+    let files = spread();
+    let names = tile_names(&files);
+    // 732 entries: two full level-0 tiles, the edge at levels 0 and 1.
+    assert_eq!(
+        names,
+        ["tile/0/000", "tile/0/001", "tile/0/002.p/220", "tile/1/000.p/2"]
+    );
+    let r = checked(files.clone());
+    assert!(r.all_proven(), "{:?}", r.not_proven());
+    assert_eq!(r.records.len(), 8);
+    // Without the tiles (and no per-record proof) nothing is proven.
+    let bare: Vec<_> = files.iter().filter(|(n, _)| !n.starts_with("tile/")).cloned().collect();
+    let r = checked(bare);
+    assert!(r.records.iter().all(|s| s.problem.is_some()), "{:?}", r.not_proven());
+    for name in &names {
+        // One bit of one hash changed: that tile is named, and no record passes on it.
+        for at in [0usize, 31, 32 * 7 + 5] {
+            let mut changed = files.clone();
+            let tile = &mut changed.iter_mut().find(|(n, _)| n == name).unwrap().1;
+            if at >= tile.len() {
+                continue;
+            }
+            tile[at] ^= 1;
+            let r = checked(changed);
+            assert!(!r.all_proven(), "{name} byte {at}");
+            assert!(
+                kinds(&r).contains(&Some(Kind::TilesDisagree)),
+                "{name}: {:?}",
+                r.not_proven()
+            );
+        }
+        // Removed: named, as missing, or as what a proof lacks.
+        let removed: Vec<_> = files.iter().filter(|(n, _)| n != name).cloned().collect();
+        let r = checked(removed);
+        assert!(!r.all_proven(), "{name} removed");
+        assert!(
+            r.not_proven().iter().any(|(_, p)| p.reason.contains(name.as_str())),
+            "{name}: {:?}",
+            r.not_proven()
+        );
+    }
+    // A tile under another width than the tree's: not of this tree.
+    let mut misplaced = files.clone();
+    misplaced.iter_mut().find(|(n, _)| n == "tile/1/000.p/2").unwrap().0 = "tile/1/000.p/3".into();
+    let r = checked(misplaced);
+    assert!(kinds(&r).contains(&Some(Kind::TilesDisagree)), "{:?}", r.not_proven());
+    // Another log's tiles (a fork of the same size): refused.
+    let other_log: Vec<_> = log_padded(61).into_iter().take(732).collect();
+    let fork = bundle_of(&other_log, Form::Tiles);
+    let mut forked = files.clone();
+    for (name, bytes) in forked.iter_mut().filter(|(n, _)| n.starts_with("tile/")) {
+        *bytes = fork.iter().find(|(n, _)| n == name).unwrap().1.clone();
+    }
+    let r = checked(forked);
+    assert!(!r.all_proven());
+    // The tiles of a bundle read through BundleFiles from a directory and a tar, as written.
+    let dir = tempfile::TempDir::new().unwrap();
+    for (name, bytes) in &files {
+        let path = dir.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
+    let read = BundleFiles::read(dir.path()).unwrap();
+    assert_eq!(
+        tile_names(&read.names().map(|n| (n.to_owned(), Vec::new())).collect::<Vec<_>>()),
+        names
+    );
+    let tar = dir.path().with_extension("tar");
+    files::write_tar(dir.path(), &tar).unwrap();
+    let (_, v) = key();
+    let keys = [v];
+    let from_tar = check(&BundleFiles::read(&tar).unwrap(), &input(&keys, false)).unwrap();
+    std::fs::remove_file(&tar).unwrap();
+    assert!(from_tar.all_proven(), "{:?}", from_tar.not_proven());
+    // A tile path outside the spec's spelling is no file of a bundle.
+    std::fs::write(dir.path().join("tile/0/2"), b"").unwrap();
+    assert!(BundleFiles::read(dir.path()).is_err());
+}
+
+#[test]
+fn under_the_gaps_every_position_is_in_the_tiles_and_a_revealed_entry_is_judged_from_them() {
+    // Run "a" 301 events apart: tile/0/001 holds none of its events, only others'.
+    let log = log_padded(300);
+    let files = bundle_of(&log, Form::Tiles);
+    assert!(files.iter().any(|(n, _)| n == "tile/0/001"));
+    let r = checked(files.clone());
+    assert!(r.all_proven(), "{:?}", r.not_proven());
+    let gaps = r.gaps.as_ref().unwrap();
+    assert_eq!((gaps.first, gaps.last, gaps.hashes), (1, 3612, 3612 - 8));
+    // That tile removed: no record's proof needs it, the gaps do.
+    let without: Vec<_> = files.iter().filter(|(n, _)| n != "tile/0/001").cloned().collect();
+    let r = checked(without.clone());
+    assert_eq!(kinds(&r), vec![Some(Kind::Gap)], "{:?}", r.not_proven());
+    assert!(
+        r.not_proven()[0].1.reason.contains("tile/0/001"),
+        "{:?}",
+        r.not_proven()
+    );
+    // Not asked for, the bundle without gaps.txt needs no such tile.
+    let bare: Vec<_> = without.into_iter().filter(|(n, _)| n != GAPS).collect();
+    assert!(checked(bare).all_proven());
+
+    // Revealing the event at a seq given as another run's: judged against the tiles' entry.
+    let (_, v) = key();
+    let keys = [v];
+    let reveal = |seq: u64, record: &serde_json::Value| {
+        let line = record.to_string();
+        let parsed = chainship_chain::record::Record::parse(line.as_bytes())
+            .unwrap()
+            .into_owned();
+        let mut input = input(&keys, true);
+        input.reveal = Some(&parsed);
+        let r = check(&BundleFiles::from_files(files.clone()), &input).map(|r| r.reveal.unwrap());
+        (
+            seq,
+            r.map(|s| (s.run_id, s.problem.is_some())).map_err(|e| e.to_string()),
+        )
+    };
+    // Another run's event: nothing withheld.
+    assert_eq!(reveal(300, &log[299]).1, Ok(("c".to_owned(), false)));
+    // A record that is not the entry there: refused.
+    let mut forged = log[299].clone();
+    forged["seq"] = json!(301);
+    assert!(reveal(301, &forged).1.is_err());
+    // Run "a"'s event passed off as another's (its record taken out, its seq put in gaps.txt): withheld.
+    let at = 1506u64;
+    assert_eq!(log[at as usize - 1]["run_id"], "a");
+    let mut passed_off = with(files.clone(), RECORDS, |t| {
+        t.lines()
+            .filter(|l| !l.contains(&format!("\"seq\":{at},")))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    });
+    passed_off = with(passed_off, GAPS, |t| {
+        t.replacen(&format!("-{}\n{}-", at - 1, at + 1), "-", 1)
+    });
+    let r = checked(passed_off.clone());
+    assert!(r.gaps.as_ref().unwrap().problems.is_empty(), "{:?}", r.not_proven());
+    let line = log[at as usize - 1].to_string();
+    let record = chainship_chain::record::Record::parse(line.as_bytes())
+        .unwrap()
+        .into_owned();
+    let mut input = input(&keys, true);
+    input.reveal = Some(&record);
+    let r = check(&BundleFiles::from_files(passed_off), &input).unwrap();
+    let status = r.reveal.as_ref().unwrap();
+    assert_eq!(
+        status.problem.as_ref().and_then(|p| p.kind),
+        Some(Kind::Gap),
+        "{status:?}"
+    );
 }
 
 #[test]
@@ -305,4 +547,26 @@ fn a_bundle_cut_at_either_end_is_named() {
     let input = input(&keys, true);
     let r = check(&BundleFiles::from_files(files), &input).unwrap();
     assert!(!r.all_proven());
+}
+
+#[test]
+fn a_bundle_written_before_the_tiles_renders_as_it_did_and_a_new_one_says_how_to_read_its_tiles() {
+    let legacy = checked(bundle_of(&log(), Form::Proofs));
+    assert!(legacy.per_record_proofs && legacy.all_proven());
+    let text = readme::render(&legacy);
+    assert!(
+        text.contains("proofs/SEQ.proof") && text.contains("gaps.proof"),
+        "{text}"
+    );
+    assert!(!text.contains("tile/"), "{text}");
+    let tiled = checked(bundle());
+    assert!(!tiled.per_record_proofs);
+    let text = readme::render(&tiled);
+    assert!(
+        text.contains("tile/L/N") && text.contains("aics-tlog verify-checkpoint --tiles"),
+        "{text}"
+    );
+    assert!(!text.contains("proofs/") && !text.contains("gaps.proof"), "{text}");
+    assert!(html::render(&tiled).contains("as entries of the tiles"));
+    assert!(html::render(&legacy).contains("by hash, one range proof"));
 }
