@@ -53,7 +53,8 @@ pub fn entries_path(index: u64, width: usize) -> String {
 /// (0: the tile does not exist at that size).
 pub fn tile_width(size: u64, level: u8, index: u64) -> usize {
     let row = size.checked_shr(8 * u32::from(level)).unwrap_or(0);
-    row.saturating_sub(index * WIDTH as u64).min(WIDTH as u64) as usize
+    // A hostile index (from a path) must not overflow: past the row is width 0.
+    row.saturating_sub(index.saturating_mul(WIDTH as u64)).min(WIDTH as u64) as usize
 }
 
 /// What a tile path names: a hash tile of `level` (`None`: an entry
@@ -482,20 +483,26 @@ impl TileSet {
         match edge.range(0, self.size) {
             Ok(got) if got == *root => {}
             Ok(_) => {
-                let at = edge_tiles(self.size)
-                    .next()
-                    .map_or(self.need(0, 0), |(l, i)| self.need(l, i));
-                return Err(problem(
-                    at,
-                    "the right edge's tiles do not give the checkpoint's root".into(),
-                ));
+                let paths: Vec<String> = edge_tiles(self.size).map(|(l, i)| self.need(l, i).path).collect();
+                return Err(TileProblem {
+                    path: paths.join(", "),
+                    why: "the right edge's tiles do not give the checkpoint's root (one of them is not the tree's)"
+                        .into(),
+                });
             }
             Err(need) => return Err(problem(need, "missing: it proves the tree's right edge".into())),
         }
+        let edge: Vec<(u8, u64)> = edge_tiles(self.size).collect();
         for (level, index) in self.held() {
             let need = self.need(level, index);
             if need.width != WIDTH {
-                continue; // the edge, proven above
+                if edge.contains(&(level, index)) {
+                    continue; // proven above
+                }
+                return Err(problem(
+                    need,
+                    "is no tile of this tree (neither full nor its right edge)".into(),
+                ));
             }
             let parent = self.need(level + 1, index / WIDTH as u64);
             let Some(above) = self.tiles.get(&(parent.level, parent.index)) else {
@@ -784,6 +791,17 @@ mod tests {
             let e = set.authenticate(&root).unwrap_err();
             assert!(e.path == named || e.why.contains(named), "{e:?}");
         }
+        // A tile held at an index past the tree (a width of 0 there) is no tile of it.
+        let mut past = good.clone();
+        past.tiles.insert((0, u64::MAX / 2), HeldTile::new(vec![[0; 32]]));
+        assert!(
+            past.authenticate(&root)
+                .unwrap_err()
+                .why
+                .contains("no tile of this tree")
+        );
+        assert_eq!(tile_width(size, 0, u64::MAX), 0);
+        assert_eq!(tile_width(u64::MAX, 0, (1 << 56) + 11), 0);
         // A genuine tile beyond what a proof needs is still proven.
         let mut more = good.clone();
         let need = more.need(0, 100);

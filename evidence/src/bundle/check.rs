@@ -408,6 +408,25 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
             problem: Some(problem),
         });
     }
+    // The log's newest event is the run's own: it must be among the records
+    // (else the bundle shows the run's event and leaves it out of the run).
+    if let (Some(n), Some(expected)) = (&newest, &run_id)
+        && n.seq > 0
+        && n.field_bytes("run_id").is_some_and(|b| *b == expected[..])
+        && !records.iter().any(|r| r.seq == n.seq)
+    {
+        records.push(RecordStatus {
+            seq: n.seq,
+            line: 0,
+            problem: Some(not_proven(
+                Some(Kind::Gap),
+                format!(
+                    "{NEWEST} (seq {}) is an event of the run, and {RECORDS} leaves it out",
+                    n.seq
+                ),
+            )),
+        });
+    }
     // A statement is only for a tombstone of the bundle.
     let tombstones: std::collections::HashSet<u64> = run
         .iter()
@@ -440,7 +459,8 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
             })
         })
         .collect();
-    let run_id = String::from_utf8_lossy(&run_id.unwrap_or_default()).into_owned();
+    let run_bytes = run_id.unwrap_or_default();
+    let run_id = String::from_utf8_lossy(&run_bytes).into_owned();
     if records.is_empty() {
         records.push(RecordStatus {
             seq: 0,
@@ -468,7 +488,7 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
     };
     let reveal = input
         .reveal
-        .map(|r| check_reveal(r, files, &run_id, &run, gaps.is_some(), &tiles))
+        .map(|r| check_reveal(r, files, &run_bytes, &run, gaps.is_some(), &tiles))
         .transpose()?;
     let mut proven: std::collections::HashSet<u64> =
         records.iter().filter(|r| r.problem.is_none()).map(|r| r.seq).collect();
@@ -553,6 +573,12 @@ fn read_tiles(files: &BundleFiles, cp: &Checkpoint) -> (TileSet, Vec<NotProven>)
 /// Record `seq`'s proof, computed from the bundle's tiles, as the
 /// `tlog-proof` the per-record form would have carried.
 fn proof_from_tiles(tiles: &TileSet, seq: u64, cp: &Checkpoint, note: &SignedNote) -> Result<TlogProof, NotProven> {
+    if seq == 0 || seq > cp.size {
+        return Err(not_proven(
+            None,
+            format!("seq {seq} is no entry of checkpoint {}'s tree", cp.size),
+        ));
+    }
     let hashes = inclusion_proof(seq - 1, cp.size, &mut &*tiles).map_err(|need| {
         not_proven(
             None,

@@ -221,8 +221,10 @@ pub(super) fn check_gaps(
 }
 
 /// Parses `gaps.txt` of the tiles form: lines of `<seq>` or `<first>-<last>`,
-/// in plain decimal, increasing and apart.
-fn read_ranges(text: &str) -> Result<Vec<(u64, u64)>, Error> {
+/// in plain decimal, increasing and apart. Ranges apart need a record
+/// between them, so more than `most` of them cannot all be accounted for:
+/// `None` then (memory follows the run, not what the file claims).
+fn read_ranges(text: &str, most: usize) -> Result<Option<Vec<(u64, u64)>>, Error> {
     if !text.is_empty() && !text.ends_with('\n') || text.contains('\r') {
         return Err(permanent!("{GAPS}: not lines each ending in a newline"));
     }
@@ -248,9 +250,12 @@ fn read_ranges(text: &str) -> Result<Vec<(u64, u64)>, Error> {
                 i + 1
             ));
         }
+        if ranges.len() == most {
+            return Ok(None);
+        }
         ranges.push((a, b));
     }
-    Ok(ranges)
+    Ok(Some(ranges))
 }
 
 /// Entry `index`'s leaf hash, from the bundle's (proven) tiles.
@@ -271,8 +276,21 @@ fn check_tiled_gaps(
     profile: &Profile,
     tiles: &TileSet,
 ) -> Result<GapsStatus, Error> {
-    let ranges = read_ranges(text(files, GAPS)?)?;
     let last = cp.size;
+    let Some(ranges) = read_ranges(text(files, GAPS)?, run.len() + 1)? else {
+        return Ok(GapsStatus {
+            first: run.first().map_or(0, |r| r.seq),
+            last,
+            hashes: 0,
+            problems: vec![not_proven(
+                Some(Kind::Gap),
+                format!(
+                    "{GAPS} holds more ranges than the run's {} record(s) can separate: some position between them is accounted for by neither",
+                    run.len()
+                ),
+            )],
+        });
+    };
     let mut status = GapsStatus {
         first: run.first().map_or(0, |r| r.seq),
         last,
@@ -355,8 +373,8 @@ fn check_tiled_gaps(
             format!(
                 "the bundle lacks {path}, one of {} level-0 tile(s) of the span it lacks (or its tiles are not the tree's): seqs {}..={} are not shown in the tree",
                 wanted - held,
-                (index * WIDTH as u64 + 1).max(first),
-                ((index + 1) * WIDTH as u64).min(last)
+                index.saturating_mul(WIDTH as u64).saturating_add(1).max(first),
+                index.saturating_add(1).saturating_mul(WIDTH as u64).min(last)
             ),
         ));
     }
@@ -383,16 +401,15 @@ fn check_tiled_gaps(
 pub(super) fn check_reveal(
     revealed: &Record<'_>,
     files: &BundleFiles,
-    run_id: &str,
+    run_id: &[u8],
     run: &[Record<'_>],
     has_gaps: bool,
     tiles: &TileSet,
 ) -> Result<RevealStatus, Error> {
     let seq = revealed.seq;
-    let of_run = revealed
-        .field_bytes("run_id")
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default();
+    // Compared as stored bytes, as the records are.
+    let of_run_bytes = revealed.field_bytes("run_id").unwrap_or_default().into_owned();
+    let of_run = String::from_utf8_lossy(&of_run_bytes).into_owned();
     if !has_gaps || files.get(GAPS).is_none() {
         return Err(permanent!(
             "{}: the bundle has no {GAPS}: there is no hash to reveal a record for (write it with --with-gaps)",
@@ -413,7 +430,7 @@ pub(super) fn check_reveal(
             revealed.hash == hash.as_str()
         }
         None => {
-            let ranges = read_ranges(text(files, GAPS)?)?;
+            let ranges = read_ranges(text(files, GAPS)?, run.len() + 1)?.unwrap_or_default();
             let leaf = leaf_at(tiles, seq.wrapping_sub(1));
             if !ranges.iter().any(|(a, b)| (*a..=*b).contains(&seq)) || leaf.is_none() {
                 return Err(permanent!("the bundle gives no entry for seq {seq}"));
@@ -426,10 +443,10 @@ pub(super) fn check_reveal(
             "--record is not the event at seq {seq}: it does not hash to the bundle's entry there"
         ));
     }
-    let problem = (of_run == run_id).then(|| {
+    let problem = (of_run_bytes == run_id).then(|| {
         not_proven(
             Some(Kind::Gap),
-            format!("seq {seq} is an event of run {run_id:?} that the bundle gives only as a hash: it was withheld"),
+            format!("seq {seq} is an event of run {of_run:?} that the bundle gives only as a hash: it was withheld"),
         )
     });
     Ok(RevealStatus {

@@ -500,6 +500,75 @@ fn under_the_gaps_every_position_is_in_the_tiles_and_a_revealed_entry_is_judged_
     );
 }
 
+/// What an attack round tried: each refused, none a panic.
+#[test]
+fn hostile_tiles_gaps_and_sizes_are_named_not_a_panic() {
+    // A tile at an index whose first entry is past 2^64 (width 0 there, not a wrapped one).
+    let mut files = bundle();
+    files.push(("tile/0/x072/x057/x594/x037/x927/947.p/184".into(), vec![7; 184 * 32]));
+    let r = checked(files);
+    assert!(kinds(&r).contains(&Some(Kind::TilesDisagree)), "{:?}", r.not_proven());
+    // A partial tile that is not the tree's right edge.
+    let mut files = spread();
+    let full = files.iter().find(|(n, _)| n == "tile/0/000").unwrap().1.clone();
+    files.push(("tile/0/005.p/3".into(), full[..96].to_vec()));
+    let r = checked(files);
+    assert!(kinds(&r).contains(&Some(Kind::TilesDisagree)), "{:?}", r.not_proven());
+    // A checkpoint of size 0 and a newest.json of seq 0 (the signature no longer verifies).
+    let files = with(
+        with(bundle(), CHECKPOINT, |t| t.replacen("\n12\n", "\n0\n", 1)),
+        NEWEST,
+        |t| t.replacen("\"seq\":12,", "\"seq\":0,", 1),
+    );
+    assert!(!checked(files).all_proven());
+    // A forged size near u64::MAX with the gaps asked for.
+    let huge = u64::MAX.to_string();
+    let files = with(
+        with(bundle(), CHECKPOINT, |t| {
+            t.replacen("\n12\n", &format!("\n{huge}\n"), 1)
+        }),
+        GAPS,
+        |_| String::new(),
+    );
+    assert!(!checked(files).all_proven());
+    // More ranges than the run's records could separate: refused before they are held.
+    let many: String = (0..1000u64).map(|i| format!("{}\n", 100 + 2 * i)).collect();
+    let r = checked(with(bundle(), GAPS, |_| many.clone()));
+    assert!(
+        r.not_proven().iter().any(|(_, p)| p.reason.contains("more ranges")),
+        "{:?}",
+        r.not_proven()
+    );
+}
+
+/// The log's newest event is the run's (its last): passed off as another
+/// run's in gaps.txt and left out of the records, the bundle names it.
+#[test]
+fn the_run_s_own_newest_event_left_out_of_its_records_is_named() {
+    let mut log = log();
+    log.truncate(11); // seq 11, run "a"'s run.finished, is the newest
+    let files = bundle_of(&log, Form::Tiles);
+    assert!(checked(files.clone()).all_proven());
+    let cut = with(
+        with(files, RECORDS, |t| {
+            t.lines()
+                .filter(|l| !l.contains("\"seq\":11,"))
+                .map(|l| format!("{l}\n"))
+                .collect()
+        }),
+        GAPS,
+        |t| t.replacen("8\n", "8\n11\n", 1),
+    );
+    let r = checked(cut);
+    assert!(
+        r.not_proven()
+            .iter()
+            .any(|(s, p)| *s == Some(11) && p.kind == Some(Kind::Gap)),
+        "{:?}",
+        r.not_proven()
+    );
+}
+
 #[test]
 fn a_bundle_with_nothing_in_it_never_passes_and_a_missing_file_is_malformed() {
     let r = checked(with(bundle(), RECORDS, |_| String::new()));
