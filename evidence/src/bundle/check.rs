@@ -186,6 +186,81 @@ impl EvidenceReport {
     }
 }
 
+/// How a bundle proves its records.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// The tiles the proofs are computed from (what `evidence` writes).
+    Tiles,
+    /// A `tlog-proof` a record, the gaps with a range proof (bundles before the tiles).
+    PerRecord,
+    /// Both: refused.
+    Mixed,
+}
+
+impl Form {
+    fn of(files: &BundleFiles) -> Form {
+        let tiles = files.names().any(|n| n.starts_with(&format!("{TILES_DIR}/")));
+        let older = files
+            .names()
+            .any(|n| n.starts_with(&format!("{PROOFS_DIR}/")) || n == GAPS_PROOF);
+        match (tiles, older) {
+            (true, true) => Form::Mixed,
+            (false, true) => Form::PerRecord,
+            _ => Form::Tiles,
+        }
+    }
+}
+
+/// Problems named one by one before the rest are only counted: a bundle of
+/// a million bad lines must not cost a million messages (memory follows the
+/// run's records, not what a hostile bundle holds).
+const MAX_NAMED: usize = 1000;
+
+/// The records' statuses as [`check`] gathers them, problems capped.
+#[derive(Default)]
+struct Statuses {
+    list: Vec<RecordStatus>,
+    named: usize,
+    unnamed: u64,
+}
+
+impl Statuses {
+    fn add(&mut self, status: RecordStatus) {
+        if status.problem.is_some() {
+            if self.named == MAX_NAMED {
+                self.unnamed += 1;
+                return;
+            }
+            self.named += 1;
+        }
+        self.list.push(status);
+    }
+
+    fn finish(mut self) -> Vec<RecordStatus> {
+        if self.unnamed > 0 {
+            self.list.push(RecordStatus {
+                seq: 0,
+                line: 0,
+                problem: Some(not_proven(
+                    None,
+                    format!(
+                        "{} more problem(s) of the bundle, past the first {MAX_NAMED}, not listed",
+                        self.unnamed
+                    ),
+                )),
+            });
+        }
+        self.list
+    }
+}
+
+impl std::ops::Deref for Statuses {
+    type Target = [RecordStatus];
+    fn deref(&self) -> &[RecordStatus] {
+        &self.list
+    }
+}
+
 pub(super) fn not_proven(kind: Option<Kind>, reason: impl std::fmt::Display) -> NotProven {
     NotProven::new(kind, reason)
 }
@@ -252,6 +327,7 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
     // The bundle's tiles, each proven to be of the checkpoint's tree before
     // any proof is computed from them (a tile that is not names the bundle).
     let (tiles, tile_problems) = read_tiles(files, &cp);
+    let form = Form::of(files);
     let prove = |record: &Record<'_>| -> Result<(), NotProven> {
         let name = proof_name(record.seq);
         let proof = match files.get(&name) {
@@ -317,7 +393,7 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
     };
     let head = check_head(head_text, &checkpoint, newest.as_ref(), input);
 
-    let mut records: Vec<RecordStatus> = Vec::new();
+    let mut records = Statuses::default();
     let mut run: Vec<Record<'static>> = Vec::new();
     let mut run_id: Option<Vec<u8>> = input.run_id.map(|r| r.as_bytes().to_vec());
     let mut last_seq = 0u64;
@@ -329,7 +405,7 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
         let (record, mut problem) = parse_record(line);
         let Some(record) = record.filter(|r| r.seq > 0) else {
             let why = problem.map_or_else(|| "seq 0 is not an event".to_owned(), |p| p.reason);
-            records.push(RecordStatus {
+            records.add(RecordStatus {
                 seq: 0,
                 line: i + 1,
                 problem: Some(not_proven(None, format!("{RECORDS} line {}: {why}", i + 1))),
@@ -370,7 +446,7 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
         if problem.is_none() {
             problem = prove(&record).err();
         }
-        records.push(RecordStatus {
+        records.add(RecordStatus {
             seq: record.seq,
             line: i + 1,
             problem,
@@ -392,7 +468,7 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
         .names()
         .filter(|n| n.starts_with(PROOFS_DIR) && !held.contains(*n))
     {
-        records.push(RecordStatus {
+        records.add(RecordStatus {
             seq: 0,
             line: 0,
             problem: Some(not_proven(
@@ -401,8 +477,20 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
             )),
         });
     }
+    if form == Form::Mixed {
+        records.add(RecordStatus {
+            seq: 0,
+            line: 0,
+            problem: Some(not_proven(
+                Some(Kind::Foreign),
+                format!(
+                    "the bundle holds both tiles ({TILES_DIR}/) and what bundles before the tiles held ({PROOFS_DIR}/ or {GAPS_PROOF}): no writer makes that mix, and its pages could describe the wrong one"
+                ),
+            )),
+        });
+    }
     for problem in tile_problems {
-        records.push(RecordStatus {
+        records.add(RecordStatus {
             seq: 0,
             line: 0,
             problem: Some(problem),
@@ -415,7 +503,7 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
         && n.field_bytes("run_id").is_some_and(|b| *b == expected[..])
         && !records.iter().any(|r| r.seq == n.seq)
     {
-        records.push(RecordStatus {
+        records.add(RecordStatus {
             seq: n.seq,
             line: 0,
             problem: Some(not_proven(
@@ -436,7 +524,7 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
         .collect();
     for name in files.names().filter(|n| n.starts_with(super::REDACTIONS_DIR)) {
         if !chainship_anchor::redaction::seq_of_name(name).is_some_and(|s| tombstones.contains(&s)) {
-            records.push(RecordStatus {
+            records.add(RecordStatus {
                 seq: 0,
                 line: 0,
                 problem: Some(not_proven(
@@ -462,7 +550,7 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
     let run_bytes = run_id.unwrap_or_default();
     let run_id = String::from_utf8_lossy(&run_bytes).into_owned();
     if records.is_empty() {
-        records.push(RecordStatus {
+        records.add(RecordStatus {
             seq: 0,
             line: 0,
             problem: Some(not_proven(
@@ -514,7 +602,7 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
         head,
         newest: newest.map_or((0, String::new()), |r| (r.seq, r.at.into_owned())),
         newest_problem,
-        records,
+        records: records.finish(),
         timeline,
         summary,
         findings,
@@ -525,7 +613,7 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
         renderings: Vec::new(),
         redacted,
         content_redacted,
-        per_record_proofs: files.names().any(|n| n.starts_with(&format!("{PROOFS_DIR}/"))),
+        per_record_proofs: form == Form::PerRecord,
     })
 }
 
@@ -558,6 +646,9 @@ fn read_tiles(files: &BundleFiles, cp: &Checkpoint) -> (TileSet, Vec<NotProven>)
         }
         if let Err(e) = tiles.insert(&need, files.get(name).unwrap_or_default()) {
             problems.push(not_proven(Some(Kind::TilesDisagree), e));
+        }
+        if problems.len() > MAX_NAMED {
+            break; // named enough: the bundle fails either way
         }
     }
     if let Err(e) = tiles.authenticate(&cp.root) {

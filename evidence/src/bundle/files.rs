@@ -149,10 +149,44 @@ impl BundleFiles {
         let file = std::fs::File::open(path).map_err(|e| Error::from_io("cannot be read", &e))?;
         let mut archive = tar::Archive::new(file);
         let bad = |e: std::io::Error| permanent!("not a tar file: {}", printable(&e.to_string()));
-        for entry in archive.entries().map_err(bad)? {
+        // Raw: every header as it is, so what is read here is what any tar
+        // tool unpacks. Extension headers that name a file (a pax path, a GNU
+        // long name) are refused: tools disagree on which name wins, and a
+        // bundle's names fit a plain header.
+        for entry in archive.entries().map_err(bad)?.raw(true) {
             let mut entry = entry.map_err(bad)?;
-            if entry.header().entry_type().is_dir() {
+            let kind = entry.header().entry_type();
+            let raw_name = entry.path_bytes().into_owned();
+            let shown = printable(&String::from_utf8_lossy(&raw_name)).into_owned();
+            if kind.is_dir() {
+                // A directory entry carrying data is read as more files by some tools.
+                if entry.size() != 0 {
+                    return Err(permanent!("the directory entry {shown:?} carries data: not a bundle"));
+                }
                 continue;
+            }
+            if matches!(kind, tar::EntryType::XHeader | tar::EntryType::XGlobalHeader) {
+                // Times and owners (what a repacking tool adds) are harmless; a
+                // name is not: tools disagree on whether it or the header's wins.
+                let names_a_path = entry.pax_extensions().map_err(bad)?.into_iter().flatten().any(|ext| {
+                    ext.map_or(true, |e| {
+                        e.key().map_or(true, |k| k.contains("path") || k.starts_with("GNU."))
+                    })
+                });
+                if !names_a_path {
+                    continue;
+                }
+            }
+            if !kind.is_file() {
+                let what = match kind {
+                    tar::EntryType::XHeader | tar::EntryType::XGlobalHeader => "a pax extension header naming a path",
+                    tar::EntryType::GNULongName | tar::EntryType::GNULongLink => "a GNU long-name header",
+                    _ => "an entry that is not a regular file",
+                };
+                return Err(permanent!("holds {what} ({shown:?}): not a bundle chainship wrote"));
+            }
+            if raw_name.ends_with(b"/") {
+                return Err(permanent!("the file {shown:?} is named like a directory: not a bundle"));
             }
             let path = entry.path().map_err(bad)?.into_owned();
             // One spelling per name (`./a`, `././a` and `a` are one file), so a second copy is seen.
@@ -170,9 +204,6 @@ impl BundleFiles {
                 }
             }
             let name = parts.join("/");
-            if !entry.header().entry_type().is_file() {
-                return Err(permanent!("{} is not a regular file", printable(&name)));
-            }
             if entry.size() > MAX_BYTES {
                 return Err(permanent!("{name}: larger than {MAX_BYTES} bytes"));
             }

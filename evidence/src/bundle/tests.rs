@@ -541,6 +541,88 @@ fn hostile_tiles_gaps_and_sizes_are_named_not_a_panic() {
     );
 }
 
+#[test]
+fn a_million_bad_lines_are_counted_not_each_named_and_the_two_forms_are_not_mixed() {
+    let bad: String = "x\n".repeat(5000);
+    let r = checked(with(bundle(), RECORDS, |t| format!("{t}{bad}")));
+    assert!(!r.all_proven());
+    assert!(r.records.len() <= 1001 + 8, "{}", r.records.len());
+    let last = r.records.last().and_then(|s| s.problem.as_ref()).unwrap();
+    assert!(last.reason.contains("4000 more problem(s)"), "{last:?}");
+    // Tiles beside a per-record proof: named, and the pages do not take the older form's wording.
+    let mut mixed = bundle();
+    let proof = bundle_of(&log(), Form::Proofs)
+        .into_iter()
+        .find(|(n, _)| n == &proof_name(3))
+        .unwrap();
+    mixed.push(proof);
+    let r = checked(mixed);
+    assert!(!r.per_record_proofs);
+    assert!(kinds(&r).contains(&Some(Kind::Foreign)), "{:?}", r.not_proven());
+}
+
+/// What any tar tool unpacks is what is checked: a directory entry that
+/// carries data, an extension header (pax, GNU long name) or a file named
+/// like a directory is refused.
+#[test]
+fn a_tar_that_unpacks_differently_elsewhere_is_refused() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let write = |name: &str, entries: &[(&str, tar::EntryType, &[u8])], pax: bool| {
+        let path = dir.path().join(name);
+        let mut tar = tar::Builder::new(std::fs::File::create(&path).unwrap());
+        if pax {
+            tar.append_pax_extensions([("path", b"records.jsonl".as_slice())])
+                .unwrap();
+        }
+        for (entry, kind, bytes) in entries {
+            let mut header = tar::Header::new_ustar();
+            header.set_path(entry).unwrap();
+            header.set_size(bytes.len() as u64);
+            header.set_entry_type(*kind);
+            header.set_mode(0o644);
+            header.set_cksum();
+            tar.append(&header, *bytes).unwrap();
+        }
+        tar.finish().unwrap();
+        path
+    };
+    let files = bundle();
+    let plain: Vec<(&str, tar::EntryType, &[u8])> = files
+        .iter()
+        .map(|(n, b)| (n.as_str(), tar::EntryType::Regular, b.as_slice()))
+        .collect();
+    let good = write("good.tar", &plain, false);
+    assert!(BundleFiles::read(&good).is_ok());
+    let mut with_dir = plain.clone();
+    with_dir.push(("tile/", tar::EntryType::Directory, b"hidden bytes"));
+    let e = BundleFiles::read(&write("dir.tar", &with_dir, false)).unwrap_err();
+    assert!(e.to_string().contains("carries data"), "{e}");
+    let e = BundleFiles::read(&write("pax.tar", &plain, true)).unwrap_err();
+    assert!(e.to_string().contains("pax"), "{e}");
+    // A pax header of times only (what a repacking tool adds) is harmless.
+    let times = dir.path().join("times.tar");
+    let mut tar = tar::Builder::new(std::fs::File::create(&times).unwrap());
+    for (name, bytes) in &files {
+        tar.append_pax_extensions([("mtime", b"1.5".as_slice())]).unwrap();
+        let mut header = tar::Header::new_ustar();
+        header.set_path(name).unwrap();
+        header.set_size(bytes.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        tar.append(&header, bytes.as_slice()).unwrap();
+    }
+    tar.finish().unwrap();
+    drop(tar);
+    assert!(BundleFiles::read(&times).is_ok());
+    let mut slash = plain.clone();
+    slash.push(("tile/0/000/", tar::EntryType::Regular, b""));
+    let e = BundleFiles::read(&write("slash.tar", &slash, false)).unwrap_err();
+    assert!(e.to_string().contains("named like a directory"), "{e}");
+    let mut empty_dir = plain.clone();
+    empty_dir.insert(0, ("tile/", tar::EntryType::Directory, b""));
+    assert!(BundleFiles::read(&write("empty-dir.tar", &empty_dir, false)).is_ok());
+}
+
 /// The log's newest event is the run's (its last): passed off as another
 /// run's in gaps.txt and left out of the records, the bundle names it.
 #[test]
