@@ -97,7 +97,8 @@ and the head against the trusted keys (and the witnesses' quorum), and the run c
 on the records (run.json is not trusted); run.json, report.html and README.txt must be what the
 checked records render. Proven records, run findings and renderings are reported apart.
 --reveal SEQ --record R: a record for a seq the bundle gives only as an entry (--with-gaps); if it
-is the entry there and of this run, the run's event was withheld.
+is the entry there and of this run, the run's event was withheld (a tombstone: add --statement FILE,
+its redaction statement, and --redaction-key).
 Exit codes: 0 every record proven, the run without finding and the page as rendered, 1 otherwise
 (each named), 2 not a bundle, or usage.")]
 pub struct CheckEvidenceArgs {
@@ -121,6 +122,10 @@ pub struct CheckEvidenceArgs {
     /// The revealed record: a file holding its JSON, or the JSON itself.
     #[arg(long, value_name = "FILE|JSON", requires = "reveal")]
     pub record: Option<String>,
+    /// When the revealed record is a tombstone (its payload withheld): its redaction statement, as the
+    /// anchor store keeps it at ORIGIN/redactions/SEQ (with --redaction-key).
+    #[arg(long, value_name = "FILE", requires = "record")]
+    pub statement: Option<PathBuf>,
     /// Insist that the bundle accounts for every position (written with --with-gaps).
     #[arg(long)]
     pub with_gaps: bool,
@@ -159,6 +164,7 @@ pub fn run(args: &EvidenceArgs) -> CmdResult {
             profile,
             rules: args.rules.config(),
             reveal: None,
+            reveal_statement: None,
             require_gaps: args.with_gaps,
             redaction_keys: &redaction_keys,
         },
@@ -275,6 +281,12 @@ pub fn check(args: &CheckEvidenceArgs) -> CmdResult {
         ),
         None => None,
     };
+    let statement = match &args.statement {
+        Some(path) => {
+            Some(std::fs::read(path).map_err(|e| CliError::usage(format!("--statement {}: {e}", path.display())))?)
+        }
+        None => None,
+    };
     let redaction_keys = args.trust.redaction_keys(&keys)?;
     if let (Some(seq), Some(r)) = (args.reveal, &revealed)
         && r.seq != seq
@@ -292,6 +304,7 @@ pub fn check(args: &CheckEvidenceArgs) -> CmdResult {
         profile,
         rules: args.rules.config(),
         reveal: revealed.as_ref(),
+        reveal_statement: statement.as_deref(),
         require_gaps: args.with_gaps,
         redaction_keys: &redaction_keys,
     };

@@ -841,3 +841,137 @@ fn a_copy_a_follower_writes_is_refused_then_finished_by_the_same_command() {
     assert_eq!(rc, 0, "{v}");
     assert_eq!(v["records"], 226, "{v}");
 }
+
+/// A run event whose payload was withheld, then left out of a bundle and
+/// passed off as another run's under `--with-gaps`: its tombstone alone
+/// reveals nothing (it does not hash to its entry), its tombstone with the
+/// store's statement and the redaction key shows the run's event withheld.
+#[test]
+fn a_redacted_event_passed_off_as_another_run_s_is_revealed_by_its_tombstone_and_statement() {
+    let a = Anchored::new(200, ORIGIN);
+    let payload = format!(r#"{{"note":"Authorization: Bearer {SECRET}"}}"#);
+    append_event(&a.db, "run-mid", "", "2026-12-06T10:00:00Z", "run.created", b"{}");
+    append_event(
+        &a.db,
+        "run-mid",
+        "",
+        "2026-12-06T10:00:01Z",
+        "agent.note",
+        payload.as_bytes(),
+    );
+    append_event(&a.db, "run-mid", "", "2026-12-06T10:00:02Z", "agent.note", b"{}");
+    append(&a.db, 5);
+    let (red_key, red_vkey) = keygen(a.dir.path(), "erasure", "redaction.key");
+    let l = Leaked {
+        a,
+        seq: 202,
+        red_key,
+        red_vkey,
+    };
+    let copy = ship_to_file(&l);
+    let from = format!("file:{}", path_str(&copy));
+    let out = redact(&l, &["--from", &from], &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bundle = l.a.dir.path().join("bundle");
+    let out = bin()
+        .args([
+            "evidence",
+            "--run",
+            "run-mid",
+            "--origin",
+            ORIGIN,
+            "--anchor",
+            &l.a.anchor_url(),
+        ])
+        .args([
+            "--trusted-key",
+            &l.a.verifier,
+            "--out",
+            path_str(&bundle),
+            "--from",
+            &from,
+        ])
+        .args(["--with-gaps", "--redaction-key", &l.red_vkey])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    let line = |seq: u64| -> String {
+        std::fs::read_to_string(&copy)
+            .unwrap()
+            .lines()
+            .find(|l| serde_json::from_str::<Value>(l).unwrap()["seq"] == seq)
+            .unwrap()
+            .to_owned()
+    };
+    let tombstone = line(202);
+    assert!(tombstone.contains("\"redacted\""), "{tombstone}");
+    // The withholder takes the tombstone and its statement out, and passes seq 202 off as another run's.
+    let records = std::fs::read_to_string(bundle.join("records.jsonl")).unwrap();
+    let kept: String = records
+        .lines()
+        .filter(|l| serde_json::from_str::<Value>(l).unwrap()["seq"] != 202)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(bundle.join("records.jsonl"), kept).unwrap();
+    std::fs::remove_dir_all(bundle.join("redactions")).unwrap();
+    let gaps = std::fs::read_to_string(bundle.join("gaps.txt")).unwrap();
+    assert!(gaps.starts_with("204"), "{gaps}");
+    std::fs::write(bundle.join("gaps.txt"), format!("202\n{gaps}")).unwrap();
+    let rendered = l.a.dir.path().join("rendered");
+    let out = bin()
+        .args(["check-evidence", path_str(&bundle), "--trusted-key", &l.a.verifier])
+        .args(["--render", path_str(&rendered)])
+        .output()
+        .unwrap();
+    assert_ne!(code(&out), 2, "{}", stderr(&out));
+    for name in ["run.json", "report.html", "README.txt"] {
+        std::fs::copy(rendered.join(name), bundle.join(name)).unwrap();
+    }
+    let check = |extra: &[&str]| {
+        let out = bin()
+            .args([
+                "check-evidence",
+                path_str(&bundle),
+                "--trusted-key",
+                &l.a.verifier,
+                "--with-gaps",
+                "--json",
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        (code(&out), stdout(&out), stderr(&out))
+    };
+    let (rc, text, _) = check(&[]);
+    assert_eq!(rc, 0, "the event is passed off: {text}");
+    let (rc, _, err) = check(&["--reveal", "202", "--record", &tombstone]);
+    assert_eq!(rc, 2, "a tombstone alone reveals nothing: {err}");
+    assert!(err.contains("--statement"), "{err}");
+    let statement = l.a.anchors.join(ORIGIN).join("redactions/00000000000000000202");
+    assert!(statement.is_file());
+    let (rc, text, err) = check(&[
+        "--reveal",
+        "202",
+        "--record",
+        &tombstone,
+        "--statement",
+        path_str(&statement),
+        "--redaction-key",
+        &l.red_vkey,
+    ]);
+    assert_eq!(rc, 1, "{text}{err}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["reveal"]["withheld"], true, "{text}");
+    // A statement under a key not trusted for erasure: a usage error, nothing revealed.
+    let (rc, _, err) = check(&[
+        "--reveal",
+        "202",
+        "--record",
+        &tombstone,
+        "--statement",
+        path_str(&statement),
+        "--redaction-key",
+        &l.a.verifier,
+    ]);
+    assert_eq!(rc, 2, "{err}");
+}

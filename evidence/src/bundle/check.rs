@@ -21,9 +21,8 @@ use chainship_verify::proof::{self, NotProven};
 use chainship_verify::{Finding, Kind, Verdict};
 
 use super::gaps::{GapsStatus, RevealStatus, check_gaps, check_reveal};
+use super::proving::{Form, proof_from_tiles, read_tiles};
 use super::{BundleFiles, CHECKPOINT, GAPS, GAPS_PROOF, HEAD, NEWEST, PROOFS_DIR, RECORDS, TILES_DIR, proof_name};
-use chainship_tlog::merkle::inclusion_proof;
-use chainship_tlog::tiles::{TileName, TileSet, parse_tile_path};
 
 /// What the bundle is checked against.
 pub struct CheckInput<'a> {
@@ -38,6 +37,9 @@ pub struct CheckInput<'a> {
     pub rules: RunCheckConfig,
     /// A record revealed for a seq the bundle gives only as a hash.
     pub reveal: Option<&'a Record<'a>>,
+    /// The redaction statement of a revealed tombstone, as the anchor store
+    /// keeps it: what binds the tombstone's fields (its run id) to its hash.
+    pub reveal_statement: Option<&'a [u8]>,
     /// The bundle must account for every position (`--with-gaps`).
     pub require_gaps: bool,
     /// The keys that may authorize erasure: a tombstone passes where the
@@ -186,35 +188,33 @@ impl EvidenceReport {
     }
 }
 
-/// How a bundle proves its records.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Form {
-    /// The tiles the proofs are computed from (what `evidence` writes).
-    Tiles,
-    /// A `tlog-proof` a record, the gaps with a range proof (bundles before the tiles).
-    PerRecord,
-    /// Both: refused.
-    Mixed,
-}
-
-impl Form {
-    fn of(files: &BundleFiles) -> Form {
-        let tiles = files.names().any(|n| n.starts_with(&format!("{TILES_DIR}/")));
-        let older = files
-            .names()
-            .any(|n| n.starts_with(&format!("{PROOFS_DIR}/")) || n == GAPS_PROOF);
-        match (tiles, older) {
-            (true, true) => Form::Mixed,
-            (false, true) => Form::PerRecord,
-            _ => Form::Tiles,
-        }
+/// Whether a revealed record's fields are bound to its hash: it hashes to
+/// it, or (a tombstone, its payload withheld) a statement signed by a
+/// trusted redaction key names its seq, hash and fields. A tombstone without
+/// one is a usage error: it reveals nothing yet.
+fn revealed_is_bound(r: &Record<'_>, input: &CheckInput<'_>, origin: &str) -> Result<bool, Error> {
+    if !r.is_tombstone() {
+        return Ok(r.expected_hash()[..] == *r.hash.as_bytes());
     }
+    let Some(statement) = input.reveal_statement else {
+        return Err(permanent!(
+            "--record is a tombstone (its payload withheld): give its redaction statement (--statement FILE, as the anchor store keeps it at {origin}/{}) and --redaction-key",
+            chainship_anchor::redaction::statement_path(r.seq)
+        ));
+    };
+    let mut loaded = chainship_verify::redactions::Loaded::default();
+    let path = chainship_anchor::redaction::statement_path(r.seq);
+    chainship_verify::redactions::judge_one(&mut loaded, origin, input.redaction_keys, &path, Some(r.seq), statement);
+    if let Some(f) = loaded.findings.first() {
+        return Err(permanent!("--statement: {}", f.message));
+    }
+    Ok(loaded.redactions.accepts_record(r))
 }
 
 /// Problems named one by one before the rest are only counted: a bundle of
 /// a million bad lines must not cost a million messages (memory follows the
 /// run's records, not what a hostile bundle holds).
-const MAX_NAMED: usize = 1000;
+pub(super) const MAX_NAMED: usize = 1000;
 
 /// The records' statuses as [`check`] gathers them, problems capped.
 #[derive(Default)]
@@ -576,7 +576,10 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
     };
     let reveal = input
         .reveal
-        .map(|r| check_reveal(r, files, &run_bytes, &run, gaps.is_some(), &tiles))
+        .map(|r| {
+            let bound = revealed_is_bound(r, input, &checkpoint.origin)?;
+            check_reveal(r, bound, files, &run_bytes, &run, gaps.is_some(), &tiles)
+        })
         .transpose()?;
     let mut proven: std::collections::HashSet<u64> =
         records.iter().filter(|r| r.problem.is_none()).map(|r| r.seq).collect();
@@ -614,76 +617,6 @@ pub fn check(files: &BundleFiles, input: &CheckInput<'_>) -> Result<EvidenceRepo
         redacted,
         content_redacted,
         per_record_proofs: form == Form::PerRecord,
-    })
-}
-
-/// The bundle's hash tiles for the tree of `cp`, and what is wrong with
-/// them: a tile of another width than the tree's, or one that does not
-/// prove to be of the tree of `cp`'s root (then none is used: a proof
-/// computed from them could only fail, or prove by luck).
-fn read_tiles(files: &BundleFiles, cp: &Checkpoint) -> (TileSet, Vec<NotProven>) {
-    let mut tiles = TileSet::new(cp.size);
-    let mut problems = Vec::new();
-    for name in files.names().filter(|n| n.starts_with(&format!("{TILES_DIR}/"))) {
-        let Some(TileName {
-            level: Some(level),
-            index,
-            ..
-        }) = parse_tile_path(name)
-        else {
-            continue; // files::known admits only hash tiles
-        };
-        let need = tiles.need(level, index);
-        if need.path != name {
-            problems.push(not_proven(
-                Some(Kind::TilesDisagree),
-                format!(
-                    "{name} is no tile of checkpoint {}'s tree (its tile there is {})",
-                    cp.size, need.path
-                ),
-            ));
-            continue;
-        }
-        if let Err(e) = tiles.insert(&need, files.get(name).unwrap_or_default()) {
-            problems.push(not_proven(Some(Kind::TilesDisagree), e));
-        }
-        if problems.len() > MAX_NAMED {
-            break; // named enough: the bundle fails either way
-        }
-    }
-    if let Err(e) = tiles.authenticate(&cp.root) {
-        problems.push(not_proven(
-            Some(Kind::TilesDisagree),
-            format!("{e} (checkpoint {}): the bundle's tiles are not that tree's", cp.size),
-        ));
-        tiles = TileSet::new(cp.size);
-    }
-    (tiles, problems)
-}
-
-/// Record `seq`'s proof, computed from the bundle's tiles, as the
-/// `tlog-proof` the per-record form would have carried.
-fn proof_from_tiles(tiles: &TileSet, seq: u64, cp: &Checkpoint, note: &SignedNote) -> Result<TlogProof, NotProven> {
-    if seq == 0 || seq > cp.size {
-        return Err(not_proven(
-            None,
-            format!("seq {seq} is no entry of checkpoint {}'s tree", cp.size),
-        ));
-    }
-    let hashes = inclusion_proof(seq - 1, cp.size, &mut &*tiles).map_err(|need| {
-        not_proven(
-            None,
-            format!(
-                "the bundle lacks {}, which the proof of seq {seq} is computed from",
-                need.path
-            ),
-        )
-    })?;
-    Ok(TlogProof {
-        extra: None,
-        index: seq - 1,
-        hashes,
-        checkpoint: note.to_text(),
     })
 }
 

@@ -1,14 +1,16 @@
 //! One run's evidence as a bundle checked offline: the run's records as
-//! exported, an inclusion proof (C2SP `tlog-proof`) for each against one
-//! signed checkpoint, that checkpoint with its cosignatures, the signed
-//! head at its size, the log's newest event at that size (its time says how
-//! long the run has been silent), and optionally every other entry between
-//! the run's first and last event as a hash, with one range proof. An event
+//! exported, the C2SP tiles their inclusion proofs against one signed
+//! checkpoint are computed from (with the tiles that prove those), that
+//! checkpoint with its cosignatures, the signed head at its size, the log's
+//! newest event at that size (its time says how long the run has been
+//! silent), and optionally the seqs of every other event from the run's
+//! creation to the checkpoint, every level-0 tile of that span held. An event
 //! whose payload was withheld travels as its tombstone with its signed
 //! redaction statement (`redactions/<seq>`), never with the payload.
 //!
 //! [`build`] gathers it from the database or a checked copy and the anchor
-//! store; [`check`] is the one verdict (the gaps and reveals in [`gaps`]), used by `check-evidence` and by
+//! store; [`check`] is the one verdict (the tiles and each record's proof in
+//! `proving`, the gaps and reveals in [`gaps`]), used by `check-evidence` and by
 //! [`build`] itself before anything is handed out; [`run_json`], [`html`]
 //! and [`readme`] render what [`check`] found. A bundle is a directory of
 //! plain files or one tar file ([`files`]).
@@ -19,6 +21,7 @@ pub mod files;
 pub mod gaps;
 pub mod html;
 pub mod make;
+mod proving;
 pub mod readme;
 pub mod run_json;
 

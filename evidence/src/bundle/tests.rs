@@ -216,6 +216,7 @@ fn input(keys: &[VerifierKey], require_gaps: bool) -> CheckInput<'_> {
         profile: &AGENTRT,
         rules: RunCheckConfig::default(),
         reveal: None,
+        reveal_statement: None,
         require_gaps,
         redaction_keys: &[],
     }
@@ -489,6 +490,41 @@ fn under_the_gaps_every_position_is_in_the_tiles_and_a_revealed_entry_is_judged_
     let record = chainship_chain::record::Record::parse(line.as_bytes())
         .unwrap()
         .into_owned();
+    // Its payload withheld since: the tombstone reveals it, bound to its hash by the statement.
+    let tomb = record.tombstone(&chainship_anchor::redaction::statement_path(at));
+    let redactor = SigningKey::from_bytes(&[9; 32]);
+    let redaction_key = VerifierKey::new("test/redactions", redactor.verifying_key());
+    let statement = |seq: u64, fields: [u8; 64]| {
+        let s = chainship_anchor::redaction::Statement {
+            origin: ORIGIN.into(),
+            seq,
+            hash: tomb.hash.as_bytes().try_into().unwrap(),
+            fields,
+            redacted: "2026-12-07T06:00:00Z".into(),
+            reason: "a token in the payload".into(),
+        };
+        SignedNote::sign(&s.text(), &[("test/redactions", &redactor)])
+            .to_text()
+            .into_bytes()
+    };
+    let good = statement(at, tomb.fields_digest());
+    let redaction_keys = [redaction_key];
+    let revealed = |bytes: Option<&[u8]>, trusted_for_erasure: &[VerifierKey]| {
+        let mut input = input(&keys, true);
+        input.reveal = Some(&tomb);
+        input.reveal_statement = bytes;
+        input.redaction_keys = trusted_for_erasure;
+        check(&BundleFiles::from_files(passed_off.clone()), &input)
+            .map(|r| r.reveal.unwrap().problem.map(|p| p.kind))
+            .map_err(|e| e.to_string())
+    };
+    assert_eq!(revealed(Some(&good), &redaction_keys), Ok(Some(Some(Kind::Gap))));
+    // Without its statement, or with one no trusted key signed, or for other fields: it reveals nothing.
+    assert!(revealed(None, &redaction_keys).unwrap_err().contains("--statement"));
+    assert!(revealed(Some(&good), &[]).is_err());
+    let other_fields = statement(at, [b'0'; 64]);
+    assert!(revealed(Some(&other_fields), &redaction_keys).is_err());
+
     let mut input = input(&keys, true);
     input.reveal = Some(&record);
     let r = check(&BundleFiles::from_files(passed_off), &input).unwrap();
