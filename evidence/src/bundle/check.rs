@@ -202,13 +202,24 @@ fn revealed_is_bound(r: &Record<'_>, input: &CheckInput<'_>, origin: &str) -> Re
             chainship_anchor::redaction::statement_path(r.seq)
         ));
     };
+    if input.redaction_keys.is_empty() {
+        return Err(permanent!(
+            "--statement: give --redaction-key, the key trusted for erasure its signature is checked with"
+        ));
+    }
     let mut loaded = chainship_verify::redactions::Loaded::default();
     let path = chainship_anchor::redaction::statement_path(r.seq);
     chainship_verify::redactions::judge_one(&mut loaded, origin, input.redaction_keys, &path, Some(r.seq), statement);
     if let Some(f) = loaded.findings.first() {
         return Err(permanent!("--statement: {}", f.message));
     }
-    Ok(loaded.redactions.accepts_record(r))
+    if !loaded.redactions.accepts_record(r) {
+        return Err(permanent!(
+            "--statement does not bind --record: it is not signed by a --redaction-key trusted for seq {}, or names another seq, hash or fields than the tombstone's",
+            r.seq
+        ));
+    }
+    Ok(true)
 }
 
 /// Problems named one by one before the rest are only counted: a bundle of

@@ -40,6 +40,10 @@ fn known(name: &str) -> bool {
         || chainship_tlog::tiles::parse_tile_path(name).is_some_and(|t| t.level.is_some())
 }
 
+/// The pax keys a tar bundle may carry: times and owners, which no tool
+/// reads as changing what a file is called or holds.
+const HARMLESS_PAX_KEYS: [&str; 7] = ["mtime", "atime", "ctime", "uid", "gid", "uname", "gname"];
+
 /// A bundle larger than this is refused (a run of 10,000 events with every
 /// gap is a few MiB).
 const MAX_BYTES: u64 = 256 << 20;
@@ -166,27 +170,38 @@ impl BundleFiles {
                 continue;
             }
             if matches!(kind, tar::EntryType::XHeader | tar::EntryType::XGlobalHeader) {
-                // Times and owners (what a repacking tool adds) are harmless; a
-                // name is not: tools disagree on whether it or the header's wins.
-                let names_a_path = entry.pax_extensions().map_err(bad)?.into_iter().flatten().any(|ext| {
-                    ext.map_or(true, |e| {
-                        e.key().map_or(true, |k| k.contains("path") || k.starts_with("GNU."))
-                    })
-                });
-                if !names_a_path {
+                // Times and owners (what a repacking tool adds) are harmless;
+                // anything else (a name, a size) some tools obey and others
+                // do not, so the files they unpack would not be these.
+                let harmless = entry
+                    .pax_extensions()
+                    .map_err(bad)?
+                    .into_iter()
+                    .flatten()
+                    .all(|ext| ext.is_ok_and(|e| e.key().is_ok_and(|k| HARMLESS_PAX_KEYS.contains(&k))));
+                if harmless {
                     continue;
                 }
             }
             if !kind.is_file() {
                 let what = match kind {
-                    tar::EntryType::XHeader | tar::EntryType::XGlobalHeader => "a pax extension header naming a path",
+                    tar::EntryType::XHeader | tar::EntryType::XGlobalHeader => {
+                        "a pax extension header with more than times and owners"
+                    }
                     tar::EntryType::GNULongName | tar::EntryType::GNULongLink => "a GNU long-name header",
                     _ => "an entry that is not a regular file",
                 };
                 return Err(permanent!("holds {what} ({shown:?}): not a bundle chainship wrote"));
             }
-            if raw_name.ends_with(b"/") {
+            if raw_name.ends_with(b"/") || raw_name.ends_with(b"/.") {
                 return Err(permanent!("the file {shown:?} is named like a directory: not a bundle"));
+            }
+            // Some tools join the ustar prefix field to the name whatever the
+            // header's magic says; a bundle's names never need it.
+            if entry.header().as_bytes()[345..500].iter().any(|b| *b != 0) {
+                return Err(permanent!(
+                    "the name of {shown:?} is split into a prefix field: not a bundle chainship wrote"
+                ));
             }
             let path = entry.path().map_err(bad)?.into_owned();
             // One spelling per name (`./a`, `././a` and `a` are one file), so a second copy is seen.

@@ -521,7 +521,10 @@ fn under_the_gaps_every_position_is_in_the_tiles_and_a_revealed_entry_is_judged_
     assert_eq!(revealed(Some(&good), &redaction_keys), Ok(Some(Some(Kind::Gap))));
     // Without its statement, or with one no trusted key signed, or for other fields: it reveals nothing.
     assert!(revealed(None, &redaction_keys).unwrap_err().contains("--statement"));
-    assert!(revealed(Some(&good), &[]).is_err());
+    assert!(revealed(Some(&good), &[]).unwrap_err().contains("--redaction-key"));
+    let stranger = VerifierKey::new("test/other", SigningKey::from_bytes(&[10; 32]).verifying_key());
+    let e = revealed(Some(&good), &[stranger]).unwrap_err();
+    assert!(e.contains("--statement"), "{e}");
     let other_fields = statement(at, [b'0'; 64]);
     assert!(revealed(Some(&other_fields), &redaction_keys).is_err());
 
@@ -612,7 +615,8 @@ fn a_tar_that_unpacks_differently_elsewhere_is_refused() {
         }
         for (entry, kind, bytes) in entries {
             let mut header = tar::Header::new_ustar();
-            header.set_path(entry).unwrap();
+            // The name's bytes as given (set_path would tidy "a/." away).
+            header.as_mut_bytes()[..entry.len()].copy_from_slice(entry.as_bytes());
             header.set_size(bytes.len() as u64);
             header.set_entry_type(*kind);
             header.set_mode(0o644);
@@ -635,6 +639,42 @@ fn a_tar_that_unpacks_differently_elsewhere_is_refused() {
     assert!(e.to_string().contains("carries data"), "{e}");
     let e = BundleFiles::read(&write("pax.tar", &plain, true)).unwrap_err();
     assert!(e.to_string().contains("pax"), "{e}");
+    // A pax size (obeyed by GNU tar and Python, not by every reader): refused.
+    let sized = dir.path().join("sized.tar");
+    let mut tar = tar::Builder::new(std::fs::File::create(&sized).unwrap());
+    tar.append_pax_extensions([("size", b"4096".as_slice())]).unwrap();
+    for (name, bytes) in &files {
+        let mut header = tar::Header::new_ustar();
+        header.set_path(name).unwrap();
+        header.set_size(bytes.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        tar.append(&header, bytes.as_slice()).unwrap();
+    }
+    tar.finish().unwrap();
+    drop(tar);
+    let e = BundleFiles::read(&sized).unwrap_err();
+    assert!(e.to_string().contains("pax"), "{e}");
+    // A name split into the ustar prefix field, or ending in "/.": refused.
+    let mut prefixed = plain.clone();
+    prefixed.push(("tile/0/000/.", tar::EntryType::Regular, b""));
+    let e = BundleFiles::read(&write("dot.tar", &prefixed, false)).unwrap_err();
+    assert!(e.to_string().contains("named like a directory"), "{e}");
+    let split = dir.path().join("split.tar");
+    let mut tar = tar::Builder::new(std::fs::File::create(&split).unwrap());
+    for (name, bytes) in &files {
+        let mut header = tar::Header::new_ustar();
+        header.set_path(name).unwrap();
+        header.as_ustar_mut().unwrap().prefix[..4].copy_from_slice(b"tile");
+        header.set_size(bytes.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        tar.append(&header, bytes.as_slice()).unwrap();
+    }
+    tar.finish().unwrap();
+    drop(tar);
+    let e = BundleFiles::read(&split).unwrap_err();
+    assert!(e.to_string().contains("prefix field"), "{e}");
     // A pax header of times only (what a repacking tool adds) is harmless.
     let times = dir.path().join("times.tar");
     let mut tar = tar::Builder::new(std::fs::File::create(&times).unwrap());
