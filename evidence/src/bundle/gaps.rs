@@ -120,24 +120,9 @@ pub(super) fn check_gaps(
         hashes: gaps.len() as u64,
         problems: Vec::new(),
     };
-    let Some(head) = run.first() else {
-        status
-            .problems
-            .push(not_proven(None, "no record of the run to account for"));
+    let Some(first) = span_start(run, profile, &mut status) else {
         return Ok(status);
     };
-    let first = head.seq;
-    // The run's start is its creation, and the range runs on to the
-    // checkpoint: no event can be cut off at either end.
-    if profile.role(head.kind.as_bytes()) != Role::RunCreated {
-        status.problems.push(not_proven(
-            Some(Kind::Gap),
-            format!(
-                "the run's first event in the bundle, seq {first}, is {:?}, not its creation: the events before it are not accounted for",
-                head.kind
-            ),
-        ));
-    }
     let mut at: BTreeMap<u64, &str> = gaps.iter().map(|(s, h)| (*s, h.as_str())).collect();
     for r in run {
         if at.insert(r.seq, &r.hash).is_some() {
@@ -220,6 +205,28 @@ pub(super) fn check_gaps(
     Ok(status)
 }
 
+/// Where the span starts, in both forms: the run's first record, which must
+/// be its creation (and the span runs on to the checkpoint), so no event can
+/// be cut off at either end. `None` (named in `status`) without a record.
+fn span_start(run: &[Record<'_>], profile: &Profile, status: &mut GapsStatus) -> Option<u64> {
+    let Some(head) = run.first() else {
+        status
+            .problems
+            .push(not_proven(None, "no record of the run to account for"));
+        return None;
+    };
+    if profile.role(head.kind.as_bytes()) != Role::RunCreated {
+        status.problems.push(not_proven(
+            Some(Kind::Gap),
+            format!(
+                "the run's first event in the bundle, seq {}, is {:?}, not its creation: the events before it are not accounted for",
+                head.seq, head.kind
+            ),
+        ));
+    }
+    Some(head.seq)
+}
+
 /// Parses `gaps.txt` of the tiles form: lines of `<seq>` or `<first>-<last>`,
 /// in plain decimal, increasing and apart. Ranges apart need a record
 /// between them, so more than `most` of them cannot all be accounted for:
@@ -297,28 +304,15 @@ fn check_tiled_gaps(
         hashes: ranges.iter().map(|(a, b)| b - a + 1).sum(),
         problems: Vec::new(),
     };
-    let Some(head) = run.first() else {
-        status
-            .problems
-            .push(not_proven(None, "no record of the run to account for"));
+    let Some(first) = span_start(run, profile, &mut status) else {
         return Ok(status);
     };
-    let first = head.seq;
     if first > last {
         status.problems.push(not_proven(
             None,
             format!("the run's first record, seq {first}, is past the checkpoint (size {last})"),
         ));
         return Ok(status);
-    }
-    if profile.role(head.kind.as_bytes()) != Role::RunCreated {
-        status.problems.push(not_proven(
-            Some(Kind::Gap),
-            format!(
-                "the run's first event in the bundle, seq {first}, is {:?}, not its creation: the events before it are not accounted for",
-                head.kind
-            ),
-        ));
     }
     // The records and the ranges, merged in seq order (both are sorted).
     let mut spans: Vec<(u64, u64, bool)> = run.iter().map(|r| (r.seq, r.seq, true)).collect();
