@@ -182,6 +182,7 @@ async fn a_second_follower_of_the_same_origin_fences_the_first() {
                 &dir.path().join(cursor),
                 &["--from-start", "--batch-size", "20"],
             )
+            .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.path().join(log)).unwrap())
             .spawn()
@@ -225,8 +226,9 @@ async fn a_second_follower_of_the_same_origin_fences_the_first() {
             assert_eq!(
                 broker(),
                 Broker::Tansu,
-                "Apache Kafka fences the older producer, never the newer: {}",
-                std::fs::read_to_string(dir.path().join("second.log")).unwrap_or_default()
+                "Apache Kafka fences the older producer, never the newer\nsecond:\n{}\nfirst:\n{}",
+                log("second.log"),
+                log("first.log")
             );
             break ("second.log", &mut first, "c1");
         }

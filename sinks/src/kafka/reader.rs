@@ -88,9 +88,9 @@ pub fn read_records(cfg: &KafkaConfig, origin: &str, each: &mut OnRecord<'_>) ->
     let mut all = vec![own];
     all.extend(&others);
     let ranges = read_ranges(cfg, &consumer, &all)?;
-    scan(&consumer, &cfg.topic, ranges[0], COPY_LIMITS, &mut read)?;
+    scan(cfg, &consumer, ranges[0], COPY_LIMITS, &mut read)?;
     if !others.is_empty() {
-        scan_all(&consumer, &cfg.topic, &ranges[1..], COPY_LIMITS, &mut read)?;
+        scan_all(cfg, &consumer, &ranges[1..], COPY_LIMITS, &mut read)?;
     }
     for (partition, (records, first_offset)) in strays {
         report.strays.push(Stray {
@@ -137,7 +137,7 @@ pub fn read_shared(
     let consumer = copy_consumer(cfg)?;
     let url = cfg.url();
     let ranges = read_ranges(cfg, &consumer, &shape.read)?;
-    scan_all(&consumer, &cfg.topic, &ranges, COPY_LIMITS, |msg| {
+    scan_all(cfg, &consumer, &ranges, COPY_LIMITS, |msg| {
         let (partition, offset) = (msg.partition(), msg.offset());
         each(msg.payload().unwrap_or_default(), Some(partition), &|| {
             format!("{url} partition {partition} offset {offset}")

@@ -120,13 +120,13 @@ pub(super) fn ends<C: ConsumerContext>(
 /// Calls `each` with every message of `partition` from `start` to `end`
 /// (see [`scan_all`]).
 pub(super) fn scan<C: ConsumerContext>(
+    cfg: &KafkaConfig,
     consumer: &BaseConsumer<C>,
-    topic: &str,
     (partition, start, end): (i32, i64, i64),
     limits: ScanLimits,
     each: impl FnMut(&BorrowedMessage<'_>),
 ) -> Result<(), SinkError> {
-    scan_all(consumer, topic, &[(partition, start, end)], limits, each)
+    scan_all(cfg, consumer, &[(partition, start, end)], limits, each)
 }
 
 /// Calls `each` with every message of each `(partition, start, end)`, read
@@ -134,12 +134,13 @@ pub(super) fn scan<C: ConsumerContext>(
 /// consumer's position reaches `end` in every one. A scan that cannot get
 /// there is an error naming why, never a short read.
 pub(super) fn scan_all<C: ConsumerContext>(
+    cfg: &KafkaConfig,
     consumer: &BaseConsumer<C>,
-    topic: &str,
     ranges: &[(i32, i64, i64)],
     limits: ScanLimits,
     mut each: impl FnMut(&BorrowedMessage<'_>),
 ) -> Result<(), SinkError> {
+    let topic = cfg.topic.as_str();
     let mut progress: HashMap<i32, Progress> = HashMap::new();
     let mut tpl = TopicPartitionList::new();
     for &(partition, start, end) in ranges {
@@ -190,7 +191,7 @@ pub(super) fn scan_all<C: ConsumerContext>(
                         p.reached = true;
                     } else if p.held.is_none() {
                         p.held = Some((at.unwrap_or(p.start), Instant::now()));
-                        said_held(topic, partition, at.unwrap_or(p.start), p.end);
+                        said_held(cfg, partition, at.unwrap_or(p.start), p.end);
                     }
                 }
             }
@@ -221,7 +222,7 @@ pub(super) fn scan_all<C: ConsumerContext>(
                     .map_err(|e| classify(&format!("reading topic {topic} partition {n}'s last stable offset"), &e))?;
                 if stable < p.end {
                     p.held = Some((stable, Instant::now()));
-                    said_held(topic, *n, stable, p.end);
+                    said_held(cfg, *n, stable, p.end);
                 }
             }
             if progress.values().any(|p| p.held.is_some()) {
@@ -235,8 +236,9 @@ pub(super) fn scan_all<C: ConsumerContext>(
             .filter(|(.., since, _)| since.elapsed() > limits.open_transaction)
         {
             return Err(SinkError::transient(format!(
-                "Kafka sink: topic {topic} partition {partition}: the records from offset {at} to {end} stay unreadable: a transaction opened below offset {end} is still open after {} s (a producer that died mid-transaction: the broker aborts it after that producer's transaction.timeout.ms, or at once when a producer of its transactional.id starts); what lies past it is not read short",
-                since.elapsed().as_secs()
+                "Kafka sink: topic {topic} partition {partition}: the records from offset {at} to {end} stay unreadable: a transaction opened below offset {end} is still open after {} s{} (a producer that died mid-transaction: the broker aborts it after that producer's transaction.timeout.ms, or at once when a producer of its transactional.id starts); what lies past it is not read short",
+                since.elapsed().as_secs(),
+                holder(cfg, partition, at)
             )));
         }
         if last_progress.elapsed() > limits.idle {
@@ -264,12 +266,77 @@ pub(super) fn scan_all<C: ConsumerContext>(
 
 /// Says, when it is first seen, that a transaction still open holds the
 /// read below its end: the wait may be long, and must not look like a hang.
-fn said_held(topic: &str, partition: i32, at: i64, end: i64) {
+fn said_held(cfg: &KafkaConfig, partition: i32, at: i64, end: i64) {
+    let topic = cfg.topic.as_str();
     tracing::warn!(
         topic,
         partition,
-        "Kafka: topic {topic} partition {partition}: the records from offset {at} to {end} are not readable yet: a transaction opened below offset {end} is still open (a producer that died mid-transaction?); waiting for the broker to end it"
+        "Kafka: topic {topic} partition {partition}: the records from offset {at} to {end} are not readable yet: a transaction opened below offset {end} is still open{} (a producer that died mid-transaction?); waiting for the broker to end it",
+        holder(cfg, partition, at)
     );
+}
+
+/// The longest key [`holder`] quotes.
+const HOLDER_KEY_MAX: usize = 200;
+
+/// Whose transaction holds a `read_committed` read at `at`: the key of the
+/// first record there, read uncommitted (a chainship follower keys its
+/// records by origin, and its transactional id follows from that), so an
+/// operator knows which producer to restart or fence. Best effort: empty
+/// when nothing can be read there within a moment.
+fn holder(cfg: &KafkaConfig, partition: i32, at: i64) -> String {
+    let Ok(peek) = cfg
+        .consumer_config()
+        .set("group.id", "chainship-holder")
+        .set("isolation.level", "read_uncommitted")
+        .create_with_context::<_, BaseConsumer<QuietContext>>(QuietContext)
+    else {
+        return String::new();
+    };
+    let mut tpl = TopicPartitionList::new();
+    if tpl
+        .add_partition_offset(&cfg.topic, partition, Offset::Offset(at))
+        .and_then(|()| peek.assign(&tpl))
+        .is_err()
+    {
+        drop_in_background(peek);
+        return String::new();
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut found = String::new();
+    while Instant::now() < deadline {
+        match peek.poll(Duration::from_millis(100)) {
+            Some(Ok(msg)) => {
+                let key = msg.key().map(String::from_utf8_lossy).unwrap_or_default();
+                let mut quoted = format!("{key:?}");
+                if quoted.len() > HOLDER_KEY_MAX {
+                    let cut = (0..=HOLDER_KEY_MAX)
+                        .rev()
+                        .find(|i| quoted.is_char_boundary(*i))
+                        .unwrap_or(0);
+                    quoted.truncate(cut);
+                    quoted.push_str("… (cut)");
+                }
+                found = format!(
+                    "; the first record past the readable part, offset {}, is keyed {quoted}{}",
+                    msg.offset(),
+                    if key.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            " (a chainship follower of that origin uses transactional.id {})",
+                            super::transactional_id(&key)
+                        )
+                    }
+                );
+                break;
+            }
+            Some(Err(_)) => break,
+            None => {}
+        }
+    }
+    drop_in_background(peek);
+    found
 }
 
 /// The consumer's position in `partition`: the offset after the last record
