@@ -207,9 +207,13 @@ async fn a_second_follower_of_the_same_origin_fences_the_first() {
             // never reaches an end (it reads until the partition is quiet;
             // the fleet issue replaces that). Pinned here: it keeps retrying,
             // says why, and the two still never interleave.
+            // tansu may also keep the partition's last stable offset at
+            // offset 0 for good under load (docs/src/development.md): the
+            // first's read-back then never passes it, and says so.
             let first_log = log("first.log");
             assert!(
-                broker() == Broker::Tansu && first_log.contains("did not reach its end"),
+                broker() == Broker::Tansu
+                    && (first_log.contains("did not reach its end") || first_log.contains("stay unreadable")),
                 "neither follower stopped within 90 s\nfirst:\n{first_log}\nsecond:\n{}",
                 log("second.log")
             );
@@ -240,7 +244,25 @@ async fn a_second_follower_of_the_same_origin_fences_the_first() {
         "{err}"
     );
     let head = stop_writer(&mut writer, &db);
-    wait_for_cursor(&dir.path().join(survivor_cursor), &head, Duration::from_secs(60));
+    let survivor_log = if stopped_log == "first.log" {
+        "second.log"
+    } else {
+        "first.log"
+    };
+    let reached = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_to_string(dir.path().join(survivor_cursor))
+        .unwrap_or_default()
+        .trim()
+        != head
+    {
+        assert!(
+            Instant::now() < reached,
+            "the survivor did not reach {head} within 60 s\nsurvivor ({survivor_log}):\n{}\nstopped ({stopped_log}):\n{}",
+            log(survivor_log),
+            log(stopped_log)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     signal(survivor, SIGTERM);
     wait_with_limit(survivor, Duration::from_secs(20));
     // tansu does not hide an aborted transaction's records: the fenced
@@ -249,7 +271,13 @@ async fn a_second_follower_of_the_same_origin_fences_the_first() {
     // there exactly once). So the check is the auditor's: every seq once in
     // order, no gap, no differing duplicate.
     let partition = chainship_sinks::kafka::partition_for("kafka/fence", PARTITIONS as usize);
-    let lines = kafka_read_partition(&topic, partition, "kafka/fence");
+    // On tansu, read uncommitted: it hides no aborted record anyway, and a
+    // last stable offset it holds at 0 would hide everything.
+    let isolation = match broker() {
+        Broker::Tansu => "read_uncommitted",
+        Broker::ApacheKafka => "read_committed",
+    };
+    let lines = kafka_read_partition_as(&topic, partition, "kafka/fence", isolation);
     let mut check = chainship_verify::export::ExportCheck::new("kafka/fence", None);
     for line in lines.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
         check.feed_line(line, &|| "topic".into());

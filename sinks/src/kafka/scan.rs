@@ -279,6 +279,37 @@ fn said_held(cfg: &KafkaConfig, partition: i32, at: i64, end: i64) {
 /// The longest key [`holder`] quotes.
 const HOLDER_KEY_MAX: usize = 200;
 
+/// What a held read says of the key of the record holding it. The key is
+/// whatever the record's producer chose — anyone who can write the topic
+/// can choose a real origin's — so it is quoted (escaped, cut) and the
+/// transactional id is offered only for a key that is a usable origin, as
+/// what that origin's follower would use, never as a finding.
+fn describe_key(key: Option<&[u8]>) -> String {
+    let Some(key) = key else {
+        return "has no key (not a chainship follower's record)".to_owned();
+    };
+    let text = String::from_utf8_lossy(key);
+    let mut quoted = format!("{text:?}");
+    if quoted.len() > HOLDER_KEY_MAX {
+        let cut = (0..=HOLDER_KEY_MAX)
+            .rev()
+            .find(|i| quoted.is_char_boundary(*i))
+            .unwrap_or(0);
+        quoted.truncate(cut);
+        quoted.push_str("… (cut)");
+    }
+    match std::str::from_utf8(key)
+        .ok()
+        .and_then(|k| chainship_chain::origin::parse_origin(k).ok())
+    {
+        Some(origin) => format!(
+            "is keyed {quoted} (if a chainship follower of that origin wrote it, its transactional.id is {}; the key is the producer's claim)",
+            super::transactional_id(&origin)
+        ),
+        None => format!("is keyed {quoted}, not a chainship origin"),
+    }
+}
+
 /// Whose transaction holds a `read_committed` read at `at`: the key of the
 /// first record there, read uncommitted (a chainship follower keys its
 /// records by origin, and its transactional id follows from that), so an
@@ -307,27 +338,10 @@ fn holder(cfg: &KafkaConfig, partition: i32, at: i64) -> String {
     while Instant::now() < deadline {
         match peek.poll(Duration::from_millis(100)) {
             Some(Ok(msg)) => {
-                let key = msg.key().map(String::from_utf8_lossy).unwrap_or_default();
-                let mut quoted = format!("{key:?}");
-                if quoted.len() > HOLDER_KEY_MAX {
-                    let cut = (0..=HOLDER_KEY_MAX)
-                        .rev()
-                        .find(|i| quoted.is_char_boundary(*i))
-                        .unwrap_or(0);
-                    quoted.truncate(cut);
-                    quoted.push_str("… (cut)");
-                }
                 found = format!(
-                    "; the first record past the readable part, offset {}, is keyed {quoted}{}",
+                    "; the first record past the readable part, offset {}, {}",
                     msg.offset(),
-                    if key.is_empty() {
-                        String::new()
-                    } else {
-                        format!(
-                            " (a chainship follower of that origin uses transactional.id {})",
-                            super::transactional_id(&key)
-                        )
-                    }
+                    describe_key(msg.key())
                 );
                 break;
             }
@@ -355,4 +369,41 @@ fn position<C: ConsumerContext>(
             Offset::Offset(n) => Some(n),
             _ => None,
         }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_holders_key_names_a_transactional_id_only_when_it_is_an_origin() {
+        let origin = describe_key(Some(b"kafka/h"));
+        assert!(origin.contains("is keyed \"kafka/h\""), "{origin}");
+        assert!(origin.contains("transactional.id is chainship-kafka%2Fh"), "{origin}");
+        assert!(origin.contains("the producer's claim"), "{origin}");
+
+        let injected = describe_key(Some(b"kafka/h\n2026-12-07T00:00:00Z  INFO forged\x1b[2J"));
+        assert!(!injected.contains('\n') && !injected.contains('\x1b'), "{injected}");
+        assert!(injected.contains("not a chainship origin"), "{injected}");
+        assert!(!injected.contains("transactional.id"), "{injected}");
+
+        assert!(describe_key(None).contains("has no key"));
+        assert!(describe_key(Some(b"")).contains("not a chainship origin"));
+        assert!(describe_key(Some(&[0xff, 0xfe])).contains("not a chainship origin"));
+    }
+
+    #[test]
+    fn a_huge_key_is_cut_and_never_repeated_whole() {
+        let mut key = vec![b'A'; 900_000];
+        key.extend_from_slice(b"\nFAKE LINE\n");
+        let said = describe_key(Some(&key));
+        assert!(said.len() < 400, "{} bytes", said.len());
+        assert!(
+            said.contains("… (cut)") && said.contains("not a chainship origin"),
+            "{said}"
+        );
+        // 201 characters: one over an origin's limit, so no transactional id either.
+        let said = describe_key(Some("a".repeat(201).as_bytes()));
+        assert!(!said.contains("transactional.id"), "{said}");
+    }
 }

@@ -209,48 +209,6 @@ impl KafkaSink {
         }
     }
 
-    /// After a failed batch, readies the producer for the next attempt, or
-    /// says another follower took over.
-    ///
-    /// A transaction that failed is aborted with this producer's own epoch
-    /// (KIP-360), and the producer kept: building a new one would call
-    /// `init_transactions`, which fences whichever producer holds the
-    /// origin's transactional id now — a newer follower that took over while
-    /// this batch failed. A producer that was fenced learns it here (the
-    /// abort fails with a fencing error) and stops. Only when the abort
-    /// itself fails for another reason (a broker that does not grant the
-    /// epoch bump a timed-out transaction needs) is the producer built
-    /// afresh, after [`Sink::deliver`] has looked for a newer follower's
-    /// records.
-    fn after_failure(&mut self) -> Option<SinkError> {
-        let producer = self.producer.as_ref()?;
-        if self.cfg.fence && producer.client().fatal_error().is_none() {
-            match producer.abort_transaction(Duration::from_secs(15)) {
-                Ok(()) => return None,
-                Err(e) => {
-                    tracing::info!(error = %e, "Kafka sink: the failed transaction could not be aborted; the producer is built afresh")
-                }
-            }
-        }
-        let fatal = producer.client().fatal_error();
-        if self.cfg.fence || fatal.is_some() {
-            self.producer = None;
-        }
-        let (code, reason) = fatal?;
-        if matches!(
-            code,
-            RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced | RDKafkaErrorCode::InvalidProducerEpoch
-        ) {
-            // Never take the origin back: that would fence the newer follower in turn.
-            return Some(SinkError::permanent(format!(
-                "Kafka sink: another follower for this origin took over (its transactional id fenced this one): {reason}"
-            )));
-        }
-        // Any other fatal producer error: the next attempt builds a new producer.
-        tracing::warn!(%reason, "Kafka producer hit a fatal error; recreating it");
-        None
-    }
-
     async fn send_all(&mut self, batch: &Batch, after_seq: u64) -> Result<(), SinkError> {
         let partition = self.partition()?;
         let topic = self.cfg.topic.clone();
@@ -303,7 +261,9 @@ impl KafkaSink {
             .zip(&sent)
             .find_map(|(r, at)| r.err().map(|(e, _)| (e, at)));
         if let Some((e, &(seq, bytes))) = failed {
-            // The transaction is aborted by the caller (`after_failure`).
+            // No abort here: after timeouts librdkafka needs an epoch bump that
+            // not every broker grants. The caller drops this producer instead;
+            // the next one's init_transactions aborts what is left open.
             if matches!(
                 e.rdkafka_error_code(),
                 Some(RDKafkaErrorCode::MessageSizeTooLarge | RDKafkaErrorCode::InvalidMessageSize)
@@ -384,8 +344,26 @@ impl Sink for KafkaSink {
         let result = self.send_all(batch, after).await;
         if result.is_err() {
             self.recheck = true;
-            if let Some(takeover) = self.after_failure() {
-                return Err(takeover);
+            let fatal = self.producer.as_ref().and_then(|p| p.client().fatal_error());
+            if self.cfg.fence {
+                // A failed transaction leaves the producer unusable: start afresh.
+                self.producer = None;
+            }
+            if let Some((code, reason)) = fatal {
+                self.producer = None;
+                if matches!(
+                    code,
+                    RDKafkaErrorCode::Fenced
+                        | RDKafkaErrorCode::ProducerFenced
+                        | RDKafkaErrorCode::InvalidProducerEpoch
+                ) {
+                    // Never take the origin back: that would fence the newer follower in turn.
+                    return Err(SinkError::permanent(format!(
+                        "Kafka sink: another follower for this origin took over (its transactional id fenced this one): {reason}"
+                    )));
+                }
+                // Any other fatal producer error: the next attempt builds a new producer.
+                tracing::warn!(%reason, "Kafka producer hit a fatal error; recreating it");
             }
         }
         result

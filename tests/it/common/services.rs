@@ -285,10 +285,16 @@ impl Drop for Paused {
 /// until nothing more arrives (brokers differ in what the high watermark
 /// counts). Panics if a record lacks the headers or they disagree with it.
 pub fn kafka_read_partition(topic: &str, partition: i32, origin: &str) -> Vec<u8> {
+    kafka_read_partition_as(topic, partition, origin, "read_committed")
+}
+
+/// [`kafka_read_partition`] at the given `isolation.level`.
+pub fn kafka_read_partition_as(topic: &str, partition: i32, origin: &str, isolation: &str) -> Vec<u8> {
     use rdkafka::consumer::{BaseConsumer, Consumer};
     use rdkafka::message::{Headers, Message};
     let consumer: BaseConsumer = rdkafka::ClientConfig::new()
         .set("bootstrap.servers", kafka_addr())
+        .set("isolation.level", isolation)
         .set("group.id", "chainship-tests-readback")
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "true")
